@@ -1,0 +1,39 @@
+"""lattice_contract: the one definition of the lattice dialect and its artifact rules.
+
+Standard library only.  Backends import from here; this package imports no
+backend.
+"""
+
+from lattice_contract.constants import (
+    CURRENT_IR_VERSION,
+    GRAPH_FILE,
+    INPUT_ROLES,
+    OUTPUT_ROLES,
+    WEIGHT_FILE,
+)
+from lattice_contract.kernel import (
+    as_triple,
+    centred_offsets,
+    kernel_taps,
+    kernel_volume,
+    tap_index,
+    tap_offsets,
+)
+from lattice_contract.schema import SCHEMA, DialectSchema, OpDef
+
+__all__ = [
+    "CURRENT_IR_VERSION",
+    "GRAPH_FILE",
+    "INPUT_ROLES",
+    "OUTPUT_ROLES",
+    "SCHEMA",
+    "WEIGHT_FILE",
+    "DialectSchema",
+    "OpDef",
+    "as_triple",
+    "centred_offsets",
+    "kernel_taps",
+    "kernel_volume",
+    "tap_index",
+    "tap_offsets",
+]

@@ -1,0 +1,1 @@
+"""mlx_lattice: sparse 3D convolutional networks on MLX."""
