@@ -11,6 +11,7 @@ from lattice_contract.constants import (
     OUTPUT_ROLES,
     WEIGHT_FILE,
 )
+from lattice_contract.digest import SCHEMA_DIGEST, schema_digest
 from lattice_contract.kernel import (
     as_triple,
     centred_offsets,
@@ -27,6 +28,7 @@ __all__ = [
     "INPUT_ROLES",
     "OUTPUT_ROLES",
     "SCHEMA",
+    "SCHEMA_DIGEST",
     "WEIGHT_FILE",
     "DialectSchema",
     "OpDef",
@@ -34,6 +36,7 @@ __all__ = [
     "centred_offsets",
     "kernel_taps",
     "kernel_volume",
+    "schema_digest",
     "tap_index",
     "tap_offsets",
 ]
