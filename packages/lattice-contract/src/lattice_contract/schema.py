@@ -562,7 +562,7 @@ class Weight(Op):
 
 
 class Conv3d(Op):
-    """Support-generating sparse convolution: every output some active input reaches through a tap."""
+    """Support-generating sparse convolution: every output an active input reaches by a tap."""
 
     __mnemonic__ = "conv3d"
     input: _Sparse
@@ -725,7 +725,7 @@ class Activation(Op):
 
 
 class BatchNorm(Op):
-    """Inference batch normalization with frozen statistics: (x - mean) / sqrt(var + eps) * scale + bias."""
+    """Frozen-statistics batch norm: (x - mean) / sqrt(var + eps) * scale + bias."""
 
     __mnemonic__ = "batch_norm"
     input: _Features
@@ -908,9 +908,7 @@ class DialectSchema:
     enums: tuple[type[SchemaEnum], ...]
     types: tuple[TypeDef, ...]
     primitives: Mapping[str, PrimitiveDef]
-    packing_fields: tuple[tuple[str, type[SchemaEnum] | None], ...] = field(
-        default=PACKING_FIELDS
-    )
+    packing_fields: tuple[tuple[str, type[SchemaEnum] | None], ...] = field(default=PACKING_FIELDS)
 
     def op(self, name: str) -> OpDef:
         """Resolve ``name`` (``conv3d``, ``lattice.conv3d`` or ``sparse_make``) to its OpDef."""
