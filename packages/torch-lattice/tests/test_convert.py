@@ -1,0 +1,443 @@
+"""convert-checkpoint: layouts of each framework, refusals, files and the CLI.
+
+The source layouts are built here straight from each framework's own tap
+enumeration (the loops below mirror how TorchSparse, MinkowskiEngine and
+spconv list kernel offsets), independently of the converter's index
+arithmetic: a canonical random weight is scattered into the source layout and
+the converter must give it back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from torch_lattice.convert import (
+    ConversionError,
+    KernelSpec,
+    canonical_row_permutation,
+    convert_checkpoint,
+    convert_state_dict,
+    main,
+)
+
+SIZES = [(3, 3, 3), (2, 2, 2), (3, 1, 2), (4, 4, 4), (2, 3, 3), (5, 3, 1), (1, 1, 1)]
+
+
+def _spec(kernels: dict[str, Any], **extra: Any) -> KernelSpec:
+    return KernelSpec.from_json(
+        {"format": "lattice-kernel-spec", "version": 1, "kernels": kernels, **extra}
+    )
+
+
+def _taps_first_fastest(size: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    kx, ky, kz = size
+    return [(x, y, z) for z in range(kz) for y in range(ky) for x in range(kx)]
+
+
+def _taps_last_fastest(size: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    kx, ky, kz = size
+    return [(x, y, z) for x in range(kx) for y in range(ky) for z in range(kz)]
+
+
+def _flattened(w: torch.Tensor, taps: list[tuple[int, int, int]]) -> torch.Tensor:
+    """(K, C_in, C_out) with row i holding tap taps[i] of canonical w."""
+    return torch.stack([w[:, x, y, z, :].T for (x, y, z) in taps])
+
+
+def torchsparse_layout(w: torch.Tensor, version: str) -> torch.Tensor:
+    size = tuple(w.shape[1:4])
+    volume = size[0] * size[1] * size[2]
+    if volume == 1:
+        return w.reshape(w.shape[0], w.shape[4]).T.contiguous()  # (C_in, C_out)
+    taps = _taps_first_fastest(size) if volume % 2 else _taps_last_fastest(size)
+    return _flattened(w, taps)
+
+
+def minkowski_layout(w: torch.Tensor) -> torch.Tensor:
+    return _flattened(w, _taps_first_fastest(tuple(w.shape[1:4])))
+
+
+def spconv2_layout(w: torch.Tensor, *, matmul_1x1: bool) -> torch.Tensor:
+    if tuple(w.shape[1:4]) == (1, 1, 1) and matmul_1x1:
+        # spconv reads the (C_out, 1, 1, 1, C_in) buffer as (C_in, C_out).
+        c_out, c_in = w.shape[0], w.shape[4]
+        return w.reshape(c_out, c_in).T.contiguous().reshape(c_out, 1, 1, 1, c_in)
+    return w.clone()
+
+
+def spconv1_layout(w: torch.Tensor) -> torch.Tensor:
+    return w.permute(1, 2, 3, 4, 0).contiguous()
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    return torch.Generator().manual_seed(1234)
+
+
+def _canonical(gen: torch.Generator, size: tuple[int, int, int], c_in: int = 3, c_out: int = 5):
+    return torch.randn(c_out, *size, c_in, generator=gen)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("version", ["torchsparse-2.0", "torchsparse-2.1"])
+def test_torchsparse_round_trip(size, version, gen):
+    w = _canonical(gen, size)
+    src = torchsparse_layout(w, version)
+    spec = _spec({"conv.kernel": {"framework": version, "kernel_size": list(size)}})
+    result = convert_state_dict({"conv.kernel": src}, spec)
+    assert torch.equal(result.tensors["conv.kernel"], w)
+    rec = result.manifest["converted"]["conv.kernel"]
+    assert rec["shape_before"] == list(src.shape)
+    assert rec["shape_after"] == list(w.shape)
+    assert rec["framework"] == version
+
+
+def test_torchsparse_21_strided_1x1_keeps_k_axis(gen):
+    w = _canonical(gen, (1, 1, 1))
+    src = w.reshape(5, 3).T.unsqueeze(0).contiguous()  # 2.1 strided 1x1x1: (1, C_in, C_out)
+    out = convert_state_dict(
+        {"down.kernel": src}, _spec({"down.kernel": {"framework": "torchsparse-2.1"}})
+    )
+    assert torch.equal(out.tensors["down.kernel"], w)
+    with pytest.raises(ConversionError, match=r"down\.kernel.*TorchSparse 2\.1"):
+        convert_state_dict(
+            {"down.kernel": src}, _spec({"down.kernel": {"framework": "torchsparse-2.0"}})
+        )
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_minkowski_round_trip(size, gen):
+    w = _canonical(gen, size)
+    src = minkowski_layout(w)
+    bias = torch.randn(1, 5, generator=gen)
+    spec = _spec(
+        {
+            "block.conv.kernel": {"framework": "minkowski", "kernel_size": list(size)},
+            "block.conv.bias": {"framework": "minkowski", "role": "bias"},
+        },
+        rename=[[r"\.kernel$", ".weight"]],
+    )
+    result = convert_state_dict({"block.conv.kernel": src, "block.conv.bias": bias}, spec)
+    assert torch.equal(result.tensors["block.conv.weight"], w)
+    assert torch.equal(result.tensors["block.conv.bias"], bias.reshape(5))
+    assert result.manifest["converted"]["block.conv.weight"]["source_key"] == "block.conv.kernel"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_spconv2_round_trip(size, gen):
+    w = _canonical(gen, size)
+    src = spconv2_layout(w, matmul_1x1=True)
+    spec = _spec({"net.0.weight": {"framework": "spconv-2", "stride": 1}})
+    assert torch.equal(convert_state_dict({"net.0.weight": src}, spec).tensors["net.0.weight"], w)
+
+
+def test_spconv2_strided_1x1_is_plain_krsc(gen):
+    w = _canonical(gen, (1, 1, 1))
+    spec = _spec({"down.weight": {"framework": "spconv-2", "stride": 2}})
+    out = convert_state_dict({"down.weight": w.clone()}, spec)
+    assert torch.equal(out.tensors["down.weight"], w)
+    subm = _spec({"down.weight": {"framework": "spconv-2", "stride": 2, "subm": True}})
+    quirk = spconv2_layout(w, matmul_1x1=True)
+    assert torch.equal(convert_state_dict({"down.weight": quirk}, subm).tensors["down.weight"], w)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_spconv1_round_trip(size, gen):
+    w = _canonical(gen, size)
+    spec = _spec({"x.weight": {"framework": "spconv-1"}})
+    out = convert_state_dict({"x.weight": spconv1_layout(w)}, spec)
+    assert torch.equal(out.tensors["x.weight"], w)
+
+
+def test_axes_zyx_reverses_the_kernel_axes(gen):
+    # A model fed (batch, z, y, x) indices: its kernel axis 0 is z.
+    w = _canonical(gen, (2, 3, 4))  # canonical (Kx, Ky, Kz) = (2, 3, 4)
+    src = w.permute(0, 3, 2, 1, 4).contiguous()  # spconv order (Kz, Ky, Kx)
+    spec = _spec({"w": {"framework": "spconv-2", "axes": "zyx"}})
+    out = convert_state_dict({"w": src}, spec)
+    assert torch.equal(out.tensors["w"], w)
+    rec = out.manifest["converted"]["w"]
+    assert rec["kernel_size"] == [4, 3, 2]
+    assert rec["canonical_kernel_size"] == [2, 3, 4]
+
+
+def test_row_permutation_values():
+    # Odd TorchSparse: rows x fastest, so canonical row 1 (tap z=1) is source row 9.
+    perm = canonical_row_permutation("torchsparse-2.1", (3, 3, 3))
+    assert perm[:4] == [0, 9, 18, 3]
+    assert sorted(perm) == list(range(27))
+    # Even TorchSparse: already z fastest.
+    assert canonical_row_permutation("torchsparse-2.1", (2, 2, 2)) == list(range(8))
+    # MinkowskiEngine even: x fastest, unlike TorchSparse.
+    assert canonical_row_permutation("minkowski", (2, 2, 2)) == [0, 4, 2, 6, 1, 5, 3, 7]
+    assert canonical_row_permutation("spconv-2", (3, 3, 3)) == list(range(27))
+
+
+def test_other_keys_copied_unchanged(gen):
+    state = {
+        "conv.kernel": torchsparse_layout(_canonical(gen, (3, 3, 3)), "torchsparse-2.1"),
+        "bn.weight": torch.randn(5, generator=gen),
+        "bn.num_batches_tracked": torch.tensor(7),
+        "head.weight": torch.randn(4, 5, generator=gen),
+        "pointnet.conv1d.weight": torch.randn(4, 5, 1, generator=gen),
+    }
+    spec = _spec(
+        {"conv.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}},
+        keep=["pointnet.*"],
+    )
+    result = convert_state_dict(state, spec)
+    for key in ("bn.weight", "bn.num_batches_tracked", "head.weight", "pointnet.conv1d.weight"):
+        assert torch.equal(result.tensors[key], state[key])
+        assert result.tensors[key].dtype == state[key].dtype
+    assert set(result.manifest["copied"]) == {
+        "bn.weight",
+        "bn.num_batches_tracked",
+        "head.weight",
+        "pointnet.conv1d.weight",
+    }
+
+
+def test_half_precision_kept(gen):
+    w = _canonical(gen, (3, 3, 3)).half()
+    out = convert_state_dict(
+        {"k": minkowski_layout(w)}, _spec({"k": {"framework": "minkowski", "kernel_size": 3}})
+    )
+    assert out.tensors["k"].dtype == torch.float16
+    assert torch.equal(out.tensors["k"], w)
+
+
+# ---------------------------------------------------------------------------
+# Refusals, one by one.
+
+
+def _ts(gen, size=(3, 3, 3)):
+    return torchsparse_layout(_canonical(gen, size), "torchsparse-2.1")
+
+
+def test_refuses_undeclared_kernel_key(gen):
+    state = {"a.kernel": _ts(gen), "b.kernel": _ts(gen)}
+    spec = _spec({"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    with pytest.raises(ConversionError, match=r"b\.kernel.*does not declare"):
+        convert_state_dict(state, spec)
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 3, 3, 4), (27, 4, 5)])
+def test_refuses_undeclared_kernel_like_weight(shape, gen):
+    state = {"a.kernel": _ts(gen), "enc.weight": torch.randn(*shape, generator=gen)}
+    spec = _spec({"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    with pytest.raises(ConversionError, match=r"enc\.weight"):
+        convert_state_dict(state, spec)
+
+
+def test_refuses_2d_undeclared_kernel_suffix(gen):
+    state = {"a.kernel": _ts(gen), "proj.kernel": torch.randn(3, 5, generator=gen)}
+    spec = _spec({"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    with pytest.raises(ConversionError, match=r"proj\.kernel"):
+        convert_state_dict(state, spec)
+
+
+def test_refuses_unknown_framework():
+    with pytest.raises(ConversionError, match=r"'a\.kernel'.*unknown framework 'torchsparse-3'"):
+        _spec({"a.kernel": {"framework": "torchsparse-3", "kernel_size": 3}})
+
+
+def test_refuses_ambiguous_patterns(gen):
+    spec = _spec(
+        {
+            "enc.*.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3},
+            "enc.0.*": {"framework": "minkowski", "kernel_size": 3},
+        }
+    )
+    with pytest.raises(ConversionError, match=r"enc\.0\.kernel.*different declarations"):
+        convert_state_dict({"enc.0.kernel": _ts(gen)}, spec)
+
+
+def test_refuses_flattened_kernel_without_size(gen):
+    spec = _spec({"a.kernel": {"framework": "torchsparse-2.1"}})
+    with pytest.raises(ConversionError, match=r"a\.kernel.*declare \"kernel_size\""):
+        convert_state_dict({"a.kernel": _ts(gen, (2, 2, 2))}, spec)
+
+
+def test_refuses_size_volume_mismatch(gen):
+    spec = _spec({"a.kernel": {"framework": "minkowski", "kernel_size": [2, 2, 2]}})
+    with pytest.raises(ConversionError, match=r"a\.kernel.*8 taps.*27 rows"):
+        convert_state_dict({"a.kernel": _ts(gen)}, spec)
+
+
+def test_refuses_spconv_size_contradiction(gen):
+    spec = _spec({"w": {"framework": "spconv-2", "kernel_size": 5}})
+    with pytest.raises(ConversionError, match=r"w: the spec declares kernel_size"):
+        convert_state_dict({"w": _canonical(gen, (3, 3, 3))}, spec)
+
+
+def test_refuses_spconv_1x1_without_stride(gen):
+    spec = _spec({"head.weight": {"framework": "spconv-2"}})
+    with pytest.raises(ConversionError, match=r"head\.weight.*declare \"stride\""):
+        convert_state_dict({"head.weight": _canonical(gen, (1, 1, 1))}, spec)
+
+
+def test_refuses_wrong_rank_for_framework(gen):
+    spec = _spec({"w": {"framework": "spconv-2"}})
+    with pytest.raises(ConversionError, match=r"w: a spconv 2\.x kernel must be"):
+        convert_state_dict({"w": _ts(gen)}, spec)
+
+
+def test_refuses_2d_kernel_with_larger_size(gen):
+    spec = _spec({"k": {"framework": "torchsparse-2.0", "kernel_size": 3}})
+    with pytest.raises(ConversionError, match=r"k: a 2-D"):
+        convert_state_dict({"k": torch.randn(3, 5, generator=gen)}, spec)
+
+
+def test_refuses_pattern_matching_nothing(gen):
+    spec = _spec(
+        {
+            "a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3},
+            "decoder.*.kernel": {"framework": "torchsparse-2.1", "kernel_size": 2},
+        }
+    )
+    with pytest.raises(ConversionError, match=r"decoder\.\*\.kernel.*match no key"):
+        convert_state_dict({"a.kernel": _ts(gen)}, spec)
+
+
+def test_refuses_rename_collision(gen):
+    spec = _spec(
+        {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}},
+        rename=[[r"\.kernel$", ".weight"]],
+    )
+    state = {"a.kernel": _ts(gen), "a.weight": torch.randn(3, generator=gen)}
+    with pytest.raises(ConversionError, match=r"a\.weight.*renamed"):
+        convert_state_dict(state, spec)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"version": 1, "kernels": {}}, "format"),
+        ({"format": "lattice-kernel-spec", "version": 1, "kernels": {}}, "non-empty"),
+        (
+            {
+                "format": "lattice-kernel-spec",
+                "version": 1,
+                "kernels": {"k": {"framework": "minkowski", "axes": "xxz"}},
+            },
+            "axes",
+        ),
+        (
+            {
+                "format": "lattice-kernel-spec",
+                "version": 1,
+                "kernels": {"k": {"framework": "minkowski", "kernel": 3}},
+            },
+            "unknown field",
+        ),
+        (
+            {
+                "format": "lattice-kernel-spec",
+                "version": 1,
+                "kernels": {"k": {"framework": "minkowski", "kernel_size": 0}},
+            },
+            "positive",
+        ),
+    ],
+)
+def test_refuses_malformed_spec(data, match):
+    with pytest.raises(ConversionError, match=match):
+        KernelSpec.from_json(data)
+
+
+# ---------------------------------------------------------------------------
+# Files and the console script.
+
+
+def _write_spec(tmp: Path, kernels: dict[str, Any], **extra: Any) -> Path:
+    path = tmp / "spec.json"
+    path.write_text(
+        json.dumps({"format": "lattice-kernel-spec", "version": 1, "kernels": kernels, **extra})
+    )
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_cli_writes_weights_and_manifest(tmp_path, suffix, gen):
+    w3 = _canonical(gen, (3, 3, 3))
+    w2 = _canonical(gen, (2, 2, 2), c_in=5, c_out=6)
+    state = {
+        "stem.kernel": torchsparse_layout(w3, "torchsparse-2.0"),
+        "down.kernel": torchsparse_layout(w2, "torchsparse-2.0"),
+        "bn.weight": torch.ones(5),
+    }
+    src = tmp_path / f"ckpt{suffix}"
+    if suffix == ".pt":
+        torch.save(state, src)
+    else:
+        save_file(state, str(src))
+    spec = _write_spec(
+        tmp_path,
+        {
+            "stem.kernel": {"framework": "torchsparse-2.0", "kernel_size": 3},
+            "down.kernel": {"framework": "torchsparse-2.0", "kernel_size": 2},
+        },
+        rename=[[r"\.kernel$", ".weight"]],
+    )
+    dst = tmp_path / "out" / "weights.safetensors"
+    assert main([str(src), str(dst), "--kernel-spec", str(spec)]) == 0
+    weights = load_file(str(dst))
+    assert torch.equal(weights["stem.weight"], w3)
+    assert torch.equal(weights["down.weight"], w2)
+    assert torch.equal(weights["bn.weight"], state["bn.weight"])
+    manifest = json.loads((tmp_path / "out" / "weights.manifest.json").read_text())
+    stem = manifest["converted"]["stem.weight"]
+    assert stem["source_key"] == "stem.kernel"
+    assert stem["framework"] == "torchsparse-2.0"
+    assert "first-axis fastest" in stem["source_layout"]
+    assert stem["shape_before"] == [27, 3, 5] and stem["shape_after"] == [5, 3, 3, 3, 3]
+    assert stem["row_permutation"] == canonical_row_permutation("torchsparse-2.0", (3, 3, 3))
+    assert manifest["copied"] == {"bn.weight": "bn.weight"}
+
+
+def test_cli_nested_checkpoint_needs_key(tmp_path, gen, capsys):
+    state = {"stem.kernel": _ts(gen)}
+    src = tmp_path / "ckpt.pth"
+    torch.save({"state_dict": state, "epoch": torch.tensor(3)}, src)
+    spec = _write_spec(
+        tmp_path, {"stem.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}}
+    )
+    dst = tmp_path / "w.safetensors"
+    assert main([str(src), str(dst), "--kernel-spec", str(spec)]) == 2
+    assert "--state-dict-key" in capsys.readouterr().err
+    assert not dst.exists()
+    args = [str(src), str(dst), "--kernel-spec", str(spec), "--state-dict-key", "state_dict"]
+    assert main([*args, "--manifest", str(tmp_path / "m.json")]) == 0
+    assert dst.exists() and (tmp_path / "m.json").exists()
+
+
+def test_cli_failure_writes_nothing(tmp_path, gen, capsys):
+    src = tmp_path / "ckpt.pt"
+    torch.save({"a.kernel": _ts(gen), "b.kernel": _ts(gen)}, src)
+    spec = _write_spec(tmp_path, {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    dst = tmp_path / "w.safetensors"
+    assert main([str(src), str(dst), "--kernel-spec", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "b.kernel" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt", "spec.json"]
+
+
+def test_refuses_pickled_objects(tmp_path):
+    src = tmp_path / "ckpt.pt"
+    torch.save({"a": torch.zeros(1), "obj": {1, 2}}, src)  # a set is not weights-only safe data
+    spec = _write_spec(tmp_path, {"a": {"framework": "minkowski", "role": "bias"}})
+    with pytest.raises(ConversionError):
+        convert_checkpoint(src, tmp_path / "w.safetensors", spec)
+
+
+def test_destination_must_be_safetensors(tmp_path, gen):
+    src = tmp_path / "ckpt.pt"
+    torch.save({"a.kernel": _ts(gen)}, src)
+    spec = _write_spec(tmp_path, {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    with pytest.raises(ConversionError, match=r"\.safetensors"):
+        convert_checkpoint(src, tmp_path / "w.pt", spec)
