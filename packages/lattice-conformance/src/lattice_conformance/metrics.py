@@ -266,6 +266,15 @@ def _duplicates(sorted_coords: Array) -> int:
     return int(np.count_nonzero(np.all(sorted_coords[1:] == sorted_coords[:-1], axis=1)))
 
 
+def _new_result(
+    name: str, kind: str, atol: float, rtol: float, expected_dtype: str, actual_dtype: str
+) -> OutputResult:
+    result = OutputResult(name, kind, False, [], atol, rtol, expected_dtype, actual_dtype)
+    if actual_dtype != expected_dtype:
+        result.reasons.append(f"dtype: expected {expected_dtype}, got {actual_dtype}")
+    return result
+
+
 def compare_sparse(
     name: str,
     actual: SparseArrays,
@@ -282,18 +291,7 @@ def compare_sparse(
     fails; features are still compared on the rows both sides share, so the
     report shows whether the values around a support bug are sane.
     """
-    result = OutputResult(
-        name=name,
-        kind="sparse",
-        passed=False,
-        reasons=[],
-        atol=atol,
-        rtol=rtol,
-        expected_dtype=expected_dtype,
-        actual_dtype=actual_dtype,
-    )
-    if actual_dtype != expected_dtype:
-        result.reasons.append(f"dtype: expected {expected_dtype} features, got {actual_dtype}")
+    result = _new_result(name, "sparse", atol, rtol, expected_dtype, actual_dtype)
     a_coords = np.asarray(actual.coords)
     e_coords = np.asarray(expected.coords)
     a_feats = np.asarray(actual.features)
@@ -387,18 +385,7 @@ def compare_dense(
     actual_dtype: str,
 ) -> OutputResult:
     """Compare one dense output (shape must match exactly, then values)."""
-    result = OutputResult(
-        name=name,
-        kind="dense",
-        passed=False,
-        reasons=[],
-        atol=atol,
-        rtol=rtol,
-        expected_dtype=expected_dtype,
-        actual_dtype=actual_dtype,
-    )
-    if actual_dtype != expected_dtype:
-        result.reasons.append(f"dtype: expected {expected_dtype}, got {actual_dtype}")
+    result = _new_result(name, "dense", atol, rtol, expected_dtype, actual_dtype)
     a, e = np.asarray(actual), np.asarray(expected)
     if a.shape != e.shape:
         result.reasons.append(f"shape: expected {e.shape}, got {a.shape}")
