@@ -1,1 +1,10 @@
-"""mlx_lattice: sparse 3D convolutional networks on MLX."""
+"""mlx_lattice: sparse 3D convolutional networks on MLX.
+
+``SparseTensor`` is the value every op takes and returns; ``mlx_lattice.ops``
+holds the functional ops of the Lattice contract, ``mlx_lattice.nn`` their
+module wrappers and ``mlx_lattice.artifact`` the MLIR artifact runtime.
+"""
+
+from mlx_lattice.sparse import SparseTensor, canonical_order, inverse_permutation
+
+__all__ = ["SparseTensor", "canonical_order", "inverse_permutation"]

@@ -1,0 +1,221 @@
+"""Coordinate keys: the host-independent index that every kernel map is built on.
+
+A sparse support is a set of integer rows ``(batch, x, y, z)``.  Lookups on it
+(does this neighbour exist? which row is it?) are done by packing each row into
+one non-negative ``int64`` key with a mixed radix over the support's bounding
+box, sorting the keys once, and answering any batch of queries with a single
+vectorised ``searchsorted``.  A query outside the box can never match, so it is
+given the key ``-1`` instead of being packed; that is what keeps packing free of
+overflow for offsets that step outside the support.
+
+None of this is part of the artifact contract: it is how this runtime finds
+neighbours, and it can change without touching any exchanged file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+
+KEY_LIMIT = 1 << 62
+"""Largest number of cells a key space may hold (leaves headroom in int64)."""
+
+MISSING_KEY = -1
+"""Key of a query outside the key space's box: never equal to a packed key."""
+
+
+def scalar_int(value: mx.array) -> int:
+    """The Python int held by a one-element integer or boolean array (synchronises)."""
+    item = value.item()
+    if not isinstance(item, int):
+        raise TypeError(f"expected an integer scalar, got {item!r}")
+    return int(item)
+
+
+class CoordinateRangeError(ValueError):
+    """The coordinates span a box too large to index with 62-bit keys."""
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """A mixed-radix packing of ``(batch, x, y, z)`` rows inside a box.
+
+    ``low`` is the smallest value per column and ``extent`` the number of
+    values per column; key = ``((b' * Ex + x') * Ey + y') * Ez + z'`` with
+    ``v' = v - low``.  Keys therefore sort like the rows themselves
+    (lexicographically by batch, x, y, z), which makes the sorted-key order a
+    deterministic row order for generated supports.
+    """
+
+    low: tuple[int, int, int, int]
+    extent: tuple[int, int, int, int]
+
+    @staticmethod
+    def from_bounds(low: tuple[int, ...], high: tuple[int, ...]) -> KeySpace:
+        """Key space of the box ``[low, high]`` (inclusive, four columns)."""
+        lo = tuple(int(v) for v in low)
+        ext = tuple(max(int(h) - int(v) + 1, 1) for v, h in zip(low, high, strict=True))
+        cells = ext[0] * ext[1] * ext[2] * ext[3]
+        if cells > KEY_LIMIT:
+            raise CoordinateRangeError(
+                f"coordinates span a box of {cells} cells (batch/x/y/z extents {ext}), more "
+                f"than the 2^62 this runtime can index; translate the coordinates so that "
+                f"they lie closer together, or split the batch"
+            )
+        return KeySpace(
+            low=(lo[0], lo[1], lo[2], lo[3]),
+            extent=(ext[0], ext[1], ext[2], ext[3]),
+        )
+
+    @staticmethod
+    def of(coords: mx.array) -> KeySpace:
+        """Key space of the bounding box of ``coords`` (``(N, 4)``; empty gives a unit box)."""
+        if coords.shape[0] == 0:
+            return KeySpace(low=(0, 0, 0, 0), extent=(1, 1, 1, 1))
+        lo_hi = mx.concatenate([mx.min(coords, axis=0), mx.max(coords, axis=0)])
+        vals = [int(v) for v in np.asarray(lo_hi).tolist()]
+        return KeySpace.from_bounds(tuple(vals[:4]), tuple(vals[4:]))
+
+    def union(self, other: KeySpace) -> KeySpace:
+        """Smallest key space holding both boxes."""
+        low = tuple(min(a, b) for a, b in zip(self.low, other.low, strict=True))
+        high = tuple(
+            max(a + ea, b + eb) - 1
+            for a, ea, b, eb in zip(self.low, self.extent, other.low, other.extent, strict=True)
+        )
+        return KeySpace.from_bounds(low, high)
+
+    @property
+    def radix(self) -> tuple[int, int, int, int]:
+        """Key weight of one step along each column."""
+        ex, ey, ez = self.extent[1], self.extent[2], self.extent[3]
+        return (ex * ey * ez, ey * ez, ez, 1)
+
+    def pack(self, coords: mx.array) -> mx.array:
+        """Keys (int64, shape ``coords.shape[:-1]``) of rows; rows outside the box get -1."""
+        c = coords.astype(mx.int64)
+        low = mx.array(self.low, dtype=mx.int64)
+        ext = mx.array(self.extent, dtype=mx.int64)
+        rel = c - low
+        inside = mx.all((rel >= 0) & (rel < ext), axis=-1)
+        radix = mx.array(self.radix, dtype=mx.int64)
+        keys = mx.sum(rel * radix, axis=-1)
+        return mx.where(inside, keys, MISSING_KEY)
+
+    def unpack(self, keys: mx.array) -> mx.array:
+        """Rows (int32, shape ``keys.shape + (4,)``) of in-box keys."""
+        cols = []
+        rest = keys.astype(mx.int64)
+        for r, lo in zip(self.radix, self.low, strict=True):
+            q = rest // r
+            rest = rest - q * r
+            cols.append(q + lo)
+        return mx.stack(cols, axis=-1).astype(mx.int32)
+
+
+@dataclass(frozen=True)
+class SupportIndex:
+    """Sorted keys of one support, to answer "which row holds this coordinate?".
+
+    ``keys`` are the packed rows in ascending order and ``rows[i]`` is the row
+    whose key is ``keys[i]``.  Built once per support and cached with it.
+    """
+
+    space: KeySpace
+    keys: mx.array
+    rows: mx.array
+
+    @staticmethod
+    def build(coords: mx.array, space: KeySpace | None = None) -> SupportIndex:
+        """Index the rows of ``coords`` (logical ``(N, 4)``; assumed free of duplicates)."""
+        space = KeySpace.of(coords) if space is None else space
+        keys = space.pack(coords)
+        rows = mx.argsort(keys).astype(mx.int32)
+        return SupportIndex(space=space, keys=keys[rows], rows=rows)
+
+    @property
+    def size(self) -> int:
+        """Number of indexed rows."""
+        return int(self.keys.shape[0])
+
+    def find_keys(self, keys: mx.array) -> tuple[mx.array, mx.array]:
+        """``(found, row)`` for query keys of the same space (``-1`` never matches).
+
+        ``row`` is meaningful only where ``found`` is true.
+        """
+        n = self.size
+        if n == 0:
+            return mx.zeros(keys.shape, dtype=mx.bool_), mx.zeros(keys.shape, dtype=mx.int32)
+        pos = mx.minimum(mx.searchsorted(self.keys, keys), n - 1)
+        found = self.keys[pos] == keys
+        return found, self.rows[pos]
+
+    def find(self, coords: mx.array) -> tuple[mx.array, mx.array]:
+        """``(found, row)`` of query rows ``(..., 4)`` in logical units."""
+        return self.find_keys(self.space.pack(coords))
+
+    def duplicate_row(self) -> int | None:
+        """A row index that repeats an earlier coordinate, or None when all rows are distinct."""
+        if self.size < 2:
+            return None
+        same = self.keys[1:] == self.keys[:-1]
+        if not bool(mx.any(same).item()):
+            return None
+        first = scalar_int(mx.argmax(same.astype(mx.int32)))
+        return scalar_int(self.rows[first + 1])
+
+
+def flat_nonzero(mask: mx.array) -> mx.array:
+    """Positions (int32) where a boolean array is true, in ascending flat order.
+
+    MLX has no nonzero/compaction primitive, and emulating one with a scan and
+    a scatter is tens of times slower on CPU than NumPy's, so this one step of
+    index building runs on the host.  The result size depends on the data, so a
+    synchronisation is unavoidable here whichever way it is done.
+    """
+    host = np.asarray(mask.reshape(-1))
+    return mx.array(np.flatnonzero(host).astype(np.int32))
+
+
+def duplicate_row_host(coords: mx.array) -> int | None:
+    """Duplicate detection that cannot overflow: a host lexicographic sort.
+
+    Used only when the coordinates span too large a box for 62-bit keys.
+    """
+    host = np.asarray(coords)
+    if host.shape[0] < 2:
+        return None
+    order = np.lexsort(host.T[::-1])
+    srt = host[order]
+    same = np.all(srt[1:] == srt[:-1], axis=1)
+    hits = np.flatnonzero(same)
+    return None if hits.size == 0 else int(order[hits[0] + 1])
+
+
+class SupportCache:
+    """Per-support memo shared by every SparseTensor with the same rows and stride.
+
+    It holds the support's :class:`SupportIndex` and the kernel maps computed
+    from it, keyed by everything that determines a map (op family, kernel,
+    stride, dilation, padding and the target support, if any).  Tensors made
+    with ``with_feats`` share their parent's cache, so the layers of one
+    forward pass that read the same support reuse one map.
+    """
+
+    __slots__ = ("_index", "relations")
+
+    def __init__(self, index: SupportIndex | None = None) -> None:
+        self._index = index
+        self.relations: dict[object, object] = {}
+
+    def index(self, logical: mx.array) -> SupportIndex:
+        """The support index, built from ``logical`` rows on first use."""
+        if self._index is None:
+            self._index = SupportIndex.build(logical)
+        return self._index
+
+    def has_index(self) -> bool:
+        """Whether the index was already built (by validation or an earlier op)."""
+        return self._index is not None

@@ -1,0 +1,404 @@
+"""The MLX sparse value: coordinates, features, active prefix and stride (SPEC §4).
+
+A :class:`SparseTensor` is checked once, when it is made, so that every op
+downstream can assume a well-formed support: int32 ``(N, 4)`` physical
+coordinates ``(batch, x, y, z)``, ``(N, C)`` floating features, non-negative
+batch indices, spatial coordinates divisible by the stride, and no repeated
+row.  Rows past the active count are capacity padding; they are dropped here
+and never read.  :meth:`SparseTensor.trusted` skips the two expensive checks
+(divisibility and duplicates) for callers that already guarantee them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+from lattice_contract.kernel import Triple
+
+from mlx_lattice.coords import (
+    CoordinateRangeError,
+    SupportCache,
+    SupportIndex,
+    duplicate_row_host,
+    scalar_int,
+)
+
+FEATURE_DTYPES: tuple[mx.Dtype, ...] = (mx.float16, mx.bfloat16, mx.float32)
+"""Storage dtypes a sparse value's features may have."""
+
+_DTYPE_NAMES = {mx.float16: "f16", mx.bfloat16: "bf16", mx.float32: "f32"}
+
+
+def _as_mx(value: Any, name: str) -> mx.array:
+    """Accept an MLX array (or a NumPy array, converted without changing dtype)."""
+    if isinstance(value, mx.array):
+        return value
+    if isinstance(value, np.ndarray):
+        return mx.array(value)
+    raise TypeError(
+        f"{name} must be an mlx.core.array (or a NumPy array), got {type(value).__name__}; "
+        f"convert it with mlx.core.array(...)"
+    )
+
+
+def as_stride(stride: int | Sequence[int], name: str = "stride") -> Triple:
+    """A positive int triple from an int or three ints, with an error naming the fix."""
+    if isinstance(stride, bool) or not isinstance(stride, (int, Sequence)):
+        raise TypeError(f"{name} must be a positive int or three positive ints, got {stride!r}")
+    if isinstance(stride, int):
+        items: tuple[Any, ...] = (stride, stride, stride)
+    else:
+        items = tuple(stride)
+    if len(items) != 3 or not all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items
+    ):
+        raise ValueError(f"{name} must be a positive int or three positive ints, got {stride!r}")
+    values = (int(items[0]), int(items[1]), int(items[2]))
+    if min(values) < 1:
+        raise ValueError(f"{name} must be positive on every axis, got {values}")
+    return values
+
+
+def _active_count(active_rows: Any, num_rows: int) -> int:
+    """Validate the active-row count (None, an int, or an int32 ``(1,)`` array)."""
+    if active_rows is None:
+        return num_rows
+    if isinstance(active_rows, bool):
+        raise TypeError("active_rows must be an int or an int32 array of shape (1,), got a bool")
+    if isinstance(active_rows, (int, np.integer)):
+        count = int(active_rows)
+    else:
+        arr = _as_mx(active_rows, "active_rows")
+        if arr.dtype != mx.int32:
+            raise TypeError(
+                f"active_rows must be int32, got {arr.dtype}; pass "
+                f"mlx.core.array([n], dtype=mlx.core.int32)"
+            )
+        if arr.shape != (1,):
+            raise ValueError(
+                f"active_rows must have shape (1,), got {arr.shape}; pass "
+                f"mlx.core.array([n], dtype=mlx.core.int32)"
+            )
+        count = scalar_int(arr)
+    if count < 0:
+        raise ValueError(f"active_rows is {count}, which is negative; it must lie in [0, N]")
+    if count > num_rows:
+        raise ValueError(
+            f"active_rows is {count} but only {num_rows} coordinate rows were given; "
+            f"it must lie in [0, N] (rows past it are padding)"
+        )
+    return count
+
+
+def _row_text(coords: mx.array, row: int) -> str:
+    return str([int(v) for v in np.asarray(coords[row]).tolist()])
+
+
+class SparseTensor:
+    """Rows ``(batch, x, y, z)`` with a feature row each, at a stride (SPEC §4).
+
+    Construction validates everything SPEC §4 requires and keeps only the
+    active prefix, so ``num_rows == active_rows`` afterwards (outputs are
+    exact).  Tensors that share a support (``with_feats``) share one
+    :class:`~mlx_lattice.coords.SupportCache`, which memoises the support's
+    index and kernel maps across the layers of a forward pass.
+    """
+
+    __slots__ = ("_cache", "_coords", "_feats", "_stride")
+
+    def __init__(
+        self,
+        coords: Any,
+        feats: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> None:
+        self._init(coords, feats, stride, active_rows, trusted=False)
+
+    @classmethod
+    def trusted(
+        cls,
+        coords: Any,
+        feats: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> SparseTensor:
+        """Make a tensor without the divisibility and duplicate-row checks.
+
+        For callers that guarantee both (ops producing supports, artifact
+        callers using ``call_with_trusted_sparse_inputs``).  Dtypes, shapes,
+        the active count and non-negative batches are still checked because
+        they are cheap and a violation would read out of bounds.
+        """
+        out = cls.__new__(cls)
+        out._init(coords, feats, stride, active_rows, trusted=True)
+        return out
+
+    @classmethod
+    def _from_parts(
+        cls,
+        coords: mx.array,
+        feats: mx.array,
+        stride: Triple,
+        cache: SupportCache | None = None,
+    ) -> SparseTensor:
+        """Internal constructor for op outputs: no checks at all, no host sync."""
+        out = cls.__new__(cls)
+        out._coords = coords
+        out._feats = feats
+        out._stride = stride
+        out._cache = SupportCache() if cache is None else cache
+        return out
+
+    def _init(
+        self, coords: Any, feats: Any, stride: Any, active_rows: Any, *, trusted: bool
+    ) -> None:
+        c = _as_mx(coords, "coords")
+        f = _as_mx(feats, "feats")
+        if c.dtype != mx.int32:
+            raise TypeError(
+                f"coords must be int32, got {c.dtype}; cast them with .astype(mlx.core.int32)"
+            )
+        if c.ndim != 2 or c.shape[1] != 4:
+            raise ValueError(
+                f"coords must have shape (N, 4) with rows (batch, x, y, z), got {c.shape}"
+            )
+        if f.ndim != 2:
+            raise ValueError(
+                f"feats must have shape (N, C) (one feature row per coordinate row), "
+                f"got rank {f.ndim} shape {f.shape}"
+            )
+        if f.dtype not in FEATURE_DTYPES:
+            raise TypeError(
+                f"feats must be float16, bfloat16 or float32, got {f.dtype}; cast them with "
+                f".astype(mlx.core.float32)"
+            )
+        if f.shape[0] != c.shape[0]:
+            raise ValueError(
+                f"feats has {f.shape[0]} rows but coords has {c.shape[0]}; "
+                f"each coordinate row needs exactly one feature row"
+            )
+        st = as_stride(stride)
+        n = _active_count(active_rows, c.shape[0])
+        if n != c.shape[0]:
+            c = c[:n]
+            f = f[:n]
+        self._coords = c
+        self._feats = f
+        self._stride = st
+        self._cache = SupportCache()
+        if n == 0:
+            return
+        batch_min = scalar_int(mx.min(c[:, 0]))
+        if batch_min < 0:
+            row = scalar_int(mx.argmin(c[:, 0]))
+            raise ValueError(
+                f"coords row {row} {_row_text(c, row)} has batch index {batch_min}; "
+                f"batch indices must be >= 0"
+            )
+        if trusted:
+            return
+        if st != (1, 1, 1):
+            rem = c[:, 1:] % mx.array(st, dtype=mx.int32)
+            bad = mx.any(rem != 0, axis=1)
+            if bool(mx.any(bad).item()):
+                row = scalar_int(mx.argmax(bad.astype(mx.int32)))
+                raise ValueError(
+                    f"coords row {row} {_row_text(c, row)} is not divisible by the stride "
+                    f"{st}; coordinates are physical, so a stride-{st} value must carry "
+                    f"multiples of the stride (multiply logical coordinates by it)"
+                )
+        try:
+            index = SupportIndex.build(self.logical_coords)
+            dup = index.duplicate_row()
+            self._cache = SupportCache(index)
+        except CoordinateRangeError:
+            dup = duplicate_row_host(c)
+        if dup is not None:
+            raise ValueError(
+                f"coords row {dup} {_row_text(c, dup)} repeats an earlier row; "
+                f"a sparse value holds each coordinate once (merge duplicates first, e.g. "
+                f"with voxelize)"
+            )
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def coords(self) -> mx.array:
+        """Physical coordinates, int32 ``(N, 4)`` rows ``(batch, x, y, z)``."""
+        return self._coords
+
+    @property
+    def feats(self) -> mx.array:
+        """Features ``(N, C)``, row i belongs to coordinate row i."""
+        return self._feats
+
+    @property
+    def stride(self) -> Triple:
+        """Physical stride per spatial axis."""
+        return self._stride
+
+    @property
+    def active_rows(self) -> mx.array:
+        """The active count as an int32 ``(1,)`` array (always ``num_rows``)."""
+        return mx.array([self.num_rows], dtype=mx.int32)
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows N."""
+        return int(self._coords.shape[0])
+
+    @property
+    def num_channels(self) -> int:
+        """Number of feature channels C."""
+        return int(self._feats.shape[1])
+
+    @property
+    def dtype(self) -> mx.Dtype:
+        """Feature storage dtype."""
+        return self._feats.dtype
+
+    @property
+    def dtype_name(self) -> str:
+        """Feature dtype as the contract spells it (``f16``, ``bf16``, ``f32``)."""
+        return _DTYPE_NAMES[self._feats.dtype]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(N, C)`` of the feature matrix."""
+        return (self.num_rows, self.num_channels)
+
+    @property
+    def cache(self) -> SupportCache:
+        """The memo of this support's index and kernel maps (shared by ``with_feats``)."""
+        return self._cache
+
+    @property
+    def logical_coords(self) -> mx.array:
+        """Coordinates divided by the stride (batch column unchanged), int32 ``(N, 4)``."""
+        if self._stride == (1, 1, 1):
+            return self._coords
+        div = mx.array((1, *self._stride), dtype=mx.int32)
+        return self._coords // div
+
+    @property
+    def batch_indices(self) -> mx.array:
+        """The batch column, int32 ``(N,)``."""
+        return self._coords[:, 0]
+
+    @property
+    def batch_size(self) -> int:
+        """Largest batch index + 1 (0 for an empty tensor): the batch size the rows imply."""
+        if self.num_rows == 0:
+            return 0
+        return scalar_int(mx.max(self._coords[:, 0])) + 1
+
+    def batch_counts(self, batch_size: int | None = None) -> mx.array:
+        """Rows per batch item, int32 ``(batch_size,)`` (default: :attr:`batch_size`)."""
+        size = self.batch_size if batch_size is None else int(batch_size)
+        counts = mx.zeros((size,), dtype=mx.int32)
+        if self.num_rows == 0 or size == 0:
+            return counts
+        return counts.at[self._coords[:, 0]].add(mx.ones((self.num_rows,), dtype=mx.int32))
+
+    def batch(self, index: int) -> SparseTensor:
+        """The rows of one batch item, as a tensor (batch column kept)."""
+        host = np.flatnonzero(np.asarray(self._coords[:, 0]) == int(index)).astype(np.int32)
+        rows = mx.array(host)
+        return SparseTensor._from_parts(self._coords[rows], self._feats[rows], self._stride)
+
+    # ------------------------------------------------------------ derivation
+
+    def with_feats(self, feats: Any) -> SparseTensor:
+        """Same support and stride, new features; shares the kernel-map cache."""
+        f = _as_mx(feats, "feats")
+        if f.ndim != 2 or f.shape[0] != self.num_rows:
+            raise ValueError(
+                f"with_feats needs features of shape ({self.num_rows}, C) to match the "
+                f"support, got {f.shape}"
+            )
+        if f.dtype not in FEATURE_DTYPES:
+            raise TypeError(
+                f"feats must be float16, bfloat16 or float32, got {f.dtype}; cast them with "
+                f".astype(mlx.core.float32)"
+            )
+        return SparseTensor._from_parts(self._coords, f, self._stride, self._cache)
+
+    def astype(self, dtype: mx.Dtype) -> SparseTensor:
+        """Same support with features cast to ``dtype`` (plain conversion, shares the cache)."""
+        return self.with_feats(self._feats.astype(dtype))
+
+    def canonical(self) -> SparseTensor:
+        """The same value with rows in canonical (batch, Morton) order."""
+        perm = canonical_order(self._coords)
+        return SparseTensor._from_parts(self._coords[perm], self._feats[perm], self._stride)
+
+    def __repr__(self) -> str:
+        return (
+            f"SparseTensor(rows={self.num_rows}, channels={self.num_channels}, "
+            f"dtype={self.dtype_name}, stride={self._stride})"
+        )
+
+
+# ---------------------------------------------------------------- ordering
+
+
+def _spread3(v: np.ndarray) -> np.ndarray:
+    """Spread the low 21 bits of each uint64 so that bit i lands on bit 3*i."""
+    v = v & np.uint64(0x1FFFFF)
+    v = (v | (v << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
+    v = (v | (v << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
+    v = (v | (v << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
+    v = (v | (v << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
+    v = (v | (v << np.uint64(2))) & np.uint64(0x1249249249249249)
+    return v
+
+
+def morton_words(coords: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The 96-bit Morton code of each row's (x, y, z), as (high 33 bits, low 63 bits).
+
+    Each int32 coordinate is mapped to uint32 by adding 2^31; bits interleave
+    from the most significant down as x, y, z (z least significant per triple).
+    Bit ``3*i + 2`` is bit i of x, so bits 0..20 of every axis fill the low
+    63-bit word and bits 21..31 the high 33-bit word.
+    """
+    host = np.asarray(coords).astype(np.int64)
+    u = (host[:, 1:4] + (1 << 31)).astype(np.uint64)
+    lo = u & np.uint64(0x1FFFFF)
+    hi = u >> np.uint64(21)
+    one, two = np.uint64(1), np.uint64(2)
+    low = (_spread3(lo[:, 0]) << two) | (_spread3(lo[:, 1]) << one) | _spread3(lo[:, 2])
+    high = (_spread3(hi[:, 0]) << two) | (_spread3(hi[:, 1]) << one) | _spread3(hi[:, 2])
+    return high, low
+
+
+def canonical_order(coords: Any) -> mx.array:
+    """Permutation (int32) that sorts rows by batch, then Morton code (SPEC §4).
+
+    ``coords[perm]`` is in canonical order.  Conformance aligns sparse results
+    this way before comparing coordinates, since physical row order is not
+    part of the contract.  Host-side (NumPy lexsort): MLX has no stable
+    multi-key sort, and this is a comparison utility, not a per-layer step.
+    """
+    host = np.asarray(_as_mx(coords, "coords") if not isinstance(coords, np.ndarray) else coords)
+    if host.ndim != 2 or host.shape[1] != 4:
+        raise ValueError(f"coords must have shape (N, 4), got {host.shape}")
+    high, low = morton_words(host)
+    perm = np.lexsort((low, high, host[:, 0].astype(np.int64)))
+    return mx.array(perm.astype(np.int32))
+
+
+def inverse_permutation(perm: Any) -> mx.array:
+    """The permutation ``inv`` with ``inv[perm[i]] == i`` (int32)."""
+    p = _as_mx(perm, "perm")
+    if p.ndim != 1:
+        raise ValueError(f"perm must be one-dimensional, got shape {p.shape}")
+    n = int(p.shape[0])
+    inv = mx.zeros((n,), dtype=mx.int32)
+    if n == 0:
+        return inv
+    inv[p.astype(mx.int32)] = mx.arange(n, dtype=mx.int32)
+    return inv
