@@ -1,0 +1,242 @@
+"""Feature-only ops: dense row-wise maps over the channels of feature rows.
+
+These are the MLX lowerings of ``lattice.linear``, ``lattice.activation``,
+``lattice.batch_norm``, ``lattice.layer_norm``, ``lattice.rms_norm`` and
+``lattice.softmax``.  They take and return dense arrays with channels on the
+last axis (the contract's rank-2 ``(rows, channels)`` feature tensors); a
+caller who wants to keep a sparse support applies them to ``x.feats`` and
+wraps the result with ``x.with_feats(...)`` (the ``mlx_lattice.nn`` modules do
+exactly that).
+
+Numerics: f16 and bf16 inputs are computed in f32 and the result is stored in
+the input dtype, so half-precision storage never changes the arithmetic (the
+contract's ``canonical_f32`` accumulation for ``linear``).
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import TYPE_CHECKING, TypeVar
+
+import mlx.core as mx
+from lattice_contract.schema import ActivationKind, GeluApprox
+
+if TYPE_CHECKING:
+    from mlx_lattice.ops.quant import QuantizedWeight
+
+__all__ = [
+    "activation",
+    "as_enum",
+    "batch_norm",
+    "layer_norm",
+    "linear",
+    "rms_norm",
+    "softmax",
+]
+
+E = TypeVar("E", bound=Enum)
+
+_FLOATS = (mx.float32, mx.float16, mx.bfloat16)
+
+
+def as_enum(value: E | str, enum_type: type[E], name: str) -> E:
+    """Accept a schema enum member or its string value; anything else is a clear error."""
+    if isinstance(value, enum_type):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_type(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(repr(m.value) for m in enum_type)
+    raise ValueError(f"{name} must be one of {allowed} (or {enum_type.__name__}), got {value!r}")
+
+
+def features_array(x: object, op: str, *, min_ndim: int = 1) -> mx.array:
+    """Check that ``x`` is a dense float MLX array with channels on its last axis."""
+    if hasattr(x, "feats") and hasattr(x, "coords"):
+        raise TypeError(
+            f"{op} takes dense feature rows, got a sparse tensor; apply it to x.feats and "
+            f"keep the support with x.with_feats(...) (mlx_lattice.nn modules do this for you)"
+        )
+    if not isinstance(x, mx.array):
+        raise TypeError(f"{op} expects an mx.array of features, got {type(x).__name__}")
+    if x.dtype not in _FLOATS:
+        raise TypeError(f"{op} needs float32, float16 or bfloat16 features, got {x.dtype}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{op} needs features of rank >= {min_ndim}, got shape {tuple(x.shape)}")
+    return x
+
+
+def channel_vector(value: object, channels: int, op: str, name: str) -> mx.array:
+    """Check a per-channel parameter: a float array of shape ``(channels,)``, returned in f32."""
+    if not isinstance(value, mx.array):
+        raise TypeError(f"{op}: {name} must be an mx.array of shape ({channels},)")
+    if value.dtype not in _FLOATS:
+        raise TypeError(f"{op}: {name} must be a float array, got {value.dtype}")
+    if tuple(value.shape) != (channels,):
+        raise ValueError(
+            f"{op}: {name} has shape {tuple(value.shape)} but the input has {channels} "
+            f"channels; it must be ({channels},)"
+        )
+    return value.astype(mx.float32)
+
+
+def _positive_eps(eps: float, op: str) -> float:
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+        raise ValueError(f"{op}: eps must be a positive finite number, got {eps!r}")
+    return float(eps)
+
+
+def linear(
+    x: mx.array, weight: mx.array | QuantizedWeight, bias: mx.array | None = None
+) -> mx.array:
+    """``x @ weight.T + bias`` over the last axis, summed in f32, stored in x's dtype.
+
+    ``weight`` is ``(C_out, C_in)`` (layout ``linear_o_i``) or a
+    :class:`~mlx_lattice.ops.quant.QuantizedWeight` of that logical shape, which
+    runs MLX's quantized matmul on the packed words without dequantizing.
+    """
+    from mlx_lattice.ops.quant import QuantizedWeight, quantized_matmul
+
+    x = features_array(x, "linear")
+    c_in = x.shape[-1]
+    if isinstance(weight, QuantizedWeight):
+        shape = weight.shape
+        if len(shape) != 2 or shape[1] != c_in:
+            raise ValueError(
+                f"linear: quantized weight has logical shape {shape}; it must be "
+                f"(C_out, {c_in}) for an input with {c_in} channels"
+            )
+        out = quantized_matmul(x, weight)
+    else:
+        if not isinstance(weight, mx.array) or weight.dtype not in _FLOATS:
+            raise TypeError(
+                "linear: weight must be a float mx.array (C_out, C_in) or a QuantizedWeight"
+            )
+        if weight.ndim != 2 or weight.shape[1] != c_in:
+            raise ValueError(
+                f"linear: weight has shape {tuple(weight.shape)}; it must be (C_out, {c_in}) "
+                f"(layout linear_o_i) for an input with {c_in} channels"
+            )
+        out = mx.matmul(x.astype(mx.float32), weight.astype(mx.float32).T)
+    if bias is not None:
+        out = out + channel_vector(bias, out.shape[-1], "linear", "bias")
+    return out.astype(x.dtype)
+
+
+def activation(
+    x: mx.array,
+    *,
+    kind: ActivationKind | str,
+    approximate: GeluApprox | str = GeluApprox.none,
+    alpha: float = 0.01,
+    beta: float = 1.0,
+    threshold: float = 20.0,
+) -> mx.array:
+    """Pointwise nonlinearity, parameters as in ``torch.nn.functional``.
+
+    ``alpha`` is leaky_relu's negative slope and elu's alpha; softplus is
+    ``log1p(exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``;
+    gelu uses ``erf`` (``approximate="none"``) or the tanh formula; hardswish is
+    ``x * relu6(x + 3) / 6``.  Unused parameters are ignored.
+    """
+    x = features_array(x, "activation", min_ndim=0)
+    op = as_enum(kind, ActivationKind, "kind")
+    approx = as_enum(approximate, GeluApprox, "approximate")
+    if op is ActivationKind.identity:
+        return x
+    v = x.astype(mx.float32)
+    if op is ActivationKind.relu:
+        y = mx.maximum(v, 0.0)
+    elif op is ActivationKind.leaky_relu:
+        y = mx.where(v > 0, v, v * alpha)
+    elif op is ActivationKind.gelu:
+        if approx is GeluApprox.none:
+            y = 0.5 * v * (1.0 + mx.erf(v * (1.0 / math.sqrt(2.0))))
+        else:
+            inner = math.sqrt(2.0 / math.pi) * (v + 0.044715 * v * v * v)
+            y = 0.5 * v * (1.0 + mx.tanh(inner))
+    elif op is ActivationKind.silu:
+        y = v * mx.sigmoid(v)
+    elif op is ActivationKind.sigmoid:
+        y = mx.sigmoid(v)
+    elif op is ActivationKind.tanh:
+        y = mx.tanh(v)
+    elif op is ActivationKind.softplus:
+        if beta == 0 or not math.isfinite(beta):
+            raise ValueError(f"activation softplus: beta must be finite and non-zero, got {beta}")
+        scaled = v * beta
+        # logaddexp(0, t) == log1p(exp(t)) without overflowing for large t.
+        y = mx.where(scaled > threshold, v, mx.logaddexp(mx.zeros_like(scaled), scaled) / beta)
+    elif op is ActivationKind.elu:
+        y = mx.where(v > 0, v, alpha * mx.expm1(mx.minimum(v, 0.0)))
+    else:  # hardswish
+        y = v * mx.clip(v + 3.0, 0.0, 6.0) / 6.0
+    return y.astype(x.dtype)
+
+
+def batch_norm(
+    x: mx.array,
+    scale: mx.array,
+    bias: mx.array,
+    mean: mx.array,
+    var: mx.array,
+    *,
+    eps: float = 1e-5,
+) -> mx.array:
+    """Frozen-statistics batch norm over the last axis.
+
+    ``(x - mean) / sqrt(var + eps) * scale + bias`` with per-channel vectors; the
+    running statistics are inputs, never updated (deployment semantics).
+    """
+    x = features_array(x, "batch_norm")
+    c = x.shape[-1]
+    e = _positive_eps(eps, "batch_norm")
+    s = channel_vector(scale, c, "batch_norm", "scale")
+    b = channel_vector(bias, c, "batch_norm", "bias")
+    m = channel_vector(mean, c, "batch_norm", "mean")
+    v = channel_vector(var, c, "batch_norm", "var")
+    y = (x.astype(mx.float32) - m) * mx.rsqrt(v + e) * s + b
+    return y.astype(x.dtype)
+
+
+def layer_norm(
+    x: mx.array, scale: mx.array | None, bias: mx.array | None, *, eps: float = 1e-5
+) -> mx.array:
+    """Normalise each row over its channels (biased variance), then ``* scale + bias``.
+
+    ``scale`` or ``bias`` may be None to skip that affine part.
+    """
+    x = features_array(x, "layer_norm")
+    c = x.shape[-1]
+    e = _positive_eps(eps, "layer_norm")
+    v = x.astype(mx.float32)
+    mu = mx.mean(v, axis=-1, keepdims=True)
+    centred = v - mu
+    var = mx.mean(centred * centred, axis=-1, keepdims=True)
+    y = centred * mx.rsqrt(var + e)
+    if scale is not None:
+        y = y * channel_vector(scale, c, "layer_norm", "scale")
+    if bias is not None:
+        y = y + channel_vector(bias, c, "layer_norm", "bias")
+    return y.astype(x.dtype)
+
+
+def rms_norm(x: mx.array, scale: mx.array | None, *, eps: float = 1e-5) -> mx.array:
+    """``x / sqrt(mean(x^2) + eps) * scale`` over the channels of each row (scale may be None)."""
+    x = features_array(x, "rms_norm")
+    c = x.shape[-1]
+    e = _positive_eps(eps, "rms_norm")
+    v = x.astype(mx.float32)
+    y = v * mx.rsqrt(mx.mean(v * v, axis=-1, keepdims=True) + e)
+    if scale is not None:
+        y = y * channel_vector(scale, c, "rms_norm", "scale")
+    return y.astype(x.dtype)
+
+
+def softmax(x: mx.array) -> mx.array:
+    """Softmax of each row over its channels (the last axis), computed in f32."""
+    x = features_array(x, "softmax")
+    return mx.softmax(x.astype(mx.float32), axis=-1).astype(x.dtype)
