@@ -207,3 +207,16 @@ def test_dense_comparison() -> None:
     off[2, 1] += 1
     res = compare_dense("g", off, e, atol=1e-3, rtol=0, expected_dtype="f32", actual_dtype="f32")
     assert not res.passed and res.worst is not None and res.worst["index"] == [2, 1]
+
+
+def test_canonical_order_agrees_with_mlx_lattice() -> None:
+    mlx_lattice = pytest.importorskip("mlx_lattice")
+    rng = np.random.default_rng(11)
+    wide = rng.integers(-(2**31), 2**31 - 1, size=(500, 4), dtype=np.int64)
+    narrow = rng.integers(-50, 50, size=(500, 4), dtype=np.int64)
+    for coords in (wide, narrow):
+        coords[:, 0] = np.abs(coords[:, 0]) % 3
+        coords = np.unique(coords.astype(np.int32), axis=0)
+        ours = canonical_order(coords)
+        theirs = np.asarray(mlx_lattice.canonical_order(coords))
+        np.testing.assert_array_equal(coords[ours], coords[theirs])

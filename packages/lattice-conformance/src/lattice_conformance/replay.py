@@ -1,0 +1,552 @@
+"""``conformance replay``: run a fixture archive on MLX and judge every case.
+
+Usage::
+
+    conformance replay ARCHIVE --report report.json [--plot errors.png]
+                       [--device cpu|gpu] [--runtime mlx|torch] [--no-progress]
+
+For every case the artifact is called on the exact stored inputs; each output
+is compared with the expected one (sparse: canonical order, exact
+coordinates and stride, then features within ``atol + rtol * |expected|``;
+dense: exact shape, then values).  A table goes to stdout, a progress bar to
+stderr for suites of ten cases or more, and the JSON report (format in
+``docs/conformance-report.md``) to ``--report``.
+
+Exit status: 0 when every case passes, 1 when any case fails, 2 when the
+archive or artifact cannot be used at all (the reason is printed and, with
+``--report``, recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+import numpy as np
+
+from lattice_conformance.archive import (
+    FixtureArchiveError,
+    SparseArrays,
+    open_fixture_archive,
+)
+from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
+from lattice_conformance.runners import Runner, RuntimeUnavailable, make_runner
+
+REPORT_FORMAT: Final = "lattice-conformance-report"
+REPORT_VERSION: Final = 1
+PROGRESS_MIN_CASES: Final = 10
+"""Suites at least this long get a progress bar on stderr."""
+
+
+# ---------------------------------------------------------------------------
+# Results.
+
+
+@dataclass
+class CaseResult:
+    name: str
+    description: str
+    atol: float
+    rtol: float
+    passed: bool
+    reasons: list[str]
+    outputs: list[OutputResult]
+    load_s: float = 0.0
+    prepare_s: float = 0.0
+    compute_s: float = 0.0
+    convert_s: float = 0.0
+    compare_s: float = 0.0
+
+    @property
+    def overhead_s(self) -> float:
+        """Replay's own time for the case: everything except the runtime's compute."""
+        return self.load_s + self.prepare_s + self.convert_s + self.compare_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "passed": self.passed,
+            "reasons": self.reasons,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "outputs": [o.as_dict() for o in self.outputs],
+            "timing": {
+                "load_s": self.load_s,
+                "prepare_s": self.prepare_s,
+                "compute_s": self.compute_s,
+                "convert_s": self.convert_s,
+                "compare_s": self.compare_s,
+                "overhead_s": self.overhead_s,
+            },
+        }
+
+
+@dataclass
+class ReplayResult:
+    archive: Path
+    runtime: str
+    device: str
+    cases: list[CaseResult] = field(default_factory=list)
+    error: str | None = None
+    archive_sha256: str = ""
+    format_version: int | None = None
+    producer: dict[str, Any] = field(default_factory=dict)
+    op_counts: dict[str, int] = field(default_factory=dict)
+    abi: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    open_s: float = 0.0
+    compile_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and bool(self.cases) and all(c.passed for c in self.cases)
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return 2
+        return 0 if self.passed else 1
+
+    def summary(self) -> dict[str, Any]:
+        outputs = [o for c in self.cases for o in c.outputs]
+        sparse = [o for o in outputs if o.coordinates is not None]
+
+        def worst(kind: str) -> float | None:
+            values = [
+                getattr(o, kind).max
+                for o in outputs
+                if getattr(o, kind) is not None and np.isfinite(getattr(o, kind).max)
+            ]
+            return max(values) if values else None
+
+        return {
+            "cases": len(self.cases),
+            "passed": sum(c.passed for c in self.cases),
+            "failed": sum(not c.passed for c in self.cases),
+            "all_passed": self.passed,
+            "sparse_outputs": len(sparse),
+            "coordinates_equal": all(
+                o.coordinates is not None and o.coordinates.equal for o in sparse
+            ),
+            "max_abs_error": worst("abs_error"),
+            "max_rel_error": worst("rel_error"),
+            "compute_s": sum(c.compute_s for c in self.cases),
+            "overhead_s": sum(c.overhead_s for c in self.cases),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "report_format": REPORT_FORMAT,
+            "report_version": REPORT_VERSION,
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "archive": {
+                "path": str(self.archive),
+                "sha256": self.archive_sha256,
+                "format_version": self.format_version,
+                "producer": self.producer,
+            },
+            "runtime": {
+                "name": self.runtime,
+                "device": self.device,
+                "versions": _versions(self.runtime),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+            },
+            "artifact": {"op_counts": self.op_counts, "abi": self.abi},
+            "timing": {"open_s": self.open_s, "compile_s": self.compile_s, "total_s": self.total_s},
+            "error": self.error,
+            "summary": self.summary(),
+            "cases": [c.as_dict() for c in self.cases],
+        }
+
+
+def _versions(runtime: str) -> dict[str, str]:
+    from importlib import metadata
+
+    names = ["lattice-conformance", "lattice-contract", "numpy"]
+    names += ["mlx", "mlx-lattice"] if runtime == "mlx" else ["torch", "torch-lattice"]
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Progress bar (plain stderr, no dependency).
+
+
+class Progress:
+    """A one-line progress bar; redrawn in place on a terminal, else printed sparsely."""
+
+    def __init__(self, total: int, stream: IO[str], enabled: bool, width: int = 30) -> None:
+        self.total = total
+        self.stream = stream
+        self.enabled = enabled
+        self.width = width
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._last_step = -1
+        self._start = time.perf_counter()
+
+    def update(self, done: int, label: str, failed: int) -> None:
+        if not self.enabled:
+            return
+        # Off a terminal, print at most ~20 lines for the whole suite.
+        step = done * 20 // max(self.total, 1)
+        if not self.tty and step == self._last_step and done != self.total:
+            return
+        self._last_step = step
+        filled = done * self.width // max(self.total, 1)
+        bar = "#" * filled + "-" * (self.width - filled)
+        elapsed = time.perf_counter() - self._start
+        line = f"replay [{bar}] {done}/{self.total}  {elapsed:6.1f}s  failed {failed}  {label[:40]}"
+        if self.tty:
+            self.stream.write("\r" + line.ljust(100))
+            if done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+# ---------------------------------------------------------------------------
+# Replay.
+
+
+def _compare(
+    index: int, spec_outputs: Sequence[Any], case: Any, actual: Sequence[Any]
+) -> list[OutputResult]:
+    results = []
+    for out_spec, got in zip(spec_outputs, actual, strict=True):
+        expected = case.expected[out_spec.name]
+        if out_spec.kind == "sparse":
+            if not isinstance(got.value, SparseArrays):
+                result = OutputResult(
+                    out_spec.name, "sparse", False, [], case.atol, case.rtol, out_spec.dtype, ""
+                )
+                result.reasons.append("kind: expected a sparse output, the runtime returned dense")
+            else:
+                result = compare_sparse(
+                    out_spec.name,
+                    got.value,
+                    expected,
+                    atol=case.atol,
+                    rtol=case.rtol,
+                    expected_dtype=out_spec.dtype,
+                    actual_dtype=got.dtype,
+                )
+        elif isinstance(got.value, SparseArrays):
+            result = OutputResult(
+                out_spec.name, "dense", False, [], case.atol, case.rtol, out_spec.dtype, ""
+            )
+            result.reasons.append("kind: expected a dense output, the runtime returned sparse")
+        else:
+            result = compare_dense(
+                out_spec.name,
+                got.value,
+                expected,
+                atol=case.atol,
+                rtol=case.rtol,
+                expected_dtype=out_spec.dtype,
+                actual_dtype=got.dtype,
+            )
+        results.append(result)
+    return results
+
+
+def replay_archive(
+    archive: str | os.PathLike[str],
+    *,
+    runtime: str = "mlx",
+    device: str = "cpu",
+    progress: bool | None = None,
+    progress_stream: IO[str] | None = None,
+    on_case: Callable[[CaseResult], None] | None = None,
+) -> ReplayResult:
+    """Replay every case of ``archive`` on ``runtime`` and return the verdicts.
+
+    Never raises for a bad archive, artifact or case: the problem is recorded
+    in ``ReplayResult.error`` (archive-wide) or in a case's ``reasons``, so a
+    report can always be written.  ``progress=None`` shows the bar for suites
+    of at least :data:`PROGRESS_MIN_CASES` cases.
+    """
+    path = Path(archive)
+    result = ReplayResult(archive=path, runtime=runtime, device=device)
+    started = time.perf_counter()
+    try:
+        result.archive_sha256 = _sha256(path)
+    except OSError as exc:
+        result.error = f"cannot read {path}: {exc}"
+        return result
+    try:
+        with open_fixture_archive(path) as fixtures:
+            result.format_version = fixtures.format_version
+            result.producer = fixtures.producer
+            result.open_s = time.perf_counter() - started
+            t0 = time.perf_counter()
+            try:
+                runner: Runner = make_runner(runtime, fixtures.artifact_dir, device)
+            except RuntimeUnavailable as exc:
+                result.error = str(exc)
+                return result
+            except Exception as exc:  # the artifact is refused: report, never crash
+                result.error = (
+                    f"the artifact does not load on {runtime}: {type(exc).__name__}: {exc}"
+                )
+                return result
+            result.compile_s = time.perf_counter() - t0
+            result.op_counts = runner.op_counts()
+            result.abi = runner.abi()
+            show = len(fixtures.cases) >= PROGRESS_MIN_CASES if progress is None else progress
+            bar = Progress(len(fixtures.cases), progress_stream or sys.stderr, show)
+            for index, spec in enumerate(fixtures.cases):
+                case_result = _replay_case(fixtures, spec, runner)
+                result.cases.append(case_result)
+                if on_case is not None:
+                    on_case(case_result)
+                bar.update(index + 1, spec.name, sum(not c.passed for c in result.cases))
+    except FixtureArchiveError as exc:
+        result.error = str(exc)
+    finally:
+        result.total_s = time.perf_counter() - started
+    return result
+
+
+def _replay_case(fixtures: Any, spec: Any, runner: Runner) -> CaseResult:
+    t0 = time.perf_counter()
+    outcome = CaseResult(spec.name, spec.description, spec.atol, spec.rtol, False, [], [])
+    try:
+        case = fixtures.load_case(spec)
+    except FixtureArchiveError as exc:
+        outcome.reasons.append(f"fixture: {exc}")
+        return outcome
+    outcome.load_s = time.perf_counter() - t0
+    dtypes = [spec.input_dtypes[name] for name in spec.input_names]
+    try:
+        run = runner.run([case.inputs[n] for n in spec.input_names], dtypes)
+    except Exception as exc:  # a runtime refusal is a failed case, not a crash
+        outcome.reasons.append(f"runtime: {type(exc).__name__}: {exc}")
+        return outcome
+    outcome.prepare_s, outcome.compute_s, outcome.convert_s = (
+        run.prepare_s,
+        run.compute_s,
+        run.convert_s,
+    )
+    t1 = time.perf_counter()
+    if len(run.outputs) != len(spec.outputs):
+        outcome.reasons.append(
+            f"outputs: the artifact returned {len(run.outputs)} values, the fixture expects "
+            f"{len(spec.outputs)}"
+        )
+    else:
+        outcome.outputs = _compare(spec.index, spec.outputs, case, run.outputs)
+        outcome.reasons += [f"{o.name}: {r}" for o in outcome.outputs for r in o.reasons]
+    outcome.compare_s = time.perf_counter() - t1
+    outcome.passed = not outcome.reasons
+    return outcome
+
+
+# ---------------------------------------------------------------------------
+# Output: table, JSON, PNG.
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if not np.isfinite(value):
+        return "inf"
+    return "0" if value == 0 else f"{value:.2e}"
+
+
+def format_table(result: ReplayResult) -> str:
+    """A fixed-width table of every case-output plus a summary line."""
+    header = (
+        f"{'case':<24} {'output':<8} {'rows':>7} {'coords':<8} {'abs max':>9} {'abs p99':>9} "
+        f"{'rel max':>9} {'atol':>8} {'rtol':>8} {'ms':>8}  result"
+    )
+    lines = [header, "-" * len(header)]
+    for case in result.cases:
+        ms = f"{case.compute_s * 1e3:8.1f}"
+        verdict = "PASS" if case.passed else "FAIL"
+        if not case.outputs:
+            lines.append(
+                f"{case.name[:24]:<24} {'-':<8} {'-':>7} {'-':<8} {'-':>9} {'-':>9} {'-':>9} "
+                f"{case.atol:8.1e} {case.rtol:8.1e} {ms}  {verdict}"
+            )
+        for out in case.outputs:
+            coords = "-"
+            rows = "-"
+            if out.coordinates is not None:
+                coords = "equal" if out.coordinates.equal else f"{out.coordinates.rows_differing}≠"
+                rows = str(out.coordinates.expected_rows)
+            abs_e, rel_e = out.abs_error, out.rel_error
+            lines.append(
+                f"{case.name[:24]:<24} {out.name[:8]:<8} {rows:>7} {coords:<8} "
+                f"{_fmt(abs_e.max if abs_e else None):>9} {_fmt(abs_e.p99 if abs_e else None):>9} "
+                f"{_fmt(rel_e.max if rel_e else None):>9} {case.atol:8.1e} {case.rtol:8.1e} "
+                f"{ms}  {'PASS' if out.passed else 'FAIL'}"
+            )
+    for case in result.cases:
+        for reason in case.reasons:
+            lines.append(f"  {case.name}: {reason}")
+    s = result.summary()
+    if result.error is not None:
+        lines.append(f"ERROR: {result.error}")
+    lines.append(
+        f"{s['passed']}/{s['cases']} cases passed on {result.runtime} ({result.device}); "
+        f"coordinates equal: {'yes' if s['coordinates_equal'] else 'NO'}; "
+        f"max abs error {_fmt(s['max_abs_error'])}; compute {s['compute_s']:.3f}s, "
+        f"replay overhead {s['overhead_s']:.3f}s"
+    )
+    return "\n".join(lines)
+
+
+def write_json_atomic(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
+    """Write JSON to ``path`` via a temporary file and a rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def plot_errors(
+    result: ReplayResult, path: str | os.PathLike[str], axes: Any = None
+) -> Path | None:
+    """Histograms of absolute and relative feature error per case output (PNG).
+
+    Errors are binned on a log scale; exact zeros go to the left-most bin
+    (labelled "0").  The dashed line is each case's ``atol``.  With ``axes``
+    (two matplotlib axes) the histograms are drawn there instead and nothing
+    is saved.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [
+        (f"{c.name}:{o.name}", o, c.atol)
+        for c in result.cases
+        for o in c.outputs
+        if o.abs_sample.size
+    ]
+    own_figure = axes is None
+    if own_figure:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    floor = -12.0
+    edges = np.linspace(floor - 0.5, 1.0, 60)
+    many = len(series) > 8
+    for ax, kind, title in (
+        (axes[0], "abs_sample", "absolute error |mlx - expected|"),
+        (axes[1], "rel_sample", "relative error |mlx - expected| / max(|expected|, atol)"),
+    ):
+        for label, out, atol in series:
+            values = getattr(out, kind)
+            logs = np.where(values > 0, np.log10(np.maximum(values, 1e-300)), floor - 0.25)
+            logs = np.clip(logs, floor - 0.25, 0.99)
+            ax.hist(
+                logs,
+                bins=edges,
+                histtype="step",
+                alpha=0.5 if many else 0.9,
+                label=None if many else label,
+            )
+            if kind == "abs_sample" and atol > 0 and not many:
+                ax.axvline(np.log10(atol), linestyle="--", linewidth=0.8, color="gray")
+        ax.set_yscale("log")
+        ax.set_xlabel("log10 error (left-most bin: exactly 0)")
+        ax.set_ylabel("feature values")
+        ax.set_title(title, fontsize=10)
+        if series and not many:
+            ax.legend(fontsize=7)
+    if own_figure:
+        s = result.summary()
+        fig.suptitle(
+            f"{result.archive.name}: {s['passed']}/{s['cases']} cases pass on "
+            f"{result.runtime} ({result.device})"
+            + ("" if not many else f"  [{len(series)} outputs overlaid]"),
+            fontsize=11,
+        )
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target, dpi=110)
+        plt.close(fig)
+        return target
+    return None
+
+
+# ---------------------------------------------------------------------------
+# CLI.
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="conformance replay",
+        description=(
+            "Replay a fixture archive: run every case's exact inputs through the artifact and "
+            "check exact coordinates and feature errors against the stored outputs."
+        ),
+    )
+    parser.add_argument("archive", type=Path, help="fixture archive (.tar.gz)")
+    parser.add_argument("--report", type=Path, help="write the JSON report here")
+    parser.add_argument("--plot", type=Path, help="write a PNG of the error distributions here")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument(
+        "--runtime",
+        choices=("mlx", "torch"),
+        default="mlx",
+        help="runtime to replay on (default mlx; torch replays the producer's own runtime)",
+    )
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--progress", action="store_true", help="always show the progress bar")
+    group.add_argument("--no-progress", action="store_true", help="never show it")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``conformance replay``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    progress = True if args.progress else (False if args.no_progress else None)
+    result = replay_archive(
+        args.archive, runtime=args.runtime, device=args.device, progress=progress
+    )
+    print(format_table(result))
+    if args.report is not None:
+        write_json_atomic(args.report, result.as_dict())
+        print(f"report: {args.report}")
+    if args.plot is not None and result.cases:
+        plot_errors(result, args.plot)
+        print(f"plot:   {args.plot}")
+    if result.error is not None:
+        print(f"conformance replay: {result.error}", file=sys.stderr)
+    return result.exit_code
