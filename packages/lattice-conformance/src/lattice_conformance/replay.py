@@ -235,35 +235,21 @@ class Progress:
 # Replay.
 
 
-def _compare(
-    index: int, spec_outputs: Sequence[Any], case: Any, actual: Sequence[Any]
-) -> list[OutputResult]:
+def _compare(spec_outputs: Sequence[Any], case: Any, actual: Sequence[Any]) -> list[OutputResult]:
     results = []
     for out_spec, got in zip(spec_outputs, actual, strict=True):
         expected = case.expected[out_spec.name]
-        if out_spec.kind == "sparse":
-            if not isinstance(got.value, SparseArrays):
-                result = OutputResult(
-                    out_spec.name, "sparse", False, [], case.atol, case.rtol, out_spec.dtype, ""
-                )
-                result.reasons.append("kind: expected a sparse output, the runtime returned dense")
-            else:
-                result = compare_sparse(
-                    out_spec.name,
-                    got.value,
-                    expected,
-                    atol=case.atol,
-                    rtol=case.rtol,
-                    expected_dtype=out_spec.dtype,
-                    actual_dtype=got.dtype,
-                )
-        elif isinstance(got.value, SparseArrays):
+        got_kind = "sparse" if isinstance(got.value, SparseArrays) else "dense"
+        compare = compare_sparse if got_kind == "sparse" else compare_dense
+        if got_kind != out_spec.kind:
             result = OutputResult(
-                out_spec.name, "dense", False, [], case.atol, case.rtol, out_spec.dtype, ""
+                out_spec.name, out_spec.kind, False, [], case.atol, case.rtol, out_spec.dtype, ""
             )
-            result.reasons.append("kind: expected a dense output, the runtime returned sparse")
+            result.reasons.append(
+                f"kind: expected a {out_spec.kind} output, the runtime returned {got_kind}"
+            )
         else:
-            result = compare_dense(
+            result = compare(
                 out_spec.name,
                 got.value,
                 expected,
@@ -361,7 +347,7 @@ def _replay_case(fixtures: Any, spec: Any, runner: Runner) -> CaseResult:
             f"{len(spec.outputs)}"
         )
     else:
-        outcome.outputs = _compare(spec.index, spec.outputs, case, run.outputs)
+        outcome.outputs = _compare(spec.outputs, case, run.outputs)
         outcome.reasons += [f"{o.name}: {r}" for o in outcome.outputs for r in o.reasons]
     outcome.compare_s = time.perf_counter() - t1
     outcome.passed = not outcome.reasons

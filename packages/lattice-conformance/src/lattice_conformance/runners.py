@@ -68,7 +68,73 @@ def _plan_summary(plan: Any) -> tuple[dict[str, int], dict[str, list[dict[str, s
     return dict(sorted(counts.items())), abi
 
 
-class MLXRunner:
+class _ProgramRunner:
+    """The shared run loop; subclasses supply the framework-specific pieces."""
+
+    name = ""
+    device = "cpu"
+    program: Any
+
+    def _init_plan(self) -> None:
+        self._counts, self._abi = _plan_summary(self.program.plan)
+
+    def op_counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def abi(self) -> dict[str, list[dict[str, str]]]:
+        return self._abi
+
+    # Hooks.
+    def _dtype_names(self) -> dict[Any, str]:
+        raise NotImplementedError
+
+    def _input(self, array: Array, dtype: str) -> Any:
+        raise NotImplementedError
+
+    def _call(self, values: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def _sparse_type(self) -> Any:
+        raise NotImplementedError
+
+    def _wait(self, values: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _to_numpy(self, value: Any) -> Array:
+        raise NotImplementedError
+
+    def _dtype_name(self, dtype: Any) -> str:
+        return self._dtype_names().get(dtype, str(dtype))
+
+    def run(self, inputs: Sequence[Array], dtypes: Sequence[str]) -> RunResult:
+        sparse_type = self._sparse_type()
+        start = time.perf_counter()
+        values = [self._input(a, d) for a, d in zip(inputs, dtypes, strict=True)]
+        self._wait(values)
+        prepared = time.perf_counter()
+        result = self._call(values)
+        results = result if isinstance(result, tuple) else (result,)
+        pending: list[Any] = []
+        for item in results:
+            pending += [item.coords, item.feats] if isinstance(item, sparse_type) else [item]
+        self._wait(pending)
+        computed = time.perf_counter()
+        outputs = []
+        for item in results:
+            if isinstance(item, sparse_type):
+                sparse = SparseArrays(
+                    self._to_numpy(item.coords), self._to_numpy(item.feats), _triple(item.stride)
+                )
+                outputs.append(ActualOutput(sparse, self._dtype_name(item.feats.dtype)))
+            else:
+                outputs.append(ActualOutput(self._to_numpy(item), self._dtype_name(item.dtype)))
+        converted = time.perf_counter()
+        return RunResult(
+            tuple(outputs), prepared - start, computed - prepared, converted - computed
+        )
+
+
+class MLXRunner(_ProgramRunner):
     """Runs an artifact through ``mlx_lattice.artifact.load_lattice_program``."""
 
     name = "mlx"
@@ -97,64 +163,34 @@ class MLXRunner:
         self._mx = mx
         self.device = device
         self.program = load_lattice_program(artifact_dir)
-        self._counts, self._abi = _plan_summary(self.program.plan)
+        self._init_plan()
 
-    def op_counts(self) -> dict[str, int]:
-        return dict(self._counts)
-
-    def abi(self) -> dict[str, list[dict[str, str]]]:
-        return self._abi
-
-    def _dtype_name(self, dtype: Any) -> str:
+    def _dtype_names(self) -> dict[Any, str]:
         mx = self._mx
-        names = {mx.float16: "f16", mx.bfloat16: "bf16", mx.float32: "f32", mx.int32: "i32"}
-        return names.get(dtype, str(dtype))
+        return {mx.float16: "f16", mx.bfloat16: "bf16", mx.float32: "f32", mx.int32: "i32"}
 
-    def _to_numpy(self, array: Any) -> Array:
-        mx = self._mx
-        if array.dtype == mx.bfloat16:  # numpy has no bf16; f32 holds it exactly
-            array = array.astype(mx.float32)
-        return np.asarray(array)
+    def _input(self, array: Array, dtype: str) -> Any:
+        value = self._mx.array(array)
+        return value.astype(self._mx.bfloat16) if dtype == "bf16" else value
 
-    def run(self, inputs: Sequence[Array], dtypes: Sequence[str]) -> RunResult:
-        mx = self._mx
+    def _call(self, values: list[Any]) -> Any:
+        return self.program(*values)
+
+    def _sparse_type(self) -> Any:
         from mlx_lattice import SparseTensor
 
-        start = time.perf_counter()
-        arrays = []
-        for array, dtype in zip(inputs, dtypes, strict=True):
-            value = mx.array(array)
-            if dtype == "bf16":
-                value = value.astype(mx.bfloat16)
-            arrays.append(value)
-        mx.eval(arrays)
-        prepared = time.perf_counter()
-        result = self.program(*arrays)
-        results = result if isinstance(result, tuple) else (result,)
-        pending = []
-        for item in results:
-            if isinstance(item, SparseTensor):
-                pending += [item.coords, item.feats]
-            else:
-                pending.append(item)
-        mx.eval(pending)
-        computed = time.perf_counter()
-        outputs = []
-        for item in results:
-            if isinstance(item, SparseTensor):
-                sparse = SparseArrays(
-                    np.asarray(item.coords), self._to_numpy(item.feats), _triple(item.stride)
-                )
-                outputs.append(ActualOutput(sparse, self._dtype_name(item.feats.dtype)))
-            else:
-                outputs.append(ActualOutput(self._to_numpy(item), self._dtype_name(item.dtype)))
-        converted = time.perf_counter()
-        return RunResult(
-            tuple(outputs), prepared - start, computed - prepared, converted - computed
-        )
+        return SparseTensor
+
+    def _wait(self, values: list[Any]) -> None:
+        self._mx.eval(values)
+
+    def _to_numpy(self, value: Any) -> Array:
+        if value.dtype == self._mx.bfloat16:  # numpy has no bf16; f32 holds it exactly
+            value = value.astype(self._mx.float32)
+        return np.asarray(value)
 
 
-class TorchRunner:
+class TorchRunner(_ProgramRunner):
     """Runs an artifact through ``torch_lattice.artifact.load_lattice_program``."""
 
     name = "torch"
@@ -175,64 +211,34 @@ class TorchRunner:
         self._torch = torch
         self.device = device
         self.program = load_lattice_program(artifact_dir, device=self._device)
-        self._counts, self._abi = _plan_summary(self.program.plan)
+        self._init_plan()
 
-    def op_counts(self) -> dict[str, int]:
-        return dict(self._counts)
+    def _dtype_names(self) -> dict[Any, str]:
+        t = self._torch
+        return {t.float16: "f16", t.bfloat16: "bf16", t.float32: "f32", t.int32: "i32"}
 
-    def abi(self) -> dict[str, list[dict[str, str]]]:
-        return self._abi
+    def _input(self, array: Array, dtype: str) -> Any:
+        value = self._torch.from_numpy(np.ascontiguousarray(array)).to(self._device)
+        return value.to(self._torch.bfloat16) if dtype == "bf16" else value
 
-    def _dtype_name(self, dtype: Any) -> str:
-        torch = self._torch
-        names = {
-            torch.float16: "f16",
-            torch.bfloat16: "bf16",
-            torch.float32: "f32",
-            torch.int32: "i32",
-        }
-        return names.get(dtype, str(dtype))
+    def _call(self, values: list[Any]) -> Any:
+        with self._torch.no_grad():
+            return self.program(*values)
 
-    def _to_numpy(self, tensor: Any) -> Array:
-        if tensor.dtype == self._torch.bfloat16:
-            tensor = tensor.float()
-        return np.asarray(tensor.detach().cpu().numpy())
+    def _sparse_type(self) -> Any:
+        import torch_lattice
 
-    def _sync(self) -> None:
+        sparse_type: Any = torch_lattice.SparseTensor
+        return sparse_type
+
+    def _wait(self, values: list[Any]) -> None:
         if self._device.type == "cuda":
             self._torch.cuda.synchronize()
 
-    def run(self, inputs: Sequence[Array], dtypes: Sequence[str]) -> RunResult:
-        torch = self._torch
-        from torch_lattice import SparseTensor
-
-        start = time.perf_counter()
-        tensors = []
-        for array, dtype in zip(inputs, dtypes, strict=True):
-            value = torch.from_numpy(np.ascontiguousarray(array)).to(self._device)
-            if dtype == "bf16":
-                value = value.to(torch.bfloat16)
-            tensors.append(value)
-        self._sync()
-        prepared = time.perf_counter()
-        with torch.no_grad():
-            result = self.program(*tensors)
-        self._sync()
-        computed = time.perf_counter()
-        results = result if isinstance(result, tuple) else (result,)
-        outputs = []
-        for item in results:
-            if isinstance(item, SparseTensor):
-                sparse = SparseArrays(
-                    self._to_numpy(item.coords), self._to_numpy(item.feats), _triple(item.stride)
-                )
-                outputs.append(ActualOutput(sparse, self._dtype_name(item.feats.dtype)))
-            else:
-                outputs.append(ActualOutput(self._to_numpy(item), self._dtype_name(item.dtype)))
-        converted = time.perf_counter()
-        return RunResult(
-            tuple(outputs), prepared - start, computed - prepared, converted - computed
-        )
+    def _to_numpy(self, value: Any) -> Array:
+        if value.dtype == self._torch.bfloat16:
+            value = value.float()
+        return np.asarray(value.detach().cpu().numpy())
 
 
 def make_runner(runtime: str, artifact_dir: Path, device: str = "cpu") -> Runner:
