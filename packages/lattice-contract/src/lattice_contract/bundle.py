@@ -1,0 +1,150 @@
+"""Bundle rules no backend changes: what a ``model.lattice/`` directory may hold.
+
+An artifact directory holds exactly ``graph.mlir`` and ``weights.safetensors``.
+Loading rejects, each with its own message:
+
+* a missing directory, graph or weight file;
+* legacy JSON manifests (``manifest.json``, ``model.json`` or any other
+  ``*.json``): graph semantics live only in MLIR;
+* other weight payloads (a second ``*.safetensors``, ``.npz``, ``.pt``,
+  ``.bin``...): only ``weights.safetensors`` is read, so anything else would
+  be silently ignored.
+
+Saving goes through :func:`atomic_bundle_write`: the bundle is written into
+a temporary sibling directory and renamed into place, so a failed save
+leaves no half-written artifact (and an existing bundle survives intact).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
+
+__all__ = [
+    "LEGACY_MANIFEST_NAMES",
+    "OTHER_WEIGHT_SUFFIXES",
+    "BundleError",
+    "BundlePaths",
+    "atomic_bundle_write",
+    "check_bundle_dir",
+]
+
+LEGACY_MANIFEST_NAMES: tuple[str, ...] = ("manifest.json", "model.json", "graph.json")
+"""Manifest names earlier exporters wrote beside (or instead of) the graph."""
+
+OTHER_WEIGHT_SUFFIXES: tuple[str, ...] = (
+    ".safetensors",
+    ".npz",
+    ".npy",
+    ".pt",
+    ".pth",
+    ".bin",
+    ".ckpt",
+    ".gguf",
+    ".h5",
+    ".pkl",
+)
+"""Weight-file suffixes that must not appear besides ``weights.safetensors``."""
+
+
+class BundleError(ValueError):
+    """An artifact directory breaks the bundle rules."""
+
+
+@dataclass(frozen=True)
+class BundlePaths:
+    """The two files of a checked artifact directory."""
+
+    root: Path
+    graph: Path
+    weights: Path
+
+
+def check_bundle_dir(path: str | os.PathLike[str]) -> BundlePaths:
+    """Check a directory against the bundle rules; return its graph and weight paths."""
+    root = Path(path)
+    if not root.exists():
+        raise BundleError(f"artifact directory {str(root)!r} does not exist")
+    if not root.is_dir():
+        raise BundleError(
+            f"{str(root)!r} is not a directory; an artifact is a directory holding "
+            f"{GRAPH_FILE} and {WEIGHT_FILE}"
+        )
+    names = sorted(p.name for p in root.iterdir())
+    manifests = [n for n in names if n.lower().endswith(".json")]
+    if manifests:
+        raise BundleError(
+            f"{str(root)!r} contains legacy JSON manifest(s) {', '.join(manifests)}; graph "
+            f"semantics live only in {GRAPH_FILE}: migrate the artifact once by re-exporting "
+            "it, and remove the manifest"
+        )
+    others = [
+        n
+        for n in names
+        if n != WEIGHT_FILE and any(n.lower().endswith(s) for s in OTHER_WEIGHT_SUFFIXES)
+    ]
+    if others:
+        raise BundleError(
+            f"{str(root)!r} contains weight file(s) {', '.join(others)}; an artifact stores all "
+            f"weights in {WEIGHT_FILE} (lattice.weight_file), so merge them there"
+        )
+    graph = root / GRAPH_FILE
+    weights = root / WEIGHT_FILE
+    for required in (graph, weights):
+        if not required.is_file():
+            raise BundleError(
+                f"artifact {str(root)!r} has no {required.name}; a bundle holds {GRAPH_FILE} "
+                f"and {WEIGHT_FILE}"
+            )
+    return BundlePaths(root=root, graph=graph, weights=weights)
+
+
+def atomic_bundle_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Create the artifact directory ``path`` by calling ``write(tmp_dir)``, atomically.
+
+    ``write`` fills a fresh temporary directory next to ``path``.  Only when it
+    returns does the directory get renamed into place; an existing artifact at
+    ``path`` is replaced only then (and restored if the swap fails).  An
+    existing non-artifact directory with contents is never overwritten.
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise BundleError(f"cannot save to {str(target)!r}: {str(parent)!r} is not a directory")
+    if target.exists():
+        if not target.is_dir():
+            raise BundleError(f"cannot save to {str(target)!r}: it exists and is not a directory")
+        contents = list(target.iterdir())
+        if contents and not (target / GRAPH_FILE).exists():
+            raise BundleError(
+                f"refusing to overwrite {str(target)!r}: it is a non-empty directory that is "
+                "not a lattice artifact"
+            )
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    try:
+        write(tmp)
+        for item in tmp.iterdir():
+            with open(item, "rb") as handle:
+                os.fsync(handle.fileno())
+        if target.exists():
+            backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
+            backup.rmdir()
+            os.replace(target, backup)
+            try:
+                os.replace(tmp, target)
+            except BaseException:
+                os.replace(backup, target)
+                raise
+            shutil.rmtree(backup, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,454 @@
+"""Compiling a plan against a runtime's lowerings, binding calls, and running it.
+
+This is the part of program execution no backend changes:
+
+* :func:`compile_plan` type-checks the plan (with the runtime's primitive
+  implementations), requires a lowering for every schema op, resolves every
+  ``lattice.weight`` against the safetensors entries, runs the static weight
+  checks, and produces :class:`CompiledStep` records that bind each lowering
+  parameter to a value label or an attribute value by schema name.
+* :func:`bind_call` turns ``program(...)`` arguments into values for the
+  entry labels.  It accepts exactly three call forms -- logical inputs (one
+  SparseTensor per logical sparse input, positional or by logical name),
+  positional ABI arrays, and keyword ABI arrays (positional first, then
+  keywords, like a Python call) -- and rejects mixed forms, missing,
+  duplicate, unexpected and wrong-typed inputs before any op runs.
+* :func:`run_program` is the interpreter loop: ops run in plan order (the
+  ``sparse.make`` ops fed only by entry arguments first, so the sparse ABI is
+  validated before any kernel runs), values are released after their last
+  use, and the returned labels come back in order.
+
+Runtimes supply a :class:`~lattice_contract.lowering.RuntimeBackend` and a
+:class:`~lattice_contract.lowering.LoweringRegistry`; see ``mlx_lattice.artifact``
+for one complete use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from lattice_contract.lowering import (
+    ArtifactLowering,
+    ExecutionContext,
+    LoweringError,
+    LoweringRegistry,
+    ResolvedWeight,
+    RuntimeBackend,
+    WeightContractError,
+    resolve_weight,
+)
+from lattice_contract.plan import LogicalInput, PlanArgument, PlanOperation, RuntimePlan
+from lattice_contract.typecheck import TypedPlan, typecheck_plan
+
+__all__ = [
+    "SPARSE_COMPONENT_ALIASES",
+    "CompiledProgram",
+    "CompiledStep",
+    "ProgramCallError",
+    "bind_call",
+    "compile_plan",
+    "run_program",
+    "unwrap_results",
+]
+
+SPARSE_COMPONENT_ALIASES: tuple[str, str, str] = ("coords", "features", "active")
+"""Keyword aliases of the three ABI arrays when a program has one sparse input."""
+
+
+class ProgramCallError(TypeError, ValueError):
+    """A program call does not match the artifact's input ABI (nothing ran)."""
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    """One op bound to its lowering.
+
+    ``operands`` lists ``(parameter, labels, arity)`` with arity ``one``,
+    ``optional`` or ``variadic``; ``attrs`` holds every attribute parameter
+    (``None`` for an absent optional one); ``weights`` the resolved weight of
+    each weight parameter; ``release`` the labels whose last use is this step.
+    """
+
+    index: int
+    operation: PlanOperation
+    lowering: ArtifactLowering
+    operands: tuple[tuple[str, tuple[str, ...], str], ...]
+    attrs: Mapping[str, Any]
+    weights: Mapping[str, ResolvedWeight]
+    release: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        """``op #3 (lattice.conv3d -> v3)`` for diagnostics."""
+        return f"op #{self.index} ({self.operation.describe()})"
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    """A type-checked plan, its resolved weights and its bound steps."""
+
+    plan: RuntimePlan
+    typed: TypedPlan
+    steps: tuple[CompiledStep, ...]
+    weights: Mapping[str, ResolvedWeight]
+    registry: LoweringRegistry
+    backend: RuntimeBackend
+
+    def context(self, *, trusted_sparse_inputs: bool = False) -> ExecutionContext:
+        """A fresh execution context for one call."""
+        return ExecutionContext(
+            backend=self.backend,
+            weights=self.weights,
+            primitives=self.registry.primitives,
+            trusted_sparse_inputs=trusted_sparse_inputs,
+        )
+
+
+def _resolve_weights(
+    plan: RuntimePlan, typed: TypedPlan, store: Mapping[str, Any], backend: RuntimeBackend
+) -> tuple[dict[str, ResolvedWeight], dict[str, ResolvedWeight]]:
+    by_key: dict[str, ResolvedWeight] = {}
+    by_label: dict[str, ResolvedWeight] = {}
+    for op in plan.weight_operations():
+        label = op.results[0]
+        vt = typed[label]
+        key = op.attrs["storage_key"]
+        packing = op.attrs.get("packing")
+        assert vt.family is not None
+        previous = by_key.get(key)
+        if previous is not None:
+            if (previous.family, previous.layout, previous.dtype, previous.packing) != (
+                vt.family,
+                op.attrs["layout"],
+                vt.dtype,
+                packing,
+            ):
+                raise WeightContractError(
+                    f"storage key {key!r} is declared twice with different types, layouts or "
+                    "packing; each key has one meaning"
+                )
+            by_label[label] = previous
+            continue
+        resolved = resolve_weight(
+            store,
+            backend,
+            storage_key=key,
+            layout=op.attrs["layout"],
+            family=vt.family,
+            dtype=vt.dtype,
+            packing=packing,
+        )
+        by_key[key] = resolved
+        by_label[label] = resolved
+    return by_key, by_label
+
+
+def _schedule(plan: RuntimePlan) -> list[int]:
+    """Op order: sparse.make ops fed only by entry arguments first, then the rest."""
+    arg_labels = {a.name for a in plan.args}
+    first = [
+        i
+        for i, op in enumerate(plan.ops)
+        if op.definition.name == "sparse.make" and all(x in arg_labels for x in op.operands)
+    ]
+    taken = set(first)
+    return first + [i for i in range(len(plan.ops)) if i not in taken]
+
+
+def compile_plan(
+    plan: RuntimePlan,
+    registry: LoweringRegistry,
+    backend: RuntimeBackend,
+    weights: Mapping[str, Any],
+) -> CompiledProgram:
+    """Check and bind ``plan`` for one runtime; nothing runs yet.
+
+    Raises :class:`~lattice_contract.typecheck.PlanTypeError` for type errors,
+    :class:`~lattice_contract.lowering.LoweringError` when the runtime lacks a
+    lowering for any schema op, and
+    :class:`~lattice_contract.lowering.WeightContractError` for weight payloads
+    that do not match the graph.
+    """
+    registry.check_complete()
+    typed = typecheck_plan(plan, registry.implemented_primitives)
+    by_key, by_label = _resolve_weights(plan, typed, weights, backend)
+
+    order = _schedule(plan)
+    last_use: dict[str, int] = {}
+    for position, index in enumerate(order):
+        for label in plan.ops[index].operands:
+            last_use[label] = position
+    keep = set(plan.returns)
+
+    steps: list[CompiledStep] = []
+    for position, index in enumerate(order):
+        op = plan.ops[index]
+        lowering = registry.lowering(op.definition)
+        operands: list[tuple[str, tuple[str, ...], str]] = []
+        step_weights: dict[str, ResolvedWeight] = {}
+        for (param, labels), operand_def in zip(
+            op.operand_groups(), op.definition.operands, strict=True
+        ):
+            arity = (
+                "variadic"
+                if operand_def.variadic
+                else "optional"
+                if operand_def.optional
+                else "one"
+            )
+            operands.append((param, labels, arity))
+            for label in labels:
+                if label in by_label:
+                    step_weights[param] = by_label[label]
+        attrs = {a.name: op.attrs.get(a.name) for a in op.definition.attributes}
+        where = f"op #{index} ({op.describe()})"
+        for param, spec in lowering.weights.items():
+            if param in step_weights:
+                spec.check_static(step_weights[param], attrs, step_weights, where)
+        release = tuple(
+            sorted({x for x in op.operands if last_use.get(x) == position and x not in keep})
+        )
+        steps.append(
+            CompiledStep(
+                index=index,
+                operation=op,
+                lowering=lowering,
+                operands=tuple(operands),
+                attrs=MappingProxyType(attrs),
+                weights=MappingProxyType(step_weights),
+                release=release,
+            )
+        )
+    return CompiledProgram(
+        plan=plan,
+        typed=typed,
+        steps=tuple(steps),
+        weights=MappingProxyType(by_key),
+        registry=registry,
+        backend=backend,
+    )
+
+
+def run_program(
+    program: CompiledProgram,
+    inputs: Mapping[str, Any],
+    *,
+    trusted_sparse_inputs: bool = False,
+) -> tuple[Any, ...]:
+    """Run every step on ``inputs`` (entry label -> value); return the returned values.
+
+    An exception raised inside a lowering gets a note naming the op it came from.
+    """
+    context = program.context(trusted_sparse_inputs=trusted_sparse_inputs)
+    env: dict[str, Any] = dict(inputs)
+    missing = [a.name for a in program.plan.args if a.name not in env]
+    if missing:
+        raise ProgramCallError(f"no value bound for entry argument(s) {', '.join(missing)}")
+    backend = program.backend
+    for step in program.steps:
+        kwargs: dict[str, Any] = {}
+        for param, labels, arity in step.operands:
+            if arity == "variadic":
+                kwargs[param] = tuple(env[x] for x in labels)
+            elif arity == "optional":
+                kwargs[param] = env[labels[0]] if labels else None
+            else:
+                kwargs[param] = env[labels[0]]
+        for param, spec in step.lowering.weights.items():
+            if param in step.weights:
+                spec.check_runtime(step.weights[param], kwargs, backend, step.where)
+        kwargs.update(step.attrs)
+        try:
+            if step.lowering.takes_context:
+                produced = step.lowering.function(context, **kwargs)
+            else:
+                produced = step.lowering.function(**kwargs)
+        except Exception as exc:
+            exc.add_note(f"while running {step.where} on the {backend.name} runtime")
+            raise
+        results = step.operation.results
+        if len(results) == 1:
+            env[results[0]] = produced
+        else:
+            if not isinstance(produced, (tuple, list)) or len(produced) != len(results):
+                raise LoweringError(
+                    f"{step.where}: the {backend.name} lowering returned "
+                    f"{type(produced).__name__}; it must return {len(results)} values"
+                )
+            for label, value in zip(results, produced, strict=True):
+                env[label] = value
+        for label in step.release:
+            env.pop(label, None)
+    return tuple(env[label] for label in program.plan.returns)
+
+
+def unwrap_results(values: Sequence[Any]) -> Any:
+    """One returned value as itself; several as a tuple in return order."""
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+# ---------------------------------------------------------------------------
+# Call forms.
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _check_array(
+    plan: RuntimePlan, backend: RuntimeBackend, arg: PlanArgument, value: Any, what: str
+) -> None:
+    if not backend.is_array(value):
+        raise ProgramCallError(
+            f"{what} must be a {backend.array_type_name}, got {_type_name(value)}"
+        )
+    info = plan.type_info(arg.type)
+    dtype = backend.dtype_name(value)
+    if dtype != info.dtype:
+        raise ProgramCallError(
+            f"{what} has element type {dtype} but the artifact declares {arg.type}; convert "
+            "it before the call"
+        )
+    shape = backend.shape(value)
+    want = info.shape or ()
+    if len(shape) != len(want) or any(w >= 0 and s != w for s, w in zip(shape, want, strict=False)):
+        dims = "x".join("?" if d < 0 else str(d) for d in want)
+        raise ProgramCallError(
+            f"{what} has shape {tuple(shape)} but the artifact declares ({dims}) ({arg.type})"
+        )
+
+
+def _check_sparse_rows(
+    backend: RuntimeBackend, group: Sequence[PlanArgument], values: Sequence[Any], what: str
+) -> None:
+    coords, feats = backend.shape(values[0]), backend.shape(values[1])
+    if coords[0] != feats[0]:
+        raise ProgramCallError(
+            f"{what}: coords have {coords[0]} rows but features have {feats[0]}; row i of "
+            f"{group[1].abi_name} belongs to row i of {group[0].abi_name}"
+        )
+
+
+def _aliases(plan: RuntimePlan, logical: Sequence[LogicalInput]) -> dict[str, str]:
+    sparse = [item for item in logical if item.kind == "sparse"]
+    taken = {a.abi_name for a in plan.args} | {item.name for item in logical}
+    if len(sparse) != 1 or any(alias in taken for alias in SPARSE_COMPONENT_ALIASES):
+        return {}
+    return {
+        alias: arg.abi_name
+        for alias, arg in zip(SPARSE_COMPONENT_ALIASES, sparse[0].args, strict=True)
+    }
+
+
+def _assign(
+    names: Sequence[str],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    rename: Mapping[str, str],
+    what: str,
+) -> dict[str, Any]:
+    """Python-call style assignment of positional then keyword values to ``names``."""
+    if len(args) > len(names):
+        raise ProgramCallError(
+            f"{len(args)} positional {what} given, but the artifact takes {len(names)} "
+            f"({', '.join(names)})"
+        )
+    chosen = dict(zip(names, args, strict=False))
+    for key, value in kwargs.items():
+        name = rename.get(key, key)
+        if name not in names:
+            valid = [*names, *rename]
+            raise ProgramCallError(
+                f"unexpected input {key!r}; this artifact's {what} are {', '.join(valid)}"
+            )
+        if name in chosen:
+            raise ProgramCallError(
+                f"input {name!r} is given twice (positionally and by name)"
+                + (f"; keyword {key!r} aliases it" if key != name else "")
+            )
+        chosen[name] = value
+    missing = [n for n in names if n not in chosen]
+    if missing:
+        raise ProgramCallError(
+            f"missing input(s) {', '.join(map(repr, missing))}; the artifact's {what} are "
+            f"{', '.join(names)}"
+        )
+    return chosen
+
+
+def bind_call(
+    plan: RuntimePlan,
+    backend: RuntimeBackend,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Map one ``program(*args, **kwargs)`` call to entry-label values.
+
+    Logical form: every sparse logical input takes one SparseTensor (its three
+    arrays are bound to the ABI arguments), every tensor input an array;
+    values go positionally in input order or by logical name.  ABI form:
+    arrays for the ABI arguments, positionally and/or by ABI name (and, for a
+    program with one sparse input, by the aliases ``coords``, ``features``,
+    ``active``).  Passing any SparseTensor or logical-only name selects the
+    logical form; everything else must then follow it.
+    """
+    logical = plan.logical_inputs
+    abi = plan.args
+    abi_names = [a.abi_name for a in abi]
+    logical_names = [item.name for item in logical]
+    aliases = _aliases(plan, logical)
+    values = (*args, *kwargs.values())
+    sparse_given = any(backend.is_sparse(v) for v in values)
+    logical_only = [k for k in kwargs if k in logical_names and k not in abi_names]
+    bound: dict[str, Any] = {}
+
+    if sparse_given or logical_only:
+        for key in kwargs:
+            if key not in logical_names and (key in abi_names or key in aliases):
+                raise ProgramCallError(
+                    f"keyword {key!r} is an ABI array name, but this call passes SparseTensor "
+                    "or logical inputs; use one form: program(x) with one SparseTensor per "
+                    "sparse input, or ABI arrays only"
+                )
+        chosen = _assign(logical_names, args, kwargs, {}, "inputs")
+        for item in logical:
+            value = chosen[item.name]
+            if item.kind == "sparse":
+                if not backend.is_sparse(value):
+                    raise ProgramCallError(
+                        f"input {item.name!r} is a sparse input and takes a "
+                        f"{backend.sparse_type_name}, got {_type_name(value)}; do not mix "
+                        "SparseTensor inputs with ABI arrays"
+                    )
+                parts = backend.decompose(value)
+                for arg, part, label in zip(
+                    item.args, parts, ("coords", "feats", "active_rows"), strict=True
+                ):
+                    _check_array(plan, backend, arg, part, f"input {item.name!r} .{label}")
+                _check_sparse_rows(backend, item.args, parts, f"input {item.name!r}")
+                for arg, part in zip(item.args, parts, strict=True):
+                    bound[arg.name] = part
+            else:
+                if backend.is_sparse(value):
+                    raise ProgramCallError(
+                        f"input {item.name!r} is a dense tensor input, got a "
+                        f"{backend.sparse_type_name}"
+                    )
+                _check_array(plan, backend, item.args[0], value, f"input {item.name!r}")
+                bound[item.args[0].name] = value
+        return bound
+
+    chosen_abi = _assign(abi_names, args, kwargs, aliases, "ABI inputs")
+    for arg in abi:
+        _check_array(plan, backend, arg, chosen_abi[arg.abi_name], f"input {arg.abi_name!r}")
+        bound[arg.name] = chosen_abi[arg.abi_name]
+    for item in logical:
+        if item.kind == "sparse":
+            _check_sparse_rows(
+                backend, item.args, [bound[a.name] for a in item.args], f"input {item.name!r}"
+            )
+    return bound

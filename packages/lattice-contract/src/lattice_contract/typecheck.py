@@ -1,0 +1,362 @@
+"""Element-type checking of a frozen :class:`~lattice_contract.plan.RuntimePlan`.
+
+Every value of a plan gets an element type and a rank from its MLIR type (via
+the plan's structured ``types`` table, never by reading type text).  Each op
+is then checked against its schema signature:
+
+* operands and results must have the kind the schema declares (sparse value,
+  weight of an allowed family, coordinates, active count, rank-2 features,
+  points, batch index, any ranked tensor);
+* ordinary ops are homogeneous: every float-typed operand and result of one
+  op (sparse values, features, float weights, float tensors) shares a single
+  element type.  Packed ``i4``/``i8`` weights take their consumer's float
+  type.  Coordinates, active counts and batch indices are ``i32`` and points
+  ``f32`` by construction, so they never take part;
+* only ``lattice.cast`` (with its rounding direction) and ``lattice.call`` of
+  a registered primitive change element types; a call must match the
+  primitive's exact element types and ranks, and the runtime must provide an
+  implementation of it.
+
+Passing proves that the declared program is consistent, nothing more: it
+says nothing about what a frontend meant or how accurate a backend is.
+Failures are :class:`PlanTypeError` naming the value label and the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from lattice_contract.plan import PlanError, PlanOperation, RuntimePlan, TypeInfo
+from lattice_contract.schema import (
+    FLOAT_DTYPES,
+    PACKED_DTYPE_OF_BITS,
+    PACKED_DTYPES,
+    SCHEMA,
+    WEIGHT_DTYPES,
+    TypeConstraint,
+    TypeKind,
+    WeightFamily,
+    WeightLayout,
+)
+
+__all__ = [
+    "LAYOUT_OF_FAMILY",
+    "PlanTypeError",
+    "TypedPlan",
+    "ValueType",
+    "typecheck_plan",
+]
+
+LAYOUT_OF_FAMILY: Mapping[str, str] = MappingProxyType(
+    {
+        WeightFamily.conv3d.value: WeightLayout.conv3d_o_xyz_i.value,
+        WeightFamily.linear.value: WeightLayout.linear_o_i.value,
+        WeightFamily.bias.value: WeightLayout.bias_c.value,
+        WeightFamily.channel.value: WeightLayout.channel_c.value,
+    }
+)
+"""The one layout each weight family is stored in."""
+
+_PACKABLE_FAMILIES = (WeightFamily.conv3d.value, WeightFamily.linear.value)
+
+
+class PlanTypeError(PlanError):
+    """The plan's element types or ranks do not satisfy an op's signature."""
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """Element type and rank of one plan value.
+
+    ``kind`` is ``sparse``, ``weight`` or ``tensor``; ``rank`` is None for
+    sparse values and weights; ``shape`` keeps ``-1`` for dynamic dimensions.
+    """
+
+    kind: str
+    dtype: str
+    rank: int | None
+    shape: tuple[int, ...] | None = None
+    family: str | None = None
+
+    @classmethod
+    def of(cls, info: TypeInfo) -> ValueType:
+        """The value type described by a structured plan type."""
+        return cls(info.kind, info.dtype, info.rank, info.shape, info.family)
+
+    def describe(self) -> str:
+        """Short human form for diagnostics."""
+        if self.kind == "sparse":
+            return f"sparse<{self.dtype}>"
+        if self.kind == "weight":
+            return f"weight<{self.family}, {self.dtype}>"
+        dims = "x".join("?" if d < 0 else str(d) for d in self.shape or ())
+        return f"tensor<{dims + 'x' if dims else ''}{self.dtype}>"
+
+
+@dataclass(frozen=True)
+class TypedPlan:
+    """A plan together with the element type of every value label."""
+
+    plan: RuntimePlan
+    values: Mapping[str, ValueType]
+    primitives: frozenset[str]
+
+    def __getitem__(self, label: str) -> ValueType:
+        return self.values[label]
+
+
+def _fail(op: PlanOperation, index: int, label: str | None, message: str) -> PlanTypeError:
+    value = f"value {label!r} of " if label else ""
+    return PlanTypeError(f"{value}op #{index} ({op.describe()}): {message}")
+
+
+def _matches(constraint: TypeConstraint, vt: ValueType) -> bool:
+    kind = constraint.kind
+    if kind is TypeKind.sparse:
+        return vt.kind == "sparse" and vt.dtype in FLOAT_DTYPES
+    if kind is TypeKind.weight:
+        return (
+            vt.kind == "weight"
+            and vt.dtype in WEIGHT_DTYPES
+            and vt.family in {f.value for f in constraint.families}
+        )
+    if vt.kind != "tensor" or vt.shape is None:
+        return False
+    if kind is TypeKind.coords:
+        return vt.dtype == "i32" and vt.rank == 2 and vt.shape[1] in (4, -1)
+    if kind is TypeKind.active:
+        return vt.dtype == "i32" and vt.shape == (1,)
+    if kind is TypeKind.features:
+        return vt.dtype in FLOAT_DTYPES and vt.rank == 2
+    if kind is TypeKind.points:
+        return vt.dtype == "f32" and vt.rank == 2 and vt.shape[1] in (3, -1)
+    if kind is TypeKind.batch_index:
+        return vt.dtype == "i32" and vt.rank == 1
+    return vt.dtype in FLOAT_DTYPES or vt.dtype == "i32"  # TypeKind.tensor
+
+
+def _takes_part(constraint: TypeConstraint) -> bool:
+    """Whether values of this constraint join the op's shared element type."""
+    return constraint.kind in (
+        TypeKind.sparse,
+        TypeKind.weight,
+        TypeKind.features,
+        TypeKind.tensor,
+    )
+
+
+def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
+    label = op.results[0]
+    layout = op.attrs["layout"]
+    want_layout = LAYOUT_OF_FAMILY.get(result.family or "")
+    if layout != want_layout:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"a {result.family} weight must use layout {want_layout}, not {layout}",
+        )
+    packing = op.attrs.get("packing")
+    if result.dtype in PACKED_DTYPES:
+        if packing is None:
+            raise _fail(
+                op,
+                index,
+                label,
+                f"weight dtype {result.dtype} is packed and needs a #lattice.packing attribute",
+            )
+        if PACKED_DTYPE_OF_BITS[packing["bits"]] != result.dtype:
+            raise _fail(
+                op,
+                index,
+                label,
+                f"packing bits {packing['bits']} do not match weight dtype {result.dtype}",
+            )
+        if result.family not in _PACKABLE_FAMILIES:
+            raise _fail(
+                op,
+                index,
+                label,
+                f"{result.family} weights cannot be packed; only conv3d and linear weights are",
+            )
+    elif packing is not None:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"a #lattice.packing attribute needs weight dtype i4 or i8, not {result.dtype}",
+        )
+
+
+def _check_call(
+    op: PlanOperation,
+    index: int,
+    operands: list[ValueType],
+    result: ValueType,
+    implemented: frozenset[str],
+) -> None:
+    callee = op.attrs["callee"]
+    label = op.results[0]
+    primitive = SCHEMA.primitives.get(callee)
+    if primitive is None:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"callee {callee!r} is not a registered primitive; registered: "
+            f"{', '.join(sorted(SCHEMA.primitives)) or 'none'}",
+        )
+    if len(operands) != len(primitive.inputs):
+        raise _fail(
+            op,
+            index,
+            label,
+            f"primitive {callee!r} takes {len(primitive.inputs)} input(s), got {len(operands)}",
+        )
+    for position, (operand_label, vt, dtype, rank) in enumerate(
+        zip(op.operands, operands, primitive.inputs, primitive.input_ranks, strict=True)
+    ):
+        if vt.dtype != dtype or vt.rank != rank:
+            raise _fail(
+                op,
+                index,
+                operand_label,
+                f"input #{position} of primitive {callee!r} must be a rank-{rank} {dtype} "
+                f"tensor, got {vt.describe()}",
+            )
+    if result.dtype != primitive.output or result.rank != primitive.output_rank:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"primitive {callee!r} returns a rank-{primitive.output_rank} "
+            f"{primitive.output} tensor, but the result is declared {result.describe()}",
+        )
+    if callee not in implemented:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"primitive {callee!r} has no implementation in this runtime; it implements "
+            f"{', '.join(sorted(implemented)) or 'none'}",
+        )
+
+
+def _check_cast(op: PlanOperation, index: int, operand: ValueType, result: ValueType) -> None:
+    label = op.results[0]
+    if "rounding" not in op.attrs:  # from_native already requires it; keep the rule local too
+        raise _fail(op, index, label, "a cast must state its rounding direction")
+    if operand.dtype not in FLOAT_DTYPES or result.dtype not in FLOAT_DTYPES:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"cast converts between float types, got {operand.describe()} -> {result.describe()}",
+        )
+    if operand.rank != result.rank:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"cast keeps the shape, got {operand.describe()} -> {result.describe()}",
+        )
+    if operand.shape is not None and result.shape is not None:
+        for a, b in zip(operand.shape, result.shape, strict=True):
+            if a >= 0 and b >= 0 and a != b:
+                raise _fail(
+                    op,
+                    index,
+                    label,
+                    f"cast keeps the shape, got {operand.describe()} -> {result.describe()}",
+                )
+
+
+def typecheck_plan(plan: RuntimePlan, implemented_primitives: Iterable[str] = ()) -> TypedPlan:
+    """Assign every value its element type and check every op's signature.
+
+    ``implemented_primitives`` is the set of ``lattice.call`` primitives the
+    executing runtime provides; a call to any other primitive is a compile
+    error.  Returns the per-label value types; raises :class:`PlanTypeError`.
+    """
+    implemented = frozenset(implemented_primitives)
+    values: dict[str, ValueType] = {}
+    for arg in plan.args:
+        values[arg.name] = ValueType.of(plan.type_info(arg.type))
+
+    for index, op in enumerate(plan.ops):
+        definition = op.definition
+        operand_types = [values[label] for label in op.operands]
+        result_types = [ValueType.of(plan.type_info(t)) for t in op.result_types]
+
+        by_label = dict(zip(op.operands, operand_types, strict=True))
+        constrained: list[tuple[str, TypeConstraint, ValueType]] = []
+        for (name, labels), operand_def in zip(
+            op.operand_groups(), definition.operands, strict=True
+        ):
+            for label in labels:
+                vt = by_label[label]
+                if not _matches(operand_def.type, vt):
+                    raise _fail(
+                        op,
+                        index,
+                        label,
+                        f"operand {name!r} must be {operand_def.type.describe()}, "
+                        f"got {vt.describe()}",
+                    )
+                constrained.append((label, operand_def.type, vt))
+        for label, vt, result_def in zip(op.results, result_types, definition.results, strict=True):
+            if not _matches(result_def.type, vt):
+                raise _fail(
+                    op,
+                    index,
+                    label,
+                    f"result {result_def.name!r} must be {result_def.type.describe()}, "
+                    f"got {vt.describe()}",
+                )
+            constrained.append((label, result_def.type, vt))
+
+        if definition.name == "cast":
+            _check_cast(op, index, operand_types[0], result_types[0])
+        elif definition.name == "call":
+            _check_call(op, index, operand_types, result_types[0], implemented)
+        else:
+            if definition.name == "weight":
+                _check_weight_op(op, index, result_types[0])
+            shared: tuple[str, str] | None = None  # (label, dtype) that fixed the op's type
+            for label, constraint, vt in constrained:
+                if not _takes_part(constraint) or vt.dtype in PACKED_DTYPES:
+                    continue
+                if vt.kind == "tensor" and vt.dtype not in FLOAT_DTYPES:
+                    raise _fail(
+                        op,
+                        index,
+                        label,
+                        f"{op.name} works on float values, got {vt.describe()}",
+                    )
+                if shared is None:
+                    shared = (label, vt.dtype)
+                elif vt.dtype != shared[1]:
+                    raise _fail(
+                        op,
+                        index,
+                        label,
+                        f"element type {vt.dtype} differs from {shared[1]} of {shared[0]!r}; "
+                        f"{op.name} is homogeneous, insert an explicit lattice.cast "
+                        "(with a rounding direction) to convert",
+                    )
+            if definition.name == "global_pool":
+                shape = result_types[0].shape or ()
+                if shape and shape[0] >= 0 and shape[0] != op.attrs["batch_size"]:
+                    raise _fail(
+                        op,
+                        index,
+                        op.results[0],
+                        f"result has {shape[0]} rows but batch_size is {op.attrs['batch_size']}",
+                    )
+
+        for label, vt in zip(op.results, result_types, strict=True):
+            values[label] = vt
+
+    return TypedPlan(plan=plan, values=MappingProxyType(values), primitives=implemented)
