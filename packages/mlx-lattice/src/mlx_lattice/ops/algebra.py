@@ -1,0 +1,181 @@
+"""Coordinate-aligned sparse algebra: reindex, elementwise binary ops, channel concat.
+
+Two sparse values are aligned row by row through their coordinates, never by
+position.  Both must sit at the same stride (their coordinates then live on
+the same lattice).  Row order of the result (SPEC §5): ``inner`` and ``left``
+keep the lhs order; ``outer`` is the ``left`` result followed by the rows only
+rhs has, in rhs order.  Where one side has no row, it contributes zeros (to the
+elementwise op as well as to the concatenation), so ``outer`` ``sub`` gives
+``-rhs`` on rhs-only rows and ``mul`` gives zero on rows only one side has.
+
+Lookups use the shared support index of :mod:`mlx_lattice.coords` (sorted
+packed keys and one ``searchsorted`` per query batch), cached with each
+support, so repeated joins on one support build its index once.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+from lattice_contract.schema import BinaryOp, Join
+
+from mlx_lattice.coords import flat_nonzero
+from mlx_lattice.ops.feature import as_enum
+from mlx_lattice.sparse import SparseTensor
+
+__all__ = ["lookup_rows", "sparse_binary", "sparse_cat", "sparse_reindex"]
+
+
+def lookup_rows(x: SparseTensor, logical: mx.array) -> tuple[mx.array, mx.array]:
+    """``(found, row)`` of query rows ``(..., 4)`` (batch, logical x, y, z) in ``x``'s support.
+
+    ``row`` is meaningful only where ``found`` is true.
+    """
+    return x.cache.index(x.logical_coords).find(logical)
+
+
+def _require_sparse(value: object, op: str, name: str) -> SparseTensor:
+    if not isinstance(value, SparseTensor):
+        raise TypeError(f"{op}: {name} must be a SparseTensor, got {type(value).__name__}")
+    return value
+
+
+def _check_pair(lhs: object, rhs: object, op: str) -> tuple[SparseTensor, SparseTensor]:
+    a = _require_sparse(lhs, op, "lhs")
+    b = _require_sparse(rhs, op, "rhs")
+    if a.stride != b.stride:
+        raise ValueError(
+            f"{op}: lhs has stride {a.stride} but rhs has stride {b.stride}; coordinate-aligned "
+            "ops need equal strides (bring one side to the other's stride first, e.g. with a "
+            "strided or transposed conv)"
+        )
+    if a.dtype != b.dtype:
+        raise TypeError(
+            f"{op}: lhs features are {a.dtype} but rhs features are {b.dtype}; cast one side "
+            "first (mlx_lattice.ops.cast) so both share a dtype"
+        )
+    return a, b
+
+
+def _aligned(
+    lhs: SparseTensor, rhs: SparseTensor, join: Join
+) -> tuple[mx.array | None, mx.array, mx.array, mx.array, mx.array | None]:
+    """Row plan of a join.
+
+    Returns ``(lhs_rows, rhs_of_lhs, found, rhs_only, coords)``: the lhs rows kept
+    (None: all, in order), for each kept lhs row its rhs row and whether it
+    exists, the rhs-only rows appended by ``outer`` (empty otherwise), and the
+    result's coordinates (None: lhs's own support, unchanged).
+    """
+    found, rhs_row = lookup_rows(rhs, lhs.logical_coords)
+    if join is Join.inner:
+        keep = flat_nonzero(found)
+        return keep, rhs_row[keep], mx.ones(keep.shape, dtype=mx.bool_), _none(), None
+    if join is Join.left:
+        return None, rhs_row, found, _none(), None
+    in_lhs, _ = lookup_rows(lhs, rhs.logical_coords)
+    only = flat_nonzero(mx.logical_not(in_lhs))
+    coords = mx.concatenate([lhs.coords, rhs.coords[only]], axis=0)
+    return None, rhs_row, found, only, coords
+
+
+def _none() -> mx.array:
+    return mx.zeros((0,), dtype=mx.int32)
+
+
+def _join_features(
+    lhs: SparseTensor, rhs: SparseTensor, join: Join
+) -> tuple[mx.array, mx.array, mx.array | None, mx.array | None]:
+    """Aligned f32 feature blocks ``(a, b)`` of the result rows, plus its coords/kept lhs rows."""
+    keep, rhs_row, found, only, coords = _aligned(lhs, rhs, join)
+    a = lhs.feats.astype(mx.float32)
+    if keep is not None:
+        a = a[keep]
+    if rhs.num_rows == 0:
+        b = mx.zeros((a.shape[0], rhs.num_channels), dtype=mx.float32)
+    else:
+        b = rhs.feats.astype(mx.float32)[rhs_row]
+        b = mx.where(found[:, None], b, mx.zeros_like(b))
+    if only.shape[0] > 0:
+        tail_b = rhs.feats.astype(mx.float32)[only]
+        tail_a = mx.zeros((only.shape[0], lhs.num_channels), dtype=mx.float32)
+        a = mx.concatenate([a, tail_a], axis=0)
+        b = mx.concatenate([b, tail_b], axis=0)
+    return a, b, coords, keep
+
+
+def _result(
+    lhs: SparseTensor, feats: mx.array, coords: mx.array | None, keep: mx.array | None
+) -> SparseTensor:
+    feats = feats.astype(lhs.dtype)
+    if coords is None and keep is None:
+        return lhs.with_feats(feats)  # same support as lhs: share its kernel-map cache
+    if coords is None:
+        assert keep is not None
+        if keep.shape[0] == lhs.num_rows:
+            return lhs.with_feats(feats)
+        coords = lhs.coords[keep]
+    return SparseTensor._from_parts(coords, feats, lhs.stride)
+
+
+_BINARY = {
+    BinaryOp.add: mx.add,
+    BinaryOp.sub: mx.subtract,
+    BinaryOp.mul: mx.multiply,
+    BinaryOp.max: mx.maximum,
+    BinaryOp.min: mx.minimum,
+}
+
+
+def sparse_binary(
+    lhs: SparseTensor,
+    rhs: SparseTensor,
+    *,
+    op: BinaryOp | str,
+    join: Join | str = Join.inner,
+) -> SparseTensor:
+    """Elementwise ``op`` (add, sub, mul, max, min) of two coordinate-aligned sparse values.
+
+    Channels must match.  A row one side lacks reads zeros on that side.
+    Computed in f32 and stored in the operands' dtype.
+    """
+    a_in, b_in = _check_pair(lhs, rhs, "sparse_binary")
+    fn = _BINARY[as_enum(op, BinaryOp, "op")]
+    how = as_enum(join, Join, "join")
+    if a_in.num_channels != b_in.num_channels:
+        raise ValueError(
+            f"sparse_binary: lhs has {a_in.num_channels} channels but rhs has "
+            f"{b_in.num_channels}; elementwise ops need equal channel counts (use sparse_cat "
+            "to concatenate instead)"
+        )
+    a, b, coords, keep = _join_features(a_in, b_in, how)
+    return _result(a_in, fn(a, b), coords, keep)
+
+
+def sparse_cat(
+    lhs: SparseTensor, rhs: SparseTensor, *, join: Join | str = Join.inner
+) -> SparseTensor:
+    """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
+    a_in, b_in = _check_pair(lhs, rhs, "sparse_cat")
+    how = as_enum(join, Join, "join")
+    a, b, coords, keep = _join_features(a_in, b_in, how)
+    return _result(a_in, mx.concatenate([a, b], axis=1), coords, keep)
+
+
+def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
+    """``input``'s features gathered onto ``target``'s exact rows (zeros where input has none).
+
+    The result has target's support (and shares its kernel-map cache) with
+    input's channels and dtype.  Strides must be equal.
+    """
+    src = _require_sparse(input, "sparse_reindex", "input")
+    dst = _require_sparse(target, "sparse_reindex", "target")
+    if src.stride != dst.stride:
+        raise ValueError(
+            f"sparse_reindex: input has stride {src.stride} but target has stride {dst.stride}; "
+            "reindexing aligns coordinates, so the strides must be equal"
+        )
+    if src.num_rows == 0:
+        return dst.with_feats(mx.zeros((dst.num_rows, src.num_channels), dtype=src.dtype))
+    found, row = lookup_rows(src, dst.logical_coords)
+    gathered = src.feats[row]
+    return dst.with_feats(mx.where(found[:, None], gathered, mx.zeros_like(gathered)))
