@@ -7,7 +7,7 @@ packed triplet, so numpy arrays are real inputs here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -32,7 +32,7 @@ class NumpyBackend:
     name = "numpy"
     sparse_type_name = "tuple"
     array_type_name = "numpy.ndarray"
-    _names = {
+    _names: ClassVar[dict[Any, str]] = {
         np.dtype(np.float16): "f16",
         np.dtype(np.float32): "f32",
         np.dtype(np.uint32): "u32",
