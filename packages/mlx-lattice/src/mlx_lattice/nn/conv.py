@@ -1,0 +1,259 @@
+"""Sparse convolution and pooling modules over :mod:`mlx_lattice.ops`.
+
+Each conv module owns ``weight`` ``(C_out, Kx, Ky, Kz, C_in)`` (layout
+``conv3d_o_xyz_i``, the same for transposed convs) and an optional ``bias``
+``(C_out,)``.  ``quantize()`` (from
+:class:`~mlx_lattice.nn.module.WeightedModule`) swaps the dense weight for MLX's
+packed affine form, stored as ``weight`` (uint32), ``scales`` and ``biases`` -- the
+three safetensors entries of a packed artifact weight -- and the forward pass
+then runs the quantized matmul tap by tap.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import mlx.core as mx
+from lattice_contract.kernel import Triple, as_triple
+from lattice_contract.schema import PoolMode
+
+from mlx_lattice.nn.module import LatticeModule, WeightedModule
+from mlx_lattice.ops.conv import (
+    IntOrTriple,
+    conv3d,
+    conv_transpose3d,
+    generative_conv_transpose3d,
+    subm_conv3d,
+)
+from mlx_lattice.ops.feature import as_enum
+from mlx_lattice.ops.pool import global_pool, pool3d
+from mlx_lattice.sparse import SparseTensor
+
+__all__ = [
+    "AvgPool3d",
+    "Conv3d",
+    "ConvTranspose3d",
+    "GenerativeConvTranspose3d",
+    "GlobalPool",
+    "MaxPool3d",
+    "SubmConv3d",
+    "SumPool3d",
+    "TargetConv3d",
+    "TargetConvTranspose3d",
+]
+
+
+def _channels(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+class _Conv(WeightedModule):
+    """Shared parameters of every sparse conv: weight, optional bias, geometry."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple = 1,
+        padding: IntOrTriple = 0,
+        dilation: IntOrTriple = 1,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        c_in = _channels(in_channels, "in_channels")
+        c_out = _channels(out_channels, "out_channels")
+        self.in_channels, self.out_channels = c_in, c_out
+        self.kernel_size: Triple = as_triple(kernel_size, "kernel_size")
+        self.stride: Triple = as_triple(stride, "stride")
+        self.padding: Triple = as_triple(padding, "padding")
+        self.dilation: Triple = as_triple(dilation, "dilation")
+        # torch's default conv init: uniform in +-1/sqrt(fan_in).
+        bound = 1.0 / math.sqrt(c_in * math.prod(self.kernel_size))
+        self.weight = mx.random.uniform(-bound, bound, (c_out, *self.kernel_size, c_in))
+        if bias:
+            self.bias = mx.random.uniform(-bound, bound, (c_out,))
+
+    def _extra_repr(self) -> str:
+        parts = [
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}",
+            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}",
+            f"bias={'bias' in self}",
+        ]
+        if self.quantized:
+            parts.append(f"bits={self.bits}, group_size={self.group_size}")
+        return ", ".join(parts)
+
+    def _geometry(self) -> dict[str, Any]:
+        return {
+            "kernel_size": self.kernel_size,
+            "stride": self.stride,
+            "padding": self.padding,
+            "dilation": self.dilation,
+        }
+
+
+class Conv3d(_Conv):
+    """Support-generating sparse convolution (``lattice.conv3d``); output stride ``t * s``."""
+
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        return conv3d(x, self.weight_operand(), self.bias_operand(), **self._geometry())
+
+
+class TargetConv3d(_Conv):
+    """Convolution at a target's rows (``lattice.target_conv3d``); call ``m(x, target)``."""
+
+    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        geometry = self._geometry()
+        return conv3d(x, self.weight_operand(), self.bias_operand(), **geometry, coordinates=target)
+
+
+class SubmConv3d(_Conv):
+    """Submanifold convolution (``lattice.subm_conv3d``): output rows are the input rows."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        dilation: IntOrTriple = 1,
+        bias: bool = True,
+    ) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, dilation=dilation, bias=bias)
+
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        return subm_conv3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            dilation=self.dilation,
+        )
+
+    def _extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"dilation={self.dilation}, bias={'bias' in self}"
+        )
+
+
+class ConvTranspose3d(_Conv):
+    """Transposed sparse convolution over derived support (``lattice.conv_transpose3d``)."""
+
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        return conv_transpose3d(x, self.weight_operand(), self.bias_operand(), **self._geometry())
+
+
+class TargetConvTranspose3d(_Conv):
+    """Transposed convolution at a target's rows (stride ``t / s``); call ``m(x, target)``.
+
+    With the input of the paired strided conv as target, this is spconv's
+    SparseInverseConv3d.
+    """
+
+    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        geometry = self._geometry()
+        return conv_transpose3d(
+            x, self.weight_operand(), self.bias_operand(), **geometry, coordinates=target
+        )
+
+
+class GenerativeConvTranspose3d(_Conv):
+    """Support expansion: every tap of every input row (padding 0, dilation 1)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple = 1,
+        bias: bool = True,
+    ) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias)
+
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        return generative_conv_transpose3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+        )
+
+
+class _Pool(LatticeModule):
+    """Local sparse pooling; ``stride`` defaults to ``kernel_size`` as in torch.nn pools."""
+
+    mode: PoolMode
+
+    def __init__(
+        self,
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple | None = None,
+        padding: IntOrTriple = 0,
+        dilation: IntOrTriple = 1,
+    ) -> None:
+        super().__init__()
+        self.kernel_size: Triple = as_triple(kernel_size, "kernel_size")
+        self.stride: Triple = self.kernel_size if stride is None else as_triple(stride, "stride")
+        self.padding: Triple = as_triple(padding, "padding")
+        self.dilation: Triple = as_triple(dilation, "dilation")
+
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        return pool3d(
+            x,
+            mode=self.mode,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
+
+    def _extra_repr(self) -> str:
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}"
+        )
+
+
+class MaxPool3d(_Pool):
+    """Max over the active inputs of each window."""
+
+    mode = PoolMode.max
+
+
+class AvgPool3d(_Pool):
+    """Mean over the active inputs of each window (divided by their count)."""
+
+    mode = PoolMode.avg
+
+
+class SumPool3d(_Pool):
+    """Sum over the active inputs of each window."""
+
+    mode = PoolMode.sum
+
+
+class GlobalPool(LatticeModule):
+    """Per-batch-item reduction to a dense ``(batch_size, C)`` array.
+
+    ``batch_size`` fixed at construction (what an exported graph records) or,
+    when None, taken per call (argument, else the input's largest batch index + 1).
+    """
+
+    def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = None):
+        super().__init__()
+        self.mode = as_enum(mode, PoolMode, "mode")
+        self.batch_size = batch_size
+
+    def __call__(self, x: SparseTensor, batch_size: int | None = None) -> mx.array:
+        size = batch_size if batch_size is not None else self.batch_size
+        if size is None:
+            size = x.batch_size
+        return global_pool(x, mode=self.mode, batch_size=size)
+
+    def _extra_repr(self) -> str:
+        return f"mode={self.mode.value}, batch_size={self.batch_size}"
