@@ -1,0 +1,428 @@
+"""Kernel maps: which input row feeds which output row through which tap.
+
+Every sparse conv and pool op reduces to a list of ``(input row, output row)``
+pairs per kernel tap.  This module builds those lists, and the output
+supports of the support-generating ops, with whole-kernel vectorised lookups
+(:mod:`mlx_lattice.coords`), and memoises them on the input's
+:class:`~mlx_lattice.coords.SupportCache` so that every layer of a forward
+pass that reads the same support with the same geometry reuses one map.
+
+Geometry (SPEC §5), per axis, in logical units (physical / stride), with K
+taps, dilation d, op stride s and padding p:
+
+* submanifold: output rows = input rows, tap k reads ``c + (k - (K-1)//2) d``;
+* forward: input c reaches output o through tap k when ``c = o s - p + k d``;
+* transposed: ``o = c s - p + k d`` (generative is the case p = 0, d = 1);
+* target forms: the same relations, evaluated only at a given output support.
+
+Tap numbering comes from :mod:`lattice_contract.kernel` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+from lattice_contract.kernel import Triple, centred_offsets, tap_index, tap_offsets
+
+from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, flat_nonzero
+
+
+@dataclass(frozen=True)
+class KernelMap:
+    """Input/output row pairs of one op, grouped by tap.
+
+    Pairs of tap k are ``in_rows[bounds[k]:bounds[k+1]]`` /
+    ``out_rows[bounds[k]:bounds[k+1]]``.  ``identity_tap``, when set, is a tap
+    whose pairs are every row onto itself (the zero-offset tap of a
+    submanifold conv); they are not stored, the executor applies that tap as
+    one dense matmul.  Memory: two int32 per pair.
+    """
+
+    in_rows: mx.array
+    out_rows: mx.array
+    bounds: tuple[int, ...]
+    num_in: int
+    num_out: int
+    identity_tap: int | None = None
+
+    @property
+    def volume(self) -> int:
+        """Number of taps."""
+        return len(self.bounds) - 1
+
+    def tap_pairs(self, tap: int) -> tuple[mx.array, mx.array]:
+        """``(in_rows, out_rows)`` of one tap (empty for the identity tap)."""
+        a, b = self.bounds[tap], self.bounds[tap + 1]
+        return self.in_rows[a:b], self.out_rows[a:b]
+
+    def tap_count(self, tap: int) -> int:
+        """Number of pairs of one tap (all rows for the identity tap)."""
+        if tap == self.identity_tap:
+            return self.num_out
+        return self.bounds[tap + 1] - self.bounds[tap]
+
+    @property
+    def num_pairs(self) -> int:
+        """Total number of (input, tap) contributions, the identity tap included."""
+        return sum(self.tap_count(k) for k in range(self.volume))
+
+    def transposed(self) -> KernelMap:
+        """The same pairs with input and output swapped (the adjoint's map)."""
+        return KernelMap(
+            in_rows=self.out_rows,
+            out_rows=self.in_rows,
+            bounds=self.bounds,
+            num_in=self.num_out,
+            num_out=self.num_in,
+            identity_tap=self.identity_tap,
+        )
+
+
+@dataclass(frozen=True)
+class GeneratedSupport:
+    """A support produced by a forward or transposed op, with its map.
+
+    ``coords`` are physical, ``stride`` the output stride, ``cache`` the output
+    support's cache (pre-seeded with its index, which generation yields for
+    free because the rows come out sorted by key).
+    """
+
+    coords: mx.array
+    stride: Triple
+    cache: SupportCache
+    kmap: KernelMap
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _assemble(
+    found: mx.array, in_rows: mx.array, out_rows: mx.array, num_in: int, num_out: int
+) -> KernelMap:
+    """Compact per-tap candidate pairs ``(T, M)`` to the hits, grouped by tap."""
+    taps, m = found.shape
+    if taps * m == 0:
+        empty = mx.zeros((0,), dtype=mx.int32)
+        return KernelMap(empty, empty, (0,) * (taps + 1), num_in, num_out)
+    counts = np.asarray(mx.sum(found.astype(mx.int32), axis=1)).astype(np.int64)
+    bounds = (0, *(int(v) for v in np.cumsum(counts)))
+    hits = flat_nonzero(found)
+    return KernelMap(
+        in_rows=in_rows.reshape(-1)[hits],
+        out_rows=out_rows.reshape(-1)[hits],
+        bounds=bounds,
+        num_in=num_in,
+        num_out=num_out,
+    )
+
+
+def _logical(coords: mx.array, stride: Triple) -> mx.array:
+    if stride == (1, 1, 1):
+        return coords
+    return coords // mx.array((1, *stride), dtype=mx.int32)
+
+
+def _physical(coords: mx.array, stride: Triple) -> mx.array:
+    if stride == (1, 1, 1):
+        return coords
+    return coords * mx.array((1, *stride), dtype=mx.int32)
+
+
+def _shifted(coords: mx.array, delta: Sequence[int]) -> mx.array:
+    return coords + mx.array((0, *delta), dtype=mx.int32)
+
+
+def _index(cache: SupportCache, coords: mx.array, stride: Triple) -> SupportIndex:
+    return cache.index(_logical(coords, stride))
+
+
+# ------------------------------------------------------------ submanifold
+
+
+def subm_map(
+    cache: SupportCache, coords: mx.array, stride: Triple, kernel_size: Triple, dilation: Triple
+) -> KernelMap:
+    """Map of a submanifold conv: output rows are the input rows.
+
+    Queries run in sorted-key order (cache-friendly binary searches).  When
+    every axis has an odd size the kernel is point-symmetric: tap k and its
+    mirror ``V-1-k`` see the same pairs with roles swapped, so only half of
+    the taps are searched.
+    """
+    key = ("subm", kernel_size, dilation)
+    hit = cache.relations.get(key)
+    if isinstance(hit, KernelMap):
+        return hit
+    index = _index(cache, coords, stride)
+    n = index.size
+    offsets = centred_offsets(kernel_size, dilation)
+    volume = len(offsets)
+    centre = tap_index(tuple((k - 1) // 2 for k in kernel_size), kernel_size)
+    symmetric = all(k % 2 == 1 for k in kernel_size)
+    searched = [k for k in range(volume) if k != centre and (not symmetric or k < centre)]
+    sorted_rows = index.rows
+    sorted_coords = index.space.unpack(index.keys)
+    if searched and n:
+        queries = mx.stack(
+            [index.space.pack(_shifted(sorted_coords, offsets[k])) for k in searched]
+        )
+        found, rows = index.find_keys(queries)
+        partial = _assemble(found, rows, mx.broadcast_to(sorted_rows, rows.shape), n, n)
+    else:
+        empty = mx.zeros((0,), dtype=mx.int32)
+        partial = KernelMap(empty, empty, (0,) * (len(searched) + 1), n, n)
+    ins: list[mx.array] = []
+    outs: list[mx.array] = []
+    bounds = [0]
+    where = {k: i for i, k in enumerate(searched)}
+    for k in range(volume):
+        if k in where:
+            i, o = partial.tap_pairs(where[k])
+        elif k != centre:  # mirror of a searched tap: same pairs, roles swapped
+            o, i = partial.tap_pairs(where[volume - 1 - k])
+        else:
+            i = o = mx.zeros((0,), dtype=mx.int32)
+        ins.append(i)
+        outs.append(o)
+        bounds.append(bounds[-1] + int(i.shape[0]))
+    kmap = KernelMap(
+        in_rows=mx.concatenate(ins) if ins else mx.zeros((0,), dtype=mx.int32),
+        out_rows=mx.concatenate(outs) if outs else mx.zeros((0,), dtype=mx.int32),
+        bounds=tuple(bounds),
+        num_in=n,
+        num_out=n,
+        identity_tap=centre,
+    )
+    cache.relations[key] = kmap
+    return kmap
+
+
+# ------------------------------------------------------- generated supports
+
+
+def _generate(
+    cache: SupportCache,
+    num_in: int,
+    key: tuple[object, ...],
+    out_stride: Triple,
+    candidates: list[tuple[mx.array, mx.array]],
+    out_space: KeySpace,
+) -> GeneratedSupport:
+    """Unique the candidate outputs of every tap and pair them with their inputs.
+
+    ``candidates[k]`` is ``(valid, logical output coords)`` for each input row
+    through tap k.  The unique outputs, sorted by key, become the output
+    support; its index is the sorted key array itself.
+    """
+    n = num_in
+    volume = len(candidates)
+    keys = mx.stack(
+        [mx.where(valid, out_space.pack(out), -1) for valid, out in candidates]
+    )  # (V, N) int64, -1 = no output
+    flat = mx.sort(keys.reshape(-1))
+    first = mx.concatenate([flat[:1] >= 0, (flat[1:] != flat[:-1]) & (flat[1:] >= 0)])
+    unique = flat[flat_nonzero(first)]
+    num_out = int(unique.shape[0])
+    out_index = SupportIndex(space=out_space, keys=unique, rows=mx.arange(num_out, dtype=mx.int32))
+    valid = keys >= 0
+    if num_out:
+        out_rows = mx.searchsorted(unique, keys).astype(mx.int32)
+    else:
+        out_rows = mx.zeros(keys.shape, dtype=mx.int32)
+    in_rows = mx.broadcast_to(mx.arange(n, dtype=mx.int32), (volume, n))
+    kmap = _assemble(valid, in_rows, out_rows, n, num_out)
+    out_coords = _physical(out_space.unpack(unique), out_stride)
+    generated = GeneratedSupport(
+        coords=out_coords.reshape(num_out, 4),
+        stride=out_stride,
+        cache=SupportCache(out_index),
+        kmap=kmap,
+    )
+    cache.relations[key] = generated
+    return generated
+
+
+def conv_support(
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    kernel_size: Triple,
+    op_stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> GeneratedSupport:
+    """Output support and map of a support-generating conv (or pool); stride t*s.
+
+    Output o is reached from input c through tap k when ``c = o s - p + k d``,
+    i.e. ``o = (c + p - k d) / s`` where that division is exact on every axis.
+    """
+    key = ("conv", kernel_size, op_stride, padding, dilation)
+    hit = cache.relations.get(key)
+    if isinstance(hit, GeneratedSupport):
+        return hit
+    index = _index(cache, coords, stride)
+    logical = _logical(coords, stride)
+    lo = index.space.low
+    hi = tuple(a + e - 1 for a, e in zip(index.space.low, index.space.extent, strict=True))
+    out_lo = [lo[0]] + [
+        (lo[1 + a] + padding[a] - (kernel_size[a] - 1) * dilation[a]) // op_stride[a]
+        for a in range(3)
+    ]
+    out_hi = [hi[0]] + [(hi[1 + a] + padding[a]) // op_stride[a] for a in range(3)]
+    out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
+    s = mx.array((1, *op_stride), dtype=mx.int32)
+    candidates = []
+    for shift in tap_offsets(kernel_size, dilation):
+        num = _shifted(logical, tuple(p - k for p, k in zip(padding, shift, strict=True)))
+        valid = mx.all(num % s == 0, axis=-1)
+        candidates.append((valid, num // s))
+    out_stride = (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
+    return _generate(cache, int(coords.shape[0]), key, out_stride, candidates, out_space)
+
+
+def transposed_stride(stride: Triple, op_stride: Triple) -> Triple:
+    """Output stride t/s of a transposed op, with an error when s does not divide t."""
+    if any(t % s for t, s in zip(stride, op_stride, strict=True)):
+        raise ValueError(
+            f"a transposed conv with stride {op_stride} needs an input whose stride is a "
+            f"multiple of it on every axis (the output stride is input stride / stride), "
+            f"but the input stride is {stride}"
+        )
+    return (stride[0] // op_stride[0], stride[1] // op_stride[1], stride[2] // op_stride[2])
+
+
+def transpose_support(
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    kernel_size: Triple,
+    op_stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> GeneratedSupport:
+    """Output support and map of a transposed conv: every ``o = c s - p + k d``; stride t/s."""
+    out_stride = transposed_stride(stride, op_stride)
+    key = ("transpose", kernel_size, op_stride, padding, dilation)
+    hit = cache.relations.get(key)
+    if isinstance(hit, GeneratedSupport):
+        return hit
+    index = _index(cache, coords, stride)
+    logical = _logical(coords, stride)
+    lo = index.space.low
+    hi = tuple(a + e - 1 for a, e in zip(index.space.low, index.space.extent, strict=True))
+    out_lo = [lo[0]] + [lo[1 + a] * op_stride[a] - padding[a] for a in range(3)]
+    out_hi = [hi[0]] + [
+        hi[1 + a] * op_stride[a] - padding[a] + (kernel_size[a] - 1) * dilation[a] for a in range(3)
+    ]
+    out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
+    scaled = logical * mx.array((1, *op_stride), dtype=mx.int32)
+    everywhere = mx.ones((int(coords.shape[0]),), dtype=mx.bool_)
+    candidates = [
+        (everywhere, _shifted(scaled, tuple(k - p for k, p in zip(shift, padding, strict=True))))
+        for shift in tap_offsets(kernel_size, dilation)
+    ]
+    return _generate(cache, int(coords.shape[0]), key, out_stride, candidates, out_space)
+
+
+# ------------------------------------------------------------- target forms
+
+
+def target_conv_map(
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    target_cache: SupportCache,
+    target_coords: mx.array,
+    target_stride: Triple,
+    kernel_size: Triple,
+    op_stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> KernelMap:
+    """Map of a conv evaluated at a target's rows: tap k of target o reads ``o s - p + k d``."""
+    key = ("target_conv", kernel_size, op_stride, padding, dilation, target_cache)
+    hit = cache.relations.get(key)
+    if isinstance(hit, KernelMap):
+        return hit
+    index = _index(cache, coords, stride)
+    target = _logical(target_coords, target_stride)
+    m = int(target.shape[0])
+    scaled = target * mx.array((1, *op_stride), dtype=mx.int32)
+    queries = mx.stack(
+        [
+            index.space.pack(
+                _shifted(scaled, tuple(k - p for k, p in zip(shift, padding, strict=True)))
+            )
+            for shift in tap_offsets(kernel_size, dilation)
+        ]
+    )
+    found, rows = index.find_keys(queries)
+    out_rows = mx.broadcast_to(mx.arange(m, dtype=mx.int32), found.shape)
+    kmap = _assemble(found, rows, out_rows, index.size, m)
+    cache.relations[key] = kmap
+    return kmap
+
+
+def target_transpose_map(
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    target_cache: SupportCache,
+    target_coords: mx.array,
+    target_stride: Triple,
+    kernel_size: Triple,
+    op_stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> KernelMap:
+    """Map of a transposed conv at a target's rows: tap k of o reads ``(o + p - k d) / s``.
+
+    When the target is the input of a forward conv with the same geometry
+    whose output is this input (the encoder/decoder pairing), that forward
+    map is reused with its roles swapped instead of being searched again.
+    """
+    key = ("target_transpose", kernel_size, op_stride, padding, dilation, target_cache)
+    hit = cache.relations.get(key)
+    if isinstance(hit, KernelMap):
+        return hit
+    forward = target_cache.relations.get(("conv", kernel_size, op_stride, padding, dilation))
+    if isinstance(forward, GeneratedSupport) and forward.cache is cache:
+        kmap = forward.kmap.transposed()
+        cache.relations[key] = kmap
+        return kmap
+    index = _index(cache, coords, stride)
+    target = _logical(target_coords, target_stride)
+    m = int(target.shape[0])
+    s = mx.array((1, *op_stride), dtype=mx.int32)
+    keys = []
+    for shift in tap_offsets(kernel_size, dilation):
+        num = _shifted(target, tuple(p - k for p, k in zip(padding, shift, strict=True)))
+        valid = mx.all(num % s == 0, axis=-1)
+        keys.append(mx.where(valid, index.space.pack(num // s), -1))
+    found, rows = index.find_keys(mx.stack(keys))
+    out_rows = mx.broadcast_to(mx.arange(m, dtype=mx.int32), found.shape)
+    kmap = _assemble(found, rows, out_rows, index.size, m)
+    cache.relations[key] = kmap
+    return kmap
+
+
+def kernel_volume(kernel_size: Triple) -> int:
+    """Number of taps (product of the kernel sizes)."""
+    return math.prod(kernel_size)
+
+
+__all__ = [
+    "GeneratedSupport",
+    "KernelMap",
+    "conv_support",
+    "kernel_volume",
+    "subm_map",
+    "target_conv_map",
+    "target_transpose_map",
+    "transpose_support",
+    "transposed_stride",
+]

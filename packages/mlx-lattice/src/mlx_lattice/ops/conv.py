@@ -1,0 +1,327 @@
+"""Sparse convolutions on MLX: forward, submanifold, transposed, generative, target forms.
+
+Semantics are SPEC §5; the coordinate side (which input row meets which output
+row through which tap) lives in :mod:`mlx_lattice.kernel_map`.  The feature
+side is the same for every family: for each kernel tap, gather the tap's input
+rows, multiply by that tap's ``(C_in, C_out)`` weight slice, and scatter-add
+into the output rows.  Gathers are processed in chunks so the temporary buffer
+stays bounded whatever the number of pairs, and all products are accumulated
+in f32 (``canonical_f32``) before the result is stored in the input dtype.
+
+Weights are ``(C_out, Kx, Ky, Kz, C_in)`` (``conv3d_o_xyz_i``) or a packed
+:class:`~mlx_lattice.ops.quant.QuantizedWeight` of that logical shape, applied
+tap by tap with MLX's quantized matmul.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from lattice_contract.kernel import Triple, kernel_volume
+
+from mlx_lattice.kernel_map import (
+    KernelMap,
+    conv_support,
+    subm_map,
+    target_conv_map,
+    target_transpose_map,
+    transpose_support,
+    transposed_stride,
+)
+from mlx_lattice.ops.feature import channel_vector
+from mlx_lattice.ops.quant import QuantizedWeight, quantized_matmul
+from mlx_lattice.sparse import SparseTensor
+
+__all__ = [
+    "Geometry",
+    "conv3d",
+    "conv_transpose3d",
+    "generative_conv_transpose3d",
+    "subm_conv3d",
+]
+
+GATHER_BUFFER_ELEMENTS = 1 << 22
+"""Upper bound on the elements of one gathered chunk (16 MiB of f32)."""
+
+IntOrTriple = int | Sequence[int]
+ConvWeight = mx.array | QuantizedWeight
+
+
+def _triple(value: Any, name: str, minimum: int) -> Triple:
+    """An int triple from an int or three ints, each at least ``minimum``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int or three ints, got a bool")
+    if isinstance(value, int):
+        items: tuple[Any, ...] = (value, value, value)
+    elif isinstance(value, Sequence) and not isinstance(value, str):
+        items = tuple(value)
+    else:
+        raise TypeError(f"{name} must be an int or three ints, got {value!r}")
+    if len(items) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise ValueError(f"{name} must be an int or three ints, got {value!r}")
+    if min(items) < minimum:
+        raise ValueError(f"{name} must be >= {minimum} on every axis, got {tuple(items)}")
+    return (int(items[0]), int(items[1]), int(items[2]))
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Kernel size, stride, padding and dilation of one op, checked."""
+
+    kernel_size: Triple
+    stride: Triple
+    padding: Triple
+    dilation: Triple
+
+    @staticmethod
+    def of(
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple = 1,
+        padding: IntOrTriple = 0,
+        dilation: IntOrTriple = 1,
+    ) -> Geometry:
+        """Normalise the four attributes (ints broadcast to triples) and range-check them."""
+        return Geometry(
+            kernel_size=_triple(kernel_size, "kernel_size", 1),
+            stride=_triple(stride, "stride", 1),
+            padding=_triple(padding, "padding", 0),
+            dilation=_triple(dilation, "dilation", 1),
+        )
+
+
+def sparse_input(value: object, op: str, name: str = "input") -> SparseTensor:
+    """Check that an operand is a :class:`SparseTensor`."""
+    if not isinstance(value, SparseTensor):
+        raise TypeError(
+            f"{op}: {name} must be an mlx_lattice.SparseTensor, got {type(value).__name__}"
+        )
+    return value
+
+
+# ----------------------------------------------------------------- weights
+
+
+TapProduct = Callable[[int, mx.array], mx.array]
+
+
+def _tap_weights(
+    weight: object, bias: object, x: SparseTensor, kernel_size: Triple, op: str
+) -> tuple[TapProduct, int, mx.array | None]:
+    """Validate a conv weight and bias; return ``(product(tap, rows_f32), C_out, bias_f32)``."""
+    c_in = x.num_channels
+    expected = f"(C_out, {kernel_size[0]}, {kernel_size[1]}, {kernel_size[2]}, {c_in})"
+    volume = kernel_volume(kernel_size)
+    product: TapProduct
+    if isinstance(weight, QuantizedWeight):
+        shape = weight.shape
+        if len(shape) != 5 or tuple(shape[1:]) != (*kernel_size, c_in):
+            raise ValueError(
+                f"{op}: packed weight has logical shape {shape}, expected {expected} "
+                f"(layout conv3d_o_xyz_i, C_in = the input's {c_in} channels)"
+            )
+        taps = [weight.tap_matrix(k) for k in range(volume)]
+
+        def quantized(k: int, rows: mx.array) -> mx.array:
+            return quantized_matmul(rows, taps[k])
+
+        product = quantized
+        c_out = shape[0]
+    elif isinstance(weight, mx.array):
+        if weight.dtype not in (mx.float32, mx.float16, mx.bfloat16):
+            raise TypeError(f"{op}: weight must be f32, f16 or bf16, got {weight.dtype}")
+        if weight.ndim != 5 or tuple(weight.shape[1:]) != (*kernel_size, c_in):
+            raise ValueError(
+                f"{op}: weight has shape {tuple(weight.shape)}, expected {expected} "
+                f"(layout conv3d_o_xyz_i: C_out first, C_in last, C_in = the input's channels)"
+            )
+        c_out = weight.shape[0]
+        per_tap = weight.reshape(c_out, volume, c_in).transpose(1, 2, 0).astype(mx.float32)
+
+        def dense(k: int, rows: mx.array) -> mx.array:
+            return rows @ per_tap[k]
+
+        product = dense
+    else:
+        raise TypeError(
+            f"{op}: weight must be an mx.array or a QuantizedWeight, got {type(weight).__name__}"
+        )
+    b = None if bias is None else channel_vector(bias, c_out, op, "bias")
+    return product, int(c_out), b
+
+
+def chunk_rows(channels: int) -> int:
+    """Rows per gathered chunk so that one chunk holds at most the buffer bound."""
+    return max(1024, GATHER_BUFFER_ELEMENTS // max(channels, 1))
+
+
+def apply_kernel_map(
+    feats: mx.array,
+    kmap: KernelMap,
+    product: TapProduct,
+    c_out: int,
+    bias: mx.array | None,
+    out_dtype: mx.Dtype,
+) -> mx.array:
+    """Output features ``bias + sum over pairs of W_k x[in]``, summed in f32.
+
+    Each tap's pairs are gathered in bounded chunks, multiplied, and
+    scatter-added into the f32 accumulator; within a tap an output row
+    appears at most once, so the scatter never races with itself.
+    """
+    step = chunk_rows(max(feats.shape[1], c_out))
+    if kmap.identity_tap is not None:
+        acc = product(kmap.identity_tap, feats.astype(mx.float32))
+    else:
+        acc = mx.zeros((kmap.num_out, c_out), dtype=mx.float32)
+    for k in range(kmap.volume):
+        if k == kmap.identity_tap:
+            continue
+        ins, outs = kmap.tap_pairs(k)
+        count = int(ins.shape[0])
+        for a in range(0, count, step):
+            b = min(a + step, count)
+            rows = feats[ins[a:b]].astype(mx.float32)
+            acc = acc.at[outs[a:b]].add(product(k, rows))
+    if bias is not None:
+        acc = acc + bias
+    return acc.astype(out_dtype)
+
+
+# --------------------------------------------------------------------- ops
+
+
+def _target(value: object, op: str, stride: Triple, rule: str) -> SparseTensor:
+    target = sparse_input(value, op, "coordinates")
+    if target.stride != stride:
+        raise ValueError(
+            f"{op}: the target (coordinates=) has stride {target.stride}, but this op "
+            f"produces stride {stride} ({rule}); pass a target at that stride"
+        )
+    return target
+
+
+def conv3d(
+    input: SparseTensor,
+    weight: ConvWeight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Support-generating sparse convolution (cross-correlation), output stride t*s.
+
+    Output o receives ``W[:, k, :] @ x[c]`` from every active c with
+    ``c = o*s - p + k*d``.  With ``coordinates=target`` the op is
+    ``target_conv3d``: it is evaluated exactly at the target's rows (whose
+    stride must be t*s); rows no tap reaches get the bias alone.
+    """
+    op = "conv3d"
+    x = sparse_input(input, op)
+    g = Geometry.of(kernel_size, stride, padding, dilation)
+    product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
+    out_stride = (x.stride[0] * g.stride[0], x.stride[1] * g.stride[1], x.stride[2] * g.stride[2])
+    if coordinates is not None:
+        target = _target(coordinates, op, out_stride, "input stride * stride")
+        kmap = target_conv_map(
+            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride,
+            g.kernel_size, g.stride, g.padding, g.dilation,
+        )  # fmt: skip
+        feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
+        return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
+    gen = conv_support(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
+    feats = apply_kernel_map(x.feats, gen.kmap, product, c_out, b, x.dtype)
+    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+
+
+def subm_conv3d(
+    input: SparseTensor,
+    weight: ConvWeight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    dilation: IntOrTriple = 1,
+) -> SparseTensor:
+    """Submanifold convolution: output rows are the input rows (same order and stride).
+
+    Tap k reads ``c + (k - floor((K-1)/2)) * d``, so even kernels lean towards
+    positive offsets (K = 4 reads -1..2).  Shares the input's map cache.
+    """
+    op = "subm_conv3d"
+    x = sparse_input(input, op)
+    g = Geometry.of(kernel_size, 1, 0, dilation)
+    product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
+    kmap = subm_map(x.cache, x.coords, x.stride, g.kernel_size, g.dilation)
+    feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
+    return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
+
+
+def conv_transpose3d(
+    input: SparseTensor,
+    weight: ConvWeight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Transposed sparse convolution, output stride t/s (s must divide t).
+
+    Output o receives ``W[:, k, :] @ x[c]`` from every active c with
+    ``o = c*s - p + k*d``; without a target the output support is every such
+    o.  With ``coordinates=target`` (``target_conv_transpose3d``) only the
+    target's rows are produced; when the target is the input of the forward
+    conv that made this input, this is spconv's SparseInverseConv3d.
+    """
+    op = "conv_transpose3d"
+    x = sparse_input(input, op)
+    g = Geometry.of(kernel_size, stride, padding, dilation)
+    out_stride = transposed_stride(x.stride, g.stride)
+    product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
+    if coordinates is not None:
+        target = _target(coordinates, op, out_stride, "input stride / stride")
+        kmap = target_transpose_map(
+            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride,
+            g.kernel_size, g.stride, g.padding, g.dilation,
+        )  # fmt: skip
+        feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
+        return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
+    gen = transpose_support(
+        x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation
+    )
+    feats = apply_kernel_map(x.feats, gen.kmap, product, c_out, b, x.dtype)
+    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+
+
+def generative_conv_transpose3d(
+    input: SparseTensor,
+    weight: ConvWeight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+) -> SparseTensor:
+    """Support expansion: every ``o = c*s + k`` for every active c and tap; stride t/s.
+
+    The contract fixes p = 0 and d = 1 for this op (its purpose is to emit
+    each tap's child cell, as in occupancy-upsampling decoders).
+    """
+    op = "generative_conv_transpose3d"
+    g = Geometry.of(kernel_size, stride, padding, dilation)
+    if g.padding != (0, 0, 0) or g.dilation != (1, 1, 1):
+        raise ValueError(
+            f"{op} requires padding 0 and dilation 1, got padding {g.padding} and dilation "
+            f"{g.dilation}; use conv_transpose3d for padded or dilated transposed convs"
+        )
+    return conv_transpose3d(
+        input, weight, bias, kernel_size=g.kernel_size, stride=g.stride, padding=0, dilation=1
+    )
