@@ -25,7 +25,7 @@ for one complete use.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -41,7 +41,7 @@ from lattice_contract.lowering import (
     resolve_weight,
 )
 from lattice_contract.plan import LogicalInput, PlanArgument, PlanOperation, RuntimePlan
-from lattice_contract.typecheck import TypedPlan, typecheck_plan
+from lattice_contract.typecheck import TypedPlan, ValueType, typecheck_plan
 
 __all__ = [
     "SPARSE_COMPONENT_ALIASES",
@@ -69,7 +69,8 @@ class CompiledStep:
     ``operands`` lists ``(parameter, labels, arity)`` with arity ``one``,
     ``optional`` or ``variadic``; ``attrs`` holds every attribute parameter
     (``None`` for an absent optional one); ``weights`` the resolved weight of
-    each weight parameter; ``release`` the labels whose last use is this step.
+    each weight parameter; ``release`` the labels whose last use is this step;
+    ``result_types`` the checked types of the op's results.
     """
 
     index: int
@@ -79,6 +80,7 @@ class CompiledStep:
     attrs: Mapping[str, Any]
     weights: Mapping[str, ResolvedWeight]
     release: tuple[str, ...]
+    result_types: tuple[ValueType, ...] = ()
 
     @property
     def where(self) -> str:
@@ -220,6 +222,7 @@ def compile_plan(
                 attrs=MappingProxyType(attrs),
                 weights=MappingProxyType(step_weights),
                 release=release,
+                result_types=tuple(typed[label] for label in op.results),
             )
         )
     return CompiledProgram(
@@ -261,6 +264,7 @@ def run_program(
             if param in step.weights:
                 spec.check_runtime(step.weights[param], kwargs, backend, step.where)
         kwargs.update(step.attrs)
+        context.current_results = step.result_types
         try:
             if step.lowering.takes_context:
                 produced = step.lowering.function(context, **kwargs)
@@ -350,8 +354,14 @@ def _assign(
     kwargs: Mapping[str, Any],
     rename: Mapping[str, str],
     what: str,
+    check: Callable[[str, Any], None],
+    hint: str,
 ) -> dict[str, Any]:
-    """Python-call style assignment of positional then keyword values to ``names``."""
+    """Python-call style assignment of positional then keyword values to ``names``.
+
+    ``check(name, value)`` validates each value as it is assigned, so a wrong
+    value is reported as such even when other inputs are also missing.
+    """
     if len(args) > len(names):
         raise ProgramCallError(
             f"{len(args)} positional {what} given, but the artifact takes {len(names)} "
@@ -371,11 +381,13 @@ def _assign(
                 + (f"; keyword {key!r} aliases it" if key != name else "")
             )
         chosen[name] = value
+    for name, value in chosen.items():
+        check(name, value)
     missing = [n for n in names if n not in chosen]
     if missing:
         raise ProgramCallError(
             f"missing input(s) {', '.join(map(repr, missing))}; the artifact's {what} are "
-            f"{', '.join(names)}"
+            f"{', '.join(names)}{hint}"
         )
     return chosen
 
@@ -414,13 +426,14 @@ def bind_call(
                     "or logical inputs; use one form: program(x) with one SparseTensor per "
                     "sparse input, or ABI arrays only"
                 )
-        chosen = _assign(logical_names, args, kwargs, {}, "inputs")
-        for item in logical:
-            value = chosen[item.name]
+        by_name = {item.name: item for item in logical}
+
+        def check_logical(name: str, value: Any) -> None:
+            item = by_name[name]
             if item.kind == "sparse":
                 if not backend.is_sparse(value):
                     raise ProgramCallError(
-                        f"input {item.name!r} is a sparse input and takes a "
+                        f"input {name!r} is a sparse input and takes a "
                         f"{backend.sparse_type_name}, got {_type_name(value)}; do not mix "
                         "SparseTensor inputs with ABI arrays"
                     )
@@ -428,24 +441,34 @@ def bind_call(
                 for arg, part, label in zip(
                     item.args, parts, ("coords", "feats", "active_rows"), strict=True
                 ):
-                    _check_array(plan, backend, arg, part, f"input {item.name!r} .{label}")
-                _check_sparse_rows(backend, item.args, parts, f"input {item.name!r}")
+                    _check_array(plan, backend, arg, part, f"input {name!r} .{label}")
+                _check_sparse_rows(backend, item.args, parts, f"input {name!r}")
                 for arg, part in zip(item.args, parts, strict=True):
                     bound[arg.name] = part
             else:
                 if backend.is_sparse(value):
                     raise ProgramCallError(
-                        f"input {item.name!r} is a dense tensor input, got a "
-                        f"{backend.sparse_type_name}"
+                        f"input {name!r} is a dense tensor input, got a {backend.sparse_type_name}"
                     )
-                _check_array(plan, backend, item.args[0], value, f"input {item.name!r}")
+                _check_array(plan, backend, item.args[0], value, f"input {name!r}")
                 bound[item.args[0].name] = value
+
+        _assign(logical_names, args, kwargs, {}, "inputs", check_logical, "")
         return bound
 
-    chosen_abi = _assign(abi_names, args, kwargs, aliases, "ABI inputs")
-    for arg in abi:
-        _check_array(plan, backend, arg, chosen_abi[arg.abi_name], f"input {arg.abi_name!r}")
-        bound[arg.name] = chosen_abi[arg.abi_name]
+    by_abi = {a.abi_name: a for a in abi}
+
+    def check_abi(name: str, value: Any) -> None:
+        _check_array(plan, backend, by_abi[name], value, f"input {name!r}")
+        bound[by_abi[name].name] = value
+
+    sparse_names = [item.name for item in logical if item.kind == "sparse"]
+    hint = (
+        f" (or pass one {backend.sparse_type_name} per sparse input: {', '.join(sparse_names)})"
+        if sparse_names
+        else ""
+    )
+    _assign(abi_names, args, kwargs, aliases, "ABI inputs", check_abi, hint)
     for item in logical:
         if item.kind == "sparse":
             _check_sparse_rows(

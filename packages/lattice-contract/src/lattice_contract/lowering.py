@@ -43,6 +43,7 @@ from typing import Any, Protocol, TypeVar
 
 from lattice_contract.plan import PlanError
 from lattice_contract.schema import SCHEMA, Op, OpDef, TypeKind, WeightLayout
+from lattice_contract.typecheck import ValueType
 
 __all__ = [
     "ArtifactLowering",
@@ -375,14 +376,24 @@ class ExecutionContext:
     ``weights`` maps storage keys to resolved weights; ``primitives`` maps
     registered ``lattice.call`` names to the runtime's implementations;
     ``trusted_sparse_inputs`` is set for ``call_with_trusted_sparse_inputs``
-    (``sparse.make`` then skips the divisibility and duplicate checks).
+    (``sparse.make`` then skips the divisibility and duplicate checks);
+    ``current_results`` holds the declared result types of the op being run.
     """
 
     backend: RuntimeBackend
     weights: Mapping[str, ResolvedWeight]
     primitives: Mapping[str, Callable[..., Any]]
     trusted_sparse_inputs: bool = False
+    current_results: tuple[ValueType, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def result_type(self, index: int = 0) -> ValueType:
+        """Declared type of result ``index`` of the op being lowered.
+
+        For ops whose meaning depends on the result type rather than an
+        attribute (``lattice.cast``'s target element type).
+        """
+        return self.current_results[index]
 
     def weight(self, storage_key: str) -> Any:
         """The runtime value of the weight stored under ``storage_key``."""

@@ -1,0 +1,109 @@
+"""Artifact bundle IO with MLX arrays: ``graph.mlir`` plus ``weights.safetensors``.
+
+This layer moves exchange media only: it neither verifies nor executes the
+graph (see :mod:`mlx_lattice.artifact.validation` and
+:mod:`mlx_lattice.artifact.runtime`).  It does enforce the bundle rules of
+:mod:`lattice_contract.bundle` on load, and saves atomically.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mlx.core as mx
+from lattice_contract.bundle import BundleError, atomic_bundle_write, check_bundle_dir
+from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
+
+from mlx_lattice.ops.quant import QuantizedWeight
+
+__all__ = ["BundleError", "LatticeArtifact", "load_lattice_artifact", "save_lattice_artifact"]
+
+
+@dataclass
+class LatticeArtifact:
+    """An artifact in memory: the MLIR text and the safetensors entries by name.
+
+    Packed weights appear as their three entries ``<key>.weight``,
+    ``<key>.scales`` and ``<key>.biases``, exactly as stored.
+    """
+
+    graph: str
+    weights: dict[str, mx.array] = field(default_factory=dict)
+
+
+def _flatten_weights(weights: Mapping[str, object] | None) -> dict[str, mx.array]:
+    flat: dict[str, mx.array] = {}
+
+    def put(name: str, array: mx.array) -> None:
+        if name in flat:
+            raise ValueError(
+                f"safetensors entry {name!r} is given twice (a packed weight's "
+                "<key>.weight/.scales/.biases collide with another weight name)"
+            )
+        flat[name] = array
+
+    for key, value in (weights or {}).items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"weight names must be non-empty strings, got {key!r}")
+        if isinstance(value, QuantizedWeight):
+            put(f"{key}.weight", value.weight)
+            put(f"{key}.scales", value.scales)
+            put(f"{key}.biases", value.biases)
+        elif isinstance(value, mx.array):
+            put(key, value)
+        else:
+            raise TypeError(
+                f"weight {key!r} is a {type(value).__name__}; pass mlx.core.array values "
+                "(or QuantizedWeight for packed weights)"
+            )
+    return flat
+
+
+def save_lattice_artifact(
+    path: str | os.PathLike[str],
+    graph: str,
+    weights: Mapping[str, mx.array | QuantizedWeight] | None = None,
+) -> None:
+    """Write the artifact directory ``path`` atomically.
+
+    ``weights`` maps storage keys to arrays; a ``QuantizedWeight`` value is
+    written as its ``.weight``/``.scales``/``.biases`` triplet.  The bundle
+    appears only once both files are complete; on any error nothing is left
+    behind and an artifact already at ``path`` is kept.
+    """
+    if not isinstance(graph, str) or not graph.strip():
+        raise TypeError("graph must be the non-empty MLIR text of the artifact")
+    flat = _flatten_weights(weights)
+
+    def write(tmp: Path) -> None:
+        (tmp / GRAPH_FILE).write_text(graph, encoding="utf-8")
+        mx.save_safetensors(str(tmp / WEIGHT_FILE), flat)
+
+    atomic_bundle_write(path, write)
+
+
+def load_lattice_artifact(path: str | os.PathLike[str]) -> LatticeArtifact:
+    """Read an artifact directory, enforcing the bundle rules.
+
+    Rejects legacy JSON manifests, other weight files and missing files
+    (:class:`~lattice_contract.bundle.BundleError`).  Weights are read with
+    ``mx.load``, which maps the safetensors payload lazily instead of copying
+    it through Python.
+    """
+    paths = check_bundle_dir(path)
+    try:
+        graph = paths.graph.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{paths.graph} is not UTF-8 text: {exc}") from None
+    try:
+        loaded = mx.load(str(paths.weights))
+    except (RuntimeError, ValueError) as exc:
+        raise BundleError(
+            f"{paths.weights} is not a readable safetensors file ({exc}); re-save the artifact"
+        ) from None
+    if not isinstance(loaded, dict):  # pragma: no cover - mx.load of .safetensors is a dict
+        raise BundleError(f"{paths.weights} did not load as a safetensors mapping")
+    return LatticeArtifact(graph=graph, weights=dict(loaded))

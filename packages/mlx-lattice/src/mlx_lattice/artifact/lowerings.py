@@ -1,0 +1,438 @@
+"""MLX lowerings of every lattice op, bound to the schema by parameter names.
+
+Each function below is registered with :data:`MLX_LOWERINGS` through
+``artifact_lowering``: its parameters are the op's operands and attributes
+(checked against the schema at import time), and it calls the matching
+:mod:`mlx_lattice.ops` function.  Weight operands arrive already resolved --
+a dense ``mx.array`` or a :class:`~mlx_lattice.ops.quant.QuantizedWeight` --
+and their shapes are checked against the consuming op by the weight specs
+(``conv_weight`` etc.) before the lowering runs.
+
+``accumulation`` is accepted and not branched on: the schema allows only
+``canonical_f32``, which every MLX conv, pool and linear kernel implements.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from lattice_contract.kernel import Triple
+from lattice_contract.lowering import (
+    ExecutionContext,
+    LoweringRegistry,
+    bias_weight,
+    channel_weight,
+    conv_weight,
+    linear_weight,
+)
+
+from mlx_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
+from mlx_lattice.ops.cast import cast
+from mlx_lattice.ops.conv import (
+    conv3d,
+    conv_transpose3d,
+    generative_conv_transpose3d,
+    subm_conv3d,
+)
+from mlx_lattice.ops.feature import (
+    activation,
+    batch_norm,
+    layer_norm,
+    linear,
+    rms_norm,
+    softmax,
+)
+from mlx_lattice.ops.points import devoxelize, voxelize
+from mlx_lattice.ops.pool import global_pool, pool3d
+from mlx_lattice.ops.quant import QuantizedWeight
+from mlx_lattice.sparse import SparseTensor
+
+__all__ = ["MLX_LOWERINGS", "artifact_lowering"]
+
+MLX_LOWERINGS = LoweringRegistry("mlx")
+"""Every lattice op's MLX lowering and every primitive's MLX implementation."""
+
+artifact_lowering = MLX_LOWERINGS.artifact_lowering
+"""Decorator registering an MLX lowering (see ``LoweringRegistry.artifact_lowering``)."""
+
+_MX_DTYPES = {"f16": mx.float16, "bf16": mx.bfloat16, "f32": mx.float32}
+
+Weight = mx.array | QuantizedWeight
+_CONV = {"weight": conv_weight(input="input"), "bias": bias_weight(of="weight")}
+
+
+# ---------------------------------------------------------------------------
+# Sparse ABI and weights.
+
+
+@artifact_lowering(op="sparse.make")
+def sparse_make_from_artifact(
+    context: ExecutionContext,
+    coords: mx.array,
+    features: mx.array,
+    active: mx.array,
+    *,
+    stride: Triple,
+) -> SparseTensor:
+    """Validate the ABI arrays (SPEC §4) into a SparseTensor at the declared stride."""
+    if context.trusted_sparse_inputs:
+        return SparseTensor.trusted(coords, features, stride, active_rows=active)
+    return SparseTensor(coords, features, stride, active_rows=active)
+
+
+@artifact_lowering(op="sparse.decompose")
+def sparse_decompose_from_artifact(input: SparseTensor) -> tuple[mx.array, mx.array, mx.array]:
+    """The ABI arrays of a sparse value."""
+    return input.coords, input.feats, input.active_rows
+
+
+@artifact_lowering(op="sparse.with_features")
+def sparse_with_features_from_artifact(input: SparseTensor, features: mx.array) -> SparseTensor:
+    """Same support, new feature rows."""
+    return input.with_feats(features)
+
+
+@artifact_lowering(op="sparse.reindex")
+def sparse_reindex_from_artifact(input: SparseTensor, target: SparseTensor) -> SparseTensor:
+    """Features gathered onto the target's rows."""
+    return sparse_reindex(input, target)
+
+
+@artifact_lowering(op="weight")
+def weight_from_artifact(
+    context: ExecutionContext,
+    *,
+    sym_name: str,
+    storage_key: str,
+    layout: str,
+    packing: Any,
+) -> Weight:
+    """The weight resolved (and checked) at compile time under ``storage_key``."""
+    value: Weight = context.weight(storage_key)
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Convolutions and pooling.
+
+
+@artifact_lowering(op="conv3d", weights=_CONV)
+def conv3d_from_artifact(
+    input: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Support-generating convolution."""
+    return conv3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+@artifact_lowering(op="subm_conv3d", weights=_CONV)
+def subm_conv3d_from_artifact(
+    input: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Submanifold convolution."""
+    return subm_conv3d(input, weight, bias, kernel_size=kernel_size, dilation=dilation)
+
+
+@artifact_lowering(op="target_conv3d", weights=_CONV)
+def target_conv3d_from_artifact(
+    input: SparseTensor,
+    target: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Convolution evaluated at the target's rows (``conv3d(coordinates=target)``)."""
+    return conv3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        coordinates=target,
+    )
+
+
+@artifact_lowering(op="conv_transpose3d", weights=_CONV)
+def conv_transpose3d_from_artifact(
+    input: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Transposed convolution over its derived support."""
+    return conv_transpose3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+@artifact_lowering(op="target_conv_transpose3d", weights=_CONV)
+def target_conv_transpose3d_from_artifact(
+    input: SparseTensor,
+    target: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Transposed convolution evaluated at the target's rows."""
+    return conv_transpose3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        coordinates=target,
+    )
+
+
+@artifact_lowering(op="generative_conv_transpose3d", weights=_CONV)
+def generative_conv_transpose3d_from_artifact(
+    input: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Support expansion: every tap of every input row."""
+    return generative_conv_transpose3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+@artifact_lowering(op="pool3d")
+def pool3d_from_artifact(
+    input: SparseTensor,
+    *,
+    mode: str,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Local max / avg / sum pooling."""
+    return pool3d(
+        input,
+        mode=mode,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+@artifact_lowering(op="global_pool")
+def global_pool_from_artifact(
+    input: SparseTensor, *, mode: str, batch_size: int, accumulation: str
+) -> mx.array:
+    """Per-batch-item pooling to a dense ``(batch_size, C)`` array."""
+    return global_pool(input, mode=mode, batch_size=batch_size)
+
+
+# ---------------------------------------------------------------------------
+# Points and voxels.
+
+
+@artifact_lowering(op="voxelize")
+def voxelize_from_artifact(
+    points: mx.array,
+    features: mx.array,
+    batch: mx.array,
+    *,
+    voxel_size: float,
+    reduction: str,
+) -> SparseTensor:
+    """Points to stride-1 voxels."""
+    return voxelize(points, features, batch, voxel_size=voxel_size, reduction=reduction)
+
+
+@artifact_lowering(op="devoxelize")
+def devoxelize_from_artifact(
+    input: SparseTensor,
+    points: mx.array,
+    batch: mx.array,
+    *,
+    voxel_size: float,
+    interpolation: str,
+) -> mx.array:
+    """Voxel features read back at points."""
+    return devoxelize(input, points, batch, voxel_size=voxel_size, interpolation=interpolation)
+
+
+# ---------------------------------------------------------------------------
+# Feature-only ops.
+
+
+@artifact_lowering(
+    op="linear", weights={"weight": linear_weight(input="input"), "bias": bias_weight(of="weight")}
+)
+def linear_from_artifact(
+    input: mx.array, weight: Weight, bias: mx.array | None = None, *, accumulation: str
+) -> mx.array:
+    """Dense projection of feature rows."""
+    return linear(input, weight, bias)
+
+
+@artifact_lowering(op="activation")
+def activation_from_artifact(
+    input: mx.array,
+    *,
+    kind: str,
+    approximate: str,
+    alpha: float,
+    beta: float,
+    threshold: float,
+) -> mx.array:
+    """Pointwise nonlinearity."""
+    return activation(
+        input, kind=kind, approximate=approximate, alpha=alpha, beta=beta, threshold=threshold
+    )
+
+
+_CHANNELS = {name: channel_weight(input="input") for name in ("scale", "bias", "mean", "var")}
+
+
+@artifact_lowering(op="batch_norm", weights=_CHANNELS)
+def batch_norm_from_artifact(
+    input: mx.array,
+    scale: mx.array,
+    bias: mx.array,
+    mean: mx.array,
+    var: mx.array,
+    *,
+    eps: float,
+) -> mx.array:
+    """Frozen-statistics batch norm."""
+    return batch_norm(input, scale, bias, mean, var, eps=eps)
+
+
+@artifact_lowering(op="layer_norm", weights={k: _CHANNELS[k] for k in ("scale", "bias")})
+def layer_norm_from_artifact(
+    input: mx.array, scale: mx.array, bias: mx.array, *, eps: float
+) -> mx.array:
+    """Layer norm over channels."""
+    return layer_norm(input, scale, bias, eps=eps)
+
+
+@artifact_lowering(op="rms_norm", weights={"scale": _CHANNELS["scale"]})
+def rms_norm_from_artifact(input: mx.array, scale: mx.array, *, eps: float) -> mx.array:
+    """RMS norm over channels."""
+    return rms_norm(input, scale, eps=eps)
+
+
+@artifact_lowering(op="softmax")
+def softmax_from_artifact(input: mx.array) -> mx.array:
+    """Softmax over channels."""
+    return softmax(input)
+
+
+# ---------------------------------------------------------------------------
+# Sparse algebra.
+
+
+@artifact_lowering(op="sparse.binary")
+def sparse_binary_from_artifact(
+    lhs: SparseTensor, rhs: SparseTensor, *, op: str, join: str
+) -> SparseTensor:
+    """Coordinate-aligned elementwise op."""
+    return sparse_binary(lhs, rhs, op=op, join=join)
+
+
+@artifact_lowering(op="sparse.cat")
+def sparse_cat_from_artifact(lhs: SparseTensor, rhs: SparseTensor, *, join: str) -> SparseTensor:
+    """Coordinate-aligned channel concatenation."""
+    return sparse_cat(lhs, rhs, join=join)
+
+
+# ---------------------------------------------------------------------------
+# Element-type changes.
+
+
+@artifact_lowering(op="cast")
+def cast_from_artifact(context: ExecutionContext, input: mx.array, *, rounding: str) -> mx.array:
+    """Exact IEEE conversion to the result's declared float type."""
+    return cast(input, _MX_DTYPES[context.result_type().dtype], rounding=rounding)
+
+
+@artifact_lowering(op="call")
+def call_from_artifact(
+    context: ExecutionContext, inputs: tuple[mx.array, ...], *, callee: str
+) -> mx.array:
+    """Run the registered primitive ``callee`` (its signature was type-checked)."""
+    result: mx.array = context.primitive(callee)(*inputs)
+    return result
+
+
+@MLX_LOWERINGS.primitive("argmax")
+def argmax_primitive(x: mx.array) -> mx.array:
+    """Index of each row's largest channel as int32; ties pick the first."""
+    return mx.argmax(x, axis=1).astype(mx.int32)
+
+
+@MLX_LOWERINGS.primitive("gather_rows")
+def gather_rows_primitive(x: mx.array, index: mx.array) -> mx.array:
+    """Rows of ``x`` at ``index``; every index must address an existing row."""
+    rows = x.shape[0]
+    if index.size:
+        low, high = int(mx.min(index).item()), int(mx.max(index).item())  # type: ignore[arg-type]
+        if low < 0 or high >= rows:
+            raise IndexError(
+                f"gather_rows: index values span [{low}, {high}] but the matrix has {rows} rows"
+            )
+    return mx.take(x, index, axis=0)

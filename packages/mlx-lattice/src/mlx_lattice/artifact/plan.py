@@ -1,0 +1,30 @@
+"""The runtime plan types, under the names ``mlx_lattice.artifact.plan`` has always used.
+
+They are defined once in :mod:`lattice_contract.plan` (backend-neutral, shared
+with ``torch_lattice``); this module only re-exports them.
+"""
+
+from lattice_contract.plan import (
+    LogicalInput,
+    PlanArgument,
+    PlanError,
+    PlanOperation,
+    PlanOutput,
+    RuntimePlan,
+    TypeInfo,
+)
+from lattice_contract.typecheck import PlanTypeError, TypedPlan, ValueType, typecheck_plan
+
+__all__ = [
+    "LogicalInput",
+    "PlanArgument",
+    "PlanError",
+    "PlanOperation",
+    "PlanOutput",
+    "PlanTypeError",
+    "RuntimePlan",
+    "TypeInfo",
+    "TypedPlan",
+    "ValueType",
+    "typecheck_plan",
+]
