@@ -1,0 +1,116 @@
+"""Kernel-offset order: row formula, centred offsets, strided displacements, triples."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lattice_contract.kernel import (
+    as_triple,
+    centred_offsets,
+    kernel_taps,
+    kernel_volume,
+    tap_index,
+    tap_offsets,
+)
+
+SIZES = [(1, 1, 1), (2, 2, 2), (3, 3, 3), (4, 4, 4), (5, 5, 5), (2, 3, 4), (4, 1, 3), (1, 5, 2)]
+sizes = st.tuples(*(st.integers(1, 6) for _ in range(3)))
+dilations = st.tuples(*(st.integers(1, 4) for _ in range(3)))
+
+
+def brute_force_rows(size: tuple[int, int, int]) -> dict[tuple[int, int, int], int]:
+    """Row of each tap from flattening a nested [kx][ky][kz] array in C order."""
+    nested = [[[(a, b, c) for c in range(size[2])] for b in range(size[1])] for a in range(size[0])]
+    flat = [tap for plane in nested for row in plane for tap in row]
+    return {tap: row for row, tap in enumerate(flat)}
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_taps_are_in_row_order_with_z_fastest(size):
+    taps = kernel_taps(size)
+    assert taps == list(itertools.product(*(range(k) for k in size)))
+    assert brute_force_rows(size) == {tap: row for row, tap in enumerate(taps)}
+    assert len(taps) == kernel_volume(size) == size[0] * size[1] * size[2]
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=sizes)
+def test_tap_index_is_the_row_formula(size):
+    kx, ky, kz = size
+    for row, tap in enumerate(kernel_taps(size)):
+        a, b, c = tap
+        assert tap_index(tap, size) == row == (a * ky + b) * kz + c
+    assert tap_index((kx - 1, ky - 1, kz - 1), size) == kernel_volume(size) - 1
+
+
+def test_int_kernel_sizes_broadcast():
+    assert kernel_taps(2) == kernel_taps((2, 2, 2))
+    assert kernel_volume(3) == 27
+    assert tap_index((1, 0, 1), 2) == 5
+    assert kernel_taps(1) == [(0, 0, 0)]
+
+
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [(1, [0]), (2, [0, 1]), (3, [-1, 0, 1]), (4, [-1, 0, 1, 2]), (5, [-2, -1, 0, 1, 2])],
+)
+def test_centred_offsets_per_axis(k, expected):
+    offsets = centred_offsets((k, 1, 1))
+    assert [o[0] for o in offsets] == expected
+    assert all(o[1:] == (0, 0) for o in offsets)
+    doubled = centred_offsets((1, 1, k), dilation=(1, 1, 2))
+    assert [o[2] for o in doubled] == [2 * e for e in expected]
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=sizes, dilation=dilations)
+def test_centred_offsets_against_brute_force(size, dilation):
+    expected = []
+    for kx in range(size[0]):
+        for ky in range(size[1]):
+            for kz in range(size[2]):
+                tap = (kx, ky, kz)
+                expected.append(
+                    tuple((tap[i] - (size[i] - 1) // 2) * dilation[i] for i in range(3))
+                )
+    assert centred_offsets(size, dilation) == expected
+    # odd kernels are symmetric around the centre; even ones lean positive (K=4 reads -1..2)
+    for axis in range(3):
+        values = sorted({o[axis] for o in expected})
+        assert values[0] == -((size[axis] - 1) // 2) * dilation[axis]
+        assert values[-1] == (size[axis] // 2) * dilation[axis]
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=sizes, dilation=dilations)
+def test_tap_offsets_are_k_times_d(size, dilation):
+    offsets = tap_offsets(size, dilation)
+    assert offsets == [
+        (a * dilation[0], b * dilation[1], c * dilation[2]) for a, b, c in kernel_taps(size)
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=sizes, dilation=dilations)
+def test_stride_one_conv_with_centre_padding_reads_the_subm_neighbours(size, dilation):
+    """SPEC §5: conv3d with s=1, p=floor((K-1)/2)*d reads c = o - p + k*d, the subm offsets."""
+    padding = tuple((k - 1) // 2 * d for k, d in zip(size, dilation, strict=True))
+    shifted = [
+        tuple(t - p for t, p in zip(tap, padding, strict=True))
+        for tap in tap_offsets(size, dilation)
+    ]
+    assert shifted == centred_offsets(size, dilation)
+
+
+def test_as_triple():
+    assert as_triple(2) == (2, 2, 2)
+    assert as_triple([1, 2, 3]) == (1, 2, 3)
+    assert as_triple(range(3)) == (0, 1, 2)
+    with pytest.raises(TypeError, match="bool"):
+        as_triple(True)
+    for bad in ((1, 2), (1, 2, 3, 4), (1.0, 2, 3), (1, True, 3), "abc"):
+        with pytest.raises(ValueError, match="three ints"):
+            as_triple(bad)  # type: ignore[arg-type]
