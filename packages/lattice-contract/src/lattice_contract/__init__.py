@@ -4,6 +4,7 @@ Standard library only.  Backends import from here; this package imports no
 backend.
 """
 
+from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value, ValueType
 from lattice_contract.constants import (
     CURRENT_IR_VERSION,
     GRAPH_FILE,
@@ -30,8 +31,12 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_DIGEST",
     "WEIGHT_FILE",
+    "BuilderError",
     "DialectSchema",
+    "MLIRModuleBuilder",
     "OpDef",
+    "Value",
+    "ValueType",
     "as_triple",
     "centred_offsets",
     "kernel_taps",
