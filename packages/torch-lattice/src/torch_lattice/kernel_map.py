@@ -1,0 +1,348 @@
+"""Kernel maps: which (input row, output row) pairs each kernel tap connects.
+
+A :class:`KernelMap` is the rulebook of one convolution or pooling geometry:
+per tap (in ``lattice_contract.kernel`` row order) two int64 index vectors of
+equal length, stored back to back, so it holds O(pairs) integers and nothing
+else.  Maps are built vectorised on the tensor's device and cached on the
+input support under ``(kind, kernel, stride, dilation, padding, target)``.
+
+Relations (per axis, logical units; SPEC §5):
+
+- ``conv``      output o, input c, tap k:  ``c = o*s - p + k*d``
+- ``subm``      ``c = o + (k - floor((K-1)/2)) * d``, output rows = input rows
+- ``transpose`` ``o = c*s - p + k*d``
+
+The output support of ``conv``/``transpose`` is every o some active input
+reaches; the ``target`` variants evaluate at a given support instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from lattice_contract.kernel import centred_offsets, kernel_volume, tap_offsets
+
+from torch_lattice.coords import Packing, bounds
+from torch_lattice.sparse import Support
+
+__all__ = [
+    "KernelMap",
+    "conv_map",
+    "generative_transpose_map",
+    "subm_map",
+    "target_conv_map",
+    "target_transpose_map",
+    "transpose_map",
+]
+
+Triple = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class KernelMap:
+    """Pairs per tap: ``in_idx[starts[k]:starts[k+1]]`` feed ``out_idx[...]`` through tap k.
+
+    ``identity_tap`` names a tap whose pairs are exactly (i, i) for every row
+    (the centre of an odd submanifold kernel); its pairs are not stored and
+    the executor applies it as one dense matmul.
+    """
+
+    in_idx: torch.Tensor
+    out_idx: torch.Tensor
+    starts: tuple[int, ...]
+    num_in: int
+    num_out: int
+    identity_tap: int | None = None
+
+    @property
+    def volume(self) -> int:
+        """Number of taps."""
+        return len(self.starts) - 1
+
+    @property
+    def num_pairs(self) -> int:
+        """Stored pairs plus the implicit identity pairs."""
+        return int(self.in_idx.numel()) + (self.num_in if self.identity_tap is not None else 0)
+
+    def tap(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(input rows, output rows) of tap k (empty for the identity tap)."""
+        a, b = self.starts[k], self.starts[k + 1]
+        return self.in_idx[a:b], self.out_idx[a:b]
+
+    def transposed(self) -> KernelMap:
+        """The same pairs with inputs and outputs swapped (the adjoint's map)."""
+        return KernelMap(
+            self.out_idx, self.in_idx, self.starts, self.num_out, self.num_in, self.identity_tap
+        )
+
+    def pair_counts(self) -> torch.Tensor:
+        """Number of contributing (input, tap) pairs per output row."""
+        counts = torch.bincount(self.out_idx, minlength=self.num_out)
+        if self.identity_tap is not None:
+            counts = counts + 1
+        return counts
+
+
+def _assemble(
+    pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    num_in: int,
+    num_out: int,
+    device: torch.device,
+    identity_tap: int | None = None,
+) -> KernelMap:
+    starts = [0]
+    for a, _ in pairs:
+        starts.append(starts[-1] + int(a.numel()))
+    if pairs:
+        in_idx = torch.cat([a for a, _ in pairs])
+        out_idx = torch.cat([b for _, b in pairs])
+    else:
+        in_idx = out_idx = torch.empty(0, dtype=torch.int64, device=device)
+    return KernelMap(in_idx, out_idx, tuple(starts), num_in, num_out, identity_tap)
+
+
+# --------------------------------------------------------------------------- subm
+
+
+def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
+    """Map of ``subm_conv3d``: output rows are the input rows, same order.
+
+    For an odd kernel the offsets are symmetric: tap K-1-k reads offset -δ
+    where tap k reads δ, so its pairs are tap k's pairs swapped; only the
+    first half is looked up and the centre tap is the identity.
+    """
+    key = ("subm", kernel, dilation)
+    found = support.maps.get(key)
+    if isinstance(found, KernelMap):
+        return found
+    n = support.num_rows
+    offsets = centred_offsets(kernel, dilation)
+    volume = len(offsets)
+    logical = support.logical
+    table = support.table
+    odd = all(k % 2 == 1 for k in kernel)
+    if odd:
+        centre = volume // 2
+        half = table.lookup_offsets(logical, offsets[:centre])
+        # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
+        pairs = [(r, q) for q, r in half]
+        pairs.append(_empty_pair(logical))
+        pairs.extend((q, r) for q, r in reversed(half))
+        kmap = _assemble(pairs, n, n, logical.device, identity_tap=centre)
+    else:
+        found_pairs = table.lookup_offsets(logical, offsets)
+        kmap = _assemble([(r, q) for q, r in found_pairs], n, n, logical.device)
+    support.maps[key] = kmap
+    return kmap
+
+
+def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    e = torch.empty(0, dtype=torch.int64, device=like.device)
+    return e, e
+
+
+# --------------------------------------------------------------------------- conv
+
+
+def conv_map(
+    support: Support, kernel: Triple, stride: Triple, padding: Triple, dilation: Triple
+) -> tuple[Support, KernelMap]:
+    """Output support and map of a support-generating ``conv3d`` / ``pool3d``.
+
+    Output rows are sorted by packed key (batch, x, y, z), which is
+    deterministic.  The map back (the adjoint relation onto this input) is
+    registered on the output support so that a ``target_conv_transpose3d``
+    onto this input reuses it.
+    """
+    key = ("conv", kernel, stride, padding, dilation)
+    found = support.maps.get(key)
+    if isinstance(found, tuple):
+        return found
+    out_stride = (
+        support.stride[0] * stride[0],
+        support.stride[1] * stride[1],
+        support.stride[2] * stride[2],
+    )
+    logical = support.logical
+    device = logical.device
+    n = support.num_rows
+    volume = kernel_volume(kernel)
+    if n == 0:
+        out = Support.from_logical(torch.empty(0, 4, dtype=torch.int64, device=device), out_stride)
+        kmap = _assemble([_empty_pair(logical)] * volume, 0, 0, device)
+        support.maps[key] = (out, kmap)
+        return out, kmap
+    lo, hi = bounds(logical)
+    olo = [lo[0]] + [
+        (lo[a + 1] + padding[a] - (kernel[a] - 1) * dilation[a]) // stride[a] for a in range(3)
+    ]
+    ohi = [hi[0]] + [(hi[a + 1] + padding[a]) // stride[a] for a in range(3)]
+    packing = Packing.covering(olo, ohi, margin=0)
+    s = torch.tensor(stride, dtype=torch.int64, device=device)
+    cand_keys: list[torch.Tensor] = []
+    cand_rows: list[torch.Tensor] = []
+    spatial = logical[:, 1:]
+    rows = torch.arange(n, device=device)
+    identity_stride = stride == (1, 1, 1)
+    for off in tap_offsets(kernel, dilation):
+        num = spatial + torch.tensor(
+            [padding[a] - off[a] for a in range(3)], dtype=torch.int64, device=device
+        )
+        if identity_stride:
+            o = num
+            r = rows
+        else:
+            ok = (torch.remainder(num, s) == 0).all(dim=1)
+            r = ok.nonzero().squeeze(1)
+            o = torch.div(num[r], s, rounding_mode="floor")
+        cand_rows.append(r)
+        cand_keys.append(packing.pack(torch.cat([logical[r, :1], o], dim=1)))
+    counts = [int(r.numel()) for r in cand_rows]
+    all_keys = torch.cat(cand_keys)
+    out_keys, inverse = torch.unique(all_keys, sorted=True, return_inverse=True)
+    out_logical = packing.unpack(out_keys)
+    out = Support.from_logical(out_logical, out_stride)
+    pairs = list(zip(cand_rows, torch.split(inverse, counts), strict=True))
+    kmap = _assemble(pairs, n, int(out_keys.numel()), device)
+    support.maps[key] = (out, kmap)
+    out.maps[("target_transpose", kernel, stride, padding, dilation, support)] = kmap.transposed()
+    return out, kmap
+
+
+def target_conv_map(
+    support: Support,
+    target: Support,
+    kernel: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> KernelMap:
+    """Map of ``conv3d`` evaluated at the target's rows: input ``c = o*s - p + k*d``."""
+    key = ("target_conv", kernel, stride, padding, dilation, target)
+    found = support.maps.get(key)
+    if isinstance(found, KernelMap):
+        return found
+    device = support.logical.device
+    o = target.logical
+    s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
+    p = torch.tensor((0, *padding), dtype=torch.int64, device=device)
+    base = o * s - p
+    offsets = tap_offsets(kernel, dilation)
+    found_pairs = support.table.lookup_offsets(base, offsets)
+    kmap = _assemble([(r, q) for q, r in found_pairs], support.num_rows, target.num_rows, device)
+    support.maps[key] = kmap
+    return kmap
+
+
+# --------------------------------------------------------------------------- transpose
+
+
+def transpose_map(
+    support: Support, kernel: Triple, stride: Triple, padding: Triple, dilation: Triple
+) -> tuple[Support, KernelMap]:
+    """Output support and map of a derived-support ``conv_transpose3d``: ``o = c*s - p + k*d``.
+
+    When no two (input, tap) pairs can land on one output (``(K-1)*d < s`` on
+    every axis) the candidates are already unique and are kept in
+    input-major order; otherwise they are deduplicated and sorted by key.
+    """
+    key = ("transpose", kernel, stride, padding, dilation)
+    found = support.maps.get(key)
+    if isinstance(found, tuple):
+        return found
+    for a in range(3):
+        if support.stride[a] % stride[a]:
+            raise ValueError(
+                f"a transposed conv with stride {stride} needs an input stride divisible by it; "
+                f"the input stride is {support.stride}"
+            )
+    out_stride = (
+        support.stride[0] // stride[0],
+        support.stride[1] // stride[1],
+        support.stride[2] // stride[2],
+    )
+    logical = support.logical
+    device = logical.device
+    n = support.num_rows
+    offsets = tap_offsets(kernel, dilation)
+    volume = len(offsets)
+    if n == 0:
+        out = Support.from_logical(torch.empty(0, 4, dtype=torch.int64, device=device), out_stride)
+        kmap = _assemble([_empty_pair(logical)] * volume, 0, 0, device)
+        support.maps[key] = (out, kmap)
+        return out, kmap
+    s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
+    base = logical * s
+    base[:, 1:] -= torch.tensor(padding, dtype=torch.int64, device=device)
+    off = torch.tensor([(0, *o) for o in offsets], dtype=torch.int64, device=device)
+    disjoint = all((kernel[a] - 1) * dilation[a] < stride[a] for a in range(3))
+    rows = torch.arange(n, device=device)
+    if disjoint:
+        cand = (base[:, None, :] + off[None, :, :]).reshape(-1, 4)
+        out = Support.from_logical(cand, out_stride)
+        pairs = [(rows, rows * volume + k) for k in range(volume)]
+        kmap = _assemble(pairs, n, n * volume, device)
+    else:
+        lo, hi = bounds(base)
+        hi = [hi[0]] + [hi[a + 1] + (kernel[a] - 1) * dilation[a] for a in range(3)]
+        packing = Packing.covering(lo, hi, margin=0)
+        keys = packing.pack((base[None, :, :] + off[:, None, :]).reshape(-1, 4))
+        out_keys, inverse = torch.unique(keys, sorted=True, return_inverse=True)
+        out = Support.from_logical(packing.unpack(out_keys), out_stride)
+        pairs = list(zip([rows] * volume, torch.split(inverse, n), strict=True))
+        kmap = _assemble(pairs, n, int(out_keys.numel()), device)
+    support.maps[key] = (out, kmap)
+    return out, kmap
+
+
+def generative_transpose_map(
+    support: Support, kernel: Triple, stride: Triple
+) -> tuple[Support, KernelMap]:
+    """Support expansion ``o = c*s + k`` for every input row and tap (p = 0, d = 1)."""
+    return transpose_map(support, kernel, stride, (0, 0, 0), (1, 1, 1))
+
+
+def target_transpose_map(
+    support: Support,
+    target: Support,
+    kernel: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> KernelMap:
+    """Map of ``conv_transpose3d`` at the target's rows: input ``c = (o + p - k*d) / s``.
+
+    When the target is the input of the strided ``conv3d`` that produced this
+    value, the map is that conv's map transposed (registered by
+    :func:`conv_map`), so a U-Net decoder never searches.
+    """
+    key = ("target_transpose", kernel, stride, padding, dilation, target)
+    found = support.maps.get(key)
+    if isinstance(found, KernelMap):
+        return found
+    device = support.logical.device
+    o = target.logical
+    table = support.table
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if stride == (1, 1, 1):
+        base = o.clone()
+        base[:, 1:] += torch.tensor(padding, dtype=torch.int64, device=device)
+        offsets = [(-a, -b, -c) for a, b, c in tap_offsets(kernel, dilation)]
+        pairs = [(r, q) for q, r in table.lookup_offsets(base, offsets)]
+    else:
+        s = torch.tensor(stride, dtype=torch.int64, device=device)
+        for off in tap_offsets(kernel, dilation):
+            num = o[:, 1:] + torch.tensor(
+                [padding[a] - off[a] for a in range(3)], dtype=torch.int64, device=device
+            )
+            ok = (torch.remainder(num, s) == 0).all(dim=1)
+            q = ok.nonzero().squeeze(1)
+            c = torch.cat([o[q, :1], torch.div(num[q], s, rounding_mode="floor")], dim=1)
+            r = table.find(c)
+            hit = r >= 0
+            pairs.append((r[hit], q[hit]))
+    kmap = _assemble(pairs, support.num_rows, target.num_rows, device)
+    support.maps[key] = kmap
+    return kmap

@@ -1,0 +1,218 @@
+"""Convolution modules: parameters ``weight`` (C_out, Kx, Ky, Kz, C_in) and optional ``bias``.
+
+The parameter names are the artifact's storage keys (``<module path>.weight``,
+``<module path>.bias``), so a state_dict maps one-to-one onto
+``weights.safetensors`` and onto the ``mlx_lattice.nn`` mirror.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from lattice_contract.kernel import kernel_volume
+
+from torch_lattice import ops
+from torch_lattice.ops._common import triple
+from torch_lattice.sparse import SparseTensor
+
+__all__ = [
+    "Conv3d",
+    "ConvTranspose3d",
+    "GenerativeConvTranspose3d",
+    "SubmConv3d",
+    "TargetConv3d",
+    "TargetConvTranspose3d",
+]
+
+Triple = tuple[int, int, int]
+
+
+class _ConvBase(torch.nn.Module):
+    """Shared parameters and initialisation (torch's kaiming-uniform default)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Triple,
+        *,
+        stride: int | Triple = 1,
+        padding: int | Triple = 0,
+        dilation: int | Triple = 1,
+        bias: bool = True,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"{type(self).__name__}: {name} must be a positive int, got {value!r}"
+                )
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = triple(kernel_size, "kernel_size", minimum=1)
+        self.stride = triple(stride, "stride", minimum=1)
+        self.padding = triple(padding, "padding", minimum=0)
+        self.dilation = triple(dilation, "dilation", minimum=1)
+        factory = {"device": device, "dtype": dtype}
+        self.weight = torch.nn.Parameter(
+            torch.empty(out_channels, *self.kernel_size, in_channels, **factory)
+        )
+        self.bias: torch.nn.Parameter | None
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(out_channels, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Uniform in ``±1/sqrt(fan_in)`` with fan_in = C_in * kernel volume (torch's default)."""
+        fan_in = self.in_channels * kernel_volume(self.kernel_size)
+        bound = 1.0 / math.sqrt(fan_in)
+        torch.nn.init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class Conv3d(_ConvBase):
+    """Support-generating sparse conv (``lattice.conv3d``), even at stride 1."""
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return ops.conv3d(
+            x,
+            self.weight,
+            self.bias,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
+
+
+class TargetConv3d(_ConvBase):
+    """Sparse conv at a target's rows (``lattice.target_conv3d``): ``forward(x, target)``."""
+
+    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        return ops.conv3d(
+            x,
+            self.weight,
+            self.bias,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            coordinates=target,
+        )
+
+
+class SubmConv3d(_ConvBase):
+    """Submanifold conv (``lattice.subm_conv3d``): output rows are the input rows."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Triple,
+        *,
+        dilation: int | Triple = 1,
+        bias: bool = True,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            dilation=dilation,
+            bias=bias,
+            device=device,
+            dtype=dtype,
+        )
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return ops.subm_conv3d(
+            x, self.weight, self.bias, kernel_size=self.kernel_size, dilation=self.dilation
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"dilation={self.dilation}, bias={self.bias is not None}"
+        )
+
+
+class ConvTranspose3d(_ConvBase):
+    """Transposed sparse conv over its derived support (``lattice.conv_transpose3d``)."""
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return ops.conv_transpose3d(
+            x,
+            self.weight,
+            self.bias,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
+
+
+class TargetConvTranspose3d(_ConvBase):
+    """Transposed conv at a target's rows (``lattice.target_conv_transpose3d``).
+
+    Call as ``forward(x, target)``.
+
+    With the target being the input of the paired strided conv this is
+    spconv's SparseInverseConv3d, the usual U-Net decoder step.
+    """
+
+    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        return ops.conv_transpose3d(
+            x,
+            self.weight,
+            self.bias,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            coordinates=target,
+        )
+
+
+class GenerativeConvTranspose3d(_ConvBase):
+    """Support expansion ``o = c*s + k`` (``lattice.generative_conv_transpose3d``)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Triple,
+        *,
+        stride: int | Triple = 1,
+        bias: bool = True,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            bias=bias,
+            device=device,
+            dtype=dtype,
+        )
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return ops.generative_conv_transpose3d(
+            x, self.weight, self.bias, kernel_size=self.kernel_size, stride=self.stride
+        )

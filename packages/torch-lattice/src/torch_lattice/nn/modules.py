@@ -1,0 +1,511 @@
+"""Pooling, feature, point and algebra modules, and ``Sequential``.
+
+Feature modules accept a dense (N, C) tensor or a SparseTensor; on a sparse
+value they transform the features and keep the support with ``with_feats``
+(the contract's ``sparse.decompose`` → op → ``sparse.with_features``).
+Parameter and buffer names are artifact storage keys: ``Linear.weight/bias``,
+``BatchNorm.weight/bias/running_mean/running_var``, ``LayerNorm.weight/bias``,
+``RMSNorm.weight``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, overload
+
+import torch
+import torch.nn.functional as F
+from lattice_contract.schema import (
+    ActivationKind,
+    BinaryOp,
+    GeluApprox,
+    Interpolation,
+    Join,
+    PoolMode,
+    VoxelReduction,
+)
+
+from torch_lattice import ops
+from torch_lattice.ops._common import as_enum, triple
+from torch_lattice.sparse import SparseTensor
+
+__all__ = [
+    "ELU",
+    "GELU",
+    "Activation",
+    "AvgPool3d",
+    "BatchNorm",
+    "Devoxelize",
+    "GlobalPool",
+    "Hardswish",
+    "Identity",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "MaxPool3d",
+    "RMSNorm",
+    "ReLU",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Softplus",
+    "SparseAdd",
+    "SparseBinary",
+    "SparseCat",
+    "SparseReindex",
+    "SumPool3d",
+    "Tanh",
+    "Voxelize",
+]
+
+Triple = tuple[int, int, int]
+
+
+@overload
+def _on_feats(x: SparseTensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> SparseTensor: ...
+@overload
+def _on_feats(x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor: ...
+def _on_feats(
+    x: SparseTensor | torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]
+) -> SparseTensor | torch.Tensor:
+    if isinstance(x, SparseTensor):
+        return x.with_feats(fn(x.feats))
+    return fn(x)
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+class _Pool3d(torch.nn.Module):
+    mode: PoolMode
+
+    def __init__(
+        self,
+        kernel_size: int | Triple,
+        stride: int | Triple | None = None,
+        padding: int | Triple = 0,
+        dilation: int | Triple = 1,
+    ) -> None:
+        super().__init__()
+        self.kernel_size = triple(kernel_size, "kernel_size", minimum=1)
+        self.stride = self.kernel_size if stride is None else triple(stride, "stride", minimum=1)
+        self.padding = triple(padding, "padding", minimum=0)
+        self.dilation = triple(dilation, "dilation", minimum=1)
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return ops.pool3d(
+            x,
+            mode=self.mode,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"padding={self.padding}, dilation={self.dilation}"
+        )
+
+
+class MaxPool3d(_Pool3d):
+    """Max over each window's active inputs (stride defaults to the kernel size, as in torch)."""
+
+    mode = PoolMode.max
+
+
+class AvgPool3d(_Pool3d):
+    """Mean over each window's active inputs (divides by their count)."""
+
+    mode = PoolMode.avg
+
+
+class SumPool3d(_Pool3d):
+    """Sum over each window's active inputs."""
+
+    mode = PoolMode.sum
+
+
+class GlobalPool(torch.nn.Module):
+    """Per-batch reduction to a dense (batch_size, C) tensor.
+
+    ``batch_size=None`` uses the input's ``batch_size`` at call time; an
+    exported graph needs it fixed, so pass it when you export.
+    """
+
+    def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = None) -> None:
+        super().__init__()
+        self.mode = as_enum(mode, PoolMode, "mode")
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
+            raise ValueError(
+                f"GlobalPool: batch_size must be a positive int or None, got {batch_size!r}"
+            )
+        self.batch_size = batch_size
+
+    def forward(self, x: SparseTensor) -> torch.Tensor:
+        batch = self.batch_size if self.batch_size is not None else max(x.batch_size, 1)
+        return ops.global_pool(x, mode=self.mode, batch_size=batch)
+
+
+# --------------------------------------------------------------------------- features
+
+
+class Linear(torch.nn.Module):
+    """``x @ weight^T + bias`` on features; weight (C_out, C_in)."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        factory = {"device": device, "dtype": dtype}
+        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, **factory))
+        self.bias: torch.nn.Parameter | None
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(out_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        bound = 1.0 / math.sqrt(in_features)
+        torch.nn.init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        return _on_feats(x, lambda f: ops.linear(f, self.weight, self.bias))
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
+
+
+class BatchNorm(torch.nn.Module):
+    """Batch norm over feature rows.
+
+    Training: normalise with the batch statistics of the active rows (biased
+    variance) and update ``running_mean`` / ``running_var`` (unbiased) with
+    ``momentum``, as ``torch.nn.BatchNorm1d`` does.  Eval: the frozen
+    ``ops.batch_norm`` with the running statistics, which is what an artifact
+    stores (scale = weight, bias, mean = running_mean, var = running_var).
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        factory = {"device": device, "dtype": dtype}
+        self.weight = torch.nn.Parameter(torch.ones(num_features, **factory))
+        self.bias = torch.nn.Parameter(torch.zeros(num_features, **factory))
+        self.register_buffer("running_mean", torch.zeros(num_features, **factory))
+        self.register_buffer("running_var", torch.ones(num_features, **factory))
+
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+
+    def _features(self, f: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return ops.batch_norm(
+                f, self.weight, self.bias, self.running_mean, self.running_var, eps=self.eps
+            )
+        if f.ndim != 2 or f.shape[1] != self.num_features:
+            raise ValueError(
+                f"BatchNorm({self.num_features}) needs features (N, {self.num_features}), "
+                f"got {tuple(f.shape)}"
+            )
+        if f.shape[0] < 2:
+            raise ValueError(
+                "BatchNorm in training mode needs at least 2 rows to estimate variance"
+            )
+        dtype = torch.float64 if f.dtype == torch.float64 else torch.float32
+        y = F.batch_norm(
+            f.to(dtype),
+            self.running_mean,
+            self.running_var,
+            self.weight.to(dtype),
+            self.bias.to(dtype),
+            training=True,
+            momentum=self.momentum,
+            eps=self.eps,
+        )
+        return y.to(f.dtype)
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        return _on_feats(x, self._features)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class LayerNorm(torch.nn.Module):
+    """Normalise each row over its channels, then ``* weight + bias``."""
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        factory = {"device": device, "dtype": dtype}
+        self.weight = torch.nn.Parameter(torch.ones(num_features, **factory))
+        self.bias = torch.nn.Parameter(torch.zeros(num_features, **factory))
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        return _on_feats(x, lambda f: ops.layer_norm(f, self.weight, self.bias, eps=self.eps))
+
+
+class RMSNorm(torch.nn.Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over each row's channels."""
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-6,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(num_features, device=device, dtype=dtype))
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        return _on_feats(x, lambda f: ops.rms_norm(f, self.weight, eps=self.eps))
+
+
+class Activation(torch.nn.Module):
+    """Any contract activation by kind (``relu``, ``gelu``, ...), torch's parameter conventions."""
+
+    def __init__(
+        self,
+        kind: ActivationKind | str,
+        *,
+        approximate: GeluApprox | str = GeluApprox.none,
+        alpha: float = 0.01,
+        beta: float = 1.0,
+        threshold: float = 20.0,
+    ) -> None:
+        super().__init__()
+        self.kind = as_enum(kind, ActivationKind, "kind")
+        self.approximate = as_enum(approximate, GeluApprox, "approximate")
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+        self.threshold = float(threshold)
+
+    def _features(self, f: torch.Tensor) -> torch.Tensor:
+        return ops.activation(
+            f,
+            kind=self.kind,
+            approximate=self.approximate,
+            alpha=self.alpha,
+            beta=self.beta,
+            threshold=self.threshold,
+        )
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        return _on_feats(x, self._features)
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind.value}"
+
+
+class ReLU(Activation):
+    """max(x, 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(ActivationKind.relu)
+
+
+class LeakyReLU(Activation):
+    """x where x >= 0, else negative_slope * x."""
+
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        super().__init__(ActivationKind.leaky_relu, alpha=negative_slope)
+
+
+class GELU(Activation):
+    """Gaussian error linear unit, exact or tanh-approximated."""
+
+    def __init__(self, approximate: GeluApprox | str = GeluApprox.none) -> None:
+        super().__init__(ActivationKind.gelu, approximate=approximate)
+
+
+class SiLU(Activation):
+    """x * sigmoid(x)."""
+
+    def __init__(self) -> None:
+        super().__init__(ActivationKind.silu)
+
+
+class Sigmoid(Activation):
+    """1 / (1 + exp(-x))."""
+
+    def __init__(self) -> None:
+        super().__init__(ActivationKind.sigmoid)
+
+
+class Tanh(Activation):
+    """tanh(x)."""
+
+    def __init__(self) -> None:
+        super().__init__(ActivationKind.tanh)
+
+
+class Softplus(Activation):
+    """log1p(exp(beta*x)) / beta, linear above the threshold."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__(ActivationKind.softplus, beta=beta, threshold=threshold)
+
+
+class ELU(Activation):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        super().__init__(ActivationKind.elu, alpha=alpha)
+
+
+class Hardswish(Activation):
+    """x * relu6(x + 3) / 6."""
+
+    def __init__(self) -> None:
+        super().__init__(ActivationKind.hardswish)
+
+
+class Identity(Activation):
+    """The identity (kept as an explicit op in artifacts)."""
+
+    def __init__(self) -> None:
+        super().__init__(ActivationKind.identity)
+
+
+class Softmax(torch.nn.Module):
+    """Softmax over each row's channels."""
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        return _on_feats(x, ops.softmax)
+
+
+# --------------------------------------------------------------------------- points
+
+
+class Voxelize(torch.nn.Module):
+    """Points (P, 3) f32 + features + batch index → stride-1 voxels ``floor(p / voxel_size)``."""
+
+    def __init__(
+        self, voxel_size: float, reduction: VoxelReduction | str = VoxelReduction.mean
+    ) -> None:
+        super().__init__()
+        self.voxel_size = float(voxel_size)
+        self.reduction = as_enum(reduction, VoxelReduction, "reduction")
+
+    def forward(
+        self, points: torch.Tensor, features: torch.Tensor, batch: torch.Tensor
+    ) -> SparseTensor:
+        return ops.voxelize(
+            points, features, batch, voxel_size=self.voxel_size, reduction=self.reduction
+        )
+
+
+class Devoxelize(torch.nn.Module):
+    """Sparse voxels read back at points (nearest or trilinear) → dense (P, C)."""
+
+    def __init__(
+        self, voxel_size: float, interpolation: Interpolation | str = Interpolation.trilinear
+    ) -> None:
+        super().__init__()
+        self.voxel_size = float(voxel_size)
+        self.interpolation = as_enum(interpolation, Interpolation, "interpolation")
+
+    def forward(self, x: SparseTensor, points: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        return ops.devoxelize(
+            x, points, batch, voxel_size=self.voxel_size, interpolation=self.interpolation
+        )
+
+
+# --------------------------------------------------------------------------- algebra
+
+
+class SparseBinary(torch.nn.Module):
+    """Elementwise op of two coordinate-aligned values (missing side = zeros)."""
+
+    def __init__(self, op: BinaryOp | str, join: Join | str = Join.outer) -> None:
+        super().__init__()
+        self.op = as_enum(op, BinaryOp, "op")
+        self.join = as_enum(join, Join, "join")
+
+    def forward(self, lhs: SparseTensor, rhs: SparseTensor) -> SparseTensor:
+        return ops.sparse_binary(lhs, rhs, op=self.op, join=self.join)
+
+
+class SparseAdd(SparseBinary):
+    """lhs + rhs on aligned rows; the default outer join keeps every row of both."""
+
+    def __init__(self, join: Join | str = Join.outer) -> None:
+        super().__init__(BinaryOp.add, join)
+
+
+class SparseCat(torch.nn.Module):
+    """Channel concatenation ``[lhs | rhs]`` (skip connections); missing side = zeros."""
+
+    def __init__(self, join: Join | str = Join.outer) -> None:
+        super().__init__()
+        self.join = as_enum(join, Join, "join")
+
+    def forward(self, lhs: SparseTensor, rhs: SparseTensor) -> SparseTensor:
+        return ops.sparse_cat(lhs, rhs, join=self.join)
+
+
+class SparseReindex(torch.nn.Module):
+    """Features moved onto a target's rows (zeros where absent)."""
+
+    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        return ops.sparse_reindex(x, target)
+
+
+class Sequential(torch.nn.Sequential):
+    """``torch.nn.Sequential`` for single-input sparse layers (names: ``0.weight``, ...)."""

@@ -1,0 +1,44 @@
+"""Functional sparse ops of the lattice contract, on torch with autograd.
+
+Names and signatures are identical to ``mlx_lattice.ops``; each public op is
+wrapped by :func:`torch_lattice._trace.traced` so the exporter can record it.
+"""
+
+from __future__ import annotations
+
+from torch_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
+from torch_lattice.ops.cast import cast
+from torch_lattice.ops.conv import (
+    conv3d,
+    conv_transpose3d,
+    generative_conv_transpose3d,
+    subm_conv3d,
+)
+from torch_lattice.ops.feature import activation, batch_norm, layer_norm, linear, rms_norm, softmax
+from torch_lattice.ops.points import devoxelize, voxelize
+from torch_lattice.ops.pool import global_pool, pool3d
+from torch_lattice.ops.quant import QuantizedWeight, dequantize, quantize_weight
+
+__all__ = [
+    "QuantizedWeight",
+    "activation",
+    "batch_norm",
+    "cast",
+    "conv3d",
+    "conv_transpose3d",
+    "dequantize",
+    "devoxelize",
+    "generative_conv_transpose3d",
+    "global_pool",
+    "layer_norm",
+    "linear",
+    "pool3d",
+    "quantize_weight",
+    "rms_norm",
+    "softmax",
+    "sparse_binary",
+    "sparse_cat",
+    "sparse_reindex",
+    "subm_conv3d",
+    "voxelize",
+]

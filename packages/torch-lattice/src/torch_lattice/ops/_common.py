@@ -1,0 +1,87 @@
+"""Argument checking shared by the functional ops (private)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import torch
+from lattice_contract.kernel import as_triple
+from lattice_contract.schema import SchemaEnum
+
+from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor
+
+E = TypeVar("E", bound=SchemaEnum)
+Triple = tuple[int, int, int]
+
+
+def as_enum(value: Any, enum_type: type[E], name: str) -> E:
+    """Accept the enum member or its string value; name the choices otherwise."""
+    if isinstance(value, enum_type):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_type(value)
+        except ValueError:
+            pass
+    choices = ", ".join(repr(m.value) for m in enum_type)
+    raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+def triple(value: int | Sequence[int], name: str, *, minimum: int) -> Triple:
+    """An int or three ints, each at least ``minimum``."""
+    try:
+        out = as_triple(value, name)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{err}") from None
+    if min(out) < minimum:
+        raise ValueError(f"{name} must be >= {minimum} on every axis, got {out}")
+    return out
+
+
+def require_sparse(value: Any, op: str, name: str = "input") -> SparseTensor:
+    """The argument as a SparseTensor, or a TypeError naming the op."""
+    if not isinstance(value, SparseTensor):
+        raise TypeError(
+            f"{op}: {name} must be a torch_lattice.SparseTensor, got {type(value).__name__}"
+        )
+    return value
+
+
+def require_features(value: Any, op: str, name: str = "x") -> torch.Tensor:
+    """A rank-2 float tensor of features, or a clear error."""
+    if isinstance(value, SparseTensor):
+        raise TypeError(
+            f"{op} takes a dense (N, C) feature tensor; pass x.feats and rewrap with "
+            "x.with_feats(...), or use the torch_lattice.nn module which keeps the support"
+        )
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.ndim != 2:
+        raise ValueError(f"{op}: {name} must have shape (N, C), got {tuple(value.shape)}")
+    if value.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: {name} must be float16, bfloat16 or float32, got {value.dtype}")
+    return value
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulation type: f32 for f16/bf16/f32 storage (canonical_f32), f64 stays f64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def channel_vector(value: Any, channels: int, op: str, name: str) -> torch.Tensor:
+    """A (C,) float vector matching the feature channels."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
+    if tuple(value.shape) != (channels,):
+        raise ValueError(f"{op}: {name} must have shape ({channels},), got {tuple(value.shape)}")
+    if not value.is_floating_point():
+        raise TypeError(f"{op}: {name} must be floating point, got {value.dtype}")
+    return value
+
+
+def positive_eps(eps: Any, op: str) -> float:
+    """eps as a positive float."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        raise ValueError(f"{op}: eps must be a positive number, got {eps!r}")
+    return float(eps)

@@ -1,0 +1,150 @@
+"""Coordinate-aligned sparse algebra: ``sparse_binary``, ``sparse_cat``, ``sparse_reindex``.
+
+Rows are matched by coordinates (both operands at the same stride).  Output
+row order: ``inner`` and ``left`` keep lhs order (inner drops lhs rows rhs
+lacks); ``outer`` appends the rhs-only rows in rhs order.  Where one side has
+no row it contributes zeros, so ``sub`` gives ``-rhs`` on rhs-only rows and
+``mul`` gives zero on rows only one side has.  When the result has exactly
+lhs's rows it shares lhs's support (and its kernel-map cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from lattice_contract.schema import BinaryOp, Join
+
+from torch_lattice._trace import traced
+from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse
+from torch_lattice.sparse import SparseTensor, Support
+
+__all__ = ["sparse_binary", "sparse_cat", "sparse_reindex"]
+
+
+def _check_pair(lhs: Any, rhs: Any, op: str) -> tuple[SparseTensor, SparseTensor]:
+    a = require_sparse(lhs, op, "lhs")
+    b = require_sparse(rhs, op, "rhs")
+    if a.stride != b.stride:
+        raise ValueError(
+            f"{op}: operands must share a stride, got {a.stride} and {b.stride}; "
+            "resample one side (conv / transposed conv) first"
+        )
+    if a.device != b.device:
+        raise ValueError(f"{op}: operands are on {a.device} and {b.device}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{op}: operands must share a feature dtype, got {a.dtype} and {b.dtype}")
+    return a, b
+
+
+def _rows_of(source: Support, target: Support) -> torch.Tensor:
+    """For each target row, the source row with the same coordinates (-1 if none)."""
+    if source is target:
+        return torch.arange(target.num_rows, device=target.coords.device)
+    return source.table.find(target.logical)
+
+
+class _Aligned:
+    """Row alignment of two operands under a join."""
+
+    def __init__(self, a: SparseTensor, b: SparseTensor, join: Join) -> None:
+        found = _rows_of(b.support, a.support)  # rhs row per lhs row
+        self.same = bool((found >= 0).all()) and a.num_rows == b.num_rows
+        if join is Join.inner and not self.same:
+            self.lhs_rows = (found >= 0).nonzero().squeeze(1)
+            self.rhs_rows = found[self.lhs_rows]
+            self.only_rhs = found[:0]
+        else:
+            self.lhs_rows = torch.arange(a.num_rows, device=a.device)
+            self.rhs_rows = found
+            if join is Join.outer and not self.same:
+                in_lhs = torch.zeros(b.num_rows, dtype=torch.bool, device=b.device)
+                in_lhs[found[found >= 0]] = True
+                self.only_rhs = (~in_lhs).nonzero().squeeze(1)
+            else:
+                self.only_rhs = found[:0]
+        self.keep_lhs_support = bool(
+            self.lhs_rows.numel() == a.num_rows and not self.only_rhs.numel()
+        )
+        self.a, self.b = a, b
+
+    def support(self) -> Support:
+        a, b = self.a, self.b
+        if self.keep_lhs_support:
+            return a.support
+        coords = torch.cat([a.coords[self.lhs_rows], b.coords[self.only_rhs]])
+        return Support(coords, a.stride)
+
+    def sides(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """lhs and rhs features on the output rows, zeros where a side is missing."""
+        a, b = self.a, self.b
+        left = a.feats.index_select(0, self.lhs_rows)
+        hit = self.rhs_rows >= 0
+        right = b.feats.index_select(0, self.rhs_rows.clamp(min=0))
+        right = torch.where(hit[:, None], right, torch.zeros_like(right))
+        if self.only_rhs.numel():
+            left = torch.cat([left, left.new_zeros(self.only_rhs.numel(), a.num_channels)])
+            right = torch.cat([right, b.feats.index_select(0, self.only_rhs)])
+        return left, right
+
+
+_BINARY: dict[BinaryOp, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    BinaryOp.add: torch.add,
+    BinaryOp.sub: torch.sub,
+    BinaryOp.mul: torch.mul,
+    BinaryOp.max: torch.maximum,
+    BinaryOp.min: torch.minimum,
+}
+
+
+@traced("sparse_binary")
+def sparse_binary(
+    lhs: SparseTensor,
+    rhs: SparseTensor,
+    *,
+    op: BinaryOp | str,
+    join: Join | str = Join.inner,
+) -> SparseTensor:
+    """Elementwise ``op`` of coordinate-aligned rows; a missing side reads zeros."""
+    a, b = _check_pair(lhs, rhs, "sparse_binary")
+    kind = as_enum(op, BinaryOp, "op")
+    j = as_enum(join, Join, "join")
+    if a.num_channels != b.num_channels:
+        raise ValueError(
+            f"sparse_binary: channels differ ({a.num_channels} vs {b.num_channels}); "
+            "use sparse_cat to concatenate"
+        )
+    aligned = _Aligned(a, b, j)
+    left, right = aligned.sides()
+    dtype = compute_dtype(a.dtype)
+    out = _BINARY[kind](left.to(dtype), right.to(dtype)).to(a.dtype)
+    return SparseTensor._make(aligned.support(), out)
+
+
+@traced("sparse_cat")
+def sparse_cat(
+    lhs: SparseTensor, rhs: SparseTensor, *, join: Join | str = Join.inner
+) -> SparseTensor:
+    """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
+    a, b = _check_pair(lhs, rhs, "sparse_cat")
+    aligned = _Aligned(a, b, as_enum(join, Join, "join"))
+    left, right = aligned.sides()
+    return SparseTensor._make(aligned.support(), torch.cat([left, right], dim=1))
+
+
+@traced("sparse_reindex")
+def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
+    """``input``'s features on ``target``'s exact rows, zeros where the input has no row."""
+    x = require_sparse(input, "sparse_reindex")
+    t = require_sparse(target, "sparse_reindex", "target")
+    if x.stride != t.stride:
+        raise ValueError(
+            f"sparse_reindex: input stride {x.stride} differs from the target's {t.stride}"
+        )
+    if x.device != t.device:
+        raise ValueError(f"sparse_reindex: input is on {x.device}, target on {t.device}")
+    row = _rows_of(x.support, t.support)
+    gathered = x.feats.index_select(0, row.clamp(min=0))
+    out = torch.where((row >= 0)[:, None], gathered, torch.zeros_like(gathered))
+    return SparseTensor._make(t.support, out)

@@ -1,0 +1,173 @@
+"""Exact IEEE conversion between float formats with an explicit rounding direction.
+
+torch's own ``.to(dtype)`` only rounds to nearest-even, so every mode is done
+here with integer arithmetic on the bit patterns: decode the source into an
+integer significand and a power-of-two exponent (exact), find the target's
+quantum at that magnitude (the target ulp, or the subnormal quantum below its
+normal range), split the significand into a kept part and a remainder, round
+the kept part by the mode, and re-encode.  One formula encodes normal results,
+subnormal results and the carry into the next binade:
+``bits = ((q - emin + p) << p) + n`` for a result ``n * 2^q``.
+
+Overflow follows IEEE 754: nearest modes and the directed mode that points
+away from zero give infinity; the others give the largest finite value.
+NaN stays NaN (quiet, sign kept); infinities and signed zeros are preserved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lattice_contract.schema import Rounding
+
+from torch_lattice._trace import traced
+from torch_lattice.ops._common import as_enum
+
+__all__ = ["cast"]
+
+
+@dataclass(frozen=True)
+class _Format:
+    bits: int  # total width
+    mant: int  # stored mantissa bits p
+    bias: int
+    exp_bits: int
+    view: torch.dtype  # integer dtype of the same width
+
+    @property
+    def emin(self) -> int:
+        return 1 - self.bias
+
+    @property
+    def exp_all_ones(self) -> int:
+        return (1 << self.exp_bits) - 1
+
+
+_FORMATS: dict[torch.dtype, _Format] = {
+    torch.float16: _Format(16, 10, 15, 5, torch.int16),
+    torch.bfloat16: _Format(16, 7, 127, 8, torch.int16),
+    torch.float32: _Format(32, 23, 127, 8, torch.int32),
+    torch.float64: _Format(64, 52, 1023, 11, torch.int64),
+}
+
+_TARGETS: dict[Any, torch.dtype] = {
+    torch.float16: torch.float16,
+    torch.bfloat16: torch.bfloat16,
+    torch.float32: torch.float32,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+}
+
+
+def _bit_length(v: torch.Tensor) -> torch.Tensor:
+    """Number of significant bits of non-negative int64 values (0 for 0)."""
+    n = torch.zeros_like(v)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = v >= (1 << s)
+        n = n + big * s
+        v = torch.where(big, v >> s, v)
+    return n + (v > 0)
+
+
+def _decode(x: torch.Tensor, fmt: _Format) -> tuple[torch.Tensor, ...]:
+    raw = x.view(fmt.view).to(torch.int64)
+    if fmt.bits < 64:
+        raw = raw & ((1 << fmt.bits) - 1)
+    sign = (raw >> (fmt.bits - 1)) & 1
+    field = (raw >> fmt.mant) & fmt.exp_all_ones
+    mant = raw & ((1 << fmt.mant) - 1)
+    special = field == fmt.exp_all_ones
+    nan = special & (mant != 0)
+    inf = special & (mant == 0)
+    normal = field != 0
+    sig = torch.where(normal, mant | (1 << fmt.mant), mant)
+    exp2 = torch.where(normal, field, torch.ones_like(field)) - fmt.bias - fmt.mant
+    return sign, sig, exp2, nan, inf
+
+
+def _round(x: torch.Tensor, target: torch.dtype, mode: Rounding) -> torch.Tensor:
+    src, dst = _FORMATS[x.dtype], _FORMATS[target]
+    sign, sig, exp2, nan, inf = _decode(x, src)
+    p = dst.mant
+    magnitude_e = exp2 + _bit_length(sig) - 1
+    q = torch.clamp(magnitude_e, min=dst.emin) - p
+    shift = q - exp2
+    left = sig << torch.clamp(-shift, 0, 62)
+    sc = torch.clamp(shift, 1, 62)
+    trunc = sig >> sc
+    rem = sig & ((torch.ones_like(sc) << sc) - 1)
+    half = torch.ones_like(sc) << (sc - 1)
+    positive = sign == 0
+    if mode is Rounding.nearest_even:
+        inc = (rem > half) | ((rem == half) & ((trunc & 1) == 1))
+    elif mode is Rounding.nearest_away:
+        inc = rem >= half
+    elif mode is Rounding.toward_zero:
+        inc = torch.zeros_like(rem, dtype=torch.bool)
+    elif mode is Rounding.upward:
+        inc = (rem > 0) & positive
+    else:
+        inc = (rem > 0) & ~positive
+    n = torch.where(shift > 0, trunc + inc, left)
+    mag = ((q - dst.emin + p) << p) + n
+    inf_bits = dst.exp_all_ones << p
+    if mode in (Rounding.nearest_even, Rounding.nearest_away):
+        to_inf = torch.ones_like(positive)
+    elif mode is Rounding.toward_zero:
+        to_inf = torch.zeros_like(positive)
+    elif mode is Rounding.upward:
+        to_inf = positive
+    else:
+        to_inf = ~positive
+    overflow = mag >= inf_bits
+    mag = torch.where(overflow, torch.where(to_inf, inf_bits, inf_bits - 1), mag)
+    mag = torch.where(sig == 0, torch.zeros_like(mag), mag)
+    mag = torch.where(inf, torch.full_like(mag, inf_bits), mag)
+    mag = torch.where(nan, torch.full_like(mag, inf_bits | (1 << (p - 1))), mag)
+    out = (sign << (dst.bits - 1)) | mag
+    return out.to(dst.view).view(target)
+
+
+class _CastFunction(torch.autograd.Function):
+    """Rounding is piecewise constant; its gradient is taken as the identity (straight-through)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, target: torch.dtype, mode: Rounding) -> torch.Tensor:
+        ctx.source = x.dtype
+        return _round(x.contiguous(), target, mode)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        return grad.to(ctx.source), None, None
+
+
+@traced("cast")
+def cast(
+    x: torch.Tensor,
+    dtype: torch.dtype | str,
+    *,
+    rounding: Rounding | str = Rounding.nearest_even,
+) -> torch.Tensor:
+    """``x`` converted to float ``dtype`` (f16, bf16 or f32) with IEEE ``rounding``.
+
+    Every mode is exact (integer arithmetic on bit patterns), on every device.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"cast: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FORMATS:
+        raise TypeError(f"cast: x must be float16, bfloat16, float32 or float64, got {x.dtype}")
+    target = _TARGETS.get(dtype)
+    if target is None:
+        raise ValueError(
+            "cast: dtype must be float16, bfloat16 or float32 (or 'f16', 'bf16', 'f32'), "
+            f"got {dtype!r}"
+        )
+    mode = as_enum(rounding, Rounding, "rounding")
+    result: torch.Tensor = _CastFunction.apply(x, target, mode)  # type: ignore[no-untyped-call]
+    return result

@@ -1,0 +1,300 @@
+"""Sparse convolutions: support-generating, submanifold, target and transposed.
+
+Execution is gather → GEMM → scatter-add per kernel tap, over chunks of at
+most ``_CHUNK_BYTES`` of gathered rows, so a layer holds its O(pairs) map plus
+one bounded buffer and never a dense grid.  Products are summed in f32 (f64
+for f64 features) whatever the storage dtype, and the result is rounded once
+to the input dtype after the bias is added (``accumulation = canonical_f32``).
+
+Forward and backward are one ``torch.autograd.Function``: autograd through
+``index_select``/``mm``/``index_add_`` would save every gathered chunk for the
+backward pass (O(pairs × C) memory); the function saves only the features,
+the weight and the map, and re-gathers chunk by chunk in backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch_lattice._trace import traced
+from torch_lattice.kernel_map import (
+    KernelMap,
+    conv_map,
+    generative_transpose_map,
+    subm_map,
+    target_conv_map,
+    target_transpose_map,
+    transpose_map,
+)
+from torch_lattice.ops._common import compute_dtype, require_sparse, triple
+from torch_lattice.ops.quant import QuantizedWeight
+from torch_lattice.sparse import SparseTensor, Support
+
+__all__ = ["conv3d", "conv_transpose3d", "generative_conv_transpose3d", "subm_conv3d"]
+
+Triple = tuple[int, int, int]
+
+_CHUNK_BYTES = 1 << 22
+"""Upper bound of one gathered chunk (rows × channels × 4 bytes)."""
+
+
+def _chunk_rows(channels: int) -> int:
+    return max(1024, _CHUNK_BYTES // (4 * max(channels, 1)))
+
+
+def _taps_matrix(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(C_out, Kx, Ky, Kz, C_in) -> (K, C_in, C_out) views, tap k = W[:, k, :]^T."""
+    c_out, c_in = weight.shape[0], weight.shape[-1]
+    return weight.to(dtype).reshape(c_out, -1, c_in).permute(1, 2, 0)
+
+
+def _apply(
+    feats: torch.Tensor, w: torch.Tensor, kmap: KernelMap, num_out: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """sum over taps and pairs of ``feats[in] @ w[k]`` into ``num_out`` rows, in ``dtype``."""
+    c_out = w.shape[2]
+    if kmap.identity_tap is not None:
+        out = feats.to(dtype) @ w[kmap.identity_tap]
+    else:
+        out = torch.zeros(num_out, c_out, dtype=dtype, device=feats.device)
+    step = _chunk_rows(max(feats.shape[1], c_out))
+    for k in range(kmap.volume):
+        a, b = kmap.starts[k], kmap.starts[k + 1]
+        wk = w[k]
+        for lo in range(a, b, step):
+            hi = min(lo + step, b)
+            gathered = feats.index_select(0, kmap.in_idx[lo:hi])
+            if gathered.dtype != dtype:
+                gathered = gathered.to(dtype)
+            out.index_add_(0, kmap.out_idx[lo:hi], gathered @ wk)
+    return out
+
+
+def _weight_grad(
+    feats: torch.Tensor, grad: torch.Tensor, kmap: KernelMap, shape: torch.Size, dtype: torch.dtype
+) -> torch.Tensor:
+    """dL/dW as (C_out, Kx, Ky, Kz, C_in): per tap, gathered inputs^T @ gathered grads."""
+    c_in, c_out = feats.shape[1], grad.shape[1]
+    gw = torch.zeros(kmap.volume, c_in, c_out, dtype=dtype, device=feats.device)
+    if kmap.identity_tap is not None:
+        gw[kmap.identity_tap] = feats.to(dtype).t() @ grad
+    step = _chunk_rows(max(c_in, c_out))
+    for k in range(kmap.volume):
+        a, b = kmap.starts[k], kmap.starts[k + 1]
+        for lo in range(a, b, step):
+            hi = min(lo + step, b)
+            x = feats.index_select(0, kmap.in_idx[lo:hi]).to(dtype)
+            g = grad.index_select(0, kmap.out_idx[lo:hi])
+            gw[k] += x.t() @ g
+    return gw.permute(2, 0, 1).reshape(shape)
+
+
+class _SparseConvFunction(torch.autograd.Function):
+    """out[o] = sum over pairs (c, o, k) of W_k @ x[c], returned in the accumulation dtype."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, feats: torch.Tensor, weight: torch.Tensor, kmap: KernelMap
+    ) -> torch.Tensor:
+        dtype = compute_dtype(feats.dtype)
+        out = _apply(feats, _taps_matrix(weight, dtype), kmap, kmap.num_out, dtype)
+        ctx.save_for_backward(feats, weight)
+        ctx.kmap = kmap
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        feats, weight = ctx.saved_tensors
+        kmap: KernelMap = ctx.kmap
+        dtype = compute_dtype(feats.dtype)
+        grad = grad.to(dtype).contiguous()
+        grad_feats = grad_weight = None
+        if ctx.needs_input_grad[0]:
+            wt = _taps_matrix(weight, dtype).transpose(1, 2)
+            grad_feats = _apply(grad, wt, kmap.transposed(), kmap.num_in, dtype).to(feats.dtype)
+        if ctx.needs_input_grad[1]:
+            grad_weight = _weight_grad(feats, grad, kmap, weight.shape, dtype).to(weight.dtype)
+        return grad_feats, grad_weight, None
+
+
+def _check_weight(
+    weight: Any, bias: Any, kernel: Triple, c_in: int, op: str
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if isinstance(weight, QuantizedWeight):
+        dense = weight.dequantize(torch.float32)
+    elif isinstance(weight, torch.Tensor):
+        if not weight.is_floating_point():
+            raise TypeError(
+                f"{op}: weight must be floating point or a QuantizedWeight, got {weight.dtype}"
+            )
+        dense = weight
+    else:
+        raise TypeError(
+            f"{op}: weight must be a torch.Tensor or QuantizedWeight, got {type(weight).__name__}"
+        )
+    if dense.ndim != 5 or tuple(dense.shape[1:4]) != kernel or dense.shape[4] != c_in:
+        raise ValueError(
+            f"{op}: weight must have layout (C_out, Kx, Ky, Kz, C_in) = (C_out, {kernel[0]}, "
+            f"{kernel[1]}, {kernel[2]}, {c_in}), got {tuple(dense.shape)}"
+        )
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
+            raise TypeError(f"{op}: bias must be a float tensor of shape (C_out,) or None")
+        if tuple(bias.shape) != (dense.shape[0],):
+            raise ValueError(
+                f"{op}: bias must have shape ({dense.shape[0]},), got {tuple(bias.shape)}"
+            )
+    return dense, bias
+
+
+def _execute(
+    x: SparseTensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    kmap: KernelMap,
+    out_support: Support,
+) -> SparseTensor:
+    if weight.device != x.device:
+        raise ValueError(f"weight is on {weight.device} but the input on {x.device}")
+    out: torch.Tensor = _SparseConvFunction.apply(x.feats, weight, kmap)  # type: ignore[no-untyped-call]
+    if bias is not None:
+        out = out + bias.to(out.dtype)
+    return SparseTensor._make(out_support, out.to(x.dtype))
+
+
+def _geometry(
+    kernel_size: Any, stride: Any, padding: Any, dilation: Any
+) -> tuple[Triple, Triple, Triple, Triple]:
+    return (
+        triple(kernel_size, "kernel_size", minimum=1),
+        triple(stride, "stride", minimum=1),
+        triple(padding, "padding", minimum=0),
+        triple(dilation, "dilation", minimum=1),
+    )
+
+
+def _check_target(target: Any, x: SparseTensor, expected: Triple, op: str) -> SparseTensor:
+    checked = require_sparse(target, op, "coordinates")
+    if checked.stride != expected:
+        raise ValueError(
+            f"{op}: the coordinates= target has stride {checked.stride} but this op produces "
+            f"stride {expected} from an input at stride {x.stride}"
+        )
+    if checked.device != x.device:
+        raise ValueError(f"{op}: the target is on {checked.device}, the input on {x.device}")
+    return checked
+
+
+@traced("conv3d")
+def conv3d(
+    input: SparseTensor,
+    weight: torch.Tensor | QuantizedWeight,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: int | tuple[int, int, int],
+    stride: int | tuple[int, int, int] = 1,
+    padding: int | tuple[int, int, int] = 0,
+    dilation: int | tuple[int, int, int] = 1,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Sparse cross-correlation; output at every o with an active ``c = o*s - p + k*d``.
+
+    With ``coordinates=target`` the output is exactly the target's rows (the
+    contract's ``target_conv3d``); the target's stride must be the input
+    stride times ``stride``.  A support-generating conv is its own op even at
+    stride 1: it grows the support, unlike :func:`subm_conv3d`.
+    """
+    x = require_sparse(input, "conv3d")
+    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
+    w, b = _check_weight(weight, bias, k, x.num_channels, "conv3d")
+    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    if coordinates is not None:
+        target = _check_target(coordinates, x, out_stride, "conv3d")
+        kmap = target_conv_map(x.support, target.support, k, s, p, d)
+        return _execute(x, w, b, kmap, target.support)
+    out_support, kmap = conv_map(x.support, k, s, p, d)
+    return _execute(x, w, b, kmap, out_support)
+
+
+@traced("subm_conv3d")
+def subm_conv3d(
+    input: SparseTensor,
+    weight: torch.Tensor | QuantizedWeight,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: int | tuple[int, int, int],
+    dilation: int | tuple[int, int, int] = 1,
+) -> SparseTensor:
+    """Submanifold conv: output rows are the input rows; tap k reads ``c + (k - (K-1)//2) * d``."""
+    x = require_sparse(input, "subm_conv3d")
+    k = triple(kernel_size, "kernel_size", minimum=1)
+    d = triple(dilation, "dilation", minimum=1)
+    w, b = _check_weight(weight, bias, k, x.num_channels, "subm_conv3d")
+    kmap = subm_map(x.support, k, d)
+    return _execute(x, w, b, kmap, x.support)
+
+
+@traced("conv_transpose3d")
+def conv_transpose3d(
+    input: SparseTensor,
+    weight: torch.Tensor | QuantizedWeight,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: int | tuple[int, int, int],
+    stride: int | tuple[int, int, int] = 1,
+    padding: int | tuple[int, int, int] = 0,
+    dilation: int | tuple[int, int, int] = 1,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Transposed sparse conv: input c feeds ``o = c*s - p + k*d`` through tap k.
+
+    The output stride is the input stride divided by ``stride`` (it must
+    divide).  With ``coordinates=target`` the output is exactly the target's
+    rows (the contract's ``target_conv_transpose3d``; spconv's
+    SparseInverseConv3d when the target is the paired conv's input).
+    """
+    x = require_sparse(input, "conv_transpose3d")
+    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
+    w, b = _check_weight(weight, bias, k, x.num_channels, "conv_transpose3d")
+    if any(x.stride[a] % s[a] for a in range(3)):
+        raise ValueError(
+            f"conv_transpose3d: stride {s} must divide the input stride {x.stride} on every axis"
+        )
+    out_stride = (x.stride[0] // s[0], x.stride[1] // s[1], x.stride[2] // s[2])
+    if coordinates is not None:
+        target = _check_target(coordinates, x, out_stride, "conv_transpose3d")
+        kmap = target_transpose_map(x.support, target.support, k, s, p, d)
+        return _execute(x, w, b, kmap, target.support)
+    out_support, kmap = transpose_map(x.support, k, s, p, d)
+    return _execute(x, w, b, kmap, out_support)
+
+
+@traced("generative_conv_transpose3d")
+def generative_conv_transpose3d(
+    input: SparseTensor,
+    weight: torch.Tensor | QuantizedWeight,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: int | tuple[int, int, int],
+    stride: int | tuple[int, int, int] = 1,
+    padding: int | tuple[int, int, int] = 0,
+    dilation: int | tuple[int, int, int] = 1,
+) -> SparseTensor:
+    """Support expansion: every input row emits ``o = c*s + k`` for every tap (p = 0, d = 1)."""
+    x = require_sparse(input, "generative_conv_transpose3d")
+    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
+    if p != (0, 0, 0) or d != (1, 1, 1):
+        raise ValueError(
+            "generative_conv_transpose3d requires padding=0 and dilation=1 "
+            f"(got padding={p}, dilation={d}); use conv_transpose3d for other geometries"
+        )
+    w, b = _check_weight(weight, bias, k, x.num_channels, "generative_conv_transpose3d")
+    if any(x.stride[a] % s[a] for a in range(3)):
+        raise ValueError(
+            f"generative_conv_transpose3d: stride {s} must divide the input stride {x.stride}"
+        )
+    out_support, kmap = generative_transpose_map(x.support, k, s)
+    return _execute(x, w, b, kmap, out_support)

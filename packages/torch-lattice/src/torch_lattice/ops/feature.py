@@ -1,0 +1,166 @@
+"""Feature-only ops on dense (N, C) tensors: linear, activation, norms, softmax.
+
+These never take a SparseTensor: keeping support is explicit in the contract
+(``sparse.decompose`` then ``sparse.with_features``), and the nn modules do it
+with ``with_feats``.  f16 and bf16 inputs are computed in f32 and the result is
+stored in the input dtype (for ``linear`` that is the contract's
+``canonical_f32`` accumulation; for the others it keeps both runtimes on the
+same, more accurate, arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from lattice_contract.schema import ActivationKind, GeluApprox
+
+from torch_lattice._trace import traced
+from torch_lattice.ops._common import (
+    as_enum,
+    channel_vector,
+    compute_dtype,
+    positive_eps,
+    require_features,
+)
+from torch_lattice.ops.quant import QuantizedWeight
+
+__all__ = ["activation", "batch_norm", "layer_norm", "linear", "rms_norm", "softmax"]
+
+
+@traced("linear")
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor | QuantizedWeight,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``x @ W^T + b`` with ``W`` of shape (C_out, C_in), summed in f32."""
+    x = require_features(x, "linear")
+    dtype = compute_dtype(x.dtype)
+    if isinstance(weight, QuantizedWeight):
+        w = weight.dequantize(dtype)
+    elif isinstance(weight, torch.Tensor) and weight.is_floating_point():
+        w = weight.to(dtype)
+    else:
+        raise TypeError("linear: weight must be a float tensor or a QuantizedWeight")
+    if w.ndim != 2 or w.shape[1] != x.shape[1]:
+        raise ValueError(
+            f"linear: weight must have shape (C_out, {x.shape[1]}) (layout linear_o_i), "
+            f"got {tuple(w.shape)}"
+        )
+    if w.device != x.device:
+        raise ValueError(f"linear: weight is on {w.device}, features on {x.device}")
+    out = x.to(dtype) @ w.t()
+    if bias is not None:
+        out = out + channel_vector(bias, int(w.shape[0]), "linear", "bias").to(dtype)
+    return out.to(x.dtype)
+
+
+@traced("activation")
+def activation(
+    x: torch.Tensor,
+    *,
+    kind: ActivationKind | str,
+    approximate: GeluApprox | str = GeluApprox.none,
+    alpha: float = 0.01,
+    beta: float = 1.0,
+    threshold: float = 20.0,
+) -> torch.Tensor:
+    """Pointwise nonlinearity with torch's parameter conventions.
+
+    leaky_relu slope = alpha; elu uses alpha; softplus is
+    ``log1p(exp(beta*x)) / beta``, linear where ``beta*x > threshold``; gelu is
+    exact (erf) or the tanh approximation; hardswish is ``x*relu6(x+3)/6``.
+    """
+    x = require_features(x, "activation")
+    k = as_enum(kind, ActivationKind, "kind")
+    approx = as_enum(approximate, GeluApprox, "approximate")
+    for name, value in (("alpha", alpha), ("beta", beta), ("threshold", threshold)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise ValueError(f"activation: {name} must be a finite number, got {value!r}")
+    if k is ActivationKind.softplus and beta == 0:
+        raise ValueError("activation: softplus needs beta != 0")
+    v = x.to(compute_dtype(x.dtype))
+    if k is ActivationKind.relu:
+        y = F.relu(v)
+    elif k is ActivationKind.leaky_relu:
+        y = F.leaky_relu(v, float(alpha))
+    elif k is ActivationKind.gelu:
+        y = F.gelu(v, approximate=approx.value)
+    elif k is ActivationKind.silu:
+        y = F.silu(v)
+    elif k is ActivationKind.sigmoid:
+        y = torch.sigmoid(v)
+    elif k is ActivationKind.tanh:
+        y = torch.tanh(v)
+    elif k is ActivationKind.softplus:
+        y = F.softplus(v, beta=float(beta), threshold=float(threshold))
+    elif k is ActivationKind.elu:
+        y = F.elu(v, float(alpha))
+    elif k is ActivationKind.hardswish:
+        y = v * F.relu6(v + 3.0) / 6.0
+    else:
+        y = v
+    return y.to(x.dtype)
+
+
+@traced("batch_norm")
+def batch_norm(
+    x: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    *,
+    eps: float,
+) -> torch.Tensor:
+    """Frozen-statistics batch norm ``(x - mean) / sqrt(var + eps) * scale + bias``."""
+    x = require_features(x, "batch_norm")
+    c = int(x.shape[1])
+    e = positive_eps(eps, "batch_norm")
+    dtype = compute_dtype(x.dtype)
+    s, b, m, v = (
+        channel_vector(t, c, "batch_norm", n).to(dtype)
+        for t, n in ((scale, "scale"), (bias, "bias"), (mean, "mean"), (var, "var"))
+    )
+    y = (x.to(dtype) - m) * torch.rsqrt(v + e) * s + b
+    return y.to(x.dtype)
+
+
+@traced("layer_norm")
+def layer_norm(
+    x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, *, eps: float
+) -> torch.Tensor:
+    """Normalise each row over its channels (biased variance), then scale and shift."""
+    x = require_features(x, "layer_norm")
+    c = int(x.shape[1])
+    e = positive_eps(eps, "layer_norm")
+    dtype = compute_dtype(x.dtype)
+    s = channel_vector(scale, c, "layer_norm", "scale").to(dtype)
+    b = channel_vector(bias, c, "layer_norm", "bias").to(dtype)
+    return F.layer_norm(x.to(dtype), (c,), s, b, e).to(x.dtype)
+
+
+@traced("rms_norm")
+def rms_norm(x: torch.Tensor, scale: torch.Tensor, *, eps: float) -> torch.Tensor:
+    """``x / sqrt(mean(x^2) + eps) * scale`` over each row's channels."""
+    x = require_features(x, "rms_norm")
+    c = int(x.shape[1])
+    e = positive_eps(eps, "rms_norm")
+    dtype = compute_dtype(x.dtype)
+    s = channel_vector(scale, c, "rms_norm", "scale").to(dtype)
+    v = x.to(dtype)
+    y = v * torch.rsqrt(v.square().mean(dim=1, keepdim=True) + e) * s
+    return y.to(x.dtype)
+
+
+@traced("softmax")
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax of each row over its channels."""
+    x = require_features(x, "softmax")
+    return torch.softmax(x.to(compute_dtype(x.dtype)), dim=1).to(x.dtype)

@@ -1,0 +1,330 @@
+"""The torch sparse value: physical coordinates, row features, an active count and a stride.
+
+A :class:`SparseTensor` is the runtime form of the contract's sparse value
+(SPEC §4).  Construction validates everything the contract forbids, so that no
+kernel ever sees a malformed value; :meth:`SparseTensor.trusted` skips only the
+two expensive checks (divisibility and duplicates) for callers that guarantee
+them, such as our own ops, whose outputs are valid by construction.
+
+The coordinates, stride and every kernel map built over them live in a
+:class:`Support` object.  Values that share rows (``with_feats``, the output of
+a submanifold conv, a left join) share the support, so a network that applies
+several layers to one support builds each kernel map once per forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from lattice_contract.kernel import as_triple
+
+from torch_lattice._trace import traced
+from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "SparseTensor",
+    "Support",
+    "canonical_order",
+    "inverse_permutation",
+]
+
+Triple = tuple[int, int, int]
+
+FLOAT_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+)
+"""Feature dtypes the torch runtime accepts.
+
+Artifacts carry f16, bf16 or f32; float64 is accepted here so that gradients
+can be checked with ``torch.autograd.gradcheck``.
+"""
+
+
+class Support:
+    """The rows of a sparse value (coordinates at a stride) and the maps built over them.
+
+    ``maps`` is keyed by ``(op kind, kernel, stride, dilation, padding, target
+    support)``; the target support object itself is part of the key, so the
+    key keeps it alive and identity cannot be recycled while cached.
+    """
+
+    __slots__ = ("_logical", "_table", "coords", "maps", "stride")
+
+    def __init__(self, coords: torch.Tensor, stride: Triple) -> None:
+        self.coords = coords
+        self.stride = stride
+        self.maps: dict[tuple[Any, ...], Any] = {}
+        self._logical: torch.Tensor | None = None
+        self._table: CoordinateTable | None = None
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows."""
+        return int(self.coords.shape[0])
+
+    @property
+    def logical(self) -> torch.Tensor:
+        """int64 (N, 4) rows ``(batch, x/sx, y/sy, z/sz)``."""
+        if self._logical is None:
+            c = self.coords.to(torch.int64)
+            if self.stride != (1, 1, 1):
+                s = torch.tensor((1, *self.stride), dtype=torch.int64, device=c.device)
+                c = torch.div(c, s, rounding_mode="floor")
+            self._logical = c
+        return self._logical
+
+    @property
+    def table(self) -> CoordinateTable:
+        """The sorted lookup table of this support's logical coordinates."""
+        if self._table is None:
+            self._table = CoordinateTable(self.logical)
+        return self._table
+
+    @staticmethod
+    def from_logical(logical: torch.Tensor, stride: Triple) -> Support:
+        """A support from int64 logical rows (physical = logical * stride)."""
+        s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
+        coords = (logical * s).to(torch.int32)
+        support = Support(coords, stride)
+        support._logical = logical
+        return support
+
+
+def _check_stride(stride: int | Sequence[int]) -> Triple:
+    try:
+        triple = as_triple(stride, "stride")
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{err}; pass a positive int or three positive ints") from None
+    if min(triple) < 1:
+        raise ValueError(f"stride must be positive on every axis, got {triple}")
+    return triple
+
+
+def _active_count(active_rows: Any, n: int) -> int:
+    if active_rows is None:
+        return n
+    if isinstance(active_rows, bool):
+        raise TypeError("active_rows must be an int or an int32 tensor of shape (1,), not a bool")
+    if isinstance(active_rows, int):
+        value = active_rows
+    elif isinstance(active_rows, torch.Tensor):
+        if active_rows.dtype != torch.int32 or tuple(active_rows.shape) != (1,):
+            raise TypeError(
+                "active_rows must be an int32 tensor of shape (1,), got "
+                f"{active_rows.dtype} of shape {tuple(active_rows.shape)}"
+            )
+        value = int(active_rows.item())
+    else:
+        raise TypeError(f"active_rows must be an int or a tensor, got {type(active_rows).__name__}")
+    if value < 0 or value > n:
+        raise ValueError(
+            f"active_rows must lie in [0, {n}] (the number of coordinate rows), got {value}"
+        )
+    return value
+
+
+class SparseTensor:
+    """A sparse value: int32 (N, 4) physical coordinates, (N, C) features, a stride.
+
+    ``SparseTensor(coords, feats, stride=1, active_rows=None)`` keeps only the
+    first ``active_rows`` rows (all of them by default) after checking SPEC §4:
+    dtypes and ranks, matching row counts, non-negative batch, every spatial
+    coordinate divisible by the stride, and no duplicate rows.
+    """
+
+    __slots__ = ("_feats", "_support")
+
+    def __init__(
+        self,
+        coords: torch.Tensor,
+        feats: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> None:
+        support, feats = self._validate(coords, feats, stride, active_rows, trusted=False)
+        self._support = support
+        self._feats = feats
+
+    @classmethod
+    def trusted(
+        cls,
+        coords: torch.Tensor,
+        feats: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> SparseTensor:
+        """Build without the divisibility and duplicate checks (the caller guarantees them)."""
+        support, feats = cls._validate(coords, feats, stride, active_rows, trusted=True)
+        return cls._make(support, feats)
+
+    @classmethod
+    def _make(cls, support: Support, feats: torch.Tensor) -> SparseTensor:
+        obj = cls.__new__(cls)
+        obj._support = support
+        obj._feats = feats
+        return obj
+
+    @staticmethod
+    def _validate(
+        coords: Any, feats: Any, stride: Any, active_rows: Any, *, trusted: bool
+    ) -> tuple[Support, torch.Tensor]:
+        if not isinstance(coords, torch.Tensor):
+            raise TypeError(f"coords must be a torch.Tensor, got {type(coords).__name__}")
+        if not isinstance(feats, torch.Tensor):
+            raise TypeError(f"feats must be a torch.Tensor, got {type(feats).__name__}")
+        if coords.dtype != torch.int32:
+            raise TypeError(f"coords must be int32, got {coords.dtype}; convert with .int()")
+        if coords.ndim != 2 or coords.shape[1] != 4:
+            raise ValueError(
+                "coords must have shape (N, 4) with rows (batch, x, y, z), "
+                f"got {tuple(coords.shape)}"
+            )
+        if feats.ndim != 2:
+            raise ValueError(f"feats must have shape (N, C), got {tuple(feats.shape)}")
+        if feats.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"feats must be float16, bfloat16 or float32, got {feats.dtype}")
+        if feats.shape[0] != coords.shape[0]:
+            raise ValueError(
+                f"feats has {feats.shape[0]} rows but coords has {coords.shape[0]}; "
+                "row i of feats belongs to row i of coords"
+            )
+        if feats.device != coords.device:
+            raise ValueError(
+                f"coords are on {coords.device} but feats on {feats.device}; "
+                "move both to one device"
+            )
+        triple = _check_stride(stride)
+        n = _active_count(active_rows, int(coords.shape[0]))
+        if n != coords.shape[0]:
+            coords = coords[:n]
+            feats = feats[:n]
+        coords = coords.contiguous()
+        support = Support(coords, triple)
+        if n == 0:
+            return support, feats
+        if bool((coords[:, 0] < 0).any()):
+            row = int((coords[:, 0] < 0).nonzero()[0].item())
+            raise ValueError(f"batch index must be >= 0; row {row} has batch {int(coords[row, 0])}")
+        if trusted:
+            return support, feats
+        if triple != (1, 1, 1):
+            s = torch.tensor(triple, dtype=torch.int32, device=coords.device)
+            bad = (torch.remainder(coords[:, 1:], s) != 0).any(dim=1)
+            if bool(bad.any()):
+                row = int(bad.nonzero()[0].item())
+                raise ValueError(
+                    f"coordinate row {row} {coords[row].tolist()} is not divisible by the stride "
+                    f"{triple}; coordinates are physical (logical * stride)"
+                )
+        dup = support.table.duplicate_rows()
+        if dup.numel():
+            row = int(dup[0].item())
+            raise ValueError(
+                f"duplicate coordinate row {coords[row].tolist()} (row {row}); "
+                "merge duplicates first, e.g. with ops.voxelize"
+            )
+        return support, feats
+
+    # ------------------------------------------------------------------ attributes
+
+    @property
+    def coords(self) -> torch.Tensor:
+        """int32 (N, 4) physical rows (batch, x, y, z)."""
+        return self._support.coords
+
+    @property
+    def feats(self) -> torch.Tensor:
+        """(N, C) features, row i belonging to coordinate row i."""
+        return self._feats
+
+    @property
+    def support(self) -> Support:
+        """The rows and their cached kernel maps (shared by values with the same rows)."""
+        return self._support
+
+    @property
+    def stride(self) -> Triple:
+        """Physical size of one logical step on each axis."""
+        return self._support.stride
+
+    @property
+    def num_rows(self) -> int:
+        """Number of (active) rows."""
+        return int(self._support.coords.shape[0])
+
+    @property
+    def active_rows(self) -> torch.Tensor:
+        """int32 tensor of shape (1,) equal to the number of rows (values are exact)."""
+        return torch.tensor([self.num_rows], dtype=torch.int32, device=self.device)
+
+    @property
+    def num_channels(self) -> int:
+        """Number of feature channels C."""
+        return int(self._feats.shape[1])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Feature dtype."""
+        return self._feats.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Device of coordinates and features."""
+        return self._feats.device
+
+    @property
+    def batch_size(self) -> int:
+        """One more than the largest batch index (0 when empty)."""
+        if self.num_rows == 0:
+            return 0
+        return int(self.coords[:, 0].max().item()) + 1
+
+    # ------------------------------------------------------------------ derived values
+
+    @traced("sparse_with_features")
+    def with_feats(self, feats: torch.Tensor) -> SparseTensor:
+        """Same rows (and kernel-map cache), new features of shape (N, C')."""
+        if not isinstance(feats, torch.Tensor):
+            raise TypeError(f"feats must be a torch.Tensor, got {type(feats).__name__}")
+        if feats.ndim != 2 or feats.shape[0] != self.num_rows:
+            raise ValueError(
+                f"with_feats needs features of shape ({self.num_rows}, C), got {tuple(feats.shape)}"
+            )
+        if feats.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"feats must be float16, bfloat16 or float32, got {feats.dtype}")
+        if feats.device != self.device:
+            raise ValueError(f"feats are on {feats.device}, the value on {self.device}")
+        return SparseTensor._make(self._support, feats)
+
+    def to(
+        self, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+    ) -> SparseTensor:
+        """Move to a device and/or convert the features (the map cache stays behind)."""
+        coords = self.coords if device is None else self.coords.to(device)
+        feats = self._feats
+        if device is not None:
+            feats = feats.to(device)
+        if dtype is not None:
+            if dtype not in FLOAT_DTYPES:
+                raise TypeError(f"features must stay floating point, got {dtype}")
+            feats = feats.to(dtype)
+        if coords is self.coords:
+            return SparseTensor._make(self._support, feats)
+        return SparseTensor._make(Support(coords, self.stride), feats)
+
+    def canonical(self) -> SparseTensor:
+        """The same value with rows in canonical (batch, Morton) order."""
+        perm = canonical_order(self.coords)
+        return SparseTensor._make(Support(self.coords[perm], self.stride), self._feats[perm])
+
+    def __repr__(self) -> str:
+        return (
+            f"SparseTensor(rows={self.num_rows}, channels={self.num_channels}, "
+            f"stride={self.stride}, dtype={self.dtype}, device={self.device})"
+        )
