@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import mlx.core as mx
 import numpy as np
@@ -255,6 +256,9 @@ def test_points_and_algebra_modules() -> None:
     doubled = nn.SparseAdd()(vox, vox)
     np.testing.assert_array_equal(np.array(doubled.feats), 2 * np.array(vox.feats))
     assert nn.SparseCat("outer")(vox, vox).num_channels == 6
+    assert nn.SparseCat().join.value == "outer" and nn.SparseAdd().join.value == "outer"
+    moved = nn.SparseReindex()(vox, doubled)
+    np.testing.assert_array_equal(np.array(moved.feats), np.array(vox.feats))
     assert nn.SparseBinary("max", "left")(vox, vox).num_rows == vox.num_rows
 
 
@@ -304,3 +308,40 @@ def test_activation_modules(module: nn.Activation, kind: str, params: dict[str, 
 def test_bad_inputs(call: Callable[[], object], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         call()
+
+
+def test_torch_lattice_state_dict_loads_and_agrees() -> None:
+    """The torch_lattice mirror's state dict loads unchanged and both runtimes agree."""
+    tl = pytest.importorskip("torch_lattice")
+    tnn = pytest.importorskip("torch_lattice.nn")
+    torch.manual_seed(3)
+
+    def build(lib: Any) -> Any:
+        return lib.Sequential(
+            lib.SubmConv3d(4, 8, 3),
+            lib.BatchNorm(8),
+            lib.ReLU(),
+            lib.Conv3d(8, 16, 2, stride=2),
+            lib.ConvTranspose3d(16, 8, 2, stride=2),
+            lib.Linear(8, 5),
+            lib.LayerNorm(5),
+            lib.RMSNorm(5),
+        )
+
+    ref = build(tnn)
+    ref.eval()
+    with torch.no_grad():
+        ref[1].running_var.uniform_(0.5, 2.0)
+        ref[1].running_mean.uniform_(-1.0, 1.0)
+    model = build(nn)
+    state = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
+    assert set(state) == set(model.state_dict())
+    model.load_state_dict(state)
+    x = sparse(8, 4)
+    tx = tl.SparseTensor(torch.from_numpy(np.array(x.coords)), torch.from_numpy(np.array(x.feats)))
+    with torch.no_grad():
+        want = ref(tx)
+    got = model(x)
+    got, want = got.canonical(), want.canonical()
+    np.testing.assert_array_equal(np.array(got.coords), want.coords.numpy())
+    np.testing.assert_allclose(np.array(got.feats), want.feats.numpy(), rtol=1e-4, atol=1e-4)

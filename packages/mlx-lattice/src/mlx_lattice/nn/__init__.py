@@ -37,7 +37,14 @@ from mlx_lattice.nn.feature import (
     Tanh,
 )
 from mlx_lattice.nn.module import LatticeModule, Sequential, WeightedModule, map_features
-from mlx_lattice.nn.points import Devoxelize, SparseAdd, SparseBinary, SparseCat, Voxelize
+from mlx_lattice.nn.points import (
+    Devoxelize,
+    SparseAdd,
+    SparseBinary,
+    SparseCat,
+    SparseReindex,
+    Voxelize,
+)
 
 __all__ = [
     "ELU",
@@ -67,6 +74,7 @@ __all__ = [
     "SparseAdd",
     "SparseBinary",
     "SparseCat",
+    "SparseReindex",
     "SubmConv3d",
     "SumPool3d",
     "Tanh",

@@ -241,7 +241,8 @@ class GlobalPool(LatticeModule):
     """Per-batch-item reduction to a dense ``(batch_size, C)`` array.
 
     ``batch_size`` fixed at construction (what an exported graph records) or,
-    when None, taken per call (argument, else the input's largest batch index + 1).
+    when None, taken per call (argument, else the input's largest batch index
+    + 1, at least 1).
     """
 
     def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = None):
@@ -252,7 +253,7 @@ class GlobalPool(LatticeModule):
     def __call__(self, x: SparseTensor, batch_size: int | None = None) -> mx.array:
         size = batch_size if batch_size is not None else self.batch_size
         if size is None:
-            size = x.batch_size
+            size = max(x.batch_size, 1)
         return global_pool(x, mode=self.mode, batch_size=size)
 
     def _extra_repr(self) -> str:

@@ -120,7 +120,7 @@ class LayerNorm(LatticeModule):
 class RMSNorm(LatticeModule):
     """Per-row root-mean-square normalisation (``lattice.rms_norm``)."""
 
-    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+    def __init__(self, num_features: int, eps: float = 1e-6) -> None:
         super().__init__()
         c = _features(num_features, "num_features")
         self.num_features, self.eps = c, float(eps)

@@ -6,12 +6,12 @@ import mlx.core as mx
 from lattice_contract.schema import BinaryOp, Interpolation, Join, VoxelReduction
 
 from mlx_lattice.nn.module import LatticeModule
-from mlx_lattice.ops.algebra import sparse_binary, sparse_cat
+from mlx_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
 from mlx_lattice.ops.feature import as_enum
 from mlx_lattice.ops.points import devoxelize, voxelize
 from mlx_lattice.sparse import SparseTensor
 
-__all__ = ["Devoxelize", "SparseAdd", "SparseBinary", "SparseCat", "Voxelize"]
+__all__ = ["Devoxelize", "SparseAdd", "SparseBinary", "SparseCat", "SparseReindex", "Voxelize"]
 
 
 class Voxelize(LatticeModule):
@@ -53,9 +53,13 @@ class Devoxelize(LatticeModule):
 
 
 class SparseBinary(LatticeModule):
-    """Coordinate-aligned elementwise op of two sparse values: ``m(lhs, rhs)``."""
+    """Coordinate-aligned elementwise op of two sparse values: ``m(lhs, rhs)``.
 
-    def __init__(self, op: BinaryOp | str, join: Join | str = Join.inner) -> None:
+    The modules default to the outer join (every row of both sides survives),
+    as torch_lattice's do; the functional ops default to inner.
+    """
+
+    def __init__(self, op: BinaryOp | str, join: Join | str = Join.outer) -> None:
         super().__init__()
         self.op = as_enum(op, BinaryOp, "op")
         self.join = as_enum(join, Join, "join")
@@ -70,14 +74,14 @@ class SparseBinary(LatticeModule):
 class SparseAdd(SparseBinary):
     """``lhs + rhs`` on aligned rows (a residual connection when supports match)."""
 
-    def __init__(self, join: Join | str = Join.inner) -> None:
+    def __init__(self, join: Join | str = Join.outer) -> None:
         super().__init__(BinaryOp.add, join)
 
 
 class SparseCat(LatticeModule):
-    """Channel concatenation ``[lhs | rhs]`` of aligned rows: ``m(lhs, rhs)``."""
+    """Channel concatenation ``[lhs | rhs]`` of aligned rows: ``m(lhs, rhs)`` (default outer)."""
 
-    def __init__(self, join: Join | str = Join.inner) -> None:
+    def __init__(self, join: Join | str = Join.outer) -> None:
         super().__init__()
         self.join = as_enum(join, Join, "join")
 
@@ -86,3 +90,10 @@ class SparseCat(LatticeModule):
 
     def _extra_repr(self) -> str:
         return f"join={self.join.value}"
+
+
+class SparseReindex(LatticeModule):
+    """``input``'s features moved onto a target's rows (zeros where absent): ``m(x, target)``."""
+
+    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        return sparse_reindex(x, target)
