@@ -37,6 +37,11 @@ def _as_mx(value: Any, name: str) -> mx.array:
     if isinstance(value, mx.array):
         return value
     if isinstance(value, np.ndarray):
+        if value.dtype == np.float64:  # mx.array would narrow it silently
+            raise TypeError(
+                f"{name} is a float64 NumPy array; MLX features are float16, bfloat16 or "
+                f"float32, so cast it with .astype(numpy.float32) first"
+            )
         return mx.array(value)
     raise TypeError(
         f"{name} must be an mlx.core.array (or a NumPy array), got {type(value).__name__}; "
