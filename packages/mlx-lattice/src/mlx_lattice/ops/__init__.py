@@ -24,7 +24,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "cast": ("cast",),
     "points": ("voxelize", "devoxelize"),
     "algebra": ("sparse_reindex", "sparse_binary", "sparse_cat"),
-    "quant": ("QuantizedWeight",),
+    "quant": ("QuantizedWeight", "quantize_weight"),
 }
 
 __all__: list[str] = []
