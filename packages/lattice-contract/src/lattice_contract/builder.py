@@ -71,6 +71,7 @@ from lattice_contract.schema import (
 
 __all__ = [
     "BuilderError",
+    "BuiltOp",
     "MLIRModuleBuilder",
     "Value",
     "ValueType",
@@ -311,7 +312,7 @@ class ValueType:
     shape: Shape | None = None
     family: WeightFamily | None = None
     layout: WeightLayout | None = None
-    packing: Mapping[str, object] | None = None
+    packing: Mapping[str, object] | None = field(default=None, hash=False)
     stride: Triple | None = None
     channels: int | None = None
 
@@ -1133,6 +1134,21 @@ def _attr_text(spec: AttrSpec, value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class BuiltOp:
+    """One op as the builder recorded it: what the native plan of the module must show.
+
+    ``attrs`` holds every attribute the op carries (defaults included) as
+    normalized Python values: triples as tuples, f32 values already rounded to
+    f32, enums as schema enum members, packing as a mapping of field values.
+    """
+
+    op: OpDef
+    operands: tuple[Value, ...]
+    results: tuple[Value, ...]
+    attrs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class _Arg:
     value: Value
     abi_name: str
@@ -1169,6 +1185,7 @@ class MLIRModuleBuilder:
         self._token = object()
         self._args: list[_Arg] = []
         self._lines: list[str] = []
+        self._ops: list[BuiltOp] = []
         self._outputs: list[tuple[str, Value]] = []
         self._next_result = 0
         self._symbols: dict[str, str] = {}
@@ -1403,6 +1420,7 @@ class MLIRModuleBuilder:
             outs = result_texts[0] if len(results) == 1 else "(" + ", ".join(result_texts) + ")"
             text += " : (" + ", ".join(operand_texts) + ") -> " + outs
         self._lines.append(text)
+        self._ops.append(BuiltOp(op, tuple(used), values, MappingProxyType(dict(call.attrs))))
         return values
 
     def _check_symbols(self, call: _Call) -> None:
@@ -1431,6 +1449,21 @@ class MLIRModuleBuilder:
         self._storage_keys.add(key)
 
     # -- output ---------------------------------------------------------------
+
+    @property
+    def arguments(self) -> tuple[tuple[str, str, Value], ...]:
+        """Entry arguments so far as ``(abi_name, role, value)``, in order."""
+        return tuple((a.abi_name, a.role, a.value) for a in self._args)
+
+    @property
+    def operations(self) -> tuple[BuiltOp, ...]:
+        """The ops emitted so far, in program order."""
+        return tuple(self._ops)
+
+    @property
+    def outputs(self) -> tuple[tuple[str, Value], ...]:
+        """Outputs so far as ``(abi_name, value)``, in return order."""
+        return tuple(self._outputs)
 
     def build(self) -> str:
         """The whole module as MLIR text (ending in a newline)."""
