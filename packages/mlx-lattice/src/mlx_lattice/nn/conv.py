@@ -12,13 +12,14 @@ then runs the quantized matmul tap by tap.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import mlx.core as mx
 from lattice_contract.kernel import Triple, as_triple
 from lattice_contract.schema import PoolMode
 
-from mlx_lattice.nn.module import LatticeModule, WeightedModule
+from mlx_lattice.nn.module import LatticeModule, WeightedModule, positive_int
 from mlx_lattice.ops.conv import (
     IntOrTriple,
     conv3d,
@@ -44,14 +45,11 @@ __all__ = [
 ]
 
 
-def _channels(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
 class _Conv(WeightedModule):
     """Shared parameters of every sparse conv: weight, optional bias, geometry."""
+
+    _geometry_keys: ClassVar[tuple[str, ...]] = ("kernel_size", "stride", "padding", "dilation")
+    """The geometry attributes the functional op takes (and the repr shows)."""
 
     def __init__(
         self,
@@ -64,8 +62,8 @@ class _Conv(WeightedModule):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        c_in = _channels(in_channels, "in_channels")
-        c_out = _channels(out_channels, "out_channels")
+        c_in = positive_int(in_channels, "in_channels")
+        c_out = positive_int(out_channels, "out_channels")
         self.in_channels, self.out_channels = c_in, c_out
         self.kernel_size: Triple = as_triple(kernel_size, "kernel_size")
         self.stride: Triple = as_triple(stride, "stride")
@@ -78,41 +76,39 @@ class _Conv(WeightedModule):
             self.bias = mx.random.uniform(-bound, bound, (c_out,))
 
     def _extra_repr(self) -> str:
-        parts = [
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}",
-            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}",
-            f"bias={'bias' in self}",
-        ]
+        parts = [f"{self.in_channels}, {self.out_channels}"]
+        parts += [f"{name}={getattr(self, name)}" for name in self._geometry_keys]
+        parts.append(f"bias={'bias' in self}")
         if self.quantized:
             parts.append(f"bits={self.bits}, group_size={self.group_size}")
         return ", ".join(parts)
 
-    def _geometry(self) -> dict[str, Any]:
-        return {
-            "kernel_size": self.kernel_size,
-            "stride": self.stride,
-            "padding": self.padding,
-            "dilation": self.dilation,
-        }
+    def _apply(
+        self, op: Callable[..., SparseTensor], x: SparseTensor, **extra: Any
+    ) -> SparseTensor:
+        """Call the functional ``op`` with this module's weight, bias and geometry."""
+        geometry = {name: getattr(self, name) for name in self._geometry_keys}
+        return op(x, self.weight_operand(), self.bias_operand(), **geometry, **extra)
 
 
 class Conv3d(_Conv):
     """Support-generating sparse convolution (``lattice.conv3d``); output stride ``t * s``."""
 
     def __call__(self, x: SparseTensor) -> SparseTensor:
-        return conv3d(x, self.weight_operand(), self.bias_operand(), **self._geometry())
+        return self._apply(conv3d, x)
 
 
 class TargetConv3d(_Conv):
     """Convolution at a target's rows (``lattice.target_conv3d``); call ``m(x, target)``."""
 
     def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
-        geometry = self._geometry()
-        return conv3d(x, self.weight_operand(), self.bias_operand(), **geometry, coordinates=target)
+        return self._apply(conv3d, x, coordinates=target)
 
 
 class SubmConv3d(_Conv):
     """Submanifold convolution (``lattice.subm_conv3d``): output rows are the input rows."""
+
+    _geometry_keys = ("kernel_size", "dilation")
 
     def __init__(
         self,
@@ -125,26 +121,14 @@ class SubmConv3d(_Conv):
         super().__init__(in_channels, out_channels, kernel_size, dilation=dilation, bias=bias)
 
     def __call__(self, x: SparseTensor) -> SparseTensor:
-        return subm_conv3d(
-            x,
-            self.weight_operand(),
-            self.bias_operand(),
-            kernel_size=self.kernel_size,
-            dilation=self.dilation,
-        )
-
-    def _extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"dilation={self.dilation}, bias={'bias' in self}"
-        )
+        return self._apply(subm_conv3d, x)
 
 
 class ConvTranspose3d(_Conv):
     """Transposed sparse convolution over derived support (``lattice.conv_transpose3d``)."""
 
     def __call__(self, x: SparseTensor) -> SparseTensor:
-        return conv_transpose3d(x, self.weight_operand(), self.bias_operand(), **self._geometry())
+        return self._apply(conv_transpose3d, x)
 
 
 class TargetConvTranspose3d(_Conv):
@@ -155,14 +139,13 @@ class TargetConvTranspose3d(_Conv):
     """
 
     def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
-        geometry = self._geometry()
-        return conv_transpose3d(
-            x, self.weight_operand(), self.bias_operand(), **geometry, coordinates=target
-        )
+        return self._apply(conv_transpose3d, x, coordinates=target)
 
 
 class GenerativeConvTranspose3d(_Conv):
     """Support expansion: every tap of every input row (padding 0, dilation 1)."""
+
+    _geometry_keys = ("kernel_size", "stride")
 
     def __init__(
         self,
@@ -175,13 +158,7 @@ class GenerativeConvTranspose3d(_Conv):
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias)
 
     def __call__(self, x: SparseTensor) -> SparseTensor:
-        return generative_conv_transpose3d(
-            x,
-            self.weight_operand(),
-            self.bias_operand(),
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-        )
+        return self._apply(generative_conv_transpose3d, x)
 
 
 class _Pool(LatticeModule):

@@ -15,7 +15,13 @@ import math
 import mlx.core as mx
 from lattice_contract.schema import ActivationKind, GeluApprox
 
-from mlx_lattice.nn.module import Features, LatticeModule, WeightedModule, map_features
+from mlx_lattice.nn.module import (
+    Features,
+    LatticeModule,
+    WeightedModule,
+    map_features,
+    positive_int,
+)
 from mlx_lattice.ops.feature import (
     activation,
     as_enum,
@@ -46,19 +52,13 @@ __all__ = [
 ]
 
 
-def _features(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
 class Linear(WeightedModule):
     """``x @ weight.T + bias`` on feature rows (``lattice.linear``), summed in f32."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
-        c_in = _features(in_features, "in_features")
-        c_out = _features(out_features, "out_features")
+        c_in = positive_int(in_features, "in_features")
+        c_out = positive_int(out_features, "out_features")
         self.in_features, self.out_features = c_in, c_out
         bound = 1.0 / math.sqrt(c_in)
         self.weight = mx.random.uniform(-bound, bound, (c_out, c_in))
@@ -78,7 +78,7 @@ class BatchNorm(LatticeModule):
 
     def __init__(self, num_features: int, eps: float = 1e-5) -> None:
         super().__init__()
-        c = _features(num_features, "num_features")
+        c = positive_int(num_features, "num_features")
         self.num_features, self.eps = c, float(eps)
         self.weight = mx.ones((c,))
         self.bias = mx.zeros((c,))
@@ -103,7 +103,7 @@ class LayerNorm(LatticeModule):
 
     def __init__(self, num_features: int, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
-        c = _features(num_features, "num_features")
+        c = positive_int(num_features, "num_features")
         self.num_features, self.eps = c, float(eps)
         self.weight = mx.ones((c,))
         if bias:
@@ -122,7 +122,7 @@ class RMSNorm(LatticeModule):
 
     def __init__(self, num_features: int, eps: float = 1e-6) -> None:
         super().__init__()
-        c = _features(num_features, "num_features")
+        c = positive_int(num_features, "num_features")
         self.num_features, self.eps = c, float(eps)
         self.weight = mx.ones((c,))
 
