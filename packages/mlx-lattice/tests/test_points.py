@@ -18,6 +18,10 @@ VOXEL = 0.3
 def cloud(seed: int, n: int = 300, channels: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     pts = rng.uniform(-1.0, 1.5, (n, 3)).astype(np.float32)
+    # A tenth of the points sit on voxel faces (k * voxel in f32), where the f32 quotient
+    # may land just below k: the contract floors the f32 division, whatever it gives.
+    on_faces = rng.integers(-3, 5, (n // 10, 3)).astype(np.float32) * np.float32(VOXEL)
+    pts[: n // 10] = on_faces
     feats = rng.standard_normal((n, channels)).astype(np.float32)
     batch = rng.integers(0, 3, n).astype(np.int32)
     return pts, feats, batch
@@ -121,6 +125,20 @@ def test_devoxelize_matches_brute_force(stride: int, mode: str) -> None:
     want = brute_devoxelize(x, pts, batch, VOXEL, mode)
     np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-5)
     assert np.any(np.all(want == 0, axis=1)), "some points should have no neighbour"
+
+
+@pytest.mark.parametrize("mode", ["nearest", "trilinear"])
+def test_devoxelize_half_precision_matches_f32(mode: str) -> None:
+    x = sparse_at(9, 2)
+    pts = mx.array(np.random.default_rng(9).uniform(-1, 3, (100, 3)).astype(np.float32))
+    batch = mx.zeros((100,), mx.int32)
+    ref = devoxelize(x, pts, batch, voxel_size=VOXEL, interpolation=mode)
+    for dtype in (mx.float16, mx.bfloat16):
+        got = devoxelize(x.astype(dtype), pts, batch, voxel_size=VOXEL, interpolation=mode)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(
+            np.array(got.astype(mx.float32)), np.array(ref), rtol=2e-2, atol=2e-2
+        )
 
 
 def test_trilinear_reproduces_a_linear_field_on_a_full_grid() -> None:
