@@ -1,0 +1,121 @@
+//===- LatticeDialect.h - the lattice MLIR dialect --------------*- C++ -*-===//
+//
+// Declarations of the lattice dialect.  Every op, attribute, enum and type is
+// generated: lattice_contract.tablegen turns the Python schema into
+// LatticeDialect.td, mlir-tblgen turns that into the *.inc files included
+// here.  Hand-written code adds only verification rules and the importer.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LATTICE_LATTICEDIALECT_H
+#define LATTICE_LATTICEDIALECT_H
+
+#include <array>
+#include <optional>
+#include <string>
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "LatticeSchema.h"
+
+#include "LatticeEnums.h.inc"
+
+namespace mlir::lattice {
+
+/// Every keyword of a generated enum, in declaration order ("a, b, c").
+template <typename EnumT>
+std::string allowedEnumKeywords() {
+  std::string out;
+  for (uint32_t i = 0; i < 256; ++i) {
+    llvm::StringRef name = stringifyEnum(static_cast<EnumT>(i));
+    if (name.empty())
+      break;
+    if (!out.empty())
+      out += ", ";
+    out += name.str();
+  }
+  return out;
+}
+
+/// Parses one enum keyword of a lattice enum.  Unknown values get a
+/// diagnostic that lists the allowed keywords and, for known legacy
+/// spellings (e.g. the conv3d_o_zyx_i layout), the fix.
+template <typename EnumT>
+FailureOr<EnumT> parseLatticeEnum(AsmParser &parser, llvm::StringRef mnemonic) {
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  std::string keyword;
+  if (failed(parser.parseOptionalKeywordOrString(&keyword)))
+    return parser.emitError(loc) << "expected a " << mnemonic << " keyword, one of: "
+                                 << allowedEnumKeywords<EnumT>();
+  if (std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword))
+    return *value;
+  InFlightDiagnostic diag = parser.emitError(loc)
+                            << "unknown " << mnemonic << " '" << keyword
+                            << "'; expected one of: " << allowedEnumKeywords<EnumT>();
+  if (const char *fix = schema::rejectedSpellingFix(mnemonic, keyword))
+    diag << "; " << fix;
+  return diag;
+}
+
+/// Whether `type` is one of the comma-separated element type names
+/// ("f16,bf16,f32").
+bool isDtypeOneOf(Type type, llvm::StringRef names);
+/// The element type's name as the schema spells it ("f16", "i4", ...).
+std::string describeDtype(Type type);
+/// The keyword of any lattice enum attribute, or nullopt.
+std::optional<llvm::StringRef> enumAttrValue(Attribute attr);
+
+} // namespace mlir::lattice
+
+#include "LatticeDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "LatticeAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "LatticeTypes.h.inc"
+
+namespace mlir::lattice::detail {
+/// Schema-driven checks plus the op's hand-written rules; defined in
+/// LatticeVerify.cpp, called from each generated Op::verify().
+template <typename OpT>
+LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info);
+} // namespace mlir::lattice::detail
+
+#define GET_OP_CLASSES
+#include "LatticeOps.h.inc"
+
+namespace mlir::lattice {
+
+using Triple = std::array<int64_t, 3>;
+
+/// The static stride of a sparse value, propagated from lattice.sparse.make
+/// or lattice.voxelize along the def chain; nullopt when it is not known
+/// (a block argument, a malformed chain, or an op whose own check fails).
+std::optional<Triple> staticStrideOf(Value value);
+
+/// Registers --lattice-verify-artifact.
+void registerLatticePasses();
+
+/// The SPEC §6 artifact checks on a parsed and verified module.
+LogicalResult verifyArtifact(ModuleOp module);
+
+/// Emits the diagnostic for every lattice op the dialect does not define
+/// (generic-form `"lattice.quantized_conv3d"(...)` included).
+LogicalResult checkNoUnknownLatticeOps(Operation *root);
+
+/// Diagnostic text for an unknown lattice op name (full name).
+std::string describeUnknownOp(MLIRContext *context, llvm::StringRef fullName);
+
+} // namespace mlir::lattice
+
+#endif // LATTICE_LATTICEDIALECT_H

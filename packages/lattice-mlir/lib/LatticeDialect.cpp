@@ -1,0 +1,134 @@
+//===- LatticeDialect.cpp - dialect registration and generated bodies -----===//
+//
+// Registers the generated ops, attributes and types, and holds the few
+// dialect-level hooks: the parse hook that turns an unknown lattice op into a
+// diagnostic naming the fix, and the type/attribute verifiers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lattice/LatticeDialect.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::lattice;
+
+#include "LatticeDialect.cpp.inc"
+#include "LatticeEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "LatticeAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "LatticeTypes.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "LatticeOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Element type helpers.
+//===----------------------------------------------------------------------===//
+
+std::string mlir::lattice::describeDtype(Type type) {
+  if (!type)
+    return "<null>";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
+
+bool mlir::lattice::isDtypeOneOf(Type type, llvm::StringRef names) {
+  if (!type)
+    return false;
+  std::string text = describeDtype(type);
+  llvm::SmallVector<llvm::StringRef, 8> items;
+  names.split(items, ',');
+  return llvm::is_contained(items, text);
+}
+
+//===----------------------------------------------------------------------===//
+// Generated bodies: enum attribute parsers, type verifiers, schema tables.
+//===----------------------------------------------------------------------===//
+
+#define LATTICE_SCHEMA_TABLES
+#define LATTICE_SCHEMA_ATTRS_AND_TYPES
+#include "LatticeSchema.cpp.inc"
+
+LogicalResult PackingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  PackingBits bits, int64_t groupSize, ScaleDtype scaleDtype,
+                                  PackingMode mode) {
+  (void)bits;
+  (void)scaleDtype;
+  (void)mode;
+  if (groupSize <= 0 || (groupSize & (groupSize - 1)) != 0)
+    return emitError() << "#lattice.packing group_size must be a positive power of two (e.g. "
+                          "32, 64 or 128), got "
+                       << groupSize << "; quantize with a power-of-two group along C_in";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Unknown operations.
+//===----------------------------------------------------------------------===//
+
+std::string mlir::lattice::describeUnknownOp(MLIRContext *context, llvm::StringRef fullName) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::StringRef shortName = fullName;
+  shortName.consume_front(std::string(schema::kDialectName) + ".");
+  os << "unknown operation '" << fullName << "': the lattice dialect does not define it";
+  if (const char *fix = schema::rejectedOpFix(shortName)) {
+    os << "; " << fix;
+    return text;
+  }
+  os << "; use one of: ";
+  bool first = true;
+  for (RegisteredOperationName name : context->getRegisteredOperations()) {
+    if (name.getDialectNamespace() != schema::kDialectName)
+      continue;
+    os << (first ? "" : ", ") << name.getStringRef();
+    first = false;
+  }
+  return text;
+}
+
+std::optional<Dialect::ParseOpHook>
+LatticeDialect::getParseOperationHook(llvm::StringRef opName) const {
+  std::string message = describeUnknownOp(getContext(), opName);
+  return ParseOpHook([message](OpAsmParser &parser, OperationState &) -> ParseResult {
+    return parser.emitError(parser.getNameLoc(), message);
+  });
+}
+
+LogicalResult mlir::lattice::checkNoUnknownLatticeOps(Operation *root) {
+  LogicalResult result = success();
+  root->walk([&](Operation *op) {
+    OperationName name = op->getName();
+    if (name.isRegistered() || name.getDialectNamespace() != schema::kDialectName)
+      return;
+    op->emitError(describeUnknownOp(op->getContext(), name.getStringRef()));
+    result = failure();
+  });
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Dialect.
+//===----------------------------------------------------------------------===//
+
+void LatticeDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "LatticeOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "LatticeAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "LatticeTypes.cpp.inc"
+      >();
+}

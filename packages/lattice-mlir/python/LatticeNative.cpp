@@ -1,0 +1,85 @@
+//===- LatticeNative.cpp - nanobind module lattice_mlir._native -----------===//
+//
+// Thin binding over LatticeApi.h (no MLIR header here: this translation unit
+// is built with exceptions for nanobind, the MLIR-facing code without).
+// Parsing and verification run with the GIL released.
+//
+//===----------------------------------------------------------------------===//
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "lattice/LatticeApi.h"
+
+namespace nb = nanobind;
+using lattice_api::Node;
+
+namespace {
+
+nb::object toPython(const Node &node) {
+  switch (node.kind) {
+  case Node::Kind::Null:
+    return nb::none();
+  case Node::Kind::Bool:
+    return nb::bool_(node.boolean);
+  case Node::Kind::Int:
+    return nb::int_(node.integer);
+  case Node::Kind::Float:
+    return nb::float_(node.real);
+  case Node::Kind::Str:
+    return nb::str(node.text.data(), node.text.size());
+  case Node::Kind::List: {
+    nb::list out;
+    for (const Node &item : node.list)
+      out.append(toPython(item));
+    return out;
+  }
+  case Node::Kind::Dict: {
+    nb::dict out;
+    for (const auto &[key, value] : node.dict)
+      out[nb::str(key.data(), key.size())] = toPython(value);
+    return out;
+  }
+  }
+  return nb::none();
+}
+
+} // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "Native lattice MLIR dialect: parse, verify and import lattice artifacts.";
+
+  m.def(
+      "verify",
+      [](const std::string &text) {
+        lattice_api::Outcome outcome;
+        {
+          nb::gil_scoped_release release;
+          outcome = lattice_api::verify(text);
+        }
+        return nb::make_tuple(outcome.ok, outcome.diagnostics);
+      },
+      nb::arg("text"),
+      "Parse and verify lattice MLIR; returns (valid, diagnostics).");
+
+  m.def(
+      "import_plan",
+      [](const std::string &text) {
+        lattice_api::Outcome outcome;
+        {
+          nb::gil_scoped_release release;
+          outcome = lattice_api::importPlan(text);
+        }
+        nb::object plan = outcome.ok ? toPython(outcome.value) : nb::none();
+        return nb::make_tuple(outcome.ok, outcome.diagnostics, plan);
+      },
+      nb::arg("text"),
+      "Verify lattice MLIR and build the plan payload; returns (valid, diagnostics, plan).");
+
+  m.def(
+      "dialect_ops", []() { return toPython(lattice_api::dialectOps()); },
+      "Describe every op the compiled dialect registers.");
+
+  m.attr("SCHEMA_DIGEST") = lattice_api::schemaDigest();
+  m.attr("IR_VERSION") = lattice_api::irVersion();
+}
