@@ -1,0 +1,387 @@
+"""Torch lowerings of every lattice dialect op, bound to the schema.
+
+Each function below is registered with
+:meth:`lattice_contract.lowering.LoweringRegistry.artifact_lowering`, which
+checks at import time that its parameters are exactly the op's operands and
+attributes.  The shared interpreter (:mod:`lattice_contract.execute`) calls
+it with values bound by schema name; the body only forwards to
+``torch_lattice.ops``, so an artifact computes exactly what the eager model
+computes with the same functional ops.
+
+Packed (``i4``/``i8``) weights arrive as
+:class:`~torch_lattice.ops.quant.QuantizedWeight`; ``torch_lattice.ops``
+dequantizes them in its compute dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from lattice_contract.lowering import (
+    ExecutionContext,
+    LoweringRegistry,
+    bias_weight,
+    channel_weight,
+    conv_weight,
+    linear_weight,
+)
+
+from torch_lattice import ops
+from torch_lattice.artifact.backend import torch_dtype
+from torch_lattice.sparse import SparseTensor
+
+__all__ = ["LOWERINGS"]
+
+LOWERINGS = LoweringRegistry("torch")
+"""The torch runtime's lowerings and primitive implementations."""
+
+Triple = tuple[int, int, int]
+_CONV = {"weight": conv_weight("input"), "bias": bias_weight("weight")}
+
+
+@LOWERINGS.artifact_lowering(op="sparse.make")
+def sparse_make(
+    context: ExecutionContext,
+    coords: torch.Tensor,
+    features: torch.Tensor,
+    active: torch.Tensor,
+    *,
+    stride: Triple,
+) -> SparseTensor:
+    """Build (and, unless the caller vouched for them, validate) an input sparse value."""
+    if context.trusted_sparse_inputs:
+        return SparseTensor.trusted(coords, features, stride, active_rows=active)
+    return SparseTensor(coords, features, stride, active_rows=active)
+
+
+@LOWERINGS.artifact_lowering(op="sparse.decompose")
+def sparse_decompose(input: SparseTensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ABI triple of a sparse value."""
+    return input.coords, input.feats, input.active_rows
+
+
+@LOWERINGS.artifact_lowering(op="sparse.with_features")
+def sparse_with_features(input: SparseTensor, features: torch.Tensor) -> SparseTensor:
+    """Same support, new features."""
+    return input.with_feats(features)
+
+
+@LOWERINGS.artifact_lowering(op="sparse.reindex")
+def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
+    """Features gathered onto the target's rows."""
+    return ops.sparse_reindex(input, target)
+
+
+@LOWERINGS.artifact_lowering(op="weight")
+def weight(
+    context: ExecutionContext,
+    *,
+    sym_name: str,
+    storage_key: str,
+    layout: str,
+    packing: Mapping[str, Any] | None,
+) -> Any:
+    """The weight resolved (and checked) at compile time for ``storage_key``."""
+    return context.weight(storage_key)
+
+
+@LOWERINGS.artifact_lowering(op="conv3d", weights=_CONV)
+def conv3d(
+    input: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Support-generating convolution."""
+    return ops.conv3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+@LOWERINGS.artifact_lowering(op="subm_conv3d", weights=_CONV)
+def subm_conv3d(
+    input: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Submanifold convolution."""
+    return ops.subm_conv3d(input, weight, bias, kernel_size=kernel_size, dilation=dilation)
+
+
+@LOWERINGS.artifact_lowering(op="target_conv3d", weights=_CONV)
+def target_conv3d(
+    input: SparseTensor,
+    target: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Convolution evaluated at the target's rows."""
+    return ops.conv3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        coordinates=target,
+    )
+
+
+@LOWERINGS.artifact_lowering(op="conv_transpose3d", weights=_CONV)
+def conv_transpose3d(
+    input: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Transposed convolution over its derived support."""
+    return ops.conv_transpose3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+@LOWERINGS.artifact_lowering(op="target_conv_transpose3d", weights=_CONV)
+def target_conv_transpose3d(
+    input: SparseTensor,
+    target: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Transposed convolution evaluated at the target's rows."""
+    return ops.conv_transpose3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        coordinates=target,
+    )
+
+
+@LOWERINGS.artifact_lowering(op="generative_conv_transpose3d", weights=_CONV)
+def generative_conv_transpose3d(
+    input: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Support-expanding transposed convolution."""
+    return ops.generative_conv_transpose3d(
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+@LOWERINGS.artifact_lowering(op="pool3d")
+def pool3d(
+    input: SparseTensor,
+    *,
+    mode: str,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Local max / mean / sum pooling."""
+    return ops.pool3d(
+        input, mode=mode, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation
+    )
+
+
+@LOWERINGS.artifact_lowering(op="global_pool")
+def global_pool(input: SparseTensor, *, mode: str, batch_size: int, accumulation: str) -> Any:
+    """Per-batch reduction to a dense ``(batch_size, C)`` tensor."""
+    return ops.global_pool(input, mode=mode, batch_size=batch_size)
+
+
+@LOWERINGS.artifact_lowering(op="voxelize")
+def voxelize(
+    points: torch.Tensor,
+    features: torch.Tensor,
+    batch: torch.Tensor,
+    *,
+    voxel_size: float,
+    reduction: str,
+) -> SparseTensor:
+    """Points to stride-1 voxels."""
+    return ops.voxelize(points, features, batch, voxel_size=voxel_size, reduction=reduction)
+
+
+@LOWERINGS.artifact_lowering(op="devoxelize")
+def devoxelize(
+    input: SparseTensor,
+    points: torch.Tensor,
+    batch: torch.Tensor,
+    *,
+    voxel_size: float,
+    interpolation: str,
+) -> torch.Tensor:
+    """Voxel features read back at points."""
+    return ops.devoxelize(input, points, batch, voxel_size=voxel_size, interpolation=interpolation)
+
+
+@LOWERINGS.artifact_lowering(
+    op="linear", weights={"weight": linear_weight("input"), "bias": bias_weight("weight")}
+)
+def linear(input: torch.Tensor, weight: Any, bias: Any = None, *, accumulation: str) -> Any:
+    """Dense projection of feature rows."""
+    return ops.linear(input, weight, bias)
+
+
+@LOWERINGS.artifact_lowering(op="activation")
+def activation(
+    input: torch.Tensor,
+    *,
+    kind: str,
+    approximate: str,
+    alpha: float,
+    beta: float,
+    threshold: float,
+) -> torch.Tensor:
+    """Pointwise nonlinearity."""
+    return ops.activation(
+        input, kind=kind, approximate=approximate, alpha=alpha, beta=beta, threshold=threshold
+    )
+
+
+_CHANNEL = channel_weight("input")
+
+
+@LOWERINGS.artifact_lowering(
+    op="batch_norm",
+    weights={"scale": _CHANNEL, "bias": _CHANNEL, "mean": _CHANNEL, "var": _CHANNEL},
+)
+def batch_norm(
+    input: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    *,
+    eps: float,
+) -> torch.Tensor:
+    """Frozen-statistics batch norm."""
+    return ops.batch_norm(input, scale, bias, mean, var, eps=eps)
+
+
+@LOWERINGS.artifact_lowering(op="layer_norm", weights={"scale": _CHANNEL, "bias": _CHANNEL})
+def layer_norm(
+    input: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, *, eps: float
+) -> torch.Tensor:
+    """Per-row normalisation over channels."""
+    return ops.layer_norm(input, scale, bias, eps=eps)
+
+
+@LOWERINGS.artifact_lowering(op="rms_norm", weights={"scale": _CHANNEL})
+def rms_norm(input: torch.Tensor, scale: torch.Tensor, *, eps: float) -> torch.Tensor:
+    """Root-mean-square normalisation."""
+    return ops.rms_norm(input, scale, eps=eps)
+
+
+@LOWERINGS.artifact_lowering(op="softmax")
+def softmax(input: torch.Tensor) -> torch.Tensor:
+    """Softmax over channels."""
+    return ops.softmax(input)
+
+
+@LOWERINGS.artifact_lowering(op="sparse.binary")
+def sparse_binary(lhs: SparseTensor, rhs: SparseTensor, *, op: str, join: str) -> SparseTensor:
+    """Coordinate-aligned elementwise op."""
+    return ops.sparse_binary(lhs, rhs, op=op, join=join)
+
+
+@LOWERINGS.artifact_lowering(op="sparse.cat")
+def sparse_cat(lhs: SparseTensor, rhs: SparseTensor, *, join: str) -> SparseTensor:
+    """Coordinate-aligned channel concatenation."""
+    return ops.sparse_cat(lhs, rhs, join=join)
+
+
+@LOWERINGS.artifact_lowering(op="cast")
+def cast(context: ExecutionContext, input: torch.Tensor, *, rounding: str) -> torch.Tensor:
+    """Float conversion to the result's declared element type, with explicit rounding."""
+    return ops.cast(input, torch_dtype(context.result_type().dtype), rounding=rounding)
+
+
+@LOWERINGS.artifact_lowering(op="call")
+def call(
+    context: ExecutionContext, inputs: tuple[torch.Tensor, ...], *, callee: str
+) -> torch.Tensor:
+    """A registered primitive, by name."""
+    result: torch.Tensor = context.primitive(callee)(*inputs)
+    return result
+
+
+@LOWERINGS.primitive("argmax")
+def argmax(x: torch.Tensor) -> torch.Tensor:
+    """Index of the largest channel of each row (first on ties), as int32."""
+    if x.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.int32, device=x.device)
+    return torch.argmax(x, dim=1).to(torch.int32)
+
+
+@LOWERINGS.primitive("gather_rows")
+def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x`` picked by ``index``; out-of-range indices are an error."""
+    n = int(x.shape[0])
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
+        raise IndexError(
+            f"gather_rows: indices must lie in [0, {n}); got {index.min()}..{index.max()}"
+        )
+    return x.index_select(0, index.to(torch.int64))
+
+
+LOWERINGS.check_complete()

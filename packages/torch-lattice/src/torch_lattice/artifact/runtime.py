@@ -1,0 +1,257 @@
+"""Executing a verified lattice artifact on torch (CPU or CUDA).
+
+The path is the same as on MLX: the native module parses and verifies
+``graph.mlir`` with real MLIR and returns the plan payload;
+:meth:`~lattice_contract.plan.RuntimePlan.from_native` freezes it;
+:func:`lattice_contract.execute.compile_plan` type-checks it, requires a
+lowering for every schema op and resolves the weights; the shared
+interpreter then runs the torch lowerings of
+:mod:`torch_lattice.artifact.lowerings`.  Python never reads MLIR text, and
+there is no fallback interpreter: without the native module, compiling
+raises :class:`ArtifactCapabilityError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+from lattice_contract.execute import (
+    CompiledProgram,
+    ProgramCallError,
+    bind_call,
+    compile_plan,
+    run_program,
+    unwrap_results,
+)
+from lattice_contract.plan import LogicalInput, PlanArgument, PlanOutput, RuntimePlan
+
+from torch_lattice.artifact.backend import TORCH_BACKEND
+from torch_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
+from torch_lattice.artifact.lowerings import LOWERINGS
+from torch_lattice.sparse import SparseTensor
+
+__all__ = [
+    "ArtifactCapabilityError",
+    "LatticeMLIRStatus",
+    "LatticeProgram",
+    "LatticeValidationError",
+    "ProgramCallError",
+    "compile_lattice_artifact",
+    "import_lattice_plan",
+    "lattice_graph_status",
+    "load_lattice_program",
+    "native_artifact_execution_available",
+    "native_module",
+    "validate_lattice_graph",
+]
+
+
+class ArtifactCapabilityError(RuntimeError):
+    """This install lacks the native MLIR module an operation needs."""
+
+
+class LatticeValidationError(ValueError):
+    """MLIR rejected a graph; ``diagnostics`` holds MLIR's messages."""
+
+    def __init__(self, message: str, diagnostics: str = "") -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
+
+
+@dataclass(frozen=True)
+class LatticeMLIRStatus:
+    """Outcome of verifying a graph: ``valid`` and MLIR's diagnostics text."""
+
+    valid: bool
+    diagnostics: str = ""
+
+
+_NATIVE_HINT = (
+    "install the native lattice MLIR module (pip install -e packages/lattice-mlir, or ./dev test "
+    "which builds it)"
+)
+
+
+def native_module() -> ModuleType | None:
+    """The ``lattice_mlir`` extension when it is installed and usable, else None."""
+    try:
+        module = importlib.import_module("lattice_mlir")
+    except ImportError:
+        return None
+    if not (hasattr(module, "verify") and hasattr(module, "import_plan")):
+        return None
+    return module
+
+
+def native_artifact_execution_available() -> bool:
+    """Whether this install can verify and execute artifacts (the native module is present)."""
+    return native_module() is not None
+
+
+def _require_native(what: str) -> ModuleType:
+    native = native_module()
+    if native is None:
+        raise ArtifactCapabilityError(
+            f"{what} needs the native lattice_mlir module; {_NATIVE_HINT}"
+        )
+    return native
+
+
+def lattice_graph_status(graph: str) -> LatticeMLIRStatus:
+    """Parse and verify ``graph`` with the native dialect; report instead of raising."""
+    if not isinstance(graph, str):
+        raise TypeError(f"graph must be MLIR text (str), got {type(graph).__name__}")
+    status = _require_native("verifying a lattice graph").verify(graph)
+    return LatticeMLIRStatus(bool(status.valid), str(status.diagnostics))
+
+
+def validate_lattice_graph(graph: str) -> None:
+    """Raise :class:`LatticeValidationError` unless MLIR accepts ``graph``."""
+    status = lattice_graph_status(graph)
+    if not status.valid:
+        raise LatticeValidationError(
+            "the lattice graph does not verify:\n" + status.diagnostics, status.diagnostics
+        )
+
+
+def import_lattice_plan(graph: str) -> RuntimePlan:
+    """Verify ``graph`` natively and freeze its plan (schema- and ABI-checked)."""
+    native = _require_native("importing a lattice graph")
+    validate_lattice_graph(graph)
+    try:
+        raw = native.import_plan(graph)
+    except ValueError as exc:
+        diagnostics = str(getattr(exc, "diagnostics", exc))
+        raise LatticeValidationError(
+            "the native importer rejected the graph:\n" + diagnostics, diagnostics
+        ) from None
+    return RuntimePlan.from_native(raw)
+
+
+def _device(device: str | torch.device) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device {device!r} is not a torch device: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but torch sees no CUDA device")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {dev} is not supported; use 'cpu' or 'cuda'")
+    return dev
+
+
+class LatticeProgram:
+    """An executable torch lowering of a verified lattice artifact.
+
+    Call forms (the same as ``mlx_lattice``): ``program(x)`` with one
+    SparseTensor per logical sparse input (positionally or by logical name),
+    ``program(x.coords, x.feats, x.active_rows)`` with the ABI arrays
+    positionally, or ``program(x_coords=..., x_features=..., x_active=...)``
+    by ABI name.  Inputs on another device are copied to the program's
+    device first.  One returned value is unwrapped; several come back as a
+    tuple in ``output_names`` order.  Execution runs without autograd.
+    """
+
+    def __init__(
+        self,
+        plan: RuntimePlan,
+        weights: Mapping[str, torch.Tensor],
+        *,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if not isinstance(plan, RuntimePlan):
+            raise TypeError(
+                f"LatticeProgram needs a RuntimePlan (from RuntimePlan.from_native), got "
+                f"{type(plan).__name__}"
+            )
+        self.device = _device(device)
+        moved = {key: value.to(self.device) for key, value in weights.items()}
+        self.plan = plan
+        self._compiled: CompiledProgram = compile_plan(plan, LOWERINGS, TORCH_BACKEND, moved)
+
+    @classmethod
+    def from_artifact(
+        cls, artifact: LatticeArtifact, *, device: str | torch.device = "cpu"
+    ) -> LatticeProgram:
+        """Verify, import and compile a loaded artifact."""
+        return cls(import_lattice_plan(artifact.graph), artifact.weights, device=device)
+
+    @property
+    def inputs(self) -> tuple[PlanArgument, ...]:
+        """The entry arguments (ABI names, types, roles) in order."""
+        return self.plan.args
+
+    @property
+    def logical_inputs(self) -> tuple[LogicalInput, ...]:
+        """The public inputs, sparse triples grouped under their logical names."""
+        return self.plan.logical_inputs
+
+    @property
+    def outputs(self) -> tuple[PlanOutput, ...]:
+        """The entry results (ABI names, types, roles) in order."""
+        return self.plan.outputs
+
+    @property
+    def compiled(self) -> CompiledProgram:
+        """The type-checked, weight-resolved, lowering-bound program."""
+        return self._compiled
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Logical input names, in call order."""
+        return tuple(item.name for item in self.plan.logical_inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """ABI names of the returned values, in order."""
+        return tuple(o.abi_name for o in self.plan.outputs)
+
+    def _to_device(self, value: Any) -> Any:
+        if isinstance(value, SparseTensor) and value.device != self.device:
+            return value.to(self.device)
+        if isinstance(value, torch.Tensor) and value.device != self.device:
+            return value.to(self.device)
+        return value
+
+    def _run(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], trusted: bool) -> Any:
+        args = tuple(self._to_device(a) for a in args)
+        kwargs = {k: self._to_device(v) for k, v in kwargs.items()}
+        bound = bind_call(self.plan, TORCH_BACKEND, args, kwargs)
+        with torch.no_grad():
+            values = run_program(self._compiled, bound, trusted_sparse_inputs=trusted)
+        return unwrap_results(values)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the program; sparse inputs are fully validated first (SPEC §4)."""
+        return self._run(args, kwargs, trusted=False)
+
+    def call_with_trusted_sparse_inputs(self, *args: Any, **kwargs: Any) -> Any:
+        """Run without the divisibility and duplicate-row checks (the caller guarantees them)."""
+        return self._run(args, kwargs, trusted=True)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(self.input_names)
+        outs = ", ".join(self.output_names)
+        return f"LatticeProgram(({ins}) -> ({outs}), {len(self.plan.ops)} ops, {self.device})"
+
+
+def compile_lattice_artifact(
+    artifact: LatticeArtifact, *, device: str | torch.device = "cpu"
+) -> LatticeProgram:
+    """Compile a loaded artifact into an executable torch program."""
+    _require_native("compiling a lattice artifact")
+    return LatticeProgram.from_artifact(artifact, device=device)
+
+
+def load_lattice_program(
+    path: str | os.PathLike[str], *, device: str | torch.device = "cpu"
+) -> LatticeProgram:
+    """Load an artifact directory and compile it for ``device`` (``cpu`` or ``cuda``)."""
+    _require_native("loading a lattice program")
+    return compile_lattice_artifact(load_lattice_artifact(path), device=device)
