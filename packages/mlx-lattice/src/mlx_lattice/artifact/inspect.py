@@ -100,8 +100,11 @@ def _storage_summary(artifact: LatticeArtifact, out: TextIO) -> None:
     print(f"weights.safetensors: {len(artifact.weights)} entries, {total:,} bytes", file=out)
 
 
-def inspect_artifact(path: str, *, lattice_opt: str | None = None, out: TextIO = sys.stdout) -> int:
-    """Print the report for the artifact at ``path``; return the exit status."""
+def inspect_artifact(
+    path: str, *, lattice_opt: str | None = None, out: TextIO | None = None
+) -> int:
+    """Print the report for the artifact at ``path`` (to stdout by default); return the status."""
+    out = sys.stdout if out is None else out
     try:
         artifact = load_lattice_artifact(path)
     except ValueError as exc:

@@ -1,0 +1,103 @@
+"""``lattice inspect``: ABI, ops with bound weight shapes, parameters, quantization, status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from artifact_support import weight
+from lattice_contract.builder import MLIRModuleBuilder
+from mlx_lattice.artifact import save_lattice_artifact
+from mlx_lattice.artifact.inspect import main
+from mlx_lattice.ops.quant import quantize_weight
+
+PACK = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}
+
+
+def _bundle(tmp_path: Path, *, drop: str | None = None) -> Path:
+    rng = np.random.default_rng(0)
+    b = MLIRModuleBuilder()
+    sx = b.add_sparse_input("x", channels=32, dtype="f16")
+    wv = b.weight(
+        storage_key="enc.conv", layout="conv3d_o_xyz_i", shape=(16, 3, 3, 3, 32), packing=PACK
+    )
+    bv = b.weight(storage_key="enc.bias", layout="bias_c", dtype="f16", shape=(16,))
+    y = b.conv3d(input=sx, weight=wv, bias=bv, kernel_size=3, stride=2, padding=1)
+    hv = b.weight(storage_key="head", layout="linear_o_i", dtype="f16", shape=(4, 16))
+    _, f, _ = b.sparse_decompose(input=y)
+    b.add_output("y", y)
+    b.add_output("logits", b.linear(input=f, weight=hv))
+    weights: dict[str, mx.array | object] = {
+        "enc.conv": quantize_weight(
+            weight(rng, 16, 3, 3, 3, 32, dtype="f16"), bits=4, group_size=32
+        ),
+        "enc.bias": weight(rng, 16, dtype="f16"),
+        "head": weight(rng, 4, 16, dtype="f16"),
+        "stale": mx.zeros((2,)),
+    }
+    if drop:
+        del weights[drop]
+    path = tmp_path / "model.lattice"
+    save_lattice_artifact(path, b.build(), weights)  # type: ignore[arg-type]
+    return path
+
+
+def test_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _bundle(tmp_path)
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    for expected in [
+        "verification: valid (lattice_mlir)",
+        "  x (sparse)",
+        "    x_coords             sparse_coords    tensor<?x4xi32>",
+        "    x_features           sparse_features  tensor<?x32xf16>",
+        "  y                      sparse_tensor",
+        "  logits                 tensor           tensor<?x4xf16>",
+        "ops: 7",
+        "lattice.conv3d(v0, v1, v2) {kernel_size=3 stride=2 padding=1 dilation=1}",
+        "<- enc.conv i4[16x3x3x3x32] packed int4 group 32 scales f16",
+        "<- enc.bias f16[16]",
+        "<- head f16[4x16]",
+        f"parameters: {16 * 27 * 32 + 16 + 64:,} in 3 weight(s)",
+        f"quantization: 1 packed weight(s), {16 * 27 * 32:,} parameters",
+        "1 x int4 affine, group_size 32, scales f16",
+        "unreferenced entries: stale",
+        "compile (mlx): ok",
+    ]:
+        assert expected in out, (expected, out)
+
+
+def test_report_through_the_lattice_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lattice_conformance.cli import lattice_main
+
+    assert lattice_main(["inspect", str(_bundle(tmp_path))]) == 0
+    assert "compile (mlx): ok" in capsys.readouterr().out
+
+
+def test_weight_problems_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(_bundle(tmp_path, drop="head"))]) == 1
+    out = capsys.readouterr().out
+    assert "compile (mlx): FAILED" in out and "no entry 'head'" in out
+    assert "ops: 7" in out  # the ABI and op list are still shown
+
+
+def test_invalid_graph_and_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _bundle(tmp_path)
+    graph = (path / "graph.mlir").read_text()
+    (path / "graph.mlir").write_text(graph.replace("lattice.linear", "lattice.linear2"))
+    assert main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "verification: INVALID (lattice_mlir)" in out and "linear2" in out
+    (path / "manifest.json").write_text("{}")
+    assert main([str(path)]) == 1
+    assert "legacy JSON manifest" in capsys.readouterr().out
+    assert main([str(tmp_path / "absent")]) == 1
+    assert "does not exist" in capsys.readouterr().out
+
+
+def test_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: lattice inspect" in capsys.readouterr().err
+    assert main(["--help"]) == 0
