@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
@@ -391,7 +392,11 @@ def test_f32_attributes(plan_payload: Any) -> None:
 
     plan = RuntimePlan.from_native(norm(1))
     assert plan.ops[-1].attrs["eps"] == 1.0 and isinstance(plan.ops[-1].attrs["eps"], float)
+    eps = RuntimePlan.from_native(norm(0.1)).ops[-1].attrs["eps"]
+    assert eps == struct.unpack("<f", struct.pack("<f", 0.1))[0] != 0.1  # exactly the f32 value
     for bad, message in [
+        (1e39, r"outside the f32 range"),
+        (1e-50, r"must be > 0"),  # rounds to f32 zero
         (0.0, r"'eps' must be > 0"),
         (-1e-5, r"must be > 0"),
         ("1e-5", r"must be a number"),

@@ -142,6 +142,9 @@ def test_validation_through_lattice_opt(monkeypatch: pytest.MonkeyPatch) -> None
     broken = _graph().replace("kernel_size = array<i64: 1, 1, 1>", "kernel_size = array<i64: 1, 1>")
     status = lattice_graph_status(broken, lattice_opt=tool)
     assert not status.valid and "kernel_size" in status.diagnostics
+    stale = _graph().replace("lattice.ir_version = 2 : i64", "lattice.ir_version = 1 : i64")
+    status = lattice_graph_status(stale, lattice_opt=tool)  # artifact rules, not only the dialect
+    assert not status.valid and "ir_version" in status.diagnostics
     with pytest.raises(
         ArtifactCapabilityError,
         match=r"lattice_opt='/nonexistent' is not an "
@@ -149,7 +152,7 @@ def test_validation_through_lattice_opt(monkeypatch: pytest.MonkeyPatch) -> None
     ):
         lattice_graph_status(_graph(), lattice_opt="/nonexistent")
     monkeypatch.setenv(LATTICE_OPT_ENV, "/nonexistent/lattice-opt")
-    monkeypatch.setattr("mlx_lattice.artifact.validation.native_module", lambda: None)
+    monkeypatch.setattr("lattice_contract.verify.native_module", lambda: None)
     with pytest.raises(ArtifactCapabilityError, match=LATTICE_OPT_ENV):
         lattice_graph_status(_graph())
     monkeypatch.setenv(LATTICE_OPT_ENV, tool)

@@ -24,6 +24,7 @@ own registries (see :mod:`lattice_contract.lowering`).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -369,6 +370,10 @@ def _freeze_attr(op: str, attr: AttrDef, value: Any) -> Any:
         number = float(value)
         if not math.isfinite(number):
             raise PlanError(f"{what} must be finite, got {number}")
+        try:  # the attribute is f32: keep exactly the f32 value, however it was transported
+            number = struct.unpack("<f", struct.pack("<f", number))[0]
+        except OverflowError:
+            raise PlanError(f"{what} = {number} is outside the f32 range") from None
         if spec.minimum is not None:
             low = float(spec.minimum)
             if number < low or (spec.exclusive_minimum and number == low):

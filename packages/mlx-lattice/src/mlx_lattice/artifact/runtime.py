@@ -26,6 +26,12 @@ from lattice_contract.execute import (
     unwrap_results,
 )
 from lattice_contract.plan import LogicalInput, PlanArgument, PlanOutput, RuntimePlan
+from lattice_contract.verify import (
+    ArtifactCapabilityError,
+    import_native_plan,
+    native_module,
+    require_native,
+)
 
 from mlx_lattice.artifact.backend import MLX_BACKEND
 from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
@@ -35,7 +41,6 @@ from mlx_lattice.artifact.lowerings import (
     sparse_make_from_artifact,
     weight_from_artifact,
 )
-from mlx_lattice.artifact.validation import ArtifactCapabilityError, native_module
 
 __all__ = [
     "ArtifactCapabilityError",
@@ -53,17 +58,6 @@ __all__ = [
 def native_artifact_execution_available() -> bool:
     """Whether this install has the native MLIR importer needed to execute artifacts."""
     return native_module() is not None
-
-
-def _require_native() -> Any:
-    native = native_module()
-    if native is None:
-        raise ArtifactCapabilityError(
-            "executing a lattice artifact needs the native lattice_mlir module, which is not "
-            "installed; build it with `pip install -e packages/lattice-mlir` (or ./dev test). "
-            "Bundle IO and lattice-opt validation work without it; there is no fallback runtime"
-        )
-    return native
 
 
 class LatticeProgram:
@@ -94,9 +88,7 @@ class LatticeProgram:
     @classmethod
     def from_artifact(cls, artifact: LatticeArtifact) -> LatticeProgram:
         """Verify ``artifact.graph`` natively, then compile the plan with its weights."""
-        native = _require_native()
-        payload = native.import_plan(artifact.graph)
-        return cls(RuntimePlan.from_native(payload), artifact.weights)
+        return cls(import_native_plan(artifact.graph), artifact.weights)
 
     # -- ABI ------------------------------------------------------------------
 
@@ -156,5 +148,5 @@ def load_lattice_program(path: str | os.PathLike[str]) -> LatticeProgram:
     The capability check comes first, so a missing native module is reported as
     such rather than as a later bundle or graph error.
     """
-    _require_native()
+    require_native()
     return compile_lattice_artifact(load_lattice_artifact(path))
