@@ -7,7 +7,10 @@ import math
 import random
 import re
 import struct
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pytest
 from lattice_contract import SCHEMA, SCHEMA_DIGEST
@@ -15,12 +18,13 @@ from lattice_contract.builder import (
     BuilderError,
     MLIRModuleBuilder,
     Value,
+    ValueType,
     mlir_f32,
     mlir_string,
     mlir_symbol,
     tensor_type,
 )
-from lattice_contract.schema import AttrKind, Join, PoolMode, Rounding
+from lattice_contract.schema import AttrKind, Join, PoolMode, Rounding, SchemaEnum
 
 S32 = "!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>"
 S16 = "!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>"
@@ -50,10 +54,9 @@ def features_of(b: MLIRModuleBuilder, x: Value) -> Value:
 
 def line_of(text: str, value: Value) -> str:
     """The op line that defines ``value`` (without indentation)."""
-    head = value.name.split("#")[0]
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped.startswith(head + " = ") or stripped.startswith(head + ":"):
+        if value.name in stripped.split(" = ")[0].split(", "):
             return stripped
     raise AssertionError(f"{value.name} is not defined in:\n{text}")
 
@@ -89,9 +92,9 @@ def _r_make(b):
 def _r_decompose(b):
     x = b.add_sparse_input("x", channels=8, dtype="f16")
     coords, features, active = b.sparse_decompose(input=x)
-    assert (coords.name, features.name, active.name) == ("%1#0", "%1#1", "%1#2")
+    assert (coords.name, features.name, active.name) == ("%coords", "%features", "%active")
     line = (
-        f"%1:3 = lattice.sparse.decompose %0 : {S16} -> "
+        f"%coords, %features, %active = lattice.sparse.decompose %0 : {S16} -> "
         "(tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>)"
     )
     return features, line, [coords, features, active]
@@ -102,7 +105,7 @@ def _r_with_features(b):
     x = b.add_sparse_input("x", channels=8, dtype="f32")
     f = features_of(b, x)
     y = b.sparse_with_features(input=x, features=f)
-    line = f"%2 = lattice.sparse.with_features %0, %1#1 : ({S32}, tensor<?x8xf32>) -> {S32}"
+    line = f"%1 = lattice.sparse.with_features %0, %features : ({S32}, tensor<?x8xf32>) -> {S32}"
     return y, line, [y]
 
 
@@ -291,7 +294,7 @@ def _r_linear(b):
     bias = vector(b, "head.bias", "bias_c", 5)
     y = b.linear(input=f, weight=w, bias=bias)
     line = (
-        '%4 = lattice.linear %1#1, %2, %3 {accumulation = "canonical_f32"} : '
+        '%3 = lattice.linear %features, %1, %2 {accumulation = "canonical_f32"} : '
         "(tensor<?x8xf32>, !lattice.weight<linear, f32>, !lattice.weight<bias, f32>) "
         "-> tensor<?x5xf32>"
     )
@@ -304,7 +307,7 @@ def _r_activation(b):
     f = features_of(b, x)
     y = b.activation(input=f, kind="leaky_relu", alpha=0.2)
     line = (
-        "%2 = lattice.activation %1#1 {alpha = 2.000000e-01 : f32, approximate = "
+        "%1 = lattice.activation %features {alpha = 2.000000e-01 : f32, approximate = "
         "#lattice.gelu_approx<none>, beta = 1.000000e+00 : f32, kind = "
         "#lattice.activation<leaky_relu>, threshold = 2.000000e+01 : f32} : "
         "(tensor<?x8xf32>) -> tensor<?x8xf32>"
@@ -327,7 +330,7 @@ def _r_batch_norm(b):
     )
     y = b.batch_norm(input=f, scale=scale, bias=bias, mean=mean, var=var, eps=1e-5)
     line = (
-        "%6 = lattice.batch_norm %1#1, %2, %3, %4, %5 {eps = 9.99999974E-6 : f32} : "
+        "%5 = lattice.batch_norm %features, %1, %2, %3, %4 {eps = 9.99999974E-6 : f32} : "
         "(tensor<?x8xf16>, !lattice.weight<channel, f16>, !lattice.weight<bias, f16>, "
         "!lattice.weight<channel, f16>, !lattice.weight<channel, f16>) -> tensor<?x8xf16>"
     )
@@ -342,7 +345,7 @@ def _r_layer_norm(b):
     bias = vector(b, "ln.bias", "bias_c", 8)
     y = b.layer_norm(input=f, scale=scale, bias=bias, eps=0.5)
     line = (
-        "%4 = lattice.layer_norm %1#1, %2, %3 {eps = 5.000000e-01 : f32} : "
+        "%3 = lattice.layer_norm %features, %1, %2 {eps = 5.000000e-01 : f32} : "
         "(tensor<?x8xf32>, !lattice.weight<channel, f32>, !lattice.weight<bias, f32>) "
         "-> tensor<?x8xf32>"
     )
@@ -356,7 +359,7 @@ def _r_rms_norm(b):
     scale = vector(b, "rms.weight", "channel_c", 8, "bf16")
     y = b.rms_norm(input=f, scale=scale, eps=2)
     line = (
-        "%3 = lattice.rms_norm %1#1, %2 {eps = 2.000000e+00 : f32} : "
+        "%2 = lattice.rms_norm %features, %1 {eps = 2.000000e+00 : f32} : "
         "(tensor<?x8xbf16>, !lattice.weight<channel, bf16>) -> tensor<?x8xbf16>"
     )
     return y, line, [y]
@@ -1018,3 +1021,208 @@ def test_values_are_typed_handles():
     assert coords.type.shape == (None, 4) and feats.type_text == "tensor<?x4xf32>"
     assert active.type_text == "tensor<1xi32>"
     assert "stride (1, 1, 1)" in x.type.describe()
+
+
+# ---------------------------------------------------------------------------
+# Native MLIR: every builder module verifies, imports as a plan that matches
+# what the builder recorded, and is a fixed point of MLIR's printer.  The
+# native module is a hard dependency of these tests (never skipped).
+
+
+@pytest.fixture(scope="module")
+def native():
+    import lattice_mlir
+
+    return lattice_mlir
+
+
+def _lattice_opt(text: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("lattice-opt")
+    return subprocess.run(
+        [str(exe), *flags, "-"], input=text, capture_output=True, text=True, timeout=120
+    )
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, SchemaEnum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _structured(vt: ValueType) -> dict[str, object]:
+    shape = None if vt.kind != "tensor" else [-1 if d is None else d for d in vt.shape or ()]
+    family = vt.family.value if vt.family is not None else None
+    return {"kind": vt.kind, "dtype": vt.dtype, "shape": shape, "family": family}
+
+
+def _check_plan(b: MLIRModuleBuilder, plan: dict) -> None:
+    """The native payload shows exactly the builder's ABI, ops, attributes and types."""
+    assert plan["ir_version"] == 2 and plan["schema_digest"] == SCHEMA_DIGEST
+    assert plan["weight_file"] == "weights.safetensors" and plan["name"] == "forward"
+    labels: dict[str, str] = {}
+    assert len(plan["args"]) == len(b.arguments)
+    for index, ((abi, role, value), arg) in enumerate(zip(b.arguments, plan["args"], strict=True)):
+        labels[value.name] = f"arg{index}"
+        assert arg == {
+            "name": f"arg{index}",
+            "abi_name": abi,
+            "type": value.type_text,
+            "role": role,
+        }
+    counter = 0
+    assert [o["name"] for o in plan["ops"]] == [built.op.mlir_name for built in b.operations]
+    for built, op in zip(b.operations, plan["ops"], strict=True):
+        for result in built.results:
+            labels[result.name] = f"v{counter}"
+            counter += 1
+        assert op["operands"] == [labels[v.name] for v in built.operands]
+        assert op["results"] == [labels[v.name] for v in built.results]
+        assert op["operand_types"] == [v.type_text for v in built.operands]
+        assert op["result_types"] == [v.type_text for v in built.results]
+        assert op["attrs"] == {k: _plain(v) for k, v in built.attrs.items()}
+        for value in (*built.operands, *built.results):
+            assert plan["types"][value.type_text] == _structured(value.type)
+    assert plan["returns"] == [labels[v.name] for _, v in b.outputs]
+    roles = ["sparse_tensor" if v.kind == "sparse" else "tensor" for _, v in b.outputs]
+    assert plan["outputs"] == [
+        {"name": labels[v.name], "abi_name": name, "type": v.type_text, "role": role}
+        for (name, v), role in zip(b.outputs, roles, strict=True)
+    ]
+
+
+def _recipe_builder(op: str) -> MLIRModuleBuilder:
+    b = MLIRModuleBuilder()
+    _, _, outputs = RECIPES[op](b)
+    for index, out in enumerate(outputs):
+        b.add_output(f"out{index}", out)
+    return b
+
+
+@pytest.mark.parametrize("name", ALL_OPS)
+def test_every_op_verifies_natively_and_imports_as_a_plan(native, name):
+    b = _recipe_builder(name)
+    text = b.build()
+    status = native.verify(text)
+    assert status.valid, status.diagnostics
+    plan = native.import_plan(text)
+    assert SCHEMA.ops[name].mlir_name in [o["name"] for o in plan["ops"]]
+    _check_plan(b, plan)
+
+
+@pytest.mark.parametrize("name", ALL_OPS)
+def test_builder_text_is_a_fixed_point_of_native_printing(name):
+    text = _recipe_builder(name).build()
+    done = _lattice_opt(text, "--lattice-verify-artifact")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == text + "\n"  # lattice-opt ends the module with one more newline
+
+
+def test_f32_spelling_is_a_fixed_point_of_native_printing(native):
+    rng = random.Random(11)
+    b = MLIRModuleBuilder()
+    f = b.add_input("f", "tensor<?x4xf32>")
+    specials = [0.01, 1e-5, 1 / 3, 123456789.0, 1e-40, -0.0, 3.4e38, 2.0**-149, 65504.0]
+    values = specials + [
+        struct.unpack("<f", struct.pack("<I", rng.getrandbits(32)))[0] for _ in range(400)
+    ]
+    values = [v for v in values if math.isfinite(v)]
+    for value in values:
+        f = b.activation(input=f, kind="leaky_relu", alpha=value)
+    b.add_output("y", f)
+    text = b.build()
+    done = _lattice_opt(text)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == text + "\n"  # lattice-opt ends the module with one more newline
+    plan = native.import_plan(text)
+    alphas = [op["attrs"]["alpha"] for op in plan["ops"]]
+    assert [struct.pack("<f", a) for a in alphas] == [struct.pack("<f", v) for v in values]
+
+
+def test_symbols_and_strings_round_trip_natively(native):
+    b = MLIRModuleBuilder()
+    x = b.add_sparse_input("x", channels=4, dtype="f32")
+    keys = ["0.weight", "stem.weight", 'we"ird\\key', "naïve", "a-b c"]
+    for key in keys:
+        w = conv_weight(b, key, 4, (1, 1, 1), 4)
+        x = b.subm_conv3d(input=x, weight=w, kernel_size=1)
+    b.add_output("y", x)
+    text = b.build()
+    done = _lattice_opt(text, "--lattice-verify-artifact")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == text + "\n"  # lattice-opt ends the module with one more newline
+    plan = native.import_plan(text)
+    weights = [op for op in plan["ops"] if op["name"] == "lattice.weight"]
+    assert [w["attrs"]["storage_key"] for w in weights] == keys
+    assert [w["attrs"]["sym_name"] for w in weights] == keys
+
+
+def test_a_network_imports_as_one_plan(native):
+    """A small encoder-decoder exercising strides end to end, checked op by op."""
+    b = MLIRModuleBuilder()
+    x = b.add_sparse_input("x", channels=4, dtype="f16")
+    stem = b.subm_conv3d(
+        input=x, weight=conv_weight(b, "stem", 8, (3, 3, 3), 4, "f16"), kernel_size=3
+    )
+    down = b.conv3d(
+        input=stem, weight=conv_weight(b, "down", 16, (2, 2, 2), 8, "f16"), kernel_size=2, stride=2
+    )
+    _, feats, _ = b.sparse_decompose(input=down)
+    feats = b.activation(input=feats, kind="relu")
+    down = b.sparse_with_features(input=down, features=feats)
+    up = b.target_conv_transpose3d(
+        input=down,
+        target=stem,
+        weight=conv_weight(b, "up", 8, (2, 2, 2), 16, "f16"),
+        kernel_size=2,
+        stride=2,
+    )
+    merged = b.sparse_cat(lhs=stem, rhs=up, join="left")
+    pooled = b.global_pool(input=merged, mode="max", batch_size=2)
+    b.add_output("features", merged)
+    b.add_output("pooled", pooled)
+    text = b.build()
+    _check_plan(b, native.import_plan(text))
+    assert _lattice_opt(text, "--lattice-verify-artifact").stdout == text + "\n"
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"schema_digest": "0" * 64}, "digest"),
+        ({"ir_version": 1}, "ir_version"),
+        ({"weight_file": "model.bin"}, "weight_file"),
+    ],
+)
+def test_overridden_module_attributes_are_rejected_natively(native, override, fragment):
+    b = MLIRModuleBuilder(**override)
+    x = b.add_sparse_input("x", channels=4, dtype="f32")
+    b.add_output("y", x)
+    text = b.build()
+    status = native.verify(text)
+    assert not status.valid and fragment in status.diagnostics
+    with pytest.raises(ValueError, match=fragment):
+        native.import_plan(text)
+    assert _lattice_opt(text, "--lattice-verify-artifact").returncode != 0
+
+
+def test_repeated_result_names_are_uniqued_like_mlir(native):
+    b = MLIRModuleBuilder()
+    x = b.add_sparse_input("x", channels=4, dtype="f32")
+    names = []
+    for _ in range(3):
+        coords, features, active = b.sparse_decompose(input=x)
+        names.append((coords.name, features.name, active.name))
+        x = b.sparse_with_features(input=x, features=b.softmax(input=features))
+    assert names == [
+        ("%coords", "%features", "%active"),
+        ("%coords_0", "%features_1", "%active_2"),
+        ("%coords_3", "%features_4", "%active_5"),
+    ]
+    b.add_output("y", x)
+    text = b.build()
+    assert _lattice_opt(text, "--lattice-verify-artifact").stdout == text + "\n"
+    _check_plan(b, native.import_plan(text))

@@ -377,7 +377,7 @@ def _parse_tensor_type(text: str, where: str) -> ValueType:
 class Value:
     """A typed SSA value owned by one builder.
 
-    ``name`` is the SSA name as printed (``%arg0``, ``%3``, ``%4#1``); ``type``
+    ``name`` is the SSA name as printed (``%arg0``, ``%3``, ``%features``); ``type``
     the structured type; ``type_text`` its MLIR spelling.  Values compare by
     identity and may only be used with the builder that created them.
     """
@@ -1188,6 +1188,8 @@ class MLIRModuleBuilder:
         self._ops: list[BuiltOp] = []
         self._outputs: list[tuple[str, Value]] = []
         self._next_result = 0
+        self._used_names: set[str] = set()
+        self._next_conflict = 0
         self._symbols: dict[str, str] = {}
         self._storage_keys: set[str] = set()
 
@@ -1381,14 +1383,18 @@ class MLIRModuleBuilder:
     def _print_op(self, call: _Call, results: tuple[ValueType, ...]) -> tuple[Value, ...]:
         op = call.op
         assert len(results) == len(op.results)
-        number = self._next_result
-        self._next_result += 1
         if len(results) == 1:
+            number = self._next_result
+            self._next_result += 1
             values: tuple[Value, ...] = (Value(f"%{number}", results[0], self._token),)
-            lhs = f"%{number}"
         else:
-            values = tuple(Value(f"%{number}#{i}", vt, self._token) for i, vt in enumerate(results))
-            lhs = f"%{number}:{len(results)}"
+            # ODS gives multi-result ops OpAsmOpInterface names from the result
+            # names, so MLIR prints ``%coords, %features, %active = ...``.
+            values = tuple(
+                Value("%" + self._unique_name(r.name), vt, self._token)
+                for r, vt in zip(op.results, results, strict=True)
+            )
+        lhs = ", ".join(v.name for v in values)
         used: list[Value] = []
         for operand in op.operands:
             if operand.variadic:
@@ -1422,6 +1428,16 @@ class MLIRModuleBuilder:
         self._lines.append(text)
         self._ops.append(BuiltOp(op, tuple(used), values, MappingProxyType(dict(call.attrs))))
         return values
+
+    def _unique_name(self, name: str) -> str:
+        """MLIR's SSA name uniquing: a taken name gets ``_<n>`` from one shared counter."""
+        if name in self._used_names:
+            while f"{name}_{self._next_conflict}" in self._used_names:
+                self._next_conflict += 1
+            name = f"{name}_{self._next_conflict}"
+            self._next_conflict += 1
+        self._used_names.add(name)
+        return name
 
     def _check_symbols(self, call: _Call) -> None:
         """Reject a second binding of one symbol or storage key, then record the binding.
