@@ -348,3 +348,50 @@ def test_primitive_without_implementation() -> None:
     ):
         compile_plan(plan, partial, MLX_BACKEND, {})
     compile_plan(plan, MLX_LOWERINGS, MLX_BACKEND, {})
+
+
+def _registry_with(op: str, function: Any) -> LoweringRegistry:
+    """The MLX lowerings with ``op`` replaced by ``function``."""
+    registry = LoweringRegistry("mlx-modified")
+    for definition in SCHEMA.ops.values():
+        lowering = MLX_LOWERINGS.lowering(definition)
+        chosen = function if definition.name == op else lowering.function
+        registry.artifact_lowering(op=definition, weights=lowering.weights)(chosen)
+    for name, implementation in MLX_LOWERINGS.primitives.items():
+        registry.primitive(name)(implementation)
+    return registry
+
+
+def test_lowering_output_types_are_checked() -> None:
+    from lattice_contract.execute import run_program
+    from lattice_contract.lowering import LoweringError
+
+    native = native_module()
+    assert native is not None
+    b = MLIRModuleBuilder()
+    xv = b.add_input("x", "tensor<?x8xf16>")
+    b.add_output("y", b.softmax(input=xv))
+    plan = RuntimePlan.from_native(native.import_plan(b.build()))
+
+    def wrong_dtype(input: mx.array) -> mx.array:
+        return mx.softmax(input.astype(mx.float32), axis=-1)
+
+    def wrong_kind(input: mx.array) -> Any:
+        return input.tolist()
+
+    x = mx.ones((3, 8), dtype=mx.float16)
+    for function, message in [
+        (
+            wrong_dtype,
+            r"output 'y' is declared tensor<\?x8xf16> but the mlx lowering produced "
+            r"element type f32",
+        ),
+        (
+            wrong_kind,
+            r"output 'y' must be a mlx.core.array, but the mlx lowering produced "
+            r"builtins.list",
+        ),
+    ]:
+        compiled = compile_plan(plan, _registry_with("softmax", function), MLX_BACKEND, {})
+        with pytest.raises(LoweringError, match=message):
+            run_program(compiled, {"arg0": x})

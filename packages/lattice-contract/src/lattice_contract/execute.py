@@ -286,7 +286,35 @@ def run_program(
                 env[label] = value
         for label in step.release:
             env.pop(label, None)
-    return tuple(env[label] for label in program.plan.returns)
+    results = tuple(env[label] for label in program.plan.returns)
+    _check_outputs(program, results)
+    return results
+
+
+def _check_outputs(program: CompiledProgram, results: Sequence[Any]) -> None:
+    """Each returned value must be what the output ABI declares (a lowering bug otherwise)."""
+    backend = program.backend
+    for output, value in zip(program.plan.outputs, results, strict=True):
+        declared = program.typed[output.name]
+        if output.role == "sparse_tensor":
+            if not backend.is_sparse(value):
+                raise LoweringError(
+                    f"output {output.abi_name!r} must be a {backend.sparse_type_name}, but the "
+                    f"{backend.name} lowering produced {_type_name(value)}"
+                )
+            stored = backend.dtype_name(backend.decompose(value)[1])
+        elif backend.is_array(value):
+            stored = backend.dtype_name(value)
+        else:
+            raise LoweringError(
+                f"output {output.abi_name!r} must be a {backend.array_type_name}, but the "
+                f"{backend.name} lowering produced {_type_name(value)}"
+            )
+        if stored != declared.dtype:
+            raise LoweringError(
+                f"output {output.abi_name!r} is declared {declared.describe()} but the "
+                f"{backend.name} lowering produced element type {stored}"
+            )
 
 
 def unwrap_results(values: Sequence[Any]) -> Any:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -46,6 +46,7 @@ from lattice_contract.schema import (
     AttrDef,
     AttrKind,
     OpDef,
+    SchemaEnum,
     WeightLayout,
 )
 
@@ -299,6 +300,8 @@ def _is_int(value: Any) -> bool:
 def _record(
     raw: Any, what: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> Mapping[str, Any]:
+    if type(raw) is dict and len(raw) == len(keys) and all(k in raw for k in keys):
+        return raw  # the common, well-formed case: exactly the required fields
     item = _require_mapping(raw, what)
     missing = [k for k in keys if k not in item]
     if missing:
@@ -310,6 +313,18 @@ def _record(
             f"fields are {', '.join(keys + optional)}"
         )
     return item
+
+
+def _labels(raw: Any, what: Callable[[], str]) -> tuple[str, ...]:
+    """A list of non-empty strings as a tuple; messages are only built on failure."""
+    if type(raw) is list or type(raw) is tuple:
+        items = tuple(raw)
+    else:
+        items = tuple(_require_list(raw, what()))
+    for value in items:
+        if type(value) is not str or not value:
+            _require_str(value, f"{what()} entry")
+    return items
 
 
 def _freeze_types(raw: Any) -> Mapping[str, TypeInfo]:
@@ -342,10 +357,25 @@ def _freeze_types(raw: Any) -> Mapping[str, TypeInfo]:
     return MappingProxyType(frozen)
 
 
-def _freeze_attr(op: str, attr: AttrDef, value: Any) -> Any:
+def _freeze_attr(op: Callable[[], str], attr: AttrDef, value: Any) -> Any:
     spec = attr.spec
-    what = f"{op}: attribute {attr.name!r}"
     kind = spec.kind
+    if kind is AttrKind.triple and type(value) is list and len(value) == 3:
+        a, b, c = value
+        if type(a) is int and type(b) is int and type(c) is int:  # the common, valid case
+            low = spec.minimum
+            if low is None or (a >= low and b >= low and c >= low):
+                return (a, b, c)
+    if type(value) is str and value:
+        if kind is AttrKind.enum:
+            assert spec.enum is not None
+            if value in _ENUM_VALUES[spec.enum]:
+                return value
+        elif kind in (AttrKind.string, AttrKind.symbol) and (
+            not spec.allowed or value in spec.allowed
+        ):
+            return value
+    what = f"{op()}: attribute {attr.name!r}"
     if kind is AttrKind.triple:
         if (
             isinstance(value, (str, bytes))
@@ -459,32 +489,21 @@ def _resolve_op(index: int, name: str) -> OpDef:
     return definition
 
 
+_OP_FIELDS = ("name", "operands", "results", "attrs", "operand_types", "result_types")
+
+
 def _freeze_op(index: int, raw: Any) -> PlanOperation:
-    item = _record(
-        raw,
-        f"op #{index}",
-        ("name", "operands", "results", "attrs", "operand_types", "result_types"),
-    )
+    item = _record(raw, f"op #{index}", _OP_FIELDS)
     name = _require_str(item["name"], f"op #{index}.name")
     definition = _resolve_op(index, name)
-    where = _where(index, name)
-    results = tuple(
-        _require_str(v, f"{where}: result label")
-        for v in _require_list(item["results"], f"{where}.results")
-    )
-    where = _where(index, f"{name} -> {', '.join(results)}" if results else name)
-    operands = tuple(
-        _require_str(v, f"{where}: operand label")
-        for v in _require_list(item["operands"], f"{where}.operands")
-    )
-    operand_types = tuple(
-        _require_str(v, f"{where}: operand type")
-        for v in _require_list(item["operand_types"], f"{where}.operand_types")
-    )
-    result_types = tuple(
-        _require_str(v, f"{where}: result type")
-        for v in _require_list(item["result_types"], f"{where}.result_types")
-    )
+    results = _labels(item["results"], lambda: f"{_where(index, name)}.results")
+
+    def where() -> str:
+        return _where(index, f"{name} -> {', '.join(results)}" if results else name)
+
+    operands = _labels(item["operands"], lambda: f"{where()}.operands")
+    operand_types = _labels(item["operand_types"], lambda: f"{where()}.operand_types")
+    result_types = _labels(item["result_types"], lambda: f"{where()}.result_types")
     low, high = definition.min_operands, definition.max_operands
     if len(operands) < low or (high is not None and len(operands) > high):
         expected = f"{low}" if low == high else (f"{low} to {high}" if high else f"at least {low}")
@@ -492,27 +511,29 @@ def _freeze_op(index: int, raw: Any) -> PlanOperation:
             o.name + ("?" if o.optional else "*" if o.variadic else "") for o in definition.operands
         )
         raise PlanError(
-            f"{where} has {len(operands)} operand(s); the schema expects {expected} ({names})"
+            f"{where()} has {len(operands)} operand(s); the schema expects {expected} ({names})"
         )
     if len(results) != len(definition.results):
         raise PlanError(
-            f"{where} has {len(results)} result(s); the schema expects "
+            f"{where()} has {len(results)} result(s); the schema expects "
             f"{len(definition.results)} ({', '.join(r.name for r in definition.results)})"
         )
     if len(operand_types) != len(operands):
         raise PlanError(
-            f"{where} lists {len(operand_types)} operand type(s) for {len(operands)} operand(s)"
+            f"{where()} lists {len(operand_types)} operand type(s) for {len(operands)} operand(s)"
         )
     if len(result_types) != len(results):
         raise PlanError(
-            f"{where} lists {len(result_types)} result type(s) for {len(results)} result(s)"
+            f"{where()} lists {len(result_types)} result type(s) for {len(results)} result(s)"
         )
-    attrs_raw = _require_mapping(item["attrs"], f"{where}.attrs")
-    known = {a.name: a for a in definition.attributes}
-    unknown = sorted(set(attrs_raw) - set(known))
-    if unknown:
+    attrs_raw = item["attrs"]
+    if type(attrs_raw) is not dict:
+        attrs_raw = _require_mapping(attrs_raw, f"{where()}.attrs")
+    known = _ATTRIBUTES[definition.name]
+    if any(key not in known for key in attrs_raw):
+        unknown = sorted(set(attrs_raw) - set(known))
         raise PlanError(
-            f"{where} has unknown attribute(s) {', '.join(map(repr, unknown))}; "
+            f"{where()} has unknown attribute(s) {', '.join(map(repr, unknown))}; "
             f"{name} takes {', '.join(known) or 'no attributes'}"
         )
     attrs: dict[str, Any] = {}
@@ -520,7 +541,7 @@ def _freeze_op(index: int, raw: Any) -> PlanOperation:
         if attr.name not in attrs_raw:
             if attr.spec.required:
                 raise PlanError(
-                    f"{where} lacks required attribute {attr.name!r} "
+                    f"{where()} lacks required attribute {attr.name!r} "
                     f"({attr.spec.kind.value}); the producer must emit it"
                 )
             continue
@@ -534,6 +555,14 @@ def _freeze_op(index: int, raw: Any) -> PlanOperation:
         operand_types=operand_types,
         result_types=result_types,
     )
+
+
+_ENUM_VALUES: Mapping[type[SchemaEnum], frozenset[str]] = MappingProxyType(
+    {e: frozenset(m.value for m in e) for e in SCHEMA.enums}
+)
+_ATTRIBUTES: Mapping[str, Mapping[str, AttrDef]] = MappingProxyType(
+    {d.name: MappingProxyType({a.name: a for a in d.attributes}) for d in SCHEMA.ops.values()}
+)
 
 
 def _freeze_io(
@@ -678,21 +707,25 @@ def _freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
     ops: list[PlanOperation] = []
     for index, entry in enumerate(_require_list(payload["ops"], "plan 'ops'")):
         op = _freeze_op(index, entry)
-        where = _where(index, op.describe())
         for label, type_text in zip(op.operands, op.operand_types, strict=True):
             if label not in defined:
                 raise PlanError(
-                    f"{where} uses value {label!r} before it is defined; ops must come in "
+                    f"{_where(index, op.describe())} uses value {label!r} before it is defined; "
+                    "ops must come in "
                     "def-before-use order"
                 )
             if defined[label] != type_text:
                 raise PlanError(
-                    f"{where} uses {label!r} as {type_text!r} but it was defined as "
+                    f"{_where(index, op.describe())} uses {label!r} as {type_text!r} but it was "
+                    "defined as "
                     f"{defined[label]!r}"
                 )
         for label, type_text in zip(op.results, op.result_types, strict=True):
             if label in defined:
-                raise PlanError(f"{where} redefines value label {label!r}; labels are SSA")
+                raise PlanError(
+                    f"{_where(index, op.describe())} redefines value label {label!r}; labels "
+                    "are SSA"
+                )
             defined[label] = type_text
         ops.append(op)
 
