@@ -371,3 +371,18 @@ def test_sparse_make_validates_inputs(tmp_path: Path) -> None:
         program(coords, feats, active)
     out = program.call_with_trusted_sparse_inputs(coords, feats, active)
     assert isinstance(out, SparseTensor) and out.num_rows == 2
+
+
+def test_primitives_ties_and_bounds(tmp_path: Path) -> None:
+    program = save_and_load(tmp_path, CASES["call_argmax_gather"](np.random.default_rng(2)).builder)
+    x = mx.array([[1.0, 3.0, 3.0, 0, 0, 0, 0, 0], [5.0, 5.0, 0, 0, 0, 0, 0, 0]])
+    table = mx.arange(24, dtype=mx.float32).reshape(8, 3)
+    labels, rows = program(x, table)
+    assert labels.tolist() == [1, 0]  # ties pick the first channel
+    assert rows.tolist() == [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]]
+    with pytest.raises(
+        IndexError,
+        match=r"gather_rows: index values span \[1, 1\] but the "
+        r"matrix has 1 rows",
+    ):
+        program(x[:1], table[:1])
