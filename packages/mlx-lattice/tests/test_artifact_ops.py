@@ -380,9 +380,15 @@ def test_primitives_ties_and_bounds(tmp_path: Path) -> None:
     labels, rows = program(x, table)
     assert labels.tolist() == [1, 0]  # ties pick the first channel
     assert rows.tolist() == [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]]
+    b = MLIRModuleBuilder()
+    tv = b.add_input("table", "tensor<?x3xf32>")
+    iv = b.add_input("index", "tensor<?xi32>")
+    b.add_output("rows", b.call(inputs=[tv, iv], callee="gather_rows"))
+    gather = save_and_load(tmp_path, b)
+    assert gather(table, mx.array([7, 0], dtype=mx.int32)).tolist()[0] == [21.0, 22.0, 23.0]
     with pytest.raises(
         IndexError,
-        match=r"gather_rows: index values span \[1, 1\] but the "
-        r"matrix has 1 rows",
+        match=r"gather_rows: index values span \[-1, 8\] but the "
+        r"matrix has 8 rows",
     ):
-        program(x[:1], table[:1])
+        gather(table, mx.array([8, -1], dtype=mx.int32))
