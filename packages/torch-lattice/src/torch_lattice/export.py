@@ -133,15 +133,28 @@ class ExportReport:
     checks: tuple[OutputCheck, ...] = field(default_factory=tuple)
 
 
-def _feature_errors(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, float, bool]:
+def _feature_errors(
+    expected: torch.Tensor, actual: torch.Tensor, rtol: float, atol: float
+) -> tuple[float, float, bool]:
+    """Max absolute error, max relative error (where ``|expected| > atol``), and pass/fail."""
     e = expected.detach().to(torch.float64)
-    a = actual.detach().to(torch.float64)
+    a = actual.detach().to(e.device, torch.float64)
     if e.numel() == 0:
         return 0.0, 0.0, True
-    diff = (a - e).abs()
-    rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
-    finite = bool(torch.isfinite(a).all()) == bool(torch.isfinite(e).all())
-    return float(diff.max()), float(rel.max()), finite
+    finite = torch.isfinite(e)
+    # NaN and infinities must appear in the same places with the same values.
+    same_special = torch.equal(torch.isnan(a), torch.isnan(e)) and torch.equal(
+        torch.isinf(a), torch.isinf(e)
+    )
+    infinite = torch.isinf(e)
+    same_special = same_special and torch.equal(a[infinite], e[infinite])
+    diff = (a[finite] - e[finite]).abs()
+    magnitude = e[finite].abs()
+    if diff.numel() == 0:
+        return 0.0, 0.0, same_special
+    rel = torch.where(magnitude > atol, diff / magnitude, torch.zeros_like(diff))
+    ok = same_special and bool(torch.all(diff <= atol + rtol * magnitude))
+    return float(diff.max()), float(rel.max()), ok
 
 
 def compare_outputs(
@@ -197,12 +210,7 @@ def compare_outputs(
         if av.dtype != ev.dtype:
             fail(f"dtype {av.dtype} differs from the model's {ev.dtype}", rows=int(ev.shape[0]))
             continue
-        abs_err, rel_err, finite = _feature_errors(ev, av.to(ev.device))
-        ok = finite and bool(
-            torch.all(
-                (av.to(ev.device).double() - ev.double()).abs() <= at + rt * ev.double().abs()
-            )
-        )
+        abs_err, rel_err, ok = _feature_errors(ev, av, rt, at)
         problem = "" if ok else f"features differ beyond rtol={rt}, atol={at}"
         checks.append(OutputCheck(name, kind, int(ev.shape[0]), abs_err, rel_err, ok, problem))
     return tuple(checks)
