@@ -312,6 +312,13 @@ def _case_payload(index: int, case: FixtureCase) -> tuple[dict[str, Any], bytes,
     return entry, stnp.save(input_arrays), stnp.save(expected_arrays)
 
 
+def default_file_mode() -> int:
+    """``0o666`` minus the umask: the mode ``open()`` would give a new file."""
+    current = os.umask(0)
+    os.umask(current)
+    return 0o666 & ~current
+
+
 def _tar_add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(payload)
@@ -387,6 +394,7 @@ def write_fixture_archive(
                     _tar_add(tar, name, files[name])
             raw.flush()
             os.fsync(raw.fileno())
+        os.chmod(tmp_name, default_file_mode())  # mkstemp creates 0600; use the usual mode
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):

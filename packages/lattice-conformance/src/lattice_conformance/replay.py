@@ -38,6 +38,7 @@ import numpy as np
 from lattice_conformance.archive import (
     FixtureArchiveError,
     SparseArrays,
+    default_file_mode,
     open_fixture_archive,
 )
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
@@ -418,6 +419,7 @@ def write_json_atomic(path: str | os.PathLike[str], payload: dict[str, Any]) -> 
         with os.fdopen(fd, "w") as f:
             json.dump(payload, f, indent=2, allow_nan=False)
             f.write("\n")
+        os.chmod(tmp, default_file_mode())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
