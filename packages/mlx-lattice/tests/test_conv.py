@@ -383,3 +383,17 @@ def test_bad_arguments_are_named(call: object, error: type, words: str) -> None:
     with pytest.raises(error, match=None) as info:
         call(x, w)  # type: ignore[operator]
     assert words in str(info.value)
+
+
+def test_offsets_beyond_the_key_margin_use_repacked_keys(rng: np.random.Generator) -> None:
+    """Dilations larger than the index margin take the shift-and-repack lookup path."""
+    x = make_sparse(rng, batch=2, extent=6, stride=(1, 1, 1), channels=2, density=0.3)
+    x = SparseTensor(x.coords * mx.array([1, 17, 1, 1], dtype=mx.int32), x.feats)
+    k, d = (3, 3, 3), (17, 1, 2)
+    assert x.cache.index(x.logical_coords).space.key_offset((17, 0, 0)) is None
+    w = random_weight(rng, 3, k, 2)
+    y = ops.subm_conv3d(x, w, kernel_size=k, dilation=d)
+    half = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
+    _, dense, shift, _ = oracle_conv3d(x, w, k, (1, 1, 1), half, d)
+    expected = read_rows(dense, logical_rows(x), shift)
+    np.testing.assert_allclose(to_np(y.feats), expected, rtol=1e-5, atol=1e-5)

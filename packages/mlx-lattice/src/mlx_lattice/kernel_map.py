@@ -140,6 +140,12 @@ def _index(cache: SupportCache, coords: mx.array, stride: Triple) -> SupportInde
     return cache.index(_logical(coords, stride))
 
 
+def _box(space: KeySpace) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Inclusive bounds of a key space (its margin included: harmlessly wider)."""
+    high = tuple(a + e - 1 for a, e in zip(space.low, space.extent, strict=True))
+    return space.low, high
+
+
 # ------------------------------------------------------------ submanifold
 
 
@@ -148,7 +154,8 @@ def subm_map(
 ) -> KernelMap:
     """Map of a submanifold conv: output rows are the input rows.
 
-    Queries run in sorted-key order (cache-friendly binary searches).  When
+    Queries run in sorted-key order, column by column
+    (:meth:`~mlx_lattice.coords.SupportIndex.find_neighbours`).  When
     every axis has an odd size the kernel is point-symmetric: tap k and its
     mirror ``V-1-k`` see the same pairs with roles swapped, so only half of
     the taps are searched.
@@ -165,12 +172,15 @@ def subm_map(
     symmetric = all(k % 2 == 1 for k in kernel_size)
     searched = [k for k in range(volume) if k != centre and (not symmetric or k < centre)]
     sorted_rows = index.rows
-    sorted_coords = index.space.unpack(index.keys)
     if searched and n:
-        queries = mx.stack(
-            [index.space.pack(_shifted(sorted_coords, offsets[k])) for k in searched]
-        )
-        found, rows = index.find_keys(queries)
+        probed = index.find_neighbours([offsets[k] for k in searched])
+        if probed is None:  # offsets beyond the key margin: shift, repack and search each tap
+            sorted_coords = index.space.unpack(index.keys)
+            queries = mx.stack(
+                [index.space.pack(_shifted(sorted_coords, offsets[k])) for k in searched]
+            )
+            probed = index.find_keys(queries)
+        found, rows = probed
         partial = _assemble(found, rows, mx.broadcast_to(sorted_rows, rows.shape), n, n)
     else:
         empty = mx.zeros((0,), dtype=mx.int32)
@@ -206,41 +216,65 @@ def subm_map(
 
 def _generate(
     cache: SupportCache,
-    num_in: int,
     key: tuple[object, ...],
+    logical: mx.array,
+    valid: mx.array | None,
+    shifts: list[tuple[int, int, int]],
+    op_stride: Triple,
+    forward: bool,
     out_stride: Triple,
-    candidates: list[tuple[mx.array, mx.array]],
     out_space: KeySpace,
 ) -> GeneratedSupport:
-    """Unique the candidate outputs of every tap and pair them with their inputs.
+    """Output support and map of a support-generating op, from its valid (input, tap) pairs.
 
-    ``candidates[k]`` is ``(valid, logical output coords)`` for each input row
-    through tap k.  The unique outputs, sorted by key, become the output
-    support; its index is the sorted key array itself.
+    Tap k sends input c to ``(c + shift_k) / s`` (forward; only where ``valid``
+    says the division is exact) or to ``c * s + shift_k`` (transposed; every
+    pair).  The pairs are compacted first, so everything after that is
+    O(pairs): one argsort of the pairs' output keys gives both the sorted
+    unique output rows and each pair's output row.  Output rows come out
+    sorted by key, so the output's index is the unique-key array itself.
     """
-    n = num_in
-    volume = len(candidates)
-    keys = mx.stack(
-        [mx.where(valid, out_space.pack(out), -1) for valid, out in candidates]
-    )  # (V, N) int64, -1 = no output
-    flat = mx.sort(keys.reshape(-1))
-    first = mx.concatenate([flat[:1] >= 0, (flat[1:] != flat[:-1]) & (flat[1:] >= 0)])
-    unique = flat[flat_nonzero(first)]
+    n = int(logical.shape[0])
+    volume = len(shifts)
+    if valid is None:
+        counts = [n] * volume
+        flat = mx.arange(n * volume, dtype=mx.int32)
+    else:
+        counts = [int(v) for v in np.asarray(mx.sum(valid.astype(mx.int32), axis=1)).tolist()]
+        flat = flat_nonzero(valid)
+    bounds = (0, *(int(v) for v in np.cumsum(counts)))
+    num_pairs = bounds[-1]
+    if num_pairs == 0:
+        empty = mx.zeros((0,), dtype=mx.int32)
+        no_keys = mx.zeros((0,), dtype=mx.int64)
+        generated = GeneratedSupport(
+            coords=mx.zeros((0, 4), dtype=mx.int32),
+            stride=out_stride,
+            cache=SupportCache(SupportIndex(space=out_space, keys=no_keys, rows=empty)),
+            kmap=KernelMap(empty, empty, bounds, n, 0),
+        )
+        cache.relations[key] = generated
+        return generated
+    in_rows = flat % n
+    taps = flat // n
+    table = mx.array([(0, *shift) for shift in shifts], dtype=mx.int32)
+    s = mx.array((1, *op_stride), dtype=mx.int32)
+    base = logical[in_rows]
+    out = (base + table[taps]) // s if forward else base * s + table[taps]
+    keys = out_space.pack(out)
+    order = mx.argsort(keys)
+    sorted_keys = keys[order]
+    first = mx.concatenate([mx.ones((1,), dtype=mx.bool_), sorted_keys[1:] != sorted_keys[:-1]])
+    out_rows = mx.zeros((num_pairs,), dtype=mx.int32)
+    out_rows[order] = mx.cumsum(first.astype(mx.int32)) - 1
+    unique = sorted_keys[flat_nonzero(first)]
     num_out = int(unique.shape[0])
     out_index = SupportIndex(space=out_space, keys=unique, rows=mx.arange(num_out, dtype=mx.int32))
-    valid = keys >= 0
-    if num_out:
-        out_rows = mx.searchsorted(unique, keys).astype(mx.int32)
-    else:
-        out_rows = mx.zeros(keys.shape, dtype=mx.int32)
-    in_rows = mx.broadcast_to(mx.arange(n, dtype=mx.int32), (volume, n))
-    kmap = _assemble(valid, in_rows, out_rows, n, num_out)
-    out_coords = _physical(out_space.unpack(unique), out_stride)
     generated = GeneratedSupport(
-        coords=out_coords.reshape(num_out, 4),
+        coords=_physical(out_space.unpack(unique), out_stride).reshape(num_out, 4),
         stride=out_stride,
         cache=SupportCache(out_index),
-        kmap=kmap,
+        kmap=KernelMap(in_rows, out_rows, bounds, n, num_out),
     )
     cache.relations[key] = generated
     return generated
@@ -266,22 +300,26 @@ def conv_support(
         return hit
     index = _index(cache, coords, stride)
     logical = _logical(coords, stride)
-    lo = index.space.low
-    hi = tuple(a + e - 1 for a, e in zip(index.space.low, index.space.extent, strict=True))
+    lo, hi = _box(index.space)
     out_lo = [lo[0]] + [
         (lo[1 + a] + padding[a] - (kernel_size[a] - 1) * dilation[a]) // op_stride[a]
         for a in range(3)
     ]
     out_hi = [hi[0]] + [(hi[1 + a] + padding[a]) // op_stride[a] for a in range(3)]
     out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
-    s = mx.array((1, *op_stride), dtype=mx.int32)
-    candidates = []
-    for shift in tap_offsets(kernel_size, dilation):
-        num = _shifted(logical, tuple(p - k for p, k in zip(padding, shift, strict=True)))
-        valid = mx.all(num % s == 0, axis=-1)
-        candidates.append((valid, num // s))
+    shifts = [
+        (padding[0] - t[0], padding[1] - t[1], padding[2] - t[2])
+        for t in tap_offsets(kernel_size, dilation)
+    ]
+    valid: mx.array | None = None
+    if op_stride != (1, 1, 1):
+        s = mx.array(op_stride, dtype=mx.int32)
+        spatial = logical[:, 1:]
+        valid = mx.stack(
+            [mx.all((spatial + mx.array(sh, dtype=mx.int32)) % s == 0, axis=-1) for sh in shifts]
+        )
     out_stride = (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
-    return _generate(cache, int(coords.shape[0]), key, out_stride, candidates, out_space)
+    return _generate(cache, key, logical, valid, shifts, op_stride, True, out_stride, out_space)
 
 
 def transposed_stride(stride: Triple, op_stride: Triple) -> Triple:
@@ -311,21 +349,18 @@ def transpose_support(
     if isinstance(hit, GeneratedSupport):
         return hit
     index = _index(cache, coords, stride)
-    logical = _logical(coords, stride)
-    lo = index.space.low
-    hi = tuple(a + e - 1 for a, e in zip(index.space.low, index.space.extent, strict=True))
+    lo, hi = _box(index.space)
     out_lo = [lo[0]] + [lo[1 + a] * op_stride[a] - padding[a] for a in range(3)]
     out_hi = [hi[0]] + [
         hi[1 + a] * op_stride[a] - padding[a] + (kernel_size[a] - 1) * dilation[a] for a in range(3)
     ]
     out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
-    scaled = logical * mx.array((1, *op_stride), dtype=mx.int32)
-    everywhere = mx.ones((int(coords.shape[0]),), dtype=mx.bool_)
-    candidates = [
-        (everywhere, _shifted(scaled, tuple(k - p for k, p in zip(shift, padding, strict=True))))
-        for shift in tap_offsets(kernel_size, dilation)
+    shifts = [
+        (t[0] - padding[0], t[1] - padding[1], t[2] - padding[2])
+        for t in tap_offsets(kernel_size, dilation)
     ]
-    return _generate(cache, int(coords.shape[0]), key, out_stride, candidates, out_space)
+    logical = _logical(coords, stride)
+    return _generate(cache, key, logical, None, shifts, op_stride, False, out_stride, out_space)
 
 
 # ------------------------------------------------------------- target forms

@@ -1,0 +1,206 @@
+"""mlx_lattice sparse conv vs spconv 2.x (CPU, one thread) on surface scenes, in one process.
+
+For each scene (about 100k and 200k voxels in a 512^3 grid, see scenes.py)
+and each layer (subm 3x3x3 32->32 and 64->64, a k2 s2 32->64 conv) it times:
+
+* ``mlx+map``: the layer on a fresh support, kernel-map building included;
+* ``mlx``: the layer with its map already cached (later layers of a network);
+* ``map``: the kernel-map build alone, and its share of ``mlx+map``;
+* ``spconv+map`` / ``spconv``: the same layer in spconv on CPU with
+  ``torch.set_num_threads(1)`` (its multi-threaded CPU path races), when
+  spconv is installed;
+
+and prints the ratio spconv / mlx (above 1: mlx is faster) and the effective
+rate 2 * pairs * C_in * C_out / time against MLX's own dense f32 matmul rate
+measured in the same run (``mm%``: the layer's rate as a share of it).
+Timings are the median of ``--repeat`` runs after a warm-up; results are
+forced with ``mx.eval`` / by reading the torch result.
+
+Run: ``.venv/bin/python benchmarks/bench_mlx_conv.py [--repeat 3] [--sizes 100000 200000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenes import batched, make_scene  # noqa: E402
+
+from mlx_lattice import SparseTensor, ops  # noqa: E402
+from mlx_lattice.coords import SupportCache  # noqa: E402
+from mlx_lattice.kernel_map import conv_support, subm_map  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    kind: str  # "subm" or "conv"
+    c_in: int
+    c_out: int
+    kernel: int
+    stride: int
+
+
+LAYERS = (
+    Layer("subm3 32->32", "subm", 32, 32, 3, 1),
+    Layer("subm3 64->64", "subm", 64, 64, 3, 1),
+    Layer("conv k2s2 32->64", "conv", 32, 64, 2, 2),
+)
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    fn()  # warm-up (allocations, lazy imports)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def mlx_matmul_rate(c_in: int, c_out: int, rows: int, repeat: int) -> float:
+    """GFLOP/s of MLX's dense f32 ``(rows, C_in) @ (C_in, C_out)`` on the default device."""
+    a = mx.random.normal((rows, c_in))
+    w = mx.random.normal((c_in, c_out))
+    mx.eval(a, w)
+    t = median_time(lambda: mx.eval(a @ w), repeat)
+    return 2.0 * rows * c_in * c_out / t / 1e9
+
+
+def run_mlx(coords: np.ndarray, layer: Layer, repeat: int) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    c = mx.array(coords)
+    f = mx.array(rng.standard_normal((len(coords), layer.c_in)).astype(np.float32))
+    w = mx.array(
+        (rng.standard_normal((layer.c_out, *(layer.kernel,) * 3, layer.c_in)) * 0.05).astype(
+            np.float32
+        )
+    )
+    mx.eval(c, f, w)
+    k, s = layer.kernel, layer.stride
+
+    def layer_on(x: SparseTensor) -> SparseTensor:
+        if layer.kind == "subm":
+            return ops.subm_conv3d(x, w, kernel_size=k)
+        return ops.conv3d(x, w, kernel_size=k, stride=s)
+
+    def fresh() -> None:  # a new support: nothing cached, map built inside the layer
+        y = layer_on(SparseTensor.trusted(c, f))
+        mx.eval(y.feats, y.coords)
+
+    def build_map() -> int:
+        cache = SupportCache()
+        if layer.kind == "subm":
+            kmap = subm_map(cache, c, (1, 1, 1), (k, k, k), (1, 1, 1))
+        else:
+            kmap = conv_support(cache, c, (1, 1, 1), (k,) * 3, (s,) * 3, (0,) * 3, (1,) * 3).kmap
+        mx.eval(kmap.in_rows, kmap.out_rows)
+        return kmap.num_pairs
+
+    cached_input = SparseTensor.trusted(c, f)
+    mx.eval(layer_on(cached_input).feats)  # builds and caches the map
+
+    def cached() -> None:
+        mx.eval(layer_on(cached_input).feats)
+
+    return {
+        "pairs": float(build_map()),
+        "mlx+map": median_time(fresh, repeat),
+        "mlx": median_time(cached, repeat),
+        "map": median_time(build_map, repeat),
+    }
+
+
+def run_spconv(coords: np.ndarray, layer: Layer, repeat: int) -> dict[str, float] | None:
+    try:
+        import spconv.pytorch as spconv
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    feats = torch.from_numpy(rng.standard_normal((len(coords), layer.c_in)).astype(np.float32))
+    idx = torch.from_numpy(coords)
+    shape = [int(v) + 4 for v in coords[:, 1:].max(axis=0)]
+    key = "bench"
+    if layer.kind == "subm":
+        conv = spconv.SubMConv3d(layer.c_in, layer.c_out, layer.kernel, bias=False, indice_key=key)
+    else:
+        conv = spconv.SparseConv3d(
+            layer.c_in, layer.c_out, layer.kernel, stride=layer.stride, bias=False, indice_key=key
+        )
+    conv.eval()
+
+    def fresh() -> object:
+        with torch.no_grad():
+            x = spconv.SparseConvTensor(feats, idx, shape, 1)
+            return conv(x).features.sum().item()
+
+    with torch.no_grad():
+        first = conv(spconv.SparseConvTensor(feats, idx, shape, 1))
+    indice_dict = first.indice_dict
+
+    def cached() -> object:
+        with torch.no_grad():
+            x = spconv.SparseConvTensor(feats, idx, shape, 1, indice_dict=indice_dict)
+            if layer.kind == "conv":
+                # spconv reuses a strided conv's pairs only for its inverse; the forward
+                # layer always rebuilds them, so "cached" equals "with map" here.
+                x = spconv.SparseConvTensor(feats, idx, shape, 1)
+            return conv(x).features.sum().item()
+
+    return {"spconv+map": median_time(fresh, repeat), "spconv": median_time(cached, repeat)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 200_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    print(f"mlx {mx.__version__} on {mx.default_device()}")
+    shapes = sorted({(layer.c_in, layer.c_out) for layer in LAYERS})
+    rates = {shape: mlx_matmul_rate(*shape, 1 << 20, args.repeat) for shape in shapes}
+    for (ci, co), r in rates.items():
+        print(f"MLX dense f32 matmul (2^20 x {ci}) @ ({ci} x {co}): {r:.2f} GFLOP/s")
+    head = (
+        f"{'scene':>8} {'layer':<17} {'pairs':>9} {'mlx+map':>9} {'mlx':>9} {'map':>8} "
+        f"{'map%':>5} {'GF/s':>6} {'mm%':>5} {'spconv+map':>10} {'spconv':>8} "
+        f"{'ratio+map':>9} {'ratio':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    for size in args.sizes:
+        coords = batched(make_scene(size, grid=512, seed=0)[0])
+        for layer in LAYERS:
+            m = run_mlx(coords, layer, args.repeat)
+            sp = run_spconv(coords, layer, args.repeat)
+            gflops = 2.0 * m["pairs"] * layer.c_in * layer.c_out / 1e9
+            rate = gflops / m["mlx+map"]
+            ref = rates[(layer.c_in, layer.c_out)]
+            sp_cols = (
+                f"{sp['spconv+map']:10.3f} {sp['spconv']:8.3f} "
+                f"{sp['spconv+map'] / m['mlx+map']:9.2f} {sp['spconv'] / m['mlx']:6.2f}"
+                if sp
+                else f"{'n/a':>10} {'n/a':>8} {'':>9} {'':>6}"
+            )
+            print(
+                f"{len(coords):>8} {layer.name:<17} {int(m['pairs']):>9} {m['mlx+map']:9.3f} "
+                f"{m['mlx']:9.3f} {m['map']:8.3f} {100 * m['map'] / m['mlx+map']:5.1f} "
+                f"{rate:6.2f} {100 * rate / ref:5.0f} {sp_cols}",
+                flush=True,
+            )
+    print("times in seconds (median); ratio = spconv time / mlx time; GF/s and mm% use mlx+map")
+
+
+if __name__ == "__main__":
+    main()
