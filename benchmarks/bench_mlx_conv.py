@@ -33,11 +33,10 @@ import mlx.core as mx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenes import batched, make_scene  # noqa: E402
-
-from mlx_lattice import SparseTensor, ops  # noqa: E402
-from mlx_lattice.coords import SupportCache  # noqa: E402
-from mlx_lattice.kernel_map import conv_support, subm_map  # noqa: E402
+from mlx_lattice import SparseTensor, ops
+from mlx_lattice.coords import SupportCache
+from mlx_lattice.kernel_map import conv_support, subm_map
+from scenes import batched, make_scene
 
 
 @dataclass(frozen=True)
