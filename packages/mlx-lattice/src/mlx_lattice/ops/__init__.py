@@ -1,48 +1,48 @@
-"""Functional ops of the Lattice contract on MLX (names and signatures as SPEC §4-§5)."""
+"""Functional ops of the Lattice contract on MLX (names and signatures as SPEC §4-§5).
 
-from __future__ import annotations
+Sparse convolutions and pooling take and return :class:`~mlx_lattice.SparseTensor`;
+feature-only ops take and return dense ``(rows, channels)`` arrays.
+"""
 
-import importlib
-from typing import Any
+from mlx_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
+from mlx_lattice.ops.cast import cast
+from mlx_lattice.ops.conv import (
+    conv3d,
+    conv_transpose3d,
+    generative_conv_transpose3d,
+    subm_conv3d,
+)
+from mlx_lattice.ops.feature import (
+    activation,
+    batch_norm,
+    layer_norm,
+    linear,
+    rms_norm,
+    softmax,
+)
+from mlx_lattice.ops.points import devoxelize, voxelize
+from mlx_lattice.ops.pool import global_pool, pool3d
+from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
 
-_EXPORTS: dict[str, tuple[str, ...]] = {
-    "conv": (
-        "conv3d",
-        "subm_conv3d",
-        "conv_transpose3d",
-        "generative_conv_transpose3d",
-    ),
-    "pool": ("pool3d", "global_pool"),
-    "feature": (
-        "linear",
-        "activation",
-        "batch_norm",
-        "layer_norm",
-        "rms_norm",
-        "softmax",
-    ),
-    "cast": ("cast",),
-    "points": ("voxelize", "devoxelize"),
-    "algebra": ("sparse_reindex", "sparse_binary", "sparse_cat"),
-    "quant": ("QuantizedWeight", "quantize_weight"),
-}
-
-__all__: list[str] = []
-
-# Modules that are still being written are imported guardedly; each becomes a
-# plain import once it lands.
-for _module, _names in _EXPORTS.items():
-    try:
-        _mod = importlib.import_module(f"mlx_lattice.ops.{_module}")
-    except ModuleNotFoundError as _err:  # pragma: no cover - transitional
-        if _err.name != f"mlx_lattice.ops.{_module}":
-            raise
-        continue
-    for _name in _names:
-        if hasattr(_mod, _name):
-            globals()[_name] = getattr(_mod, _name)
-            __all__.append(_name)
-
-
-def __getattr__(name: str) -> Any:
-    raise AttributeError(f"module 'mlx_lattice.ops' has no attribute {name!r}")
+__all__ = [
+    "QuantizedWeight",
+    "activation",
+    "batch_norm",
+    "cast",
+    "conv3d",
+    "conv_transpose3d",
+    "devoxelize",
+    "generative_conv_transpose3d",
+    "global_pool",
+    "layer_norm",
+    "linear",
+    "pool3d",
+    "quantize_weight",
+    "rms_norm",
+    "softmax",
+    "sparse_binary",
+    "sparse_cat",
+    "sparse_reindex",
+    "subm_conv3d",
+    "voxelize",
+]
