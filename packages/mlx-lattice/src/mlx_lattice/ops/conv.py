@@ -203,6 +203,43 @@ def _target(value: object, op: str, stride: Triple, rule: str) -> SparseTensor:
     return target
 
 
+def _strided(
+    op: str,
+    input: object,
+    weight: object,
+    bias: object,
+    g: Geometry,
+    coordinates: object,
+    *,
+    transposed: bool,
+) -> SparseTensor:
+    """The shared body of the forward and transposed families, with or without a target."""
+    x = sparse_input(input, op)
+    if transposed:
+        out_stride, rule = transposed_stride(x.stride, g.stride), "input stride / stride"
+    else:
+        out_stride = (
+            x.stride[0] * g.stride[0],
+            x.stride[1] * g.stride[1],
+            x.stride[2] * g.stride[2],
+        )
+        rule = "input stride * stride"
+    product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
+    geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
+    if coordinates is not None:
+        target = _target(coordinates, op, out_stride, rule)
+        build = target_transpose_map if transposed else target_conv_map
+        kmap = build(
+            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride, *geometry
+        )
+        feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
+        return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
+    generate = transpose_support if transposed else conv_support
+    gen = generate(x.cache, x.coords, x.stride, *geometry)
+    feats = apply_kernel_map(x.feats, gen.kmap, product, c_out, b, x.dtype)
+    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+
+
 def conv3d(
     input: SparseTensor,
     weight: ConvWeight,
@@ -221,22 +258,8 @@ def conv3d(
     ``target_conv3d``: it is evaluated exactly at the target's rows (whose
     stride must be t*s); rows no tap reaches get the bias alone.
     """
-    op = "conv3d"
-    x = sparse_input(input, op)
     g = Geometry.of(kernel_size, stride, padding, dilation)
-    product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
-    out_stride = (x.stride[0] * g.stride[0], x.stride[1] * g.stride[1], x.stride[2] * g.stride[2])
-    if coordinates is not None:
-        target = _target(coordinates, op, out_stride, "input stride * stride")
-        kmap = target_conv_map(
-            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride,
-            g.kernel_size, g.stride, g.padding, g.dilation,
-        )  # fmt: skip
-        feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
-        return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
-    gen = conv_support(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
-    feats = apply_kernel_map(x.feats, gen.kmap, product, c_out, b, x.dtype)
-    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+    return _strided("conv3d", input, weight, bias, g, coordinates, transposed=False)
 
 
 def subm_conv3d(
@@ -280,24 +303,8 @@ def conv_transpose3d(
     target's rows are produced; when the target is the input of the forward
     conv that made this input, this is spconv's SparseInverseConv3d.
     """
-    op = "conv_transpose3d"
-    x = sparse_input(input, op)
     g = Geometry.of(kernel_size, stride, padding, dilation)
-    out_stride = transposed_stride(x.stride, g.stride)
-    product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
-    if coordinates is not None:
-        target = _target(coordinates, op, out_stride, "input stride / stride")
-        kmap = target_transpose_map(
-            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride,
-            g.kernel_size, g.stride, g.padding, g.dilation,
-        )  # fmt: skip
-        feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
-        return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
-    gen = transpose_support(
-        x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation
-    )
-    feats = apply_kernel_map(x.feats, gen.kmap, product, c_out, b, x.dtype)
-    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+    return _strided("conv_transpose3d", input, weight, bias, g, coordinates, transposed=True)
 
 
 def generative_conv_transpose3d(
