@@ -221,7 +221,7 @@ class CoordinateTable:
         """
         results: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(offsets)
         empty = torch.empty(0, dtype=torch.int64, device=base.device)
-        if self.num_rows == 0 or base.shape[0] == 0:
+        if self.num_rows == 0 or base.shape[0] == 0 or not offsets:
             return [(empty, empty) for _ in offsets]
         blo, bhi = bounds(base)
         olo = [min(o[a] for o in offsets) for a in range(3)]

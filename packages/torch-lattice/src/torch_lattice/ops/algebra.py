@@ -38,6 +38,14 @@ def _check_pair(lhs: Any, rhs: Any, op: str) -> tuple[SparseTensor, SparseTensor
     return a, b
 
 
+def _gather(feats: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``feats[rows]`` with zeros where ``rows`` is -1 (and for an empty source)."""
+    if feats.shape[0] == 0:
+        return feats.new_zeros(rows.shape[0], feats.shape[1])
+    gathered = feats.index_select(0, rows.clamp(min=0))
+    return torch.where((rows >= 0)[:, None], gathered, torch.zeros_like(gathered))
+
+
 def _rows_of(source: Support, target: Support) -> torch.Tensor:
     """For each target row, the source row with the same coordinates (-1 if none)."""
     if source is target:
@@ -80,9 +88,7 @@ class _Aligned:
         """lhs and rhs features on the output rows, zeros where a side is missing."""
         a, b = self.a, self.b
         left = a.feats.index_select(0, self.lhs_rows)
-        hit = self.rhs_rows >= 0
-        right = b.feats.index_select(0, self.rhs_rows.clamp(min=0))
-        right = torch.where(hit[:, None], right, torch.zeros_like(right))
+        right = _gather(b.feats, self.rhs_rows)
         if self.only_rhs.numel():
             left = torch.cat([left, left.new_zeros(self.only_rhs.numel(), a.num_channels)])
             right = torch.cat([right, b.feats.index_select(0, self.only_rhs)])
@@ -144,7 +150,4 @@ def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
         )
     if x.device != t.device:
         raise ValueError(f"sparse_reindex: input is on {x.device}, target on {t.device}")
-    row = _rows_of(x.support, t.support)
-    gathered = x.feats.index_select(0, row.clamp(min=0))
-    out = torch.where((row >= 0)[:, None], gathered, torch.zeros_like(gathered))
-    return SparseTensor._make(t.support, out)
+    return SparseTensor._make(t.support, _gather(x.feats, _rows_of(x.support, t.support)))
