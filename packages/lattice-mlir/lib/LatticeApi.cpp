@@ -21,8 +21,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <utility>
 
@@ -76,18 +74,6 @@ struct Session {
 // Plan payload.
 //===----------------------------------------------------------------------===//
 
-/// The shortest decimal that reads back as the same f32, as a double: the
-/// plan gets 0.01 for `1.000000e-02 : f32`, not 0.009999999776482582.
-double shortestF32(float value) {
-  char buffer[64];
-  for (int precision = 1; precision <= 9; ++precision) {
-    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, static_cast<double>(value));
-    if (std::strtof(buffer, nullptr) == value)
-      return std::strtod(buffer, nullptr);
-  }
-  return static_cast<double>(value);
-}
-
 std::string printed(Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -112,8 +98,8 @@ Node attributeValue(Attribute attr) {
   if (auto integer = llvm::dyn_cast<IntegerAttr>(attr))
     return Node::of(static_cast<int64_t>(integer.getValue().getSExtValue()));
   if (auto real = llvm::dyn_cast<FloatAttr>(attr)) {
-    if (real.getType().isF32())
-      return Node::of(shortestF32(real.getValue().convertToFloat()));
+    // The exact value of the stored f32 (0.2 : f32 -> 0.20000000298023224),
+    // so Python sees precisely what every runtime computes with.
     return Node::of(real.getValueAsDouble());
   }
   if (auto text = llvm::dyn_cast<StringAttr>(attr))

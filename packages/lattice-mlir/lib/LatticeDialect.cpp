@@ -78,28 +78,31 @@ std::string mlir::lattice::describeUnknownOp(MLIRContext *context, llvm::StringR
   llvm::raw_string_ostream os(text);
   llvm::StringRef shortName = fullName;
   shortName.consume_front(std::string(schema::kDialectName) + ".");
-  os << "unknown operation '" << fullName << "': the lattice dialect does not define it";
+  os << "is not defined by the lattice dialect";
   if (const char *fix = schema::rejectedOpFix(shortName)) {
     os << "; " << fix;
     return text;
   }
-  os << "; use one of: ";
-  bool first = true;
-  for (RegisteredOperationName name : context->getRegisteredOperations()) {
-    if (name.getDialectNamespace() != schema::kDialectName)
-      continue;
-    os << (first ? "" : ", ") << name.getStringRef();
-    first = false;
-  }
+  llvm::SmallVector<llvm::StringRef> names;
+  for (RegisteredOperationName name : context->getRegisteredOperations())
+    if (name.getDialectNamespace() == schema::kDialectName)
+      names.push_back(name.getStringRef());
+  llvm::sort(names);
+  os << "; use one of: " << llvm::join(names, ", ");
   return text;
 }
 
+/// Parse hook of every unknown `lattice.*` op in custom form.  MLIR keeps
+/// only a function_ref to the hook, so it must not capture anything; the
+/// parser prefixes the message with "custom op '<name>'".
+static ParseResult parseUnknownLatticeOp(OpAsmParser &parser, OperationState &state) {
+  return parser.emitError(parser.getNameLoc(),
+                          describeUnknownOp(parser.getContext(), state.name.getStringRef()));
+}
+
 std::optional<Dialect::ParseOpHook>
-LatticeDialect::getParseOperationHook(llvm::StringRef opName) const {
-  std::string message = describeUnknownOp(getContext(), opName);
-  return ParseOpHook([message](OpAsmParser &parser, OperationState &) -> ParseResult {
-    return parser.emitError(parser.getNameLoc(), message);
-  });
+LatticeDialect::getParseOperationHook(llvm::StringRef) const {
+  return ParseOpHook(parseUnknownLatticeOp);
 }
 
 LogicalResult mlir::lattice::checkNoUnknownLatticeOps(Operation *root) {
@@ -108,7 +111,8 @@ LogicalResult mlir::lattice::checkNoUnknownLatticeOps(Operation *root) {
     OperationName name = op->getName();
     if (name.isRegistered() || name.getDialectNamespace() != schema::kDialectName)
       return;
-    op->emitError(describeUnknownOp(op->getContext(), name.getStringRef()));
+    op->emitError() << "operation '" << name.getStringRef() << "' "
+                    << describeUnknownOp(op->getContext(), name.getStringRef());
     result = failure();
   });
   return result;

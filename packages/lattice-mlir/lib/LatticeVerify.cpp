@@ -24,6 +24,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 using namespace mlir::lattice;
@@ -41,6 +42,12 @@ std::string tripleText(llvm::ArrayRef<int64_t> t) {
   for (size_t i = 0; i < t.size(); ++i)
     out += (i ? ", " : "") + std::to_string(t[i]);
   return out + ")";
+}
+
+std::string numberText(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", v);
+  return buffer;
 }
 
 bool isFloatDtype(Type t) { return t && (t.isF16() || t.isBF16() || t.isF32()); }
@@ -196,8 +203,9 @@ LogicalResult verifyAttributeValue(Operation *op, const schema::AttrInfo &spec, 
       return op->emitOpError() << "attribute '" << spec.name
                                << "' must be a finite f32, got a NaN or infinity";
     if (spec.hasMinimum && (spec.exclusiveMinimum ? !(v > spec.minimum) : !(v >= spec.minimum)))
-      return op->emitOpError() << "attribute '" << spec.name << "' = " << v << " must be "
-                               << (spec.exclusiveMinimum ? "> " : ">= ") << spec.minimum;
+      return op->emitOpError() << "attribute '" << spec.name << "' = " << numberText(v)
+                               << " must be " << (spec.exclusiveMinimum ? "> " : ">= ")
+                               << numberText(spec.minimum);
     return success();
   }
   case AttrKind::string: {

@@ -1,0 +1,10 @@
+// forward returns at least one value.
+// RUN: sed -e 's/@SCHEMA_DIGEST@/%{digest}/' %s | lattice-opt --lattice-verify-artifact --verify-diagnostics -
+!s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+!s32 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = [], lattice.output_roles = [], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
+  // expected-error @+1 {{lattice artifact: @forward returns no values; return at least one output}}
+  func.func @forward(%c: tensor<?x4xi32>, %f: tensor<?x8xf16>, %a: tensor<1xi32>) {
+    return
+  }
+}
