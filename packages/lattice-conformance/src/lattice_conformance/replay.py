@@ -356,7 +356,7 @@ def _replay_case(fixtures: Any, spec: Any, runner: Runner) -> CaseResult:
 
 
 # ---------------------------------------------------------------------------
-# Output: table, JSON, PNG.
+# Output: table and JSON (the PNG is lattice_conformance.plots).
 
 
 def _fmt(value: float | None) -> str:
@@ -399,11 +399,16 @@ def format_table(result: ReplayResult) -> str:
         for reason in case.reasons:
             lines.append(f"  {case.name}: {reason}")
     s = result.summary()
+    coords = (
+        "n/a (no sparse outputs)"
+        if not s["sparse_outputs"]
+        else ("yes" if s["coordinates_equal"] else "NO")
+    )
     if result.error is not None:
         lines.append(f"ERROR: {result.error}")
     lines.append(
         f"{s['passed']}/{s['cases']} cases passed on {result.runtime} ({result.device}); "
-        f"coordinates equal: {'yes' if s['coordinates_equal'] else 'NO'}; "
+        f"coordinates equal: {coords}; "
         f"max abs error {_fmt(s['max_abs_error'])}; compute {s['compute_s']:.3f}s, "
         f"replay overhead {s['overhead_s']:.3f}s"
     )
@@ -425,72 +430,6 @@ def write_json_atomic(path: str | os.PathLike[str], payload: dict[str, Any]) -> 
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
-
-
-def plot_errors(
-    result: ReplayResult, path: str | os.PathLike[str], axes: Any = None
-) -> Path | None:
-    """Histograms of absolute and relative feature error per case output (PNG).
-
-    Errors are binned on a log scale; exact zeros go to the left-most bin
-    (labelled "0").  The dashed line is each case's ``atol``.  With ``axes``
-    (two matplotlib axes) the histograms are drawn there instead and nothing
-    is saved.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    series = [
-        (f"{c.name}:{o.name}", o, c.atol)
-        for c in result.cases
-        for o in c.outputs
-        if o.abs_sample.size
-    ]
-    own_figure = axes is None
-    if own_figure:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
-    floor = -12.0
-    edges = np.linspace(floor - 0.5, 1.0, 60)
-    many = len(series) > 8
-    for ax, kind, title in (
-        (axes[0], "abs_sample", "absolute error |mlx - expected|"),
-        (axes[1], "rel_sample", "relative error |mlx - expected| / max(|expected|, atol)"),
-    ):
-        for label, out, atol in series:
-            values = getattr(out, kind)
-            logs = np.where(values > 0, np.log10(np.maximum(values, 1e-300)), floor - 0.25)
-            logs = np.clip(logs, floor - 0.25, 0.99)
-            ax.hist(
-                logs,
-                bins=edges,
-                histtype="step",
-                alpha=0.5 if many else 0.9,
-                label=None if many else label,
-            )
-            if kind == "abs_sample" and atol > 0 and not many:
-                ax.axvline(np.log10(atol), linestyle="--", linewidth=0.8, color="gray")
-        ax.set_yscale("log")
-        ax.set_xlabel("log10 error (left-most bin: exactly 0)")
-        ax.set_ylabel("feature values")
-        ax.set_title(title, fontsize=10)
-        if series and not many:
-            ax.legend(fontsize=7)
-    if own_figure:
-        s = result.summary()
-        fig.suptitle(
-            f"{result.archive.name}: {s['passed']}/{s['cases']} cases pass on "
-            f"{result.runtime} ({result.device})"
-            + ("" if not many else f"  [{len(series)} outputs overlaid]"),
-            fontsize=11,
-        )
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(target, dpi=110)
-        plt.close(fig)
-        return target
-    return None
 
 
 # ---------------------------------------------------------------------------
@@ -533,7 +472,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_json_atomic(args.report, result.as_dict())
         print(f"report: {args.report}")
     if args.plot is not None and result.cases:
-        plot_errors(result, args.plot)
+        from lattice_conformance.plots import plot_replay_errors
+
+        plot_replay_errors(result, args.plot)
         print(f"plot:   {args.plot}")
     if result.error is not None:
         print(f"conformance replay: {result.error}", file=sys.stderr)

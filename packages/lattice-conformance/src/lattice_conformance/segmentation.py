@@ -12,9 +12,11 @@ imported inside the functions that need it.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -63,6 +65,7 @@ class SceneUnavailable(RuntimeError):
     """The procedural scene generator (benchmarks/scenes.py) cannot be found."""
 
 
+@functools.cache
 def scenes_module() -> ModuleType:
     """Load ``benchmarks/scenes.py`` from the repository this package lives in."""
     override = os.environ.get("LATTICE_SCENES_PY")
@@ -75,7 +78,12 @@ def scenes_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("lattice_benchmark_scenes", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[spec.name]
+        raise
     return module
 
 
