@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_lattice import SparseTensor, ops
+from torch_lattice.ops.conv import schedule
 from torch_lattice.ops.reference import (
     available_devices,
     dense_conv3d,
@@ -17,6 +18,7 @@ from torch_lattice.ops.reference import (
 )
 
 DEVICES = available_devices()
+SCHEDULES = ["tap_major", "output_major"]
 small = st.integers(min_value=1, max_value=4)
 kernels = st.tuples(small, small, small)
 strides = st.tuples(st.integers(1, 2), st.integers(1, 2), st.integers(1, 2))
@@ -43,117 +45,137 @@ def _check(out: SparseTensor, ref_coords: torch.Tensor, ref_feats: torch.Tensor)
     torch.testing.assert_close(feats.double(), ref_feats.cpu(), **tol)
 
 
+@pytest.mark.parametrize("sched", SCHEDULES)
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     **GEOMETRY,
     batch=st.integers(1, 3),
     dtype=dtypes,
     in_stride=st.sampled_from([(1, 1, 1), (2, 1, 2)]),
 )
-def test_conv3d_matches_dense(device, seed, k, s, p, d, batch, dtype, in_stride) -> None:
-    g = torch.Generator().manual_seed(seed)
-    x = random_sparse(g, 12, 3, batch=batch, extent=5, stride=in_stride, dtype=dtype, device=device)
-    w = torch.randn(2, *k, 3, generator=g).to(dtype).to(device)
-    out = ops.conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
-    assert out.stride == tuple(a * b for a, b in zip(in_stride, s, strict=True))
-    ref = dense_conv3d(x, w, k, s, p, d)
-    _check(out, ref.coords, ref.feats)
-    assert out.dtype == dtype
+def test_conv3d_matches_dense(sched, device, seed, k, s, p, d, batch, dtype, in_stride) -> None:
+    with schedule(sched):
+        g = torch.Generator().manual_seed(seed)
+        x = random_sparse(
+            g, 12, 3, batch=batch, extent=5, stride=in_stride, dtype=dtype, device=device
+        )
+        w = torch.randn(2, *k, 3, generator=g).to(dtype).to(device)
+        out = ops.conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
+        assert out.stride == tuple(a * b for a, b in zip(in_stride, s, strict=True))
+        ref = dense_conv3d(x, w, k, s, p, d)
+        _check(out, ref.coords, ref.feats)
+        assert out.dtype == dtype
 
 
+@pytest.mark.parametrize("sched", SCHEDULES)
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(**GEOMETRY, batch=st.integers(1, 3), dtype=dtypes)
-def test_conv_transpose3d_matches_dense(device, seed, k, s, p, d, batch, dtype) -> None:
-    g = torch.Generator().manual_seed(seed)
-    x = random_sparse(g, 12, 3, batch=batch, extent=5, stride=(2, 2, 2), dtype=dtype, device=device)
-    w = torch.randn(2, *k, 3, generator=g).to(dtype).to(device)
-    out = ops.conv_transpose3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
-    ref = dense_conv_transpose3d(x, w, k, s, p, d)
-    _check(out, ref.coords, ref.feats)
+def test_conv_transpose3d_matches_dense(sched, device, seed, k, s, p, d, batch, dtype) -> None:
+    with schedule(sched):
+        g = torch.Generator().manual_seed(seed)
+        x = random_sparse(
+            g, 12, 3, batch=batch, extent=5, stride=(2, 2, 2), dtype=dtype, device=device
+        )
+        w = torch.randn(2, *k, 3, generator=g).to(dtype).to(device)
+        out = ops.conv_transpose3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
+        ref = dense_conv_transpose3d(x, w, k, s, p, d)
+        _check(out, ref.coords, ref.feats)
 
 
+@pytest.mark.parametrize("sched", SCHEDULES)
 @pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), k=kernels, s=strides, dtype=dtypes)
-def test_generative_transpose_matches_dense(device, seed, k, s, dtype) -> None:
-    g = torch.Generator().manual_seed(seed)
-    x = random_sparse(g, 10, 2, batch=2, extent=4, stride=(2, 2, 2), dtype=dtype, device=device)
-    w = torch.randn(3, *k, 2, generator=g).to(dtype).to(device)
-    b = torch.randn(3, generator=g).to(dtype).to(device)
-    out = ops.generative_conv_transpose3d(x, w, b, kernel_size=k, stride=s)
-    ref = dense_conv_transpose3d(x, w, k, s, (0, 0, 0), (1, 1, 1))
-    _check(out, ref.coords, ref.feats + b.double().cpu())
+def test_generative_transpose_matches_dense(sched, device, seed, k, s, dtype) -> None:
+    with schedule(sched):
+        g = torch.Generator().manual_seed(seed)
+        x = random_sparse(g, 10, 2, batch=2, extent=4, stride=(2, 2, 2), dtype=dtype, device=device)
+        w = torch.randn(3, *k, 2, generator=g).to(dtype).to(device)
+        b = torch.randn(3, generator=g).to(dtype).to(device)
+        out = ops.generative_conv_transpose3d(x, w, b, kernel_size=k, stride=s)
+        ref = dense_conv_transpose3d(x, w, k, s, (0, 0, 0), (1, 1, 1))
+        _check(out, ref.coords, ref.feats + b.double().cpu())
 
 
+@pytest.mark.parametrize("sched", SCHEDULES)
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     seed=st.integers(0, 2**31 - 1), k=kernels, d=dilations, batch=st.integers(1, 3), dtype=dtypes
 )
-def test_subm_equals_stride1_conv_on_input_rows(device, seed, k, d, batch, dtype) -> None:
-    g = torch.Generator().manual_seed(seed)
-    x = random_sparse(g, 15, 3, batch=batch, extent=5, dtype=dtype, device=device)
-    w = torch.randn(4, *k, 3, generator=g).to(dtype).to(device)
-    bias = torch.randn(4, generator=g).to(dtype).to(device)
-    sub = ops.subm_conv3d(x, w, bias, kernel_size=k, dilation=d)
-    assert torch.equal(sub.coords, x.coords)  # same rows, same order
-    pad = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
-    full = ops.conv3d(x, w, bias, kernel_size=k, stride=1, padding=pad, dilation=d)
-    restricted = ops.sparse_reindex(full, x)
-    torch.testing.assert_close(sub.feats.double(), restricted.feats.double(), **_tol(dtype))
-    # and against the dense oracle, restricted to the input rows
-    ref = dense_conv3d(x, w, k, (1, 1, 1), pad, d)
-    ref_sparse = SparseTensor(ref.coords.to(device), (ref.feats + bias.double()).to(device))
-    dense_on_rows = ops.sparse_reindex(ref_sparse, x.with_feats(x.feats.double()))
-    torch.testing.assert_close(sub.feats.double(), dense_on_rows.feats, **_tol(dtype))
+def test_subm_equals_stride1_conv_on_input_rows(sched, device, seed, k, d, batch, dtype) -> None:
+    with schedule(sched):
+        g = torch.Generator().manual_seed(seed)
+        x = random_sparse(g, 15, 3, batch=batch, extent=5, dtype=dtype, device=device)
+        w = torch.randn(4, *k, 3, generator=g).to(dtype).to(device)
+        bias = torch.randn(4, generator=g).to(dtype).to(device)
+        sub = ops.subm_conv3d(x, w, bias, kernel_size=k, dilation=d)
+        assert torch.equal(sub.coords, x.coords)  # same rows, same order
+        pad = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
+        full = ops.conv3d(x, w, bias, kernel_size=k, stride=1, padding=pad, dilation=d)
+        restricted = ops.sparse_reindex(full, x)
+        torch.testing.assert_close(sub.feats.double(), restricted.feats.double(), **_tol(dtype))
+        # and against the dense oracle, restricted to the input rows
+        ref = dense_conv3d(x, w, k, (1, 1, 1), pad, d)
+        ref_sparse = SparseTensor(ref.coords.to(device), (ref.feats + bias.double()).to(device))
+        dense_on_rows = ops.sparse_reindex(ref_sparse, x.with_feats(x.feats.double()))
+        torch.testing.assert_close(sub.feats.double(), dense_on_rows.feats, **_tol(dtype))
 
 
+@pytest.mark.parametrize("sched", SCHEDULES)
 @pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=30, deadline=None)
 @given(**GEOMETRY)
-def test_target_conv_matches_dense_at_target_rows(device, seed, k, s, p, d) -> None:
-    g = torch.Generator().manual_seed(seed)
-    x = random_sparse(g, 14, 2, batch=2, extent=6, device=device)
-    target = random_sparse(g, 10, 1, batch=2, extent=4, stride=s, device=device, low=-1)
-    w = torch.randn(3, *k, 2, generator=g).to(device)
-    bias = torch.randn(3, generator=g).to(device)
-    out = ops.conv3d(x, w, bias, kernel_size=k, stride=s, padding=p, dilation=d, coordinates=target)
-    assert out.coords is target.coords
-    ref = dense_conv3d(x, w, k, s, p, d)
-    on_target = ops.sparse_reindex(
-        SparseTensor(ref.coords.to(device), ref.feats.to(device), s),
-        target.with_feats(target.feats.double()),
-    )
-    torch.testing.assert_close(
-        out.feats.double(), on_target.feats + bias.double(), atol=1e-4, rtol=1e-4
-    )
+def test_target_conv_matches_dense_at_target_rows(sched, device, seed, k, s, p, d) -> None:
+    with schedule(sched):
+        g = torch.Generator().manual_seed(seed)
+        x = random_sparse(g, 14, 2, batch=2, extent=6, device=device)
+        target = random_sparse(g, 10, 1, batch=2, extent=4, stride=s, device=device, low=-1)
+        w = torch.randn(3, *k, 2, generator=g).to(device)
+        bias = torch.randn(3, generator=g).to(device)
+        out = ops.conv3d(
+            x, w, bias, kernel_size=k, stride=s, padding=p, dilation=d, coordinates=target
+        )
+        assert out.coords is target.coords
+        ref = dense_conv3d(x, w, k, s, p, d)
+        on_target = ops.sparse_reindex(
+            SparseTensor(ref.coords.to(device), ref.feats.to(device), s),
+            target.with_feats(target.feats.double()),
+        )
+        torch.testing.assert_close(
+            out.feats.double(), on_target.feats + bias.double(), atol=1e-4, rtol=1e-4
+        )
 
 
+@pytest.mark.parametrize("sched", SCHEDULES)
 @pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=30, deadline=None)
 @given(**GEOMETRY)
-def test_target_transpose_matches_dense_at_target_rows(device, seed, k, s, p, d) -> None:
-    g = torch.Generator().manual_seed(seed)
-    x = random_sparse(g, 12, 2, batch=2, extent=4, stride=(2, 2, 2), device=device)
-    out_stride = tuple(2 // v for v in s)
-    target = random_sparse(g, 20, 1, batch=2, extent=9, stride=out_stride, device=device, low=-2)
-    w = torch.randn(3, *k, 2, generator=g).to(device)
-    out = ops.conv_transpose3d(
-        x, w, kernel_size=k, stride=s, padding=p, dilation=d, coordinates=target
-    )
-    assert out.coords is target.coords
-    ref = dense_conv_transpose3d(x, w, k, s, p, d)
-    on_target = ops.sparse_reindex(
-        SparseTensor(ref.coords.to(device), ref.feats.to(device), out_stride),
-        target.with_feats(target.feats.double()),
-    )
-    torch.testing.assert_close(out.feats.double(), on_target.feats, atol=1e-4, rtol=1e-4)
+def test_target_transpose_matches_dense_at_target_rows(sched, device, seed, k, s, p, d) -> None:
+    with schedule(sched):
+        g = torch.Generator().manual_seed(seed)
+        x = random_sparse(g, 12, 2, batch=2, extent=4, stride=(2, 2, 2), device=device)
+        out_stride = tuple(2 // v for v in s)
+        target = random_sparse(
+            g, 20, 1, batch=2, extent=9, stride=out_stride, device=device, low=-2
+        )
+        w = torch.randn(3, *k, 2, generator=g).to(device)
+        out = ops.conv_transpose3d(
+            x, w, kernel_size=k, stride=s, padding=p, dilation=d, coordinates=target
+        )
+        assert out.coords is target.coords
+        ref = dense_conv_transpose3d(x, w, k, s, p, d)
+        on_target = ops.sparse_reindex(
+            SparseTensor(ref.coords.to(device), ref.feats.to(device), out_stride),
+            target.with_feats(target.feats.double()),
+        )
+        torch.testing.assert_close(out.feats.double(), on_target.feats, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(**GEOMETRY)
 def test_all_ones_counts_contributing_pairs(device, seed, k, s, p, d) -> None:
     g = torch.Generator().manual_seed(seed)
@@ -182,7 +204,7 @@ def test_all_ones_counts_contributing_pairs(device, seed, k, s, p, d) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(**GEOMETRY)
 def test_transpose_is_adjoint_of_conv(device, seed, k, s, p, d) -> None:
     g = torch.Generator().manual_seed(seed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch_lattice import SparseTensor, ops
+from torch_lattice.ops.conv import schedule
 from torch_lattice.ops.reference import available_devices, random_sparse
 
 DEVICES = available_devices()
@@ -30,16 +31,18 @@ CONVS = {
 }
 
 
+@pytest.mark.parametrize("sched", ["tap_major", "output_major"])
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(CONVS))
-def test_conv_gradcheck(device: str, name: str) -> None:
+def test_conv_gradcheck(device: str, name: str, sched: str) -> None:
     x = _x(device)
     k = 2 if "k2" in name else 3
     w = _w(3, k, 2, device)
     b = torch.randn(3, dtype=torch.float64, device=device, requires_grad=True)
     f = x.feats.clone().requires_grad_(True)
     fn = CONVS[name]
-    assert torch.autograd.gradcheck(lambda f, w, b: fn(x.with_feats(f), w, b).feats, (f, w, b))
+    with schedule(sched):
+        assert torch.autograd.gradcheck(lambda f, w, b: fn(x.with_feats(f), w, b).feats, (f, w, b))
 
 
 @pytest.mark.parametrize("device", DEVICES)

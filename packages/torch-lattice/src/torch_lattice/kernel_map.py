@@ -19,7 +19,8 @@ reaches; the ``target`` variants evaluate at a given support instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from lattice_contract.kernel import centred_offsets, kernel_volume, tap_offsets
@@ -55,6 +56,7 @@ class KernelMap:
     num_in: int
     num_out: int
     identity_tap: int | None = None
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def volume(self) -> int:
@@ -71,11 +73,48 @@ class KernelMap:
         a, b = self.starts[k], self.starts[k + 1]
         return self.in_idx[a:b], self.out_idx[a:b]
 
+    @property
+    def fill(self) -> float:
+        """Fraction of (output row, tap) slots that hold a pair."""
+        slots = self.num_out * self.volume
+        return self.num_pairs / slots if slots else 0.0
+
     def transposed(self) -> KernelMap:
-        """The same pairs with inputs and outputs swapped (the adjoint's map)."""
-        return KernelMap(
-            self.out_idx, self.in_idx, self.starts, self.num_out, self.num_in, self.identity_tap
-        )
+        """The same pairs with inputs and outputs swapped (the adjoint's map), cached."""
+        found = self.cache.get("transposed")
+        if found is None:
+            found = KernelMap(
+                self.out_idx, self.in_idx, self.starts, self.num_out, self.num_in, self.identity_tap
+            )
+            found.cache["transposed"] = self
+            self.cache["transposed"] = found
+        result: KernelMap = found
+        return result
+
+    def slots(self) -> torch.Tensor:
+        """(num_out, K) int32 table: the input row feeding each output through each tap.
+
+        Absent pairs hold ``num_in`` (a zero row appended by the executor).
+        Every relation here has at most one input per (output, tap), which is
+        what makes this output-major view exact.  Built on first use, cached.
+        """
+        found = self.cache.get("slots")
+        if found is None:
+            device = self.in_idx.device
+            k = self.volume
+            table = torch.full((self.num_out * k,), self.num_in, dtype=torch.int32, device=device)
+            counts = torch.tensor(
+                [self.starts[i + 1] - self.starts[i] for i in range(k)], device=device
+            )
+            taps = torch.repeat_interleave(torch.arange(k, device=device), counts)
+            table[self.out_idx * k + taps] = self.in_idx.to(torch.int32)
+            if self.identity_tap is not None:
+                rows = torch.arange(self.num_out, device=device)
+                table[rows * k + self.identity_tap] = rows.to(torch.int32)
+            found = table.view(self.num_out, k)
+            self.cache["slots"] = found
+        result: torch.Tensor = found
+        return result
 
     def pair_counts(self) -> torch.Tensor:
         """Number of contributing (input, tap) pairs per output row."""
