@@ -14,13 +14,16 @@ from torch_lattice.artifact import (
     BundleError,
     LatticeArtifact,
     LatticeProgram,
+    LatticeValidationError,
     ProgramCallError,
     compile_lattice_artifact,
     import_lattice_plan,
+    lattice_artifact_status,
     load_lattice_artifact,
     load_lattice_program,
     native_artifact_execution_available,
     save_lattice_artifact,
+    validate_lattice_artifact,
 )
 from torch_lattice.ops.quant import quantize_weight
 
@@ -164,6 +167,11 @@ def test_save_is_atomic_on_error(tmp_path: Path) -> None:
 def test_weight_contract_errors_name_the_key(tmp_path: Path) -> None:
     path, w = _conv_artifact(tmp_path)
     graph = (path / "graph.mlir").read_text()
+    assert lattice_artifact_status(load_lattice_artifact(path)).valid
+    status = lattice_artifact_status(LatticeArtifact(graph, {"conv.weight": w.half()}))
+    assert not status.valid and "conv.weight" in status.diagnostics
+    with pytest.raises(LatticeValidationError, match=r"conv\.weight"):
+        validate_lattice_artifact(LatticeArtifact(graph, {}))
     with pytest.raises(WeightContractError, match=r"conv\.weight"):
         compile_lattice_artifact(LatticeArtifact(graph, {}))
     with pytest.raises(WeightContractError, match=r"conv\.weight"):
@@ -200,8 +208,6 @@ def test_program_needs_a_plan() -> None:
 
 
 def test_rejects_unverifiable_graph() -> None:
-    from torch_lattice.artifact import LatticeValidationError
-
     b = MLIRModuleBuilder(schema_digest="0" * 64)
     x = b.add_sparse_input("x", channels=4, dtype="f32")
     b.add_output("y", x)

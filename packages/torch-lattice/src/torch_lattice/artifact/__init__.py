@@ -26,9 +26,11 @@ from torch_lattice.artifact.runtime import (
     ProgramCallError,
     compile_lattice_artifact,
     import_lattice_plan,
+    lattice_artifact_status,
     lattice_graph_status,
     load_lattice_program,
     native_artifact_execution_available,
+    validate_lattice_artifact,
     validate_lattice_graph,
 )
 
@@ -50,10 +52,12 @@ __all__ = [
     "TorchBackend",
     "compile_lattice_artifact",
     "import_lattice_plan",
+    "lattice_artifact_status",
     "lattice_graph_status",
     "load_lattice_artifact",
     "load_lattice_program",
     "native_artifact_execution_available",
     "save_lattice_artifact",
+    "validate_lattice_artifact",
     "validate_lattice_graph",
 ]

@@ -44,10 +44,12 @@ __all__ = [
     "ProgramCallError",
     "compile_lattice_artifact",
     "import_lattice_plan",
+    "lattice_artifact_status",
     "lattice_graph_status",
     "load_lattice_program",
     "native_artifact_execution_available",
     "native_module",
+    "validate_lattice_artifact",
     "validate_lattice_graph",
 ]
 
@@ -132,6 +134,27 @@ def import_lattice_plan(graph: str) -> RuntimePlan:
             "the native importer rejected the graph:\n" + diagnostics, diagnostics
         ) from None
     return RuntimePlan.from_native(raw)
+
+
+def lattice_artifact_status(artifact: LatticeArtifact) -> LatticeMLIRStatus:
+    """Verify an artifact: its graph natively, then its weights and types by compiling it."""
+    status = lattice_graph_status(artifact.graph)
+    if not status.valid:
+        return status
+    try:
+        LatticeProgram(import_lattice_plan(artifact.graph), artifact.weights)
+    except ValueError as exc:
+        return LatticeMLIRStatus(False, str(exc))
+    return status
+
+
+def validate_lattice_artifact(artifact: LatticeArtifact) -> None:
+    """Raise :class:`LatticeValidationError` unless :func:`lattice_artifact_status` is valid."""
+    status = lattice_artifact_status(artifact)
+    if not status.valid:
+        raise LatticeValidationError(
+            "the lattice artifact does not verify:\n" + status.diagnostics, status.diagnostics
+        )
 
 
 def _device(device: str | torch.device) -> torch.device:
