@@ -13,14 +13,12 @@ raises :class:`ArtifactCapabilityError`.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import torch
+from lattice_contract import verify
 from lattice_contract.execute import (
     CompiledProgram,
     ProgramCallError,
@@ -29,7 +27,15 @@ from lattice_contract.execute import (
     run_program,
     unwrap_results,
 )
-from lattice_contract.plan import LogicalInput, PlanArgument, PlanOutput, RuntimePlan
+from lattice_contract.plan import LogicalInput, PlanArgument, PlanError, PlanOutput, RuntimePlan
+from lattice_contract.verify import (
+    ArtifactCapabilityError,
+    LatticeMLIRStatus,
+    LatticeValidationError,
+    import_native_plan,
+    native_module,
+    require_native,
+)
 
 from torch_lattice.artifact.backend import TORCH_BACKEND
 from torch_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
@@ -37,6 +43,7 @@ from torch_lattice.artifact.lowerings import LOWERINGS
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
+    "LATTICE_OPT_ENV",
     "ArtifactCapabilityError",
     "LatticeMLIRStatus",
     "LatticeProgram",
@@ -54,86 +61,51 @@ __all__ = [
 ]
 
 
-class ArtifactCapabilityError(RuntimeError):
-    """This install lacks the native MLIR module an operation needs."""
-
-
-class LatticeValidationError(ValueError):
-    """MLIR rejected a graph; ``diagnostics`` holds MLIR's messages."""
-
-    def __init__(self, message: str, diagnostics: str = "") -> None:
-        super().__init__(message)
-        self.diagnostics = diagnostics
-
-
-@dataclass(frozen=True)
-class LatticeMLIRStatus:
-    """Outcome of verifying a graph: ``valid`` and MLIR's diagnostics text."""
-
-    valid: bool
-    diagnostics: str = ""
-
-
-_NATIVE_HINT = (
-    "install the native lattice MLIR module (pip install -e packages/lattice-mlir, or ./dev test "
-    "which builds it)"
-)
-
-
-def native_module() -> ModuleType | None:
-    """The ``lattice_mlir`` extension when it is installed and usable, else None."""
-    try:
-        module = importlib.import_module("lattice_mlir")
-    except ImportError:
-        return None
-    if not (hasattr(module, "verify") and hasattr(module, "import_plan")):
-        return None
-    return module
+LATTICE_OPT_ENV = "TORCH_LATTICE_LATTICE_OPT"
+"""Environment variable naming a ``lattice-opt`` executable (graph verification only)."""
 
 
 def native_artifact_execution_available() -> bool:
-    """Whether this install can verify and execute artifacts (the native module is present)."""
+    """Whether this install can execute artifacts (the native module is present)."""
     return native_module() is not None
 
 
-def _require_native(what: str) -> ModuleType:
-    native = native_module()
-    if native is None:
-        raise ArtifactCapabilityError(
-            f"{what} needs the native lattice_mlir module; {_NATIVE_HINT}"
-        )
-    return native
+def lattice_graph_status(
+    graph: str, *, lattice_opt: str | os.PathLike[str] | None = None
+) -> LatticeMLIRStatus:
+    """Parse and verify ``graph`` with real MLIR; report instead of raising.
+
+    Uses the in-process native module, or a ``lattice-opt`` executable
+    (``lattice_opt=``, ``$TORCH_LATTICE_LATTICE_OPT``, beside Python or on PATH).
+    """
+    return verify.lattice_graph_status(graph, lattice_opt=lattice_opt, env=LATTICE_OPT_ENV)
 
 
-def lattice_graph_status(graph: str) -> LatticeMLIRStatus:
-    """Parse and verify ``graph`` with the native dialect; report instead of raising."""
-    if not isinstance(graph, str):
-        raise TypeError(f"graph must be MLIR text (str), got {type(graph).__name__}")
-    status = _require_native("verifying a lattice graph").verify(graph)
-    return LatticeMLIRStatus(bool(status.valid), str(status.diagnostics))
-
-
-def validate_lattice_graph(graph: str) -> None:
+def validate_lattice_graph(
+    graph: str, *, lattice_opt: str | os.PathLike[str] | None = None
+) -> None:
     """Raise :class:`LatticeValidationError` unless MLIR accepts ``graph``."""
-    status = lattice_graph_status(graph)
-    if not status.valid:
-        raise LatticeValidationError(
-            "the lattice graph does not verify:\n" + status.diagnostics, status.diagnostics
-        )
+    verify.validate_lattice_graph(graph, lattice_opt=lattice_opt, env=LATTICE_OPT_ENV)
 
 
 def import_lattice_plan(graph: str) -> RuntimePlan:
-    """Verify ``graph`` natively and freeze its plan (schema- and ABI-checked)."""
-    native = _require_native("importing a lattice graph")
-    validate_lattice_graph(graph)
+    """Verify ``graph`` in process and freeze its plan (schema- and ABI-checked).
+
+    MLIR's rejection is a :class:`LatticeValidationError` carrying MLIR's
+    diagnostics; a malformed payload a :class:`~lattice_contract.plan.PlanError`.
+    """
+    require_native("importing a lattice graph")
     try:
-        raw = native.import_plan(graph)
+        return import_native_plan(graph)
+    except PlanError:
+        raise
     except ValueError as exc:
-        diagnostics = str(getattr(exc, "diagnostics", exc))
+        diagnostics = getattr(exc, "diagnostics", None)
+        if diagnostics is None:
+            raise
         raise LatticeValidationError(
-            "the native importer rejected the graph:\n" + diagnostics, diagnostics
+            "MLIR rejected the lattice graph:\n" + str(diagnostics), str(diagnostics)
         ) from None
-    return RuntimePlan.from_native(raw)
 
 
 def lattice_artifact_status(artifact: LatticeArtifact) -> LatticeMLIRStatus:
@@ -268,13 +240,17 @@ def compile_lattice_artifact(
     artifact: LatticeArtifact, *, device: str | torch.device = "cpu"
 ) -> LatticeProgram:
     """Compile a loaded artifact into an executable torch program."""
-    _require_native("compiling a lattice artifact")
+    require_native("compiling a lattice artifact")
     return LatticeProgram.from_artifact(artifact, device=device)
 
 
 def load_lattice_program(
     path: str | os.PathLike[str], *, device: str | torch.device = "cpu"
 ) -> LatticeProgram:
-    """Load an artifact directory and compile it for ``device`` (``cpu`` or ``cuda``)."""
-    _require_native("loading a lattice program")
+    """Load an artifact directory and compile it for ``device`` (``cpu`` or ``cuda``).
+
+    The capability check comes first, so a missing native module is reported
+    as such rather than as a later bundle or graph error.
+    """
+    require_native("loading a lattice program")
     return compile_lattice_artifact(load_lattice_artifact(path), device=device)
