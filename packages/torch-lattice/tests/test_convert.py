@@ -441,3 +441,20 @@ def test_destination_must_be_safetensors(tmp_path, gen):
     spec = _write_spec(tmp_path, {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
     with pytest.raises(ConversionError, match=r"\.safetensors"):
         convert_checkpoint(src, tmp_path / "w.pt", spec)
+
+
+def test_module_entry_point_runs_in_a_fresh_process(tmp_path, gen):
+    import subprocess
+    import sys
+
+    src = tmp_path / "ckpt.pt"
+    torch.save({"a.kernel": _ts(gen)}, src)
+    spec = _write_spec(tmp_path, {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    dst = tmp_path / "w.safetensors"
+    args = [sys.executable, "-m", "torch_lattice.convert", str(src), str(dst)]
+    done = subprocess.run([*args, "--kernel-spec", str(spec)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "1 kernel(s) converted" in done.stdout
+    assert load_file(str(dst))["a.kernel"].shape == (5, 3, 3, 3, 3)
+    bad = subprocess.run(args, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--kernel-spec" in bad.stderr
