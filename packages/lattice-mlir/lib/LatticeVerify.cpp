@@ -19,7 +19,7 @@
 
 #include "lattice/LatticeDialect.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -307,8 +307,20 @@ LogicalResult verifyAgainstSchema(Operation *op, const schema::OpInfo &info) {
 // Raw access that never trusts the other op's invariants.
 //===----------------------------------------------------------------------===//
 
+/// The schema entry of an op, by name, through a map built once (the walk
+/// below looks ops up at every step).
+const schema::OpInfo *schemaInfo(Operation *op) {
+  static const llvm::StringMap<const schema::OpInfo *> byName = [] {
+    llvm::StringMap<const schema::OpInfo *> map;
+    for (unsigned i = 0; i < schema::kNumOps; ++i)
+      map[schema::kOps[i].name] = &schema::kOps[i];
+    return map;
+  }();
+  return byName.lookup(op->getName().getStringRef());
+}
+
 Value operandNamed(Operation *op, llvm::StringRef name) {
-  const schema::OpInfo *info = schema::lookupOp(op->getName().getStringRef());
+  const schema::OpInfo *info = schemaInfo(op);
   if (!info)
     return {};
   for (unsigned i = 0; i < info->numOperands; ++i) {
@@ -336,6 +348,9 @@ std::optional<Triple> tripleAttr(Operation *op, llvm::StringRef name) {
 }
 
 constexpr int64_t kMaxStride = std::numeric_limits<int32_t>::max();
+/// Longest def chain the stride walk follows (each op verifier walks its own
+/// chain, so this bounds verification at O(ops x kMaxStrideWalk)).
+constexpr unsigned kMaxStrideWalk = 1024;
 
 std::optional<Triple> multiply(const Triple &a, const Triple &b) {
   Triple out;
@@ -372,10 +387,11 @@ std::optional<Triple> mlir::lattice::staticStrideOf(Value value) {
   enum class Step { multiply, divide };
   llvm::SmallVector<std::pair<Step, Triple>, 16> steps;
   std::optional<Triple> root;
-  llvm::SmallPtrSet<Operation *, 32> seen;
-  while (!root) {
+  for (unsigned walked = 0; !root; ++walked) {
     Operation *def = value ? value.getDefiningOp() : nullptr;
-    if (!def || !seen.insert(def).second)
+    // Chains longer than any real network, and cycles (possible before the
+    // dominance check has run), end the walk with "unknown".
+    if (!def || walked > kMaxStrideWalk)
       return std::nullopt;
     if (isa<SparseMakeOp>(def)) {
       root = tripleAttr(def, "stride");

@@ -884,7 +884,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="lattice-tablegen",
         description="Emit the lattice dialect's TableGen and C++ schema tables from the schema.",
     )
-    parser.add_argument("--out-dir", type=Path, required=True, help="directory to write into")
+    parser.add_argument("--out-dir", type=Path, help="directory to write into")
     parser.add_argument(
         "--print-digest", action="store_true", help="print the schema digest and exit"
     )
@@ -892,6 +892,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.print_digest:
         print(SCHEMA_DIGEST)
         return 0
+    if args.out_dir is None:
+        parser.error("--out-dir is required (or pass --print-digest)")
     write_all(args.out_dir)
     return 0
 

@@ -1,0 +1,159 @@
+"""Native verification + plan import of a 200-op lattice graph (SPEC §11: at most 5 ms).
+
+Builds a MinkUNet-like graph of about 200 ops with ``MLIRModuleBuilder`` (the
+producer every exporter uses: encoder/decoder convolutions with weights and
+biases, feature-only updates through sparse.decompose / with_features, skip
+concatenations, a linear head), then times, in one process:
+
+* ``verify``: ``lattice_mlir.verify`` (parse, every op verifier, the artifact
+  rules) -- the in-process validation path;
+* ``verify+import``: ``lattice_mlir.import_plan`` (the same work plus the plan
+  payload as Python dicts) -- what ``RuntimePlan.from_native`` consumes;
+* ``lattice-opt``: validation through the ``lattice-opt`` executable in a
+  subprocess, the peer path of installs without the in-process module.
+
+Each path reports the median and the minimum wall time of ``--repeat`` runs
+after warm-up and the mean CPU time of the process per run (on a shared,
+loaded machine the minimum and the CPU time show the cost of the work, the
+median includes waiting for a core); the last column is the median's ratio to
+the 5 ms budget (below 1: within budget).
+
+Run: ``.venv/bin/python benchmarks/bench_native_import.py [--ops 200] [--repeat 200]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lattice_mlir
+from lattice_contract.builder import MLIRModuleBuilder, Value
+
+BUDGET_S = 5e-3
+
+
+def conv_weight(b: MLIRModuleBuilder, key: str, c_out: int, k: int, c_in: int) -> Value:
+    return b.weight(
+        storage_key=f"{key}.weight",
+        layout="conv3d_o_xyz_i",
+        dtype="f16",
+        shape=(c_out, k, k, k, c_in),
+    )
+
+
+def bias(b: MLIRModuleBuilder, key: str, c: int) -> Value:
+    return b.weight(storage_key=f"{key}.bias", layout="bias_c", dtype="f16", shape=(c,))
+
+
+def block(b: MLIRModuleBuilder, x: Value, key: str, c_in: int, c_out: int) -> Value:
+    """subm conv + bias, then relu on the features, support kept explicitly (5 ops)."""
+    y = b.subm_conv3d(
+        input=x, weight=conv_weight(b, key, c_out, 3, c_in), bias=bias(b, key, c_out), kernel_size=3
+    )
+    _, feats, _ = b.sparse_decompose(input=y)
+    return b.sparse_with_features(input=y, features=b.activation(input=feats, kind="relu"))
+
+
+def build_graph(target_ops: int) -> tuple[str, int]:
+    """A UNet-like graph with about ``target_ops`` ops; returns (text, op count)."""
+    b = MLIRModuleBuilder()
+    x = b.add_sparse_input("x", channels=4, dtype="f16")
+    h = block(b, x, "stem", 4, 32)
+    skips: list[tuple[Value, int]] = []
+    c = 32
+    level = 0
+    # Encoder levels then decoder levels, repeated until the op budget is used.
+    while len(b.operations) < target_ops - 40:
+        skips.append((h, c))
+        down = conv_weight(b, f"down{level}", c * 2 if c < 256 else c, 2, c)
+        c_next = c * 2 if c < 256 else c
+        h = b.conv3d(input=h, weight=down, kernel_size=2, stride=2)
+        h = block(b, h, f"enc{level}a", c_next, c_next)
+        h = block(b, h, f"enc{level}b", c_next, c_next)
+        c = c_next
+        level += 1
+        if level % 4 == 0:
+            while skips:
+                skip, c_skip = skips.pop()
+                up = conv_weight(b, f"up{level}_{len(skips)}", c_skip, 2, c)
+                h = b.target_conv_transpose3d(
+                    input=h, target=skip, weight=up, kernel_size=2, stride=2
+                )
+                h = b.sparse_cat(lhs=h, rhs=skip, join="inner")
+                h = block(b, h, f"dec{level}_{len(skips)}", 2 * c_skip, c_skip)
+                c = c_skip
+    _, feats, _ = b.sparse_decompose(input=h)
+    head = b.weight(storage_key="head.weight", layout="linear_o_i", dtype="f16", shape=(20, c))
+    logits = b.linear(input=feats, weight=head, bias=bias(b, "head", 20))
+    b.add_output("y", h)
+    b.add_output("logits", logits)
+    return b.build(), len(b.operations)
+
+
+def timings(fn: Callable[[], object], repeat: int) -> tuple[float, float, float]:
+    """(median wall, minimum wall, mean CPU) seconds per call."""
+    for _ in range(3):
+        fn()
+    samples = []
+    cpu_start = time.process_time()
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    cpu = (time.process_time() - cpu_start) / repeat
+    return statistics.median(samples), min(samples), cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=200, help="approximate op count of the graph")
+    parser.add_argument("--repeat", type=int, default=200, help="timed runs per path")
+    args = parser.parse_args()
+
+    text, count = build_graph(args.ops)
+    status = lattice_mlir.verify(text)
+    if not status.valid:
+        print(status.diagnostics, file=sys.stderr)
+        return 1
+    plan = lattice_mlir.import_plan(text)
+    assert len(plan["ops"]) == count
+
+    rows = [
+        ("verify", timings(lambda: lattice_mlir.verify(text), args.repeat)),
+        ("verify+import", timings(lambda: lattice_mlir.import_plan(text), args.repeat)),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = Path(tmp) / "graph.mlir"
+        graph.write_text(text, encoding="utf-8")
+        exe = str(lattice_mlir.lattice_opt_path())
+        cmd = [exe, "--lattice-verify-artifact", str(graph), "-o", str(Path(tmp) / "out.mlir")]
+        rows.append(
+            (
+                "lattice-opt",
+                timings(
+                    lambda: subprocess.run(cmd, check=True, capture_output=True),
+                    max(10, args.repeat // 10),
+                ),
+            )
+        )
+
+    print(f"graph: {count} ops, {len(text) / 1024:.1f} KiB of MLIR text")
+    print(f"{'path':<16}{'median ms':>11}{'min ms':>9}{'cpu ms':>9}{'x budget':>10}")
+    for name, (median, best, cpu) in rows:
+        cpu_text = f"{cpu * 1e3:>9.3f}" if name != "lattice-opt" else f"{'(child)':>9}"
+        print(
+            f"{name:<16}{median * 1e3:>11.3f}{best * 1e3:>9.3f}{cpu_text}{median / BUDGET_S:>10.2f}"
+        )
+    ratio = rows[2][1][0] / rows[1][1][0]
+    print(f"lattice-opt subprocess / in-process verify+import (median): {ratio:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
