@@ -1,0 +1,94 @@
+"""Point clouds in PLY files: read positions (ASCII or binary), write them back.
+
+Only what a geometry runner needs: the ``x``, ``y``, ``z`` properties of the
+``vertex`` element, as a float64 ``(P, 3)`` NumPy array.  Parsing is
+``plyfile``'s (ASCII, binary little endian and binary big endian, any numeric
+property type); this module adds the checks that turn a wrong file into a
+message naming the problem, and a writer for the clouds the examples ship.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from plyfile import PlyData, PlyElement, PlyParseError
+
+__all__ = ["PlyFormatError", "read_ply", "write_ply"]
+
+Encoding = Literal["binary_little_endian", "binary_big_endian", "ascii"]
+
+
+class PlyFormatError(ValueError):
+    """The file is not a PLY point cloud this reader understands (the message says why)."""
+
+
+def read_ply(path: str | os.PathLike[str]) -> np.ndarray:
+    """The vertex positions of a PLY file: float64 ``(P, 3)`` in file order.
+
+    Raises :class:`FileNotFoundError` for a missing file and
+    :class:`PlyFormatError` when the file is not PLY, has no ``vertex``
+    element, or lacks one of ``x``, ``y``, ``z``.  Other vertex properties
+    (colours, normals) are ignored.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"PLY file {str(file)!r} does not exist")
+    try:
+        data = PlyData.read(str(file))
+    except PlyParseError as exc:
+        raise PlyFormatError(f"{file}: not a readable PLY file ({exc})") from None
+    except (ValueError, EOFError, UnicodeDecodeError) as exc:
+        raise PlyFormatError(f"{file}: not a readable PLY file ({exc})") from None
+    names = [element.name for element in data.elements]
+    if "vertex" not in names:
+        raise PlyFormatError(
+            f"{file}: no 'vertex' element (elements: {names or 'none'}); a point cloud stores "
+            "its points as vertices with x, y, z properties"
+        )
+    vertex = data["vertex"]
+    props = [p.name for p in vertex.properties]
+    missing = [axis for axis in ("x", "y", "z") if axis not in props]
+    if missing:
+        raise PlyFormatError(
+            f"{file}: the vertex element lacks {', '.join(missing)} (properties: {props}); "
+            "positions must be the x, y and z properties"
+        )
+    columns = [np.asarray(vertex[axis], dtype=np.float64) for axis in ("x", "y", "z")]
+    return np.stack(columns, axis=1) if columns[0].size else np.zeros((0, 3))
+
+
+def write_ply(
+    path: str | os.PathLike[str],
+    points: np.ndarray,
+    *,
+    encoding: Encoding = "binary_little_endian",
+) -> None:
+    """Write ``points`` ``(P, 3)`` as PLY vertices ``x``, ``y``, ``z`` (their dtype kept).
+
+    ``encoding`` is ``binary_little_endian`` (default), ``binary_big_endian``
+    or ``ascii``.  Integer or float points are written with their own dtype
+    (float32 is a good default for voxelised clouds).  The file is written
+    under a temporary name and renamed, so a failure leaves no partial file.
+    """
+    arr = np.asarray(points)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(f"points must have shape (P, 3), got {arr.shape}")
+    if arr.dtype.kind not in "iuf" or arr.dtype.itemsize > 8:
+        raise TypeError(f"points must be an integer or float array, got {arr.dtype}")
+    order: Literal["<", ">"] = ">" if encoding == "binary_big_endian" else "<"
+    base = arr.dtype.newbyteorder(order) if arr.dtype.itemsize > 1 else arr.dtype
+    record = np.empty(arr.shape[0], dtype=[("x", base), ("y", base), ("z", base)])
+    record["x"], record["y"], record["z"] = arr[:, 0], arr[:, 1], arr[:, 2]
+    element = PlyElement.describe(record, "vertex")
+    ply = PlyData([element], text=encoding == "ascii", byte_order=order)
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        ply.write(str(tmp))
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

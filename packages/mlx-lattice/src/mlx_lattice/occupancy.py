@@ -1,0 +1,285 @@
+"""Occupancy hierarchies of voxel clouds on MLX: the octree learned geometry codecs code.
+
+A voxel cloud at depth ``L`` (integer coordinates in a ``2^L`` grid) has a
+parent at depth ``L - 1`` for every occupied 2×2×2 block, and each parent is
+described completely by an 8-bit *child-occupancy code*.  Repeating that down
+to the root gives the hierarchy a geometry codec transmits.  This module builds
+and inverts that hierarchy on MLX arrays, vectorised over rows; it mirrors
+``torch_lattice.occupancy`` name for name, and both give identical rows, codes
+and orders.
+
+**Child bit order.**  Child ``k`` of parent ``p`` is the voxel ``2 * p + tap_k``
+where ``tap_k`` is the k-th tap of a 2×2×2 kernel in the contract's kernel-offset
+order (:func:`lattice_contract.kernel.kernel_taps`); bit ``k`` of the code
+(value ``1 << k``) says whether it is occupied.  That is the row order of
+``generative_conv_transpose3d`` with ``kernel_size=2, stride=2`` (output for
+input ``c`` and tap ``k`` is candidate child ``k``), so a model's logit for tap
+``k`` predicts bit ``k``.
+
+**Morton order refines level by level.**  In canonical order (batch, then the
+Morton code of ``x + 2^31, y + 2^31, z + 2^31``) the children of a parent are
+contiguous and in tap order, and the parents are themselves in canonical
+order; ``torch_lattice.occupancy`` explains why the ``2^31`` offset keeps this
+true.  So only the input level is sorted (with the runtime's
+:func:`~mlx_lattice.sparse.canonical_order`); every coarser level comes out of
+a shift and an adjacent-unique pass already in canonical order.
+
+Where the output size depends on the data (which rows start a new parent,
+which children are occupied) the positions are found on the host with
+:func:`~mlx_lattice.coords.flat_nonzero`, as the rest of this runtime does:
+MLX has no compaction primitive.  All other steps are MLX array operations on
+the default device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+from lattice_contract.kernel import kernel_taps
+
+from mlx_lattice.coords import flat_nonzero
+from mlx_lattice.sparse import canonical_order
+
+__all__ = [
+    "CHILD_TAPS",
+    "OccupancyHierarchy",
+    "candidate_children",
+    "child_bits",
+    "downsample_occupancy",
+    "expand_occupancy",
+    "morton_sort",
+    "occupancy_hierarchy",
+    "quantize_points",
+]
+
+CHILD_TAPS: tuple[tuple[int, int, int], ...] = tuple(kernel_taps(2))
+"""Offset of child ``k`` from ``2 * parent``; bit ``k`` of an occupancy code is this child."""
+
+MAX_LEVELS = 30
+"""Deepest grid supported: ``2^30`` still fits int32 coordinates after doubling."""
+
+
+def _parity_table() -> tuple[int, ...]:
+    # Parity triple packed as px*4 + py*2 + pz (a private packing) -> the
+    # contract's tap index; the tap order itself is read from kernel_taps only.
+    table = [0] * 8
+    for index, (a, b, c) in enumerate(CHILD_TAPS):
+        table[a * 4 + b * 2 + c] = index
+    return tuple(table)
+
+
+_PARITY_TO_TAP = _parity_table()
+
+
+def _check_coords(coords: Any, what: str = "coords") -> mx.array:
+    if isinstance(coords, np.ndarray):
+        coords = mx.array(coords)
+    if not isinstance(coords, mx.array):
+        raise TypeError(f"{what} must be an mlx.core.array, got {type(coords).__name__}")
+    if coords.dtype != mx.int32:
+        raise TypeError(
+            f"{what} must be int32, got {coords.dtype}; cast with .astype(mlx.core.int32)"
+        )
+    if coords.ndim != 2 or coords.shape[1] != 4:
+        raise ValueError(
+            f"{what} must have shape (N, 4) with rows (batch, x, y, z), got {coords.shape}"
+        )
+    if coords.shape[0] and bool(mx.any(coords[:, 0] < 0).item()):
+        raise ValueError(f"{what} has a negative batch index; batch indices must be >= 0")
+    return coords
+
+
+def _check_levels(levels: object) -> int:
+    if isinstance(levels, bool) or not isinstance(levels, int):
+        raise TypeError(f"levels must be an int, got {type(levels).__name__}")
+    if not 1 <= levels <= MAX_LEVELS:
+        raise ValueError(f"levels must lie in [1, {MAX_LEVELS}], got {levels}")
+    return levels
+
+
+def morton_sort(coords: Any) -> mx.array:
+    """The rows of ``coords`` in canonical order (batch, then Morton code)."""
+    coords = _check_coords(coords)
+    out: mx.array = coords[canonical_order(coords)]
+    return out
+
+
+def _same_as_previous(rows: mx.array) -> mx.array:
+    """Bool per row: equal to the row before it (row 0 never is)."""
+    if rows.shape[0] < 2:
+        return mx.zeros((rows.shape[0],), dtype=mx.bool_)
+    same = mx.all(rows[1:] == rows[:-1], axis=1)
+    return mx.concatenate([mx.zeros((1,), dtype=mx.bool_), same])
+
+
+def downsample_occupancy(
+    coords: Any, *, assume_canonical: bool = False
+) -> tuple[mx.array, mx.array]:
+    """Parents ``unique(floor(c / 2))`` of a voxel level and each parent's child-occupancy code.
+
+    ``coords`` are logical int32 rows ``(batch, x, y, z)`` of one level (any
+    order; repeated rows count once).  Returns ``(parents, codes)``: int32
+    ``(M, 4)`` parent rows in canonical order (batch kept) and uint8 ``(M,)``
+    codes, bit ``k`` set when child ``2 * parent + CHILD_TAPS[k]`` is in
+    ``coords``.  ``assume_canonical=True`` skips the initial sort for callers
+    whose rows are already in canonical order (every level this module
+    returns is); on unsorted rows it gives wrong codes.
+    """
+    coords = _check_coords(coords)
+    if not assume_canonical:
+        coords = coords[canonical_order(coords)]
+    n = int(coords.shape[0])
+    if n == 0:
+        return coords, mx.zeros((0,), dtype=mx.uint8)
+    spatial = coords[:, 1:]
+    parents = mx.concatenate([coords[:, :1], mx.right_shift(spatial, 1)], axis=1)
+    parity = mx.bitwise_and(spatial, 1)
+    packed = parity[:, 0] * 4 + parity[:, 1] * 2 + parity[:, 2]
+    taps = mx.array(_PARITY_TO_TAP, dtype=mx.int32)[packed]
+    bits = mx.left_shift(mx.ones_like(taps), taps)
+    bits = mx.where(_same_as_previous(coords), 0, bits)  # a repeated row counts once
+    first = mx.logical_not(_same_as_previous(parents))
+    starts = flat_nonzero(first)
+    # Children of one parent are contiguous, so each code is a segment sum of
+    # distinct powers of two, i.e. their bitwise OR.
+    segment = mx.cumsum(first.astype(mx.int32)) - 1
+    codes = mx.zeros((int(starts.shape[0]),), dtype=mx.int32).at[segment].add(bits)
+    return parents[starts], codes.astype(mx.uint8)
+
+
+def child_bits(codes: mx.array) -> mx.array:
+    """Bool ``(M, 8)``: entry ``[i, k]`` is bit ``k`` of ``codes[i]`` (child ``k`` occupied)."""
+    if not isinstance(codes, mx.array) or codes.dtype != mx.uint8 or codes.ndim != 1:
+        raise TypeError("codes must be a uint8 mlx.core.array of shape (M,)")
+    shifts = mx.arange(8, dtype=mx.int32)
+    return mx.bitwise_and(mx.right_shift(codes.astype(mx.int32)[:, None], shifts), 1) == 1
+
+
+def candidate_children(parents: Any) -> mx.array:
+    """All eight candidate children: int32 ``(8 M, 4)``, row ``8 i + k`` = child ``k`` of parent i.
+
+    This is the support ``generative_conv_transpose3d(kernel_size=2, stride=2)``
+    produces (in logical units), in parent-major, tap-minor order.
+    """
+    parents = _check_coords(parents, "parents")
+    offsets = mx.array([(0, *tap) for tap in CHILD_TAPS], dtype=mx.int32)
+    doubled = parents * mx.array([1, 2, 2, 2], dtype=mx.int32)
+    children: mx.array = (doubled[:, None, :] + offsets[None, :, :]).reshape(-1, 4)
+    return children
+
+
+def expand_occupancy(parents: Any, codes: mx.array) -> mx.array:
+    """The occupied children of ``parents`` given their codes (inverse of downsampling).
+
+    Children come parent-major, tap-minor, which is canonical order when the
+    parents are canonical.
+    """
+    parents = _check_coords(parents, "parents")
+    occupied = child_bits(codes)
+    if occupied.shape[0] != parents.shape[0]:
+        raise ValueError(
+            f"codes has {occupied.shape[0]} entries but parents has {parents.shape[0]} rows; "
+            "one code per parent"
+        )
+    children: mx.array = candidate_children(parents)[flat_nonzero(occupied)]
+    return children
+
+
+@dataclass(frozen=True)
+class OccupancyHierarchy:
+    """The levels of a voxel cloud from the coarsest (index 0) to the input (index ``L``).
+
+    ``levels[l]`` holds the logical int32 rows of depth ``l`` in canonical
+    order and ``codes[l]`` the uint8 child-occupancy codes of those rows
+    (``l < L``), so ``expand_occupancy(levels[l], codes[l])`` equals
+    ``levels[l + 1]``.  For a cloud inside ``[0, 2^L)^3`` with one batch item,
+    ``levels[0]`` is the single root voxel.
+    """
+
+    levels: tuple[mx.array, ...]
+    codes: tuple[mx.array, ...]
+
+    @property
+    def depth(self) -> int:
+        """Number of downsampling steps L."""
+        return len(self.codes)
+
+    def counts(self) -> list[int]:
+        """Rows per level, coarsest first."""
+        return [int(level.shape[0]) for level in self.levels]
+
+
+def occupancy_hierarchy(
+    coords: Any, levels: int, *, assume_canonical: bool = False
+) -> OccupancyHierarchy:
+    """Downsample ``coords`` ``levels`` times; see :class:`OccupancyHierarchy`."""
+    depth = _check_levels(levels)
+    current = _check_coords(coords)
+    if not assume_canonical:
+        current = current[canonical_order(current)]
+        repeated = _same_as_previous(current)
+        if bool(mx.any(repeated).item()):
+            current = current[flat_nonzero(mx.logical_not(repeated))]
+    found: list[mx.array] = [current]
+    codes: list[mx.array] = []
+    for _ in range(depth):
+        current, code = downsample_occupancy(current, assume_canonical=True)
+        found.append(current)
+        codes.append(code)
+    return OccupancyHierarchy(levels=tuple(reversed(found)), codes=tuple(reversed(codes)))
+
+
+def quantize_points(
+    points: Any, levels: int, *, fit: bool | None = None, batch: int = 0
+) -> mx.array:
+    """Voxelise points ``(P, 3)`` into a ``2^levels`` grid: unique int32 rows in canonical order.
+
+    With ``fit=False`` the points are taken as voxel coordinates already
+    (``floor`` of each), and every one must lie in ``[0, 2^levels)``.  With
+    ``fit=True`` the bounding box is scaled uniformly so that its longest side
+    spans the grid: ``floor((p - min) * 2^levels / longest_side)``, clamped to
+    the last cell.  ``fit=None`` (the default) uses ``fit=False`` when every
+    point is already an integer inside the grid (a pre-voxelised cloud, such
+    as a Level-8 PLY) and ``fit=True`` otherwise.  The arithmetic is float64 on
+    the CPU stream (MLX's GPU has no float64), the same operations as
+    ``torch_lattice.occupancy.quantize_points``, so both runtimes get the same
+    voxels.
+    """
+    depth = _check_levels(levels)
+    if isinstance(points, np.ndarray):
+        # dtype given explicitly: mx.array would otherwise narrow float64 to float32.
+        points = mx.array(points.astype(np.float64, copy=False), dtype=mx.float64)
+    if not isinstance(points, mx.array) or points.ndim != 2 or points.shape[1] != 3:
+        raise ValueError("points must be an mlx.core.array (or NumPy array) of shape (P, 3)")
+    if points.shape[0] == 0:
+        raise ValueError("the point cloud is empty; there is nothing to quantise")
+    side = float(1 << depth)
+    with mx.stream(mx.cpu):
+        p = points.astype(mx.float64)
+        if not bool(mx.all(mx.isfinite(p)).item()):
+            raise ValueError("the point cloud holds NaN or infinite coordinates; remove them first")
+        inside = bool(mx.all((p >= 0) & (p < side)).item())
+        if fit is None:
+            fit = not (inside and bool(mx.all(p == mx.floor(p)).item()))
+        if fit:
+            low = mx.min(p, axis=0)
+            extent = float(np.asarray(mx.max(mx.max(p, axis=0) - low)))
+            scale = side / extent if extent > 0 else 1.0
+            cells = mx.clip(mx.floor((p - low) * scale), 0, side - 1)
+        else:
+            if not inside:
+                raise ValueError(
+                    f"points lie outside the [0, {int(side)}) grid of depth {depth}; pass "
+                    "fit=True to rescale them into it"
+                )
+            cells = mx.floor(p)
+        spatial = cells.astype(mx.int32)
+        mx.eval(spatial)
+    rows = mx.concatenate(
+        [mx.full((int(spatial.shape[0]), 1), int(batch), dtype=mx.int32), spatial], axis=1
+    )
+    rows = rows[canonical_order(rows)]
+    return rows[flat_nonzero(mx.logical_not(_same_as_previous(rows)))]

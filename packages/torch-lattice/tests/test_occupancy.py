@@ -1,0 +1,200 @@
+"""Occupancy hierarchy utilities against brute-force Python references (loops live here only)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lattice_contract.kernel import kernel_taps, tap_index
+from torch_lattice import ops
+from torch_lattice.occupancy import (
+    CHILD_TAPS,
+    candidate_children,
+    child_bits,
+    downsample_occupancy,
+    expand_occupancy,
+    morton_sort,
+    occupancy_hierarchy,
+    quantize_points,
+)
+from torch_lattice.sparse import SparseTensor
+
+Row = tuple[int, int, int, int]
+
+
+def morton_key(row: Row) -> tuple[int, int]:
+    """(batch, Morton code) written bit by bit from the SPEC §4 definition."""
+    b, *xyz = row
+    u = [v + (1 << 31) for v in xyz]
+    key = 0
+    for bit in range(31, -1, -1):
+        for axis in range(3):
+            key = (key << 1) | ((u[axis] >> bit) & 1)
+    return (b, key)
+
+
+def brute_downsample(rows: list[Row]) -> list[tuple[Row, int]]:
+    codes: dict[Row, int] = {}
+    for b, x, y, z in set(rows):
+        parent = (b, x // 2, y // 2, z // 2)  # Python's // is floor division
+        tap = tap_index((x - 2 * parent[1], y - 2 * parent[2], z - 2 * parent[3]), 2)
+        codes[parent] = codes.get(parent, 0) | (1 << tap)
+    return sorted(codes.items(), key=lambda item: morton_key(item[0]))
+
+
+def brute_expand(parents: list[Row], codes: list[int]) -> list[Row]:
+    out = []
+    for (b, x, y, z), code in zip(parents, codes, strict=True):
+        for k, (dx, dy, dz) in enumerate(kernel_taps(2)):
+            if code >> k & 1:
+                out.append((b, 2 * x + dx, 2 * y + dy, 2 * z + dz))
+    return out
+
+
+def as_rows(t: torch.Tensor) -> list[Row]:
+    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in t.tolist()]
+
+
+coords_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 2),
+        st.integers(-20, 20),
+        st.integers(-20, 20),
+        st.integers(-20, 20),
+    ),
+    min_size=0,
+    max_size=60,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(coords_strategy)
+def test_downsample_matches_brute_force(rows: list[Row]) -> None:
+    coords = torch.tensor(rows, dtype=torch.int32).reshape(-1, 4)
+    parents, codes = downsample_occupancy(coords)
+    expected = brute_downsample(rows)
+    assert as_rows(parents) == [p for p, _ in expected]
+    assert codes.dtype == torch.uint8
+    assert codes.tolist() == [c for _, c in expected]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1), st.integers(-9, 9), st.integers(-9, 9), st.integers(-9, 9)),
+        unique=True,
+        max_size=20,
+    ),
+    st.data(),
+)
+def test_expand_matches_brute_force(parents: list[Row], data: st.DataObject) -> None:
+    codes = data.draw(st.lists(st.integers(0, 255), min_size=len(parents), max_size=len(parents)))
+    p = torch.tensor(parents, dtype=torch.int32).reshape(-1, 4)
+    c = torch.tensor(codes, dtype=torch.uint8)
+    assert as_rows(expand_occupancy(p, c)) == brute_expand(parents, codes)
+
+
+@settings(max_examples=30, deadline=None)
+@given(coords_strategy)
+def test_expand_inverts_downsample_in_canonical_order(rows: list[Row]) -> None:
+    coords = torch.tensor(rows, dtype=torch.int32).reshape(-1, 4)
+    parents, codes = downsample_occupancy(coords)
+    children = expand_occupancy(parents, codes)
+    assert as_rows(children) == sorted(set(rows), key=morton_key)
+
+
+def test_morton_order_refines_across_the_offset_boundaries() -> None:
+    # Coordinates straddling 0 and large magnitudes near +-2^30, where the
+    # 2^31 offset changes the high bit planes: the parent level that
+    # downsampling returns without re-sorting must still be canonical.
+    g = torch.Generator().manual_seed(3)
+    edges = torch.tensor([0, -1, 1, (1 << 30) - 1, -(1 << 30), (1 << 29), -(1 << 29) - 1])
+    base = edges[torch.randint(0, len(edges), (400, 3), generator=g)]
+    jitter = torch.randint(-3, 4, (400, 3), generator=g)
+    spatial = (base + jitter).clamp(-(1 << 30), (1 << 30) - 1)
+    coords = torch.cat([torch.randint(0, 2, (400, 1), generator=g), spatial], dim=1).int()
+    level = morton_sort(coords)
+    for _ in range(4):
+        level, _ = downsample_occupancy(level, assume_canonical=True)
+        assert as_rows(level) == sorted(set(as_rows(level)), key=morton_key)
+
+
+def test_candidate_children_follow_generative_transposed_conv_taps() -> None:
+    # Bit k of a code must be the candidate that generative_conv_transpose3d's
+    # tap k writes: give tap k the weight k + 1 and read it back per child.
+    parents = torch.tensor([[0, 0, 0, 0], [0, 3, -2, 5], [1, -4, 1, 0]], dtype=torch.int32)
+    x = SparseTensor(parents * torch.tensor([1, 2, 2, 2], dtype=torch.int32), torch.ones(3, 1), 2)
+    weight = torch.zeros(1, 2, 2, 2, 1)
+    for tap in kernel_taps(2):
+        weight[0, tap[0], tap[1], tap[2], 0] = tap_index(tap, 2) + 1
+    out = ops.generative_conv_transpose3d(x, weight, kernel_size=2, stride=2)
+    rows, feats = as_rows(out.coords), out.feats[:, 0].tolist()
+    value = {row: float(f) for row, f in zip(rows, feats, strict=True)}
+    cand = as_rows(candidate_children(parents))
+    assert len(cand) == 24
+    for i, row in enumerate(cand):
+        assert value[row] == i % 8 + 1
+        b, x0, y0, z0 = as_rows(parents)[i // 8]
+        dx, dy, dz = CHILD_TAPS[i % 8]
+        assert row == (b, 2 * x0 + dx, 2 * y0 + dy, 2 * z0 + dz)
+
+
+def test_child_bits() -> None:
+    bits = child_bits(torch.tensor([0, 1, 0x80, 0xA5], dtype=torch.uint8))
+    assert bits[0].tolist() == [False] * 8
+    assert bits[1].tolist() == [True] + [False] * 7
+    assert bits[2].tolist() == [False] * 7 + [True]
+    assert bits[3].tolist() == [True, False, True, False, False, True, False, True]
+
+
+def test_hierarchy_of_a_grid_cloud_ends_in_one_root() -> None:
+    g = torch.Generator().manual_seed(0)
+    coords = torch.zeros((500, 4), dtype=torch.int32)
+    coords[:, 1:] = torch.randint(0, 64, (500, 3), generator=g)
+    h = occupancy_hierarchy(coords, 6)
+    assert h.depth == 6 and h.counts()[0] == 1
+    assert as_rows(h.levels[0]) == [(0, 0, 0, 0)]
+    assert as_rows(h.levels[6]) == sorted(set(as_rows(coords)), key=morton_key)
+    for level in range(6):
+        assert torch.equal(expand_occupancy(h.levels[level], h.codes[level]), h.levels[level + 1])
+        assert h.codes[level].numel() == h.counts()[level]
+
+
+def test_quantize_points_modes() -> None:
+    voxels = torch.tensor([[0.0, 1.0, 2.0], [255.0, 0.0, 7.0], [0.0, 1.0, 2.0]])
+    kept = quantize_points(voxels, 8)  # integral and inside: taken as is, duplicates merged
+    assert as_rows(kept) == sorted({(0, 0, 1, 2), (0, 255, 0, 7)}, key=morton_key)
+    floats = torch.tensor([[-1.0, 0.0, 0.0], [1.0, 0.5, 0.25], [0.0, 2.0, 0.0]])
+    fitted = quantize_points(floats, 2)  # longest side 2 -> scale 4/2, clamp the max
+    assert as_rows(fitted) == sorted({(0, 0, 0, 0), (0, 3, 1, 0), (0, 2, 3, 0)}, key=morton_key)
+    assert as_rows(quantize_points(voxels, 8, fit=True))[0][0] == 0
+    with pytest.raises(ValueError, match="outside"):
+        quantize_points(voxels, 3, fit=False)
+    with pytest.raises(ValueError, match="NaN"):
+        quantize_points(torch.tensor([[float("nan"), 0.0, 0.0]]), 3)
+    with pytest.raises(ValueError, match="empty"):
+        quantize_points(torch.zeros((0, 3)), 3)
+
+
+def test_bad_inputs_name_the_problem() -> None:
+    with pytest.raises(TypeError, match="int32"):
+        downsample_occupancy(torch.zeros((3, 4), dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"\(N, 4\)"):
+        downsample_occupancy(torch.zeros((3, 3), dtype=torch.int32))
+    with pytest.raises(ValueError, match="batch"):
+        downsample_occupancy(torch.tensor([[-1, 0, 0, 0]], dtype=torch.int32))
+    with pytest.raises(ValueError, match="one code per parent"):
+        expand_occupancy(torch.zeros((2, 4), dtype=torch.int32), torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="uint8"):
+        expand_occupancy(torch.zeros((2, 4), dtype=torch.int32), torch.zeros(2))
+    with pytest.raises(ValueError, match="levels"):
+        occupancy_hierarchy(torch.zeros((1, 4), dtype=torch.int32), 0)
+    with pytest.raises(TypeError, match="levels"):
+        occupancy_hierarchy(torch.zeros((1, 4), dtype=torch.int32), 2.0)  # type: ignore[arg-type]
+
+
+def test_empty_level() -> None:
+    parents, codes = downsample_occupancy(torch.zeros((0, 4), dtype=torch.int32))
+    assert parents.shape == (0, 4) and codes.shape == (0,)
+    assert expand_occupancy(parents, codes).shape == (0, 4)
