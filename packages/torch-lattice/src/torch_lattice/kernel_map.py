@@ -225,6 +225,31 @@ def conv_map(
     spatial = logical[:, 1:]
     rows = torch.arange(n, device=device)
     identity_stride = stride == (1, 1, 1)
+    if dilation == (1, 1, 1) and all(kernel[a] <= stride[a] for a in range(3)):
+        # Downsampling windows do not overlap: input c feeds only tap (c + p) mod s,
+        # at output floor((c + p) / s), so one pass replaces the loop over taps.
+        shifted = spatial + torch.tensor(padding, dtype=torch.int64, device=device)
+        tap3 = torch.remainder(shifted, s)
+        o = torch.div(shifted, s, rounding_mode="floor")
+        k = torch.tensor(kernel, dtype=torch.int64, device=device)
+        valid = (tap3 < k).all(dim=1)
+        tap = (tap3[:, 0] * kernel[1] + tap3[:, 1]) * kernel[2] + tap3[:, 2]
+        tap = torch.where(valid, tap, torch.full_like(tap, kernel_volume(kernel)))
+        order = torch.sort(tap, stable=True).indices
+        counts = torch.bincount(tap, minlength=kernel_volume(kernel) + 1).tolist()
+        keys = packing.pack(torch.cat([logical[:, :1], o], dim=1))[order]
+        out_keys, inverse = torch.unique(keys[: n - counts[-1]], sorted=True, return_inverse=True)
+        out = Support.from_logical(packing.unpack(out_keys), out_stride)
+        split = zip(
+            torch.split(order[: n - counts[-1]], counts[:-1]),
+            torch.split(inverse, counts[:-1]),
+            strict=True,
+        )
+        kmap = _assemble(list(split), n, int(out_keys.numel()), device)
+        support.maps[key] = (out, kmap)
+        back = ("target_transpose", kernel, stride, padding, dilation, support)
+        out.maps[back] = kmap.transposed()
+        return out, kmap
     for off in tap_offsets(kernel, dilation):
         num = spatial + torch.tensor(
             [padding[a] - off[a] for a in range(3)], dtype=torch.int64, device=device

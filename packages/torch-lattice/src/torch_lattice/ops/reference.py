@@ -33,7 +33,7 @@ Triple = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class DenseResult:
-    """Output rows (physical int32 coords, canonical order), features and pair counts."""
+    """Output rows (physical int32 coords, canonical order), features and pair counts, on CPU."""
 
     coords: torch.Tensor
     feats: torch.Tensor
@@ -75,7 +75,7 @@ def _read_back(
     feats = values[b, :, j[:, 0], j[:, 1], j[:, 2]]
     cnt = counts[b, 0, j[:, 0], j[:, 1], j[:, 2]]
     perm = canonical_order(coords)
-    return DenseResult(coords[perm], feats[perm], cnt[perm])
+    return DenseResult(coords[perm].cpu(), feats[perm].cpu(), cnt[perm].cpu())
 
 
 def _conv_grid(
