@@ -101,9 +101,9 @@ def test_tracer_sees_outermost_public_calls_only() -> None:
     assert names == [
         "subm_conv3d",
         "activation",
-        "sparse_with_features",
+        "sparse.with_features",
         "linear",
-        "sparse_with_features",
+        "sparse.with_features",
     ]
     conv_args = rec.calls[0][1].arguments
     assert conv_args["kernel_size"] == (3, 3, 3) and conv_args["input"] is x

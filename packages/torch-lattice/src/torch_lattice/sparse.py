@@ -287,7 +287,7 @@ class SparseTensor:
 
     # ------------------------------------------------------------------ derived values
 
-    @traced("sparse_with_features")
+    @traced("sparse.with_features")
     def with_feats(self, feats: torch.Tensor) -> SparseTensor:
         """Same rows (and kernel-map cache), new features of shape (N, C')."""
         if not isinstance(feats, torch.Tensor):
