@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from lattice_conformance import segmentation as seg
 from lattice_conformance.cli import lattice_main
+from lattice_conformance.ply import write_ply
 from lattice_conformance.replay import replay_archive
 
 REPO = Path(__file__).resolve().parents[3]
@@ -54,8 +55,8 @@ def test_demo_runs_the_whole_path(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_demo_on_a_user_point_cloud(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scene = seg.make_scene(77, n_voxels=2500)
-    cloud = tmp_path / "cloud.npy"
-    np.save(cloud, scene.points.astype(np.float64) * 0.02 + 3.0)  # metres, shifted
+    cloud = tmp_path / "cloud.ply"
+    write_ply(cloud, (scene.points * 0.02 + 3.0).astype(np.float32))  # metres, shifted
     out = tmp_path / "demo"
     code = lattice_main(
         ["demo", "--model", "spvcnn", "--input", str(cloud), "--out", str(out), "--no-fixtures"]
@@ -80,6 +81,13 @@ def test_demo_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
     np.save(empty, np.zeros((0, 3)))
     assert lattice_main(["demo", "--input", str(empty), "--out", str(tmp_path / "o")]) == 2
     assert "P > 0" in capsys.readouterr().err
+    assert lattice_main(["demo", "--input", str(tmp_path / "no.ply"), "--out", str(tmp_path)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "junk.ply").write_bytes(b"not a ply")
+    assert (
+        lattice_main(["demo", "--input", str(tmp_path / "junk.ply"), "--out", str(tmp_path)]) == 2
+    )
+    assert "not a readable PLY" in capsys.readouterr().err
 
 
 def test_training_script_trains_and_writes_replayable_fixtures(tmp_path: Path) -> None:

@@ -614,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         DemoError,
         RuntimeUnavailable,
-        FileNotFoundError,
+        OSError,
         ValueError,
         seg.SceneUnavailable,
     ) as exc:

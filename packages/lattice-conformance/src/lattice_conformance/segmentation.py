@@ -191,16 +191,9 @@ def load_point_cloud(path: str | os.PathLike[str]) -> Array:
     if suffix == ".npy":
         array = np.load(source, allow_pickle=False)
     elif suffix == ".ply":
-        from plyfile import PlyData
+        from lattice_conformance.ply import read_ply
 
-        ply = PlyData.read(str(source))
-        if "vertex" not in ply:
-            raise ValueError(f"{source} has no vertex element")
-        vertex = ply["vertex"]
-        names = vertex.data.dtype.names or ()
-        if not {"x", "y", "z"} <= set(names):
-            raise ValueError(f"{source}: vertices need x, y and z properties, found {names}")
-        array = np.stack([vertex["x"], vertex["y"], vertex["z"]], axis=1)
+        array = read_ply(source)
     else:
         raise ValueError(f"{source}: point clouds must be .ply or .npy, got {suffix!r}")
     array = np.asarray(array, dtype=np.float64)
