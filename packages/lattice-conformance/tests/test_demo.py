@@ -146,3 +146,23 @@ def test_shipped_weights_reproduce_shipped_fixtures() -> None:
             atol=case.atol,
             rtol=case.rtol,
         )
+
+
+def test_demo_with_a_given_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lattice_conformance.archive import copy_artifact, open_fixture_archive
+
+    with open_fixture_archive(seg.fixture_path("spvcnn", "int8")) as archive:
+        artifact = copy_artifact(archive, tmp_path / "given.lattice")
+    out = tmp_path / "out"
+    args = ["demo", "--artifact", str(artifact), "--out", str(out), "--voxels", "3000"]
+    assert lattice_main(args) == 0
+    printed = capsys.readouterr().out
+    assert "Artifact user: verified by native MLIR" in printed and "packed" in printed
+    report = json.loads((out / "report.json").read_text())
+    assert report["artifacts"]["user"]["miou"]["mlx"] > 0.7
+    assert report["fixtures"] == {}
+
+    graph = artifact / "graph.mlir"
+    graph.write_text(graph.read_text().replace("lattice.ir_version = 2", "lattice.ir_version = 1"))
+    assert lattice_main(args) == 2
+    assert "does not verify" in capsys.readouterr().err
