@@ -140,6 +140,24 @@ def _index(cache: SupportCache, coords: mx.array, stride: Triple) -> SupportInde
     return cache.index(_logical(coords, stride))
 
 
+def _divisible(
+    logical: mx.array, shifts: list[tuple[int, int, int]], op_stride: Triple
+) -> list[mx.array]:
+    """Per shift, whether ``logical + shift`` is divisible by the stride on every axis.
+
+    Residues are taken once; each shift then needs one comparison with the
+    residue it requires, instead of a modulo per tap.
+    """
+    residue = logical[:, 1:] % mx.array(op_stride, dtype=mx.int32)
+    return [
+        mx.all(
+            residue == mx.array([(-v) % q for v, q in zip(shift, op_stride, strict=True)]),
+            axis=-1,
+        )
+        for shift in shifts
+    ]
+
+
 def _box(space: KeySpace) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Inclusive bounds of a key space (its margin included: harmlessly wider)."""
     high = tuple(a + e - 1 for a, e in zip(space.low, space.extent, strict=True))
@@ -313,11 +331,7 @@ def conv_support(
     ]
     valid: mx.array | None = None
     if op_stride != (1, 1, 1):
-        s = mx.array(op_stride, dtype=mx.int32)
-        spatial = logical[:, 1:]
-        valid = mx.stack(
-            [mx.all((spatial + mx.array(sh, dtype=mx.int32)) % s == 0, axis=-1) for sh in shifts]
-        )
+        valid = mx.stack(_divisible(logical, shifts, op_stride))
     out_stride = (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
     return _generate(cache, key, logical, valid, shifts, op_stride, True, out_stride, out_space)
 
@@ -433,11 +447,13 @@ def target_transpose_map(
     target = _logical(target_coords, target_stride)
     m = int(target.shape[0])
     s = mx.array((1, *op_stride), dtype=mx.int32)
+    shifts = [
+        (padding[0] - t[0], padding[1] - t[1], padding[2] - t[2])
+        for t in tap_offsets(kernel_size, dilation)
+    ]
     keys = []
-    for shift in tap_offsets(kernel_size, dilation):
-        num = _shifted(target, tuple(p - k for p, k in zip(padding, shift, strict=True)))
-        valid = mx.all(num % s == 0, axis=-1)
-        keys.append(mx.where(valid, index.space.pack(num // s), -1))
+    for shift, valid in zip(shifts, _divisible(target, shifts, op_stride), strict=True):
+        keys.append(mx.where(valid, index.space.pack(_shifted(target, shift) // s), -1))
     found, rows = index.find_keys(mx.stack(keys))
     out_rows = mx.broadcast_to(mx.arange(m, dtype=mx.int32), found.shape)
     kmap = _assemble(found, rows, out_rows, index.size, m)
