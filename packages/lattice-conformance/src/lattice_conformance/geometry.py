@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from lattice_contract.verify import ArtifactCapabilityError
 
 from lattice_conformance.ply import PlyFormatError, read_ply
 
@@ -360,6 +361,11 @@ def _profiler(runtime: str, weights: Path, levels: int, device: str) -> _Profile
         raise
     except (ValueError, OSError) as exc:
         raise GeometryProfileError(f"cannot load the weights {str(weights)!r}: {exc}") from exc
+    except ArtifactCapabilityError as exc:  # no native lattice_mlir module
+        raise GeometryProfileError(
+            f"cannot run the artifact: {exc}; build the native module (./dev) or use "
+            "--runtime torch"
+        ) from exc
 
 
 def run_profile(
