@@ -76,7 +76,7 @@ def draw_error_histograms(axes: Sequence[Any], series: Sequence[ErrorSeries]) ->
                 alpha=0.5 if many else 0.95,
                 label=None if many else f"{item.label} (max {values.max():.2g})",
             )
-            if kind == "abs_errors" and item.atol > 0 and item.atol not in marked and not many:
+            if kind == "abs_errors" and item.atol > 0 and item.atol not in marked:
                 marked.add(item.atol)
                 ax.axvline(np.log10(item.atol), linestyle="--", linewidth=0.9, color="gray")
                 ax.text(
