@@ -267,3 +267,19 @@ def test_runtime_refusal_is_a_failed_case_not_a_crash(tmp_path: Path) -> None:
     assert result.cases[0].reasons[0].startswith("runtime: ")
     assert "duplicate" in result.cases[0].reasons[0]
     assert result.cases[1].passed
+
+
+def test_mlx_replay_never_loads_torch() -> None:
+    # A deployment machine replays with MLX alone; torch must stay unloaded.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lattice_conformance import segmentation as seg\n"
+        "from lattice_conformance.replay import replay_archive\n"
+        "r = replay_archive(seg.fixture_path('spvcnn', 'int8'))\n"
+        "assert r.passed, r.error\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
