@@ -142,7 +142,6 @@ def fixtures_from_torch_model(
         raise FixtureArchiveError(
             "bad_case", "names and descriptions must have one entry per input"
         )
-    model.eval()
     example = inputs_list[0]
     example_args = example if isinstance(example, tuple) else (example,)
     # The exporter's own check (artifact on torch vs eager model) uses the
