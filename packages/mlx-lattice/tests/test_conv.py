@@ -397,3 +397,25 @@ def test_offsets_beyond_the_key_margin_use_repacked_keys(rng: np.random.Generato
     _, dense, shift, _ = oracle_conv3d(x, w, k, (1, 1, 1), half, d)
     expected = read_rows(dense, logical_rows(x), shift)
     np.testing.assert_allclose(to_np(y.feats), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_gathered_rows_stay_within_the_buffer_bound(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Transient memory of a layer does not grow with pairs x channels."""
+    x = make_sparse(rng, batch=1, extent=32, stride=(1, 1, 1), channels=32, density=0.5)
+    w = random_weight(rng, 32, (3, 3, 3), 32)
+    y = ops.subm_conv3d(x, w, kernel_size=3)  # builds and caches the map
+    mx.eval(y.feats)
+    kmap = next(v for k, v in x.cache.relations.items() if k[0] == "subm")
+    unbounded = (kmap.num_pairs - x.num_rows) * 32 * 4  # every tap's gathered rows, f32
+    monkeypatch.setattr(conv_module, "GATHER_BUFFER_ELEMENTS", 1 << 16)
+    mx.eval(x.feats, w)
+    mx.reset_peak_memory()
+    base = mx.get_active_memory()
+    again = ops.subm_conv3d(x, w, kernel_size=3)
+    mx.eval(again.feats)
+    transient = mx.get_peak_memory() - base
+    assert unbounded > 20 * 2**20
+    assert transient < unbounded / 5, (transient, unbounded)
+    np.testing.assert_allclose(to_np(again.feats), to_np(y.feats), rtol=1e-6, atol=1e-6)

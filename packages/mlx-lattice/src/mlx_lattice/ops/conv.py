@@ -15,7 +15,7 @@ tap by tap with MLX's quantized matmul.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 GATHER_BUFFER_ELEMENTS = 1 << 22
-"""Upper bound on the elements of one gathered chunk (16 MiB of f32)."""
+"""Bound on gathered elements held at once (16 MiB of f32 per chunk and between flushes)."""
 
 IntOrTriple = int | Sequence[int]
 ConvWeight = mx.array | QuantizedWeight
@@ -157,6 +157,31 @@ def chunk_rows(channels: int) -> int:
     return max(1024, GATHER_BUFFER_ELEMENTS // max(channels, 1))
 
 
+def chunks(kmap: KernelMap, channels: int) -> Iterator[tuple[int, mx.array, mx.array, bool]]:
+    """``(tap, in_rows, out_rows, flush)`` for bounded chunks of every stored tap's pairs.
+
+    ``flush`` is true after each chunk that brings the rows gathered since the
+    last flush to the buffer bound; the caller then evaluates its
+    accumulators.  Without that, MLX's lazy evaluation is free to materialise
+    every tap's gathered rows before the first scatter, so the transient
+    memory would grow with the number of pairs instead of staying bounded.
+    """
+    step = chunk_rows(channels)
+    pending = 0
+    for k in range(kmap.volume):
+        if k == kmap.identity_tap:
+            continue
+        ins, outs = kmap.tap_pairs(k)
+        count = int(ins.shape[0])
+        for a in range(0, count, step):
+            b = min(a + step, count)
+            pending += (b - a) * channels
+            flush = pending >= GATHER_BUFFER_ELEMENTS
+            if flush:
+                pending = 0
+            yield k, ins[a:b], outs[a:b], flush
+
+
 def apply_kernel_map(
     feats: mx.array,
     kmap: KernelMap,
@@ -171,20 +196,14 @@ def apply_kernel_map(
     scatter-added into the f32 accumulator; within a tap an output row
     appears at most once, so the scatter never races with itself.
     """
-    step = chunk_rows(max(feats.shape[1], c_out))
     if kmap.identity_tap is not None:
         acc = product(kmap.identity_tap, feats.astype(mx.float32))
     else:
         acc = mx.zeros((kmap.num_out, c_out), dtype=mx.float32)
-    for k in range(kmap.volume):
-        if k == kmap.identity_tap:
-            continue
-        ins, outs = kmap.tap_pairs(k)
-        count = int(ins.shape[0])
-        for a in range(0, count, step):
-            b = min(a + step, count)
-            rows = feats[ins[a:b]].astype(mx.float32)
-            acc = acc.at[outs[a:b]].add(product(k, rows))
+    for k, ins, outs, flush in chunks(kmap, max(feats.shape[1], c_out)):
+        acc = acc.at[outs].add(product(k, feats[ins].astype(mx.float32)))
+        if flush:
+            mx.eval(acc)
     if bias is not None:
         acc = acc + bias
     return acc.astype(out_dtype)

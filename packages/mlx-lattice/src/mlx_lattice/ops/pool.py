@@ -13,7 +13,7 @@ import mlx.core as mx
 from lattice_contract.schema import PoolMode
 
 from mlx_lattice.kernel_map import KernelMap, conv_support
-from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunk_rows, sparse_input
+from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunks, sparse_input
 from mlx_lattice.ops.feature import as_enum
 from mlx_lattice.sparse import SparseTensor
 
@@ -28,19 +28,13 @@ def _reduce_pairs(feats: mx.array, kmap: KernelMap, mode: PoolMode) -> mx.array:
     else:
         acc = mx.zeros((kmap.num_out, channels), dtype=mx.float32)
     count = mx.zeros((kmap.num_out, 1), dtype=mx.float32)
-    step = chunk_rows(channels)
-    for k in range(kmap.volume):
-        ins, outs = kmap.tap_pairs(k)
-        n = int(ins.shape[0])
-        for a in range(0, n, step):
-            b = min(a + step, n)
-            rows = feats[ins[a:b]].astype(mx.float32)
-            if mode is PoolMode.max:
-                acc = acc.at[outs[a:b]].maximum(rows)
-            else:
-                acc = acc.at[outs[a:b]].add(rows)
-            if mode is PoolMode.avg:
-                count = count.at[outs[a:b]].add(mx.ones((b - a, 1), dtype=mx.float32))
+    for _, ins, outs, flush in chunks(kmap, channels):
+        rows = feats[ins].astype(mx.float32)
+        acc = acc.at[outs].maximum(rows) if mode is PoolMode.max else acc.at[outs].add(rows)
+        if mode is PoolMode.avg:
+            count = count.at[outs].add(mx.ones((int(ins.shape[0]), 1), dtype=mx.float32))
+        if flush:
+            mx.eval(acc, count)
     if mode is PoolMode.avg:
         acc = acc / mx.maximum(count, 1.0)
     return acc
