@@ -209,7 +209,7 @@ class CoordinateTable:
         return out
 
     def lookup_offsets(
-        self, base: torch.Tensor, offsets: Sequence[Triple]
+        self, base: torch.Tensor, offsets: Sequence[Triple], *, base_is_table: bool = False
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """For each offset, the pairs (query row q, table row r) with ``base[q] + offset == row r``.
 
@@ -217,7 +217,9 @@ class CoordinateTable:
         one ``searchsorted`` for the lowest z, then each next z is either the
         next sorted key or absent, so a 3×3×3 neighbourhood costs nine binary
         searches instead of 27.  Queries that could leave the padded box are
-        handled by the exact (masked) path.
+        handled by the exact (masked) path.  Queries are issued in sorted key
+        order (the table's own order when ``base_is_table``), which keeps the
+        binary searches cache-friendly whatever the row order of ``base``.
         """
         results: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(offsets)
         empty = torch.empty(0, dtype=torch.int64, device=base.device)
@@ -238,7 +240,10 @@ class CoordinateTable:
                 results[i] = (q, found[q])
             return [r if r is not None else (empty, empty) for r in results]
 
-        base_keys = self.packing.pack(base)
+        if base_is_table:
+            base_keys, base_order = self.keys, self.order
+        else:
+            base_keys, base_order = torch.sort(self.packing.pack(base))
         columns: dict[tuple[int, int], list[int]] = {}
         for i, off in enumerate(offsets):
             columns.setdefault((off[0], off[1]), []).append(i)
@@ -251,7 +256,7 @@ class CoordinateTable:
                 for i in members:
                     found = self.find_keys(base_keys + self.packing.shift(offsets[i]))
                     q = (found >= 0).nonzero().squeeze(1)
-                    results[i] = (q, found[q])
+                    results[i] = (base_order[q], found[q])
                 continue
             query = base_keys + self.packing.shift((dx, dy, zs[0]))
             pos = torch.searchsorted(self.keys, query)
@@ -259,6 +264,6 @@ class CoordinateTable:
                 at = pos.clamp(max=last)
                 hit = self.keys[at] == query + step
                 q = hit.nonzero().squeeze(1)
-                results[i] = (q, self.order[at[q]])
+                results[i] = (base_order[q], self.order[at[q]])
                 pos = pos + hit
         return [r if r is not None else (empty, empty) for r in results]

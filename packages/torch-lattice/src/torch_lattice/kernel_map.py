@@ -164,14 +164,14 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     odd = all(k % 2 == 1 for k in kernel)
     if odd:
         centre = volume // 2
-        half = table.lookup_offsets(logical, offsets[:centre])
+        half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
         # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
         pairs = [(r, q) for q, r in half]
         pairs.append(_empty_pair(logical))
         pairs.extend((q, r) for q, r in reversed(half))
         kmap = _assemble(pairs, n, n, logical.device, identity_tap=centre)
     else:
-        found_pairs = table.lookup_offsets(logical, offsets)
+        found_pairs = table.lookup_offsets(logical, offsets, base_is_table=True)
         kmap = _assemble([(r, q) for q, r in found_pairs], n, n, logical.device)
     support.maps[key] = kmap
     return kmap
