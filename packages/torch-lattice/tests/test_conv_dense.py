@@ -119,7 +119,7 @@ def test_subm_equals_stride1_conv_on_input_rows(sched, device, seed, k, d, batch
         torch.testing.assert_close(sub.feats.double(), restricted.feats.double(), **_tol(dtype))
         # and against the dense oracle, restricted to the input rows
         ref = dense_conv3d(x, w, k, (1, 1, 1), pad, d)
-        ref_sparse = SparseTensor(ref.coords.to(device), (ref.feats + bias.double()).to(device))
+        ref_sparse = SparseTensor(ref.coords.to(device), ref.feats.to(device) + bias.double())
         dense_on_rows = ops.sparse_reindex(ref_sparse, x.with_feats(x.feats.double()))
         torch.testing.assert_close(sub.feats.double(), dense_on_rows.feats, **_tol(dtype))
 
