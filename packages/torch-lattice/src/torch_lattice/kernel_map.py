@@ -107,7 +107,7 @@ class KernelMap:
                 [self.starts[i + 1] - self.starts[i] for i in range(k)], device=device
             )
             taps = torch.repeat_interleave(torch.arange(k, device=device), counts)
-            table[self.out_idx * k + taps] = self.in_idx.to(torch.int32)
+            table[self.out_idx.to(torch.int64) * k + taps] = self.in_idx.to(torch.int32)
             if self.identity_tap is not None:
                 rows = torch.arange(self.num_out, device=device)
                 table[rows * k + self.identity_tap] = rows.to(torch.int32)
@@ -134,11 +134,14 @@ def _assemble(
     starts = [0]
     for a, _ in pairs:
         starts.append(starts[-1] + int(a.numel()))
+    # int32 indices halve the map (SPEC §11: O(pairs) int32); index_select and
+    # index_add_ take them directly.  Beyond 2^31 rows int64 is kept.
+    index_dtype = torch.int32 if max(num_in, num_out) < 2**31 - 1 else torch.int64
     if pairs:
-        in_idx = torch.cat([a for a, _ in pairs])
-        out_idx = torch.cat([b for _, b in pairs])
+        in_idx = torch.cat([a for a, _ in pairs]).to(index_dtype)
+        out_idx = torch.cat([b for _, b in pairs]).to(index_dtype)
     else:
-        in_idx = out_idx = torch.empty(0, dtype=torch.int64, device=device)
+        in_idx = out_idx = torch.empty(0, dtype=index_dtype, device=device)
     return KernelMap(in_idx, out_idx, tuple(starts), num_in, num_out, identity_tap)
 
 

@@ -44,7 +44,8 @@ def _segment_max(
     c = feats.shape[1]
     src = feats.index_select(0, in_idx).to(compute_dtype(feats.dtype))
     out = torch.zeros(num_out, c, dtype=src.dtype, device=feats.device)
-    return out.scatter_reduce(0, out_idx[:, None].expand(-1, c), src, "amax", include_self=False)
+    index = out_idx.to(torch.int64)[:, None].expand(-1, c)  # scatter wants int64
+    return out.scatter_reduce(0, index, src, "amax", include_self=False)
 
 
 def _reduce(x: torch.Tensor, kmap: KernelMap, mode: PoolMode) -> torch.Tensor:
