@@ -3,6 +3,9 @@ SPEC §5 pins: all-ones pair counts, subm as a stride-1 conv, adjointness, map r
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -242,7 +245,7 @@ def test_maps_are_cached_per_support_and_shared_by_with_feats() -> None:
         down, torch.randn(4, 2, 2, 2, 4, generator=g), kernel_size=2, stride=2, coordinates=x
     )
     assert up.support is x.support
-    key = ("target_transpose", (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), x.support)
+    key = ("target_transpose", (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), weakref.ref(x.support))
     assert key in down.support.maps  # registered by the strided conv, no search needed
 
 
@@ -290,3 +293,18 @@ def test_large_and_negative_coordinates() -> None:
     x = SparseTensor(coords, torch.ones(4, 1))
     out = ops.subm_conv3d(x, torch.ones(1, 3, 3, 3, 1), kernel_size=3)
     assert out.feats[:, 0].tolist() == [2.0, 2.0, 2.0, 2.0]
+
+
+def test_cached_maps_do_not_keep_supports_alive() -> None:
+    g = torch.Generator().manual_seed(5)
+    x = random_sparse(g, 40, 2, extent=6)
+    w = torch.randn(2, 2, 2, 2, 2, generator=g)
+    down = ops.conv3d(x, w, kernel_size=2, stride=2)
+    ops.conv_transpose3d(down, w, kernel_size=2, stride=2, coordinates=x)
+    probe = weakref.ref(x.support)
+    gc.disable()  # freed by reference counting alone: no cycle between the supports
+    try:
+        del x, down
+        assert probe() is None
+    finally:
+        gc.enable()

@@ -13,11 +13,16 @@ Relations (per axis, logical units; SPEC §5):
 - ``transpose`` ``o = c*s - p + k*d``
 
 The output support of ``conv``/``transpose`` is every o some active input
-reaches; the ``target`` variants evaluate at a given support instead.
+reaches; the ``target`` variants evaluate at a given support instead.  Cache
+keys name a target support by a weak reference: a cached map never keeps
+another support alive, so input and output supports form no reference cycle
+and are freed as soon as the values using them are (a dead reference never
+equals a new support's, so a recycled address cannot hit a stale map).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,7 +255,7 @@ def conv_map(
         )
         kmap = _assemble(list(split), n, int(out_keys.numel()), device)
         support.maps[key] = (out, kmap)
-        back = ("target_transpose", kernel, stride, padding, dilation, support)
+        back = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
         out.maps[back] = kmap.transposed()
         return out, kmap
     for off in tap_offsets(kernel, dilation):
@@ -274,7 +279,8 @@ def conv_map(
     pairs = list(zip(cand_rows, torch.split(inverse, counts), strict=True))
     kmap = _assemble(pairs, n, int(out_keys.numel()), device)
     support.maps[key] = (out, kmap)
-    out.maps[("target_transpose", kernel, stride, padding, dilation, support)] = kmap.transposed()
+    back_key = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
+    out.maps[back_key] = kmap.transposed()
     return out, kmap
 
 
@@ -287,7 +293,7 @@ def target_conv_map(
     dilation: Triple,
 ) -> KernelMap:
     """Map of ``conv3d`` evaluated at the target's rows: input ``c = o*s - p + k*d``."""
-    key = ("target_conv", kernel, stride, padding, dilation, target)
+    key = ("target_conv", kernel, stride, padding, dilation, weakref.ref(target))
     found = support.maps.get(key)
     if isinstance(found, KernelMap):
         return found
@@ -385,7 +391,7 @@ def target_transpose_map(
     value, the map is that conv's map transposed (registered by
     :func:`conv_map`), so a U-Net decoder never searches.
     """
-    key = ("target_transpose", kernel, stride, padding, dilation, target)
+    key = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(target))
     found = support.maps.get(key)
     if isinstance(found, KernelMap):
         return found

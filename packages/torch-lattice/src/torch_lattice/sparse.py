@@ -50,11 +50,10 @@ class Support:
     """The rows of a sparse value (coordinates at a stride) and the maps built over them.
 
     ``maps`` is keyed by ``(op kind, kernel, stride, dilation, padding, target
-    support)``; the target support object itself is part of the key, so the
-    key keeps it alive and identity cannot be recycled while cached.
+    support)``, the target named by a weak reference (see ``kernel_map``).
     """
 
-    __slots__ = ("_logical", "_table", "coords", "maps", "stride")
+    __slots__ = ("__weakref__", "_logical", "_table", "coords", "maps", "stride")
 
     def __init__(self, coords: torch.Tensor, stride: Triple) -> None:
         self.coords = coords
