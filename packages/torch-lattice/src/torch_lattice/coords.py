@@ -247,7 +247,8 @@ class CoordinateTable:
         columns: dict[tuple[int, int], list[int]] = {}
         for i, off in enumerate(offsets):
             columns.setdefault((off[0], off[1]), []).append(i)
-        last = self.num_rows - 1
+        sentinel = torch.full((1,), _KEY_LIMIT, dtype=torch.int64, device=base.device)
+        keys_padded = torch.cat([self.keys, sentinel])
         for (dx, dy), members in columns.items():
             members = sorted(members, key=lambda i: offsets[i][2])
             zs = [offsets[i][2] for i in members]
@@ -260,10 +261,11 @@ class CoordinateTable:
                 continue
             query = base_keys + self.packing.shift((dx, dy, zs[0]))
             pos = torch.searchsorted(self.keys, query)
-            for step, i in enumerate(members):
-                at = pos.clamp(max=last)
-                hit = self.keys[at] == query + step
+            for i in members:
+                # keys_padded ends in a sentinel no query equals, so pos == N needs no clamp
+                hit = torch.eq(keys_padded[pos], query)
                 q = hit.nonzero().squeeze(1)
-                results[i] = (base_order[q], self.order[at[q]])
-                pos = pos + hit
+                results[i] = (base_order[q], self.order[pos[q]])
+                pos += hit
+                query += 1
         return [r if r is not None else (empty, empty) for r in results]
