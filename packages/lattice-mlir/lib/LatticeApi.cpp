@@ -45,6 +45,9 @@ struct Session {
     registry.insert<LatticeDialect, func::FuncDialect>();
     context = std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
     context->loadAllAvailableDialects();
+    // Diagnostics name the rule and the line; a dump of the offending op
+    // (the whole module for artifact rules) would drown them.
+    context->printOpOnDiagnostic(false);
     handler = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get(), diagStream);
   }
 
