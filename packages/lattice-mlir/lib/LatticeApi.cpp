@@ -53,10 +53,16 @@ struct Session {
 
   /// Parse, check for unknown lattice ops, verify ops, verify the artifact.
   bool run(std::string_view text) {
-    sourceMgr.AddNewSourceBuffer(
+    unsigned id = sourceMgr.AddNewSourceBuffer(
         llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()),
                                              "graph.mlir"),
         llvm::SMLoc());
+    llvm::StringRef buffer = sourceMgr.getMemoryBuffer(id)->getBuffer();
+    if (std::optional<ForwardReference> ref = findForwardReference(buffer)) {
+      sourceMgr.PrintMessage(diagStream, llvm::SMLoc::getFromPointer(buffer.data() + ref->offset),
+                             llvm::SourceMgr::DK_Error, describeForwardReference(*ref));
+      return false;
+    }
     ParserConfig config(context.get(), /*verifyAfterParse=*/false);
     module = parseSourceFile<ModuleOp>(sourceMgr, config);
     if (!module)

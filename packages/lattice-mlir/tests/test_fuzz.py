@@ -1,9 +1,10 @@
 """No text crashes the native parser: mutated valid modules, in process and via lattice-opt.
 
-Every valid corpus module is mutated (byte flips, truncations, token swaps,
-replacements, deletions and duplications, extreme numbers, spliced lines)
-with a fixed seed, so a failure reproduces exactly.  Each mutant must either
-verify or produce a diagnostic; the process must never die.  The in-process
+Every valid corpus module (and a few in MLIR's generic op form) is mutated
+(byte flips, truncations, token swaps, replacements, deletions and
+duplications, extreme numbers, spliced lines) with a fixed seed, so a
+failure reproduces exactly.  Each mutant must either verify or produce a
+diagnostic; the process must never die.  The in-process
 run happens in a child interpreter (a crash there is a signal exit code, not
 a dead pytest), which records each mutant before parsing it so that the
 crashing text is reported.  lattice-opt gets the same mutants in batches
@@ -138,10 +139,28 @@ def test_corpus_itself_is_valid(valid_modules: dict[str, str]) -> None:
         assert lattice_mlir.verify(text).valid, name
 
 
+GENERIC_SEEDS = ("unet_block", "weight_packed", "call", "target_conv_transpose3d", "voxelize")
+
+
+def generic_form(text: str, lattice_opt: Path) -> str:
+    """The module in MLIR's generic op form, where mutations reach the property
+    and arity paths that the custom parsers would reject early."""
+    run = subprocess.run(
+        [str(lattice_opt), "--mlir-print-op-generic", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return run.stdout
+
+
 def test_in_process_and_lattice_opt_survive_mutants(
     tmp_path: Path, valid_modules: dict[str, str], lattice_opt: Path
 ) -> None:
     corpus = list(valid_modules.values())
+    corpus += [generic_form(valid_modules[name], lattice_opt) for name in GENERIC_SEEDS]
     verdicts = _run_child(tmp_path, corpus, IN_PROCESS_MUTANTS)
     rejected = verdicts.count(False)
     # The mutations must mostly break modules, or the fuzzing proves little.

@@ -116,6 +116,17 @@ LogicalResult checkNoUnknownLatticeOps(Operation *root);
 /// Diagnostic text for an unknown lattice op name (full name).
 std::string describeUnknownOp(MLIRContext *context, llvm::StringRef fullName);
 
+/// A use of an SSA value before its definition in the same region.
+struct ForwardReference {
+  size_t offset;    // byte offset of the `%` in the text
+  std::string name; // e.g. "%3"
+};
+
+/// Lexical pre-check run before MLIR's parser (see LatticePrecheck.cpp: it
+/// keeps MLIR 19's use-after-free on forward references from being reached).
+std::optional<ForwardReference> findForwardReference(llvm::StringRef text);
+std::string describeForwardReference(const ForwardReference &ref);
+
 } // namespace mlir::lattice
 
 #endif // LATTICE_LATTICEDIALECT_H
