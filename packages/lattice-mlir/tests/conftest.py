@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import lattice_mlir
@@ -33,3 +35,24 @@ def lattice_opt() -> Path:
     found = script if script.exists() else shutil.which("lattice-opt")
     assert found, "lattice-opt is not installed; pip install -e packages/lattice-mlir"
     return Path(found)
+
+
+OptRunner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture(scope="session")
+def run_opt(lattice_opt: Path) -> OptRunner:
+    """Run lattice-opt with arguments (and stdin text); never raises on exit status."""
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(lattice_opt), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=300,
+            check=False,
+        )
+
+    return run

@@ -9,7 +9,7 @@ build after a schema change).
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
+from collections.abc import Callable
 
 import lattice_mlir
 import pytest
@@ -44,7 +44,7 @@ def test_op_surface_matches_schema(name: str, registered: dict[str, dict[str, ob
 
 
 def test_module_with_another_digest_is_rejected(
-    valid_modules: dict[str, str], lattice_opt: Path
+    valid_modules: dict[str, str], run_opt: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
     text = valid_modules["conv3d"]
     other = SCHEMA_DIGEST[::-1]
@@ -56,14 +56,7 @@ def test_module_with_another_digest_is_rejected(
     with pytest.raises(lattice_mlir.LatticeMLIRError) as info:
         lattice_mlir.import_plan(stamped)
     assert "schema digest" in info.value.diagnostics
-    run = subprocess.run(
-        [str(lattice_opt), "--lattice-verify-artifact", "-"],
-        input=stamped,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = run_opt("--lattice-verify-artifact", "-", stdin=stamped)
     assert run.returncode == 1 and "does not match this build's schema digest" in run.stderr
 
 

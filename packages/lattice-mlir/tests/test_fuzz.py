@@ -18,7 +18,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SEED = 20240611
@@ -142,25 +142,21 @@ def test_corpus_itself_is_valid(valid_modules: dict[str, str]) -> None:
 GENERIC_SEEDS = ("unet_block", "weight_packed", "call", "target_conv_transpose3d", "voxelize")
 
 
-def generic_form(text: str, lattice_opt: Path) -> str:
+def generic_form(text: str, run_opt: Callable[..., subprocess.CompletedProcess[str]]) -> str:
     """The module in MLIR's generic op form, where mutations reach the property
     and arity paths that the custom parsers would reject early."""
-    run = subprocess.run(
-        [str(lattice_opt), "--mlir-print-op-generic", "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    run = run_opt("--mlir-print-op-generic", "-", stdin=text)
+    assert run.returncode == 0, run.stderr
     return run.stdout
 
 
 def test_in_process_and_lattice_opt_survive_mutants(
-    tmp_path: Path, valid_modules: dict[str, str], lattice_opt: Path
+    tmp_path: Path,
+    valid_modules: dict[str, str],
+    run_opt: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     corpus = list(valid_modules.values())
-    corpus += [generic_form(valid_modules[name], lattice_opt) for name in GENERIC_SEEDS]
+    corpus += [generic_form(valid_modules[name], run_opt) for name in GENERIC_SEEDS]
     verdicts = _run_child(tmp_path, corpus, IN_PROCESS_MUTANTS)
     rejected = verdicts.count(False)
     # The mutations must mostly break modules, or the fuzzing proves little.
@@ -171,14 +167,7 @@ def test_in_process_and_lattice_opt_survive_mutants(
         batch = texts[start : start + BATCH]
         path = tmp_path / f"batch{start}.mlir"
         path.write_text("\n// -----\n".join(batch), encoding="utf-8")
-        run = subprocess.run(
-            [str(lattice_opt), "--split-input-file", "--lattice-verify-artifact", str(path)],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=300,
-            check=False,
-        )
+        run = run_opt("--split-input-file", "--lattice-verify-artifact", str(path))
         assert run.returncode in (0, 1), (
             f"lattice-opt died with {run.returncode} on batch {path}:\n{run.stderr[-2000:]}"
         )

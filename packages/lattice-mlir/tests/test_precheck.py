@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import lattice_mlir
@@ -41,7 +42,7 @@ CROSS_REGION = (
 
 
 def test_cross_region_forward_reference_is_rejected_without_crash(
-    tmp_path: Path, lattice_opt: Path
+    tmp_path: Path, run_opt: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
     script = (
         "import lattice_mlir\n"
@@ -61,9 +62,7 @@ def test_cross_region_forward_reference_is_rejected_without_crash(
     assert "use of SSA value %0 before its definition in this region" in child.stdout
     path = tmp_path / "cross.mlir"
     path.write_text(CROSS_REGION, encoding="utf-8")
-    run = subprocess.run(
-        [str(lattice_opt), str(path)], capture_output=True, text=True, timeout=120, check=False
-    )
+    run = run_opt(str(path))
     assert run.returncode == 1
     assert "cross.mlir:7:29: error: use of SSA value %0 before its definition" in run.stderr
 
@@ -90,15 +89,10 @@ def test_valid_text_passes_the_precheck(text: str) -> None:
     assert "before its definition" not in status.diagnostics, status.diagnostics
 
 
-def test_generic_form_passes_the_precheck(valid_modules: dict[str, str], lattice_opt: Path) -> None:
+def test_generic_form_passes_the_precheck(
+    valid_modules: dict[str, str], run_opt: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     for name in ("unet_block", "call", "voxelize"):
-        generic = subprocess.run(
-            [str(lattice_opt), "--mlir-print-op-generic", "-"],
-            input=valid_modules[name],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
+        generic = run_opt("--mlir-print-op-generic", "-", stdin=valid_modules[name]).stdout
         status = lattice_mlir.verify(generic)
         assert status.valid, (name, status.diagnostics)
