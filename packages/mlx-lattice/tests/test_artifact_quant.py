@@ -113,3 +113,29 @@ def test_packed_linear_matches_dequantized(
     assert entries["head.weight"].dtype == mx.uint32
     assert entries["head.scales"].dtype == MX[scale]
     assert isinstance(program.compiled.weights["head"].value, QuantizedWeight)
+
+
+def test_group_size_the_runtime_cannot_run_names_the_storage_key(tmp_path: Path) -> None:
+    """group_size 16 passes the verifier and the plan but not MLX's quantized kernels.
+
+    The rejection must be a contract error naming the weight, not a bare
+    ValueError from deep inside the runtime's packed type.
+    """
+    from lattice_contract.lowering import WeightContractError
+
+    rng = np.random.default_rng(5)
+    c_in, c_out = 64, 8
+    words = quantize_weight(weight(rng, c_out, c_in), bits=8, group_size=32).weight
+    groups = mx.ones((c_out, c_in // 16), dtype=mx.float16)
+    b = MLIRModuleBuilder()
+    x = b.add_input("x", "tensor<?x64xf16>")
+    wv = b.weight(
+        storage_key="head",
+        layout="linear_o_i",
+        shape=(c_out, c_in),
+        packing=_packing("int8", 16, "f16"),
+    )
+    b.add_output("y", b.linear(input=x, weight=wv))
+    weights = {"head.weight": words, "head.scales": groups, "head.biases": groups}
+    with pytest.raises(WeightContractError, match=r"packed weight 'head'.*group_size"):
+        save_and_load(tmp_path, b, weights)

@@ -269,7 +269,15 @@ def resolve_weight(
         raise WeightContractError(
             f"{parts['biases']} has shape {bias_shape}; it must match the scales {want_scales}"
         )
-    value = backend.make_packed(words, scales, biases, bits, group_size)
+    try:
+        value = backend.make_packed(words, scales, biases, bits, group_size)
+    except (TypeError, ValueError) as error:
+        # The runtime's packed type has limits of its own (MLX supports only
+        # some group sizes); report them against the storage key like every
+        # other contract error instead of letting a bare ValueError escape.
+        raise WeightContractError(
+            f"packed weight {storage_key!r} cannot be used by this runtime: {error}"
+        ) from error
     return ResolvedWeight(storage_key, family, layout, dtype, packing, logical, value)
 
 
