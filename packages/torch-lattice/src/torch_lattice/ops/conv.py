@@ -164,7 +164,10 @@ def _apply(
         for lo in range(a, b, step):
             hi = min(lo + step, b)
             gathered = feats.index_select(0, kmap.in_idx[lo:hi])
-            out.index_add_(0, kmap.out_idx[lo:hi], _mm(gathered, wk, dtype))
+            # index_add_ runs about twice as fast on CPU with int64 indices as
+            # with the map's int32 ones; widening one chunk at a time is cheap.
+            rows = kmap.out_idx[lo:hi].to(torch.int64)
+            out.index_add_(0, rows, _mm(gathered, wk, dtype))
     return out
 
 
