@@ -9,8 +9,9 @@ is then checked against its schema signature:
   points, batch index, any ranked tensor);
 * ordinary ops are homogeneous: every float-typed operand and result of one
   op (sparse values, features, float weights, float tensors) shares a single
-  element type.  Packed ``i4``/``i8`` weights take their consumer's float
-  type.  Coordinates, active counts and batch indices are ``i32`` and points
+  element type.  Packed ``i4``/``i8`` weights stand outside that rule: their
+  codes are integers and their scales carry their own ``scale_dtype``, and
+  the consumer computes in its input's float type.  Coordinates, active counts and batch indices are ``i32`` and points
   ``f32`` by construction, so they never take part;
 * only ``lattice.cast`` (with its rounding direction) and ``lattice.call`` of
   a registered primitive change element types; a call must match the
