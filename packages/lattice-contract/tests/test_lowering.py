@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from lattice_contract import SCHEMA
 from lattice_contract.lowering import (
+    ExecutionContext,
     LoweringError,
     LoweringRegistry,
     ResolvedWeight,
@@ -72,25 +73,29 @@ PACK8 = {"bits": "int8", "group_size": 64, "scale_dtype": "f32", "mode": "affine
 # Registration is checked against the schema.
 
 
+def conv_lowering(
+    input: Any,
+    weight: Any,
+    bias: Any = None,
+    *,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    accumulation: str,
+) -> Any:
+    """A lowering with the signature shared by conv3d, conv_transpose3d and generative."""
+    return input
+
+
 def test_lowering_binds_by_schema_names() -> None:
     reg = LoweringRegistry("test")
 
-    @reg.artifact_lowering(op="conv3d", weights={"weight": conv_weight(input="input")})
-    def conv(
-        input: Any,
-        weight: Any,
-        bias: Any = None,
-        *,
-        kernel_size: Any,
-        stride: Any,
-        padding: Any,
-        dilation: Any,
-        accumulation: str,
-    ) -> Any:
-        return input
-
+    conv = reg.artifact_lowering(op="conv3d", weights={"weight": conv_weight(input="input")})(
+        conv_lowering
+    )
     lowering = reg.lowering("lattice.conv3d")
-    assert lowering.function is conv and not lowering.takes_context
+    assert lowering.function is conv is conv_lowering and not lowering.takes_context
     assert lowering.definition is SCHEMA.ops["conv3d"]
     assert dict(lowering.weights) == {"weight": conv_weight("input")}
     assert "conv3d" in reg and "lattice.conv3d" in reg and "subm_conv3d" not in reg
@@ -169,19 +174,7 @@ def test_signature_must_match_the_schema(source: str, message: str) -> None:
 def test_weights_must_name_weight_operands() -> None:
     reg = LoweringRegistry("test")
 
-    def f(
-        input: Any,
-        weight: Any,
-        bias: Any,
-        *,
-        kernel_size: Any,
-        stride: Any,
-        padding: Any,
-        dilation: Any,
-        accumulation: Any,
-    ) -> Any:
-        return input
-
+    f = conv_lowering
     with pytest.raises(LoweringError, match=r"weights names 'input', which is not a weight"):
         reg.artifact_lowering(op="conv3d", weights={"input": conv_weight()})(f)
     with pytest.raises(LoweringError, match=r"refers to 'features', which is not an operand"):
@@ -189,6 +182,86 @@ def test_weights_must_name_weight_operands() -> None:
     reg.artifact_lowering(op="conv3d", weights={"bias": bias_weight(of="weight")})(f)
     with pytest.raises(LoweringError, match=r"already has a lowering"):
         reg.artifact_lowering(op="conv3d")(f)
+
+
+def test_one_lowering_serves_ops_with_identical_signatures() -> None:
+    reg = LoweringRegistry("test")
+    seen: list[str] = []
+
+    @reg.artifact_lowering(
+        op=(Conv3d, "conv_transpose3d", "lattice.generative_conv_transpose3d"),
+        weights={"weight": conv_weight(input="input")},
+    )
+    def conv(
+        context: ExecutionContext,
+        input: Any,
+        weight: Any,
+        bias: Any = None,
+        *,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        accumulation: str,
+    ) -> Any:
+        seen.append(context.op.name)
+        return input
+
+    for name in ("conv3d", "conv_transpose3d", "generative_conv_transpose3d"):
+        lowering = reg.lowering(name)
+        assert lowering.function is conv and lowering.takes_context
+        assert lowering.definition is SCHEMA.ops[name]
+        assert dict(lowering.weights) == {"weight": conv_weight("input")}
+    assert "target_conv3d" not in reg
+
+    # The executor tells the shared function which op it is running.
+    context = ExecutionContext(backend=NP, weights={}, primitives={})
+    with pytest.raises(LoweringError, match=r"not lowering any op"):
+        _ = context.op
+    for name in ("generative_conv_transpose3d", "conv3d"):
+        context.current_op = SCHEMA.ops[name]
+        reg.lowering(name).function(
+            context,
+            "x",
+            "w",
+            kernel_size=(1, 1, 1),
+            stride=(1, 1, 1),
+            padding=(0, 0, 0),
+            dilation=(1, 1, 1),
+            accumulation="canonical_f32",
+        )
+    assert seen == ["generative_conv_transpose3d", "conv3d"]
+
+
+def test_ops_sharing_a_lowering_must_have_identical_signatures() -> None:
+    reg = LoweringRegistry("test")
+
+    conv = conv_lowering
+    with pytest.raises(
+        LoweringError,
+        match=r"operands and attributes are identical: lattice.conv3d\(operands input, weight, "
+        r"bias\?; attributes kernel_size, stride, padding, dilation, accumulation\) differs from "
+        r"lattice.subm_conv3d\(.*attributes kernel_size, dilation, accumulation\); register a "
+        r"separate lowering for lattice.subm_conv3d",
+    ):
+        reg.artifact_lowering(op=("conv3d", "subm_conv3d"))(conv)
+    with pytest.raises(
+        LoweringError,
+        match=r"differs from lattice.target_conv3d\(operands "
+        r"input, target, weight",
+    ):
+        reg.artifact_lowering(op=["conv3d", "target_conv3d"])(conv)
+    with pytest.raises(LoweringError, match=r"op= names conv3d more than once"):
+        reg.artifact_lowering(op=("conv3d", "lattice.conv3d"))(conv)
+    with pytest.raises(LoweringError, match=r"op= names no op"):
+        reg.artifact_lowering(op=())(conv)
+    assert "conv3d" not in reg and "subm_conv3d" not in reg
+
+    # An op that already has a lowering leaves the whole group unregistered.
+    reg.artifact_lowering(op="conv_transpose3d")(conv)
+    with pytest.raises(LoweringError, match=r"lattice.conv_transpose3d already has a lowering"):
+        reg.artifact_lowering(op=("conv3d", "conv_transpose3d"))(conv)
+    assert "conv3d" not in reg
 
 
 def test_unknown_op_and_primitive() -> None:

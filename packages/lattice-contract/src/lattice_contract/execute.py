@@ -265,6 +265,7 @@ def run_program(
                 spec.check_runtime(step.weights[param], kwargs, backend, step.where)
         kwargs.update(step.attrs)
         context.current_results = step.result_types
+        context.current_op = step.operation.definition
         try:
             if step.lowering.takes_context:
                 produced = step.lowering.function(context, **kwargs)

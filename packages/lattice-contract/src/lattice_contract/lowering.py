@@ -20,6 +20,13 @@ an operand or attribute breaks registration loudly instead of silently
 misbinding.  Optional operands arrive as ``None`` when absent; a variadic
 operand arrives as a tuple.
 
+Ops that share exactly the same operands and attributes (``conv3d``,
+``conv_transpose3d`` and ``generative_conv_transpose3d``, say) may share one
+lowering: ``op=("conv3d", "conv_transpose3d", ...)`` registers the function
+for each of them after checking that their signatures really are identical,
+so a runtime states each distinct signature once.  Such a lowering takes
+``context`` and tells the ops apart by ``context.op``.
+
 ``weights`` attaches a :class:`WeightSpec` to weight operands: the contract
 checks the resolved weight's logical shape against the consumer (kernel size
 at compile time, the input channel count at run time) and names the
@@ -385,7 +392,8 @@ class ExecutionContext:
     registered ``lattice.call`` names to the runtime's implementations;
     ``trusted_sparse_inputs`` is set for ``call_with_trusted_sparse_inputs``
     (``sparse.make`` then skips the divisibility and duplicate checks);
-    ``current_results`` holds the declared result types of the op being run.
+    ``current_results`` holds the declared result types of the op being run
+    and ``current_op`` its schema definition.
     """
 
     backend: RuntimeBackend
@@ -393,7 +401,19 @@ class ExecutionContext:
     primitives: Mapping[str, Callable[..., Any]]
     trusted_sparse_inputs: bool = False
     current_results: tuple[ValueType, ...] = ()
+    current_op: OpDef | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def op(self) -> OpDef:
+        """Schema definition of the op being lowered.
+
+        A lowering registered for several ops (``artifact_lowering(op=(...))``)
+        reads ``context.op.name`` to pick the runtime function of the one it runs.
+        """
+        if self.current_op is None:
+            raise LoweringError("the execution context is not lowering any op right now")
+        return self.current_op
 
     def result_type(self, index: int = 0) -> ValueType:
         """Declared type of result ``index`` of the op being lowered.
@@ -422,7 +442,52 @@ class ExecutionContext:
             ) from None
 
 
-def _definition_of(op: str | OpDef | type[Op]) -> OpDef:
+OpRef = str | OpDef | type[Op]
+"""How a lowering names a schema op: MLIR or Python name, ``OpDef``, or the schema class."""
+
+
+def _signature_of(definition: OpDef) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """What a lowering's parameters and call binding depend on: operands and attribute names."""
+    operands = tuple(
+        (o.name, o.optional, o.variadic, o.type.kind is TypeKind.weight)
+        for o in definition.operands
+    )
+    return operands, tuple(a.name for a in definition.attributes)
+
+
+def _describe_signature(definition: OpDef) -> str:
+    operands = ", ".join(
+        o.name + ("?" if o.optional else "") + ("..." if o.variadic else "")
+        for o in definition.operands
+    )
+    attrs = ", ".join(a.name for a in definition.attributes) or "none"
+    return f"{definition.mlir_name}(operands {operands}; attributes {attrs})"
+
+
+def _definitions_of(op: OpRef | tuple[OpRef, ...] | list[OpRef]) -> tuple[OpDef, ...]:
+    """The op(s) of one registration; several must share operands and attributes exactly."""
+    if not isinstance(op, (tuple, list)):
+        return (_definition_of(op),)
+    definitions = tuple(_definition_of(one) for one in op)
+    if not definitions:
+        raise LoweringError("op= names no op; give one op or a non-empty tuple of ops")
+    names = [d.name for d in definitions]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise LoweringError(f"op= names {', '.join(repeated)} more than once")
+    first = definitions[0]
+    for other in definitions[1:]:
+        if _signature_of(other) != _signature_of(first):
+            raise LoweringError(
+                "one lowering can serve several ops only when their operands and attributes "
+                f"are identical: {_describe_signature(first)} differs from "
+                f"{_describe_signature(other)}; register a separate lowering for "
+                f"{other.mlir_name}"
+            )
+    return definitions
+
+
+def _definition_of(op: OpRef) -> OpDef:
     if isinstance(op, OpDef):
         return op
     if isinstance(op, type) and issubclass(op, Op):
@@ -448,29 +513,38 @@ class LoweringRegistry:
     def artifact_lowering(
         self,
         *,
-        op: str | OpDef | type[Op],
+        op: OpRef | tuple[OpRef, ...] | list[OpRef],
         weights: Mapping[str, WeightSpec] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering ``function`` as this runtime's lowering of ``op``.
 
+        ``op`` may also be a tuple or list of ops with identical operands and
+        attributes; the function is then registered for each of them (see
+        :attr:`ExecutionContext.op`).
+
         Raises :class:`LoweringError` at registration when the parameters are
-        not exactly the op's operands and attributes, when ``weights`` names a
-        parameter that is not a weight operand, or when the op already has a
+        not exactly the op's operands and attributes, when several ops given
+        together differ in their operands or attributes, when ``weights`` names
+        a parameter that is not a weight operand, or when an op already has a
         lowering.
         """
-        definition = _definition_of(op)
+        definitions = _definitions_of(op)
         specs = dict(weights or {})
 
         def register(function: F) -> F:
-            takes_context = _check_signature(definition, function, specs)
-            if definition.name in self._lowerings:
-                raise LoweringError(
-                    f"{self.runtime}: {definition.mlir_name} already has a lowering "
-                    f"({self._lowerings[definition.name].function.__qualname__})"
+            takes_context = False
+            for definition in definitions:
+                takes_context = _check_signature(definition, function, specs)
+            for definition in definitions:
+                if definition.name in self._lowerings:
+                    raise LoweringError(
+                        f"{self.runtime}: {definition.mlir_name} already has a lowering "
+                        f"({self._lowerings[definition.name].function.__qualname__})"
+                    )
+            for definition in definitions:
+                self._lowerings[definition.name] = ArtifactLowering(
+                    definition, function, MappingProxyType(specs), takes_context
                 )
-            self._lowerings[definition.name] = ArtifactLowering(
-                definition, function, MappingProxyType(specs), takes_context
-            )
             return function
 
         return register

@@ -14,6 +14,7 @@ and their shapes are checked against the consuming op by the weight specs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -117,8 +118,19 @@ def weight_from_artifact(
 # Convolutions and pooling.
 
 
-@artifact_lowering(op="conv3d", weights=_CONV)
-def conv3d_from_artifact(
+_CONVOLUTIONS: dict[str, Callable[..., SparseTensor]] = {
+    "conv3d": conv3d,
+    "conv_transpose3d": conv_transpose3d,
+    "generative_conv_transpose3d": generative_conv_transpose3d,
+    "target_conv3d": conv3d,
+    "target_conv_transpose3d": conv_transpose3d,
+}
+"""The ``mlx_lattice.ops`` function behind each strided convolution op."""
+
+
+@artifact_lowering(op=("conv3d", "conv_transpose3d", "generative_conv_transpose3d"), weights=_CONV)
+def conv_from_artifact(
+    context: ExecutionContext,
     input: SparseTensor,
     weight: Weight,
     bias: mx.array | None = None,
@@ -129,8 +141,8 @@ def conv3d_from_artifact(
     dilation: Triple,
     accumulation: str,
 ) -> SparseTensor:
-    """Support-generating convolution."""
-    return conv3d(
+    """Convolution, transposed convolution or support expansion over its derived support."""
+    return _CONVOLUTIONS[context.op.name](
         input,
         weight,
         bias,
@@ -138,6 +150,33 @@ def conv3d_from_artifact(
         stride=stride,
         padding=padding,
         dilation=dilation,
+    )
+
+
+@artifact_lowering(op=("target_conv3d", "target_conv_transpose3d"), weights=_CONV)
+def target_conv_from_artifact(
+    context: ExecutionContext,
+    input: SparseTensor,
+    target: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """(Transposed) convolution evaluated at the target's rows (``coordinates=target``)."""
+    return _CONVOLUTIONS[context.op.name](
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        coordinates=target,
     )
 
 
@@ -153,106 +192,6 @@ def subm_conv3d_from_artifact(
 ) -> SparseTensor:
     """Submanifold convolution."""
     return subm_conv3d(input, weight, bias, kernel_size=kernel_size, dilation=dilation)
-
-
-@artifact_lowering(op="target_conv3d", weights=_CONV)
-def target_conv3d_from_artifact(
-    input: SparseTensor,
-    target: SparseTensor,
-    weight: Weight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Convolution evaluated at the target's rows (``conv3d(coordinates=target)``)."""
-    return conv3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-        coordinates=target,
-    )
-
-
-@artifact_lowering(op="conv_transpose3d", weights=_CONV)
-def conv_transpose3d_from_artifact(
-    input: SparseTensor,
-    weight: Weight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Transposed convolution over its derived support."""
-    return conv_transpose3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-    )
-
-
-@artifact_lowering(op="target_conv_transpose3d", weights=_CONV)
-def target_conv_transpose3d_from_artifact(
-    input: SparseTensor,
-    target: SparseTensor,
-    weight: Weight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Transposed convolution evaluated at the target's rows."""
-    return conv_transpose3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-        coordinates=target,
-    )
-
-
-@artifact_lowering(op="generative_conv_transpose3d", weights=_CONV)
-def generative_conv_transpose3d_from_artifact(
-    input: SparseTensor,
-    weight: Weight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Support expansion: every tap of every input row."""
-    return generative_conv_transpose3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-    )
 
 
 @artifact_lowering(op="pool3d")

@@ -15,7 +15,7 @@ dequantizes them in its compute dtype.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -87,8 +87,21 @@ def weight(
     return context.weight(storage_key)
 
 
-@LOWERINGS.artifact_lowering(op="conv3d", weights=_CONV)
-def conv3d(
+_CONVOLUTIONS: dict[str, Callable[..., SparseTensor]] = {
+    "conv3d": ops.conv3d,
+    "conv_transpose3d": ops.conv_transpose3d,
+    "generative_conv_transpose3d": ops.generative_conv_transpose3d,
+    "target_conv3d": ops.conv3d,
+    "target_conv_transpose3d": ops.conv_transpose3d,
+}
+"""The ``torch_lattice.ops`` function behind each strided convolution op."""
+
+
+@LOWERINGS.artifact_lowering(
+    op=("conv3d", "conv_transpose3d", "generative_conv_transpose3d"), weights=_CONV
+)
+def conv(
+    context: ExecutionContext,
     input: SparseTensor,
     weight: Any,
     bias: torch.Tensor | None = None,
@@ -99,8 +112,8 @@ def conv3d(
     dilation: Triple,
     accumulation: str,
 ) -> SparseTensor:
-    """Support-generating convolution."""
-    return ops.conv3d(
+    """Convolution, transposed convolution or support expansion over its derived support."""
+    return _CONVOLUTIONS[context.op.name](
         input,
         weight,
         bias,
@@ -108,6 +121,33 @@ def conv3d(
         stride=stride,
         padding=padding,
         dilation=dilation,
+    )
+
+
+@LOWERINGS.artifact_lowering(op=("target_conv3d", "target_conv_transpose3d"), weights=_CONV)
+def target_conv(
+    context: ExecutionContext,
+    input: SparseTensor,
+    target: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """(Transposed) convolution evaluated at the target's rows (``coordinates=target``)."""
+    return _CONVOLUTIONS[context.op.name](
+        input,
+        weight,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        coordinates=target,
     )
 
 
@@ -123,106 +163,6 @@ def subm_conv3d(
 ) -> SparseTensor:
     """Submanifold convolution."""
     return ops.subm_conv3d(input, weight, bias, kernel_size=kernel_size, dilation=dilation)
-
-
-@LOWERINGS.artifact_lowering(op="target_conv3d", weights=_CONV)
-def target_conv3d(
-    input: SparseTensor,
-    target: SparseTensor,
-    weight: Any,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Convolution evaluated at the target's rows."""
-    return ops.conv3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-        coordinates=target,
-    )
-
-
-@LOWERINGS.artifact_lowering(op="conv_transpose3d", weights=_CONV)
-def conv_transpose3d(
-    input: SparseTensor,
-    weight: Any,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Transposed convolution over its derived support."""
-    return ops.conv_transpose3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-    )
-
-
-@LOWERINGS.artifact_lowering(op="target_conv_transpose3d", weights=_CONV)
-def target_conv_transpose3d(
-    input: SparseTensor,
-    target: SparseTensor,
-    weight: Any,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Transposed convolution evaluated at the target's rows."""
-    return ops.conv_transpose3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-        coordinates=target,
-    )
-
-
-@LOWERINGS.artifact_lowering(op="generative_conv_transpose3d", weights=_CONV)
-def generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: Any,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: Triple,
-    stride: Triple,
-    padding: Triple,
-    dilation: Triple,
-    accumulation: str,
-) -> SparseTensor:
-    """Support-expanding transposed convolution."""
-    return ops.generative_conv_transpose3d(
-        input,
-        weight,
-        bias,
-        kernel_size=kernel_size,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-    )
 
 
 @LOWERINGS.artifact_lowering(op="pool3d")
