@@ -179,11 +179,24 @@ class CoordinateTable:
             self.keys = torch.empty(0, dtype=torch.int64, device=logical.device)
             self.order = torch.empty(0, dtype=torch.int64, device=logical.device)
             self.row_keys = self.keys
+            self._in_key_order = True
             return
         lo, hi = bounds(logical)
         self.packing = Packing.covering(lo, hi)
         self.row_keys = self.packing.pack(logical)
-        self.keys, self.order = torch.sort(self.row_keys)
+        # Supports made by this runtime (conv outputs) and x-y-z sorted inputs are
+        # already in key order: one comparison pass then replaces the sort, and
+        # lookups skip their permutation gathers.
+        self._in_key_order = bool(torch.all(self.row_keys[1:] > self.row_keys[:-1]))
+        if self._in_key_order:
+            self.keys = self.row_keys
+            self.order = torch.arange(self.num_rows, device=logical.device)
+        else:
+            self.keys, self.order = torch.sort(self.row_keys)
+
+    def rows_in_key_order(self) -> bool:
+        """Whether row i holds the i-th smallest key (``order`` is the identity)."""
+        return self._in_key_order
 
     def duplicate_rows(self) -> torch.Tensor:
         """Indices of rows whose coordinates repeat an earlier sorted row."""
@@ -207,6 +220,20 @@ class CoordinateTable:
         rows = inside.nonzero().squeeze(1)
         out[rows] = self.find_keys(self.packing.pack(logical[rows]))
         return out
+
+    def _own_column_bound(self, dz: int) -> torch.Tensor:
+        """``searchsorted(keys, keys + dz)`` for ``dz`` in {-1, 0, 1}, without a search.
+
+        Keys are distinct integers, so ``keys[i] + 1`` can only sit at i + 1 and
+        ``keys[i] - 1`` only at i - 1: the lower bound is i + 1 for dz = 1, i for
+        dz = 0, and for dz = -1 it is i - 1 exactly when that key is present.
+        """
+        pos = torch.arange(self.num_rows, device=self.keys.device)
+        if dz == 1:
+            pos += 1
+        elif dz == -1:
+            pos[1:] -= (self.keys[1:] - 1 == self.keys[:-1]).to(pos.dtype)
+        return pos
 
     def lookup_offsets(
         self, base: torch.Tensor, offsets: Sequence[Triple], *, base_is_table: bool = False
@@ -244,6 +271,8 @@ class CoordinateTable:
             base_keys, base_order = self.keys, self.order
         else:
             base_keys, base_order = torch.sort(self.packing.pack(base))
+        # With the table in row order both permutations are the identity.
+        identity = base_is_table and self._in_key_order
         columns: dict[tuple[int, int], list[int]] = {}
         for i, off in enumerate(offsets):
             columns.setdefault((off[0], off[1]), []).append(i)
@@ -257,15 +286,21 @@ class CoordinateTable:
                 for i in members:
                     found = self.find_keys(base_keys + self.packing.shift(offsets[i]))
                     q = (found >= 0).nonzero().squeeze(1)
-                    results[i] = (base_order[q], found[q])
+                    results[i] = (q if identity else base_order[q], found[q])
                 continue
             query = base_keys + self.packing.shift((dx, dy, zs[0]))
-            pos = torch.searchsorted(self.keys, query)
+            if base_is_table and (dx, dy) == (0, 0) and -1 <= zs[0] <= 1:
+                pos = self._own_column_bound(zs[0])
+            else:
+                pos = torch.searchsorted(self.keys, query)
             for i in members:
                 # keys_padded ends in a sentinel no query equals, so pos == N needs no clamp
                 hit = torch.eq(keys_padded[pos], query)
                 q = hit.nonzero().squeeze(1)
-                results[i] = (base_order[q], self.order[pos[q]])
+                if identity:
+                    results[i] = (q, pos[q])
+                else:
+                    results[i] = (base_order[q], self.order[pos[q]])
                 pos += hit
                 query += 1
         return [r if r is not None else (empty, empty) for r in results]

@@ -53,6 +53,12 @@ class KernelMap:
     ``identity_tap`` names a tap whose pairs are exactly (i, i) for every row
     (the centre of an odd submanifold kernel); its pairs are not stored and
     the executor applies it as one dense matmul.
+
+    ``outputs_sorted`` (``inputs_sorted``) promises that within every tap the
+    output (input) rows strictly increase.  A map with sorted outputs can be
+    executed without a scatter: the executor cuts the outputs into ranges,
+    each tap's pairs for a range are one contiguous slice, and a segmented sum
+    replaces ``index_add_`` (see ``ops.conv``).
     """
 
     in_idx: torch.Tensor
@@ -61,6 +67,8 @@ class KernelMap:
     num_in: int
     num_out: int
     identity_tap: int | None = None
+    outputs_sorted: bool = False
+    inputs_sorted: bool = False
     cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -89,7 +97,14 @@ class KernelMap:
         found = self.cache.get("transposed")
         if found is None:
             found = KernelMap(
-                self.out_idx, self.in_idx, self.starts, self.num_out, self.num_in, self.identity_tap
+                self.out_idx,
+                self.in_idx,
+                self.starts,
+                self.num_out,
+                self.num_in,
+                self.identity_tap,
+                outputs_sorted=self.inputs_sorted,
+                inputs_sorted=self.outputs_sorted,
             )
             found.cache["transposed"] = self
             self.cache["transposed"] = found
@@ -135,6 +150,8 @@ def _assemble(
     num_out: int,
     device: torch.device,
     identity_tap: int | None = None,
+    *,
+    sorted_rows: bool = False,
 ) -> KernelMap:
     starts = [0]
     for a, _ in pairs:
@@ -147,7 +164,16 @@ def _assemble(
         out_idx = torch.cat([b for _, b in pairs]).to(index_dtype)
     else:
         in_idx = out_idx = torch.empty(0, dtype=index_dtype, device=device)
-    return KernelMap(in_idx, out_idx, tuple(starts), num_in, num_out, identity_tap)
+    return KernelMap(
+        in_idx,
+        out_idx,
+        tuple(starts),
+        num_in,
+        num_out,
+        identity_tap,
+        outputs_sorted=sorted_rows,
+        inputs_sorted=sorted_rows,
+    )
 
 
 # --------------------------------------------------------------------------- subm
@@ -170,6 +196,10 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     logical = support.logical
     table = support.table
     odd = all(k % 2 == 1 for k in kernel)
+    # Queries run in sorted key order, so when the rows already are in key order
+    # (conv outputs are; so are x-y-z sorted inputs) both sides of every tap
+    # increase: each mirrored pair list is sorted too.
+    in_key_order = table.rows_in_key_order()
     if odd:
         centre = volume // 2
         half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
@@ -177,10 +207,12 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
         pairs = [(r, q) for q, r in half]
         pairs.append(_empty_pair(logical))
         pairs.extend((q, r) for q, r in reversed(half))
-        kmap = _assemble(pairs, n, n, logical.device, identity_tap=centre)
+        kmap = _assemble(pairs, n, n, logical.device, identity_tap=centre, sorted_rows=in_key_order)
     else:
         found_pairs = table.lookup_offsets(logical, offsets, base_is_table=True)
-        kmap = _assemble([(r, q) for q, r in found_pairs], n, n, logical.device)
+        kmap = _assemble(
+            [(r, q) for q, r in found_pairs], n, n, logical.device, sorted_rows=in_key_order
+        )
     support.maps[key] = kmap
     return kmap
 
