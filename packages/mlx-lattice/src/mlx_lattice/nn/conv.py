@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import mlx.core as mx
-from lattice_contract.kernel import Triple, as_triple
+from lattice_contract.options import as_enum, positive_int, window
 from lattice_contract.schema import PoolMode
 
-from mlx_lattice.nn.module import LatticeModule, WeightedModule, positive_int
+from mlx_lattice.nn.module import LatticeModule, WeightedModule
 from mlx_lattice.ops.conv import (
     IntOrTriple,
     conv3d,
@@ -27,7 +27,6 @@ from mlx_lattice.ops.conv import (
     generative_conv_transpose3d,
     subm_conv3d,
 )
-from mlx_lattice.ops.feature import as_enum
 from mlx_lattice.ops.pool import global_pool, pool3d
 from mlx_lattice.sparse import SparseTensor
 
@@ -65,10 +64,8 @@ class _Conv(WeightedModule):
         c_in = positive_int(in_channels, "in_channels")
         c_out = positive_int(out_channels, "out_channels")
         self.in_channels, self.out_channels = c_in, c_out
-        self.kernel_size: Triple = as_triple(kernel_size, "kernel_size")
-        self.stride: Triple = as_triple(stride, "stride")
-        self.padding: Triple = as_triple(padding, "padding")
-        self.dilation: Triple = as_triple(dilation, "dilation")
+        geometry = window(kernel_size, stride, padding, dilation)
+        self.kernel_size, self.stride, self.padding, self.dilation = geometry
         # torch's default conv init: uniform in +-1/sqrt(fan_in).
         bound = 1.0 / math.sqrt(c_in * math.prod(self.kernel_size))
         self.weight = mx.random.uniform(-bound, bound, (c_out, *self.kernel_size, c_in))
@@ -174,10 +171,8 @@ class _Pool(LatticeModule):
         dilation: IntOrTriple = 1,
     ) -> None:
         super().__init__()
-        self.kernel_size: Triple = as_triple(kernel_size, "kernel_size")
-        self.stride: Triple = self.kernel_size if stride is None else as_triple(stride, "stride")
-        self.padding: Triple = as_triple(padding, "padding")
-        self.dilation: Triple = as_triple(dilation, "dilation")
+        geometry = window(kernel_size, stride, padding, dilation)
+        self.kernel_size, self.stride, self.padding, self.dilation = geometry
 
     def __call__(self, x: SparseTensor) -> SparseTensor:
         return pool3d(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import mlx.core as mx
+from lattice_contract.options import as_enum, positive_int
 from lattice_contract.schema import ActivationKind, GeluApprox
 
 from mlx_lattice.nn.module import (
@@ -20,11 +21,9 @@ from mlx_lattice.nn.module import (
     LatticeModule,
     WeightedModule,
     map_features,
-    positive_int,
 )
 from mlx_lattice.ops.feature import (
     activation,
-    as_enum,
     batch_norm,
     layer_norm,
     linear,

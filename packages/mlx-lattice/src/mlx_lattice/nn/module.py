@@ -28,7 +28,6 @@ __all__ = [
     "Sequential",
     "WeightedModule",
     "map_features",
-    "positive_int",
 ]
 
 IGNORED_KEYS: tuple[str, ...] = ("num_batches_tracked",)
@@ -46,13 +45,6 @@ def map_features(x: Features, fn: Callable[[mx.array], mx.array]) -> Features:
     if isinstance(x, SparseTensor):
         return x.with_feats(fn(x.feats))
     return fn(x)
-
-
-def positive_int(value: object, name: str) -> int:
-    """A channel or feature count: a positive int, else a ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def _to_mx(value: Any, key: str) -> mx.array:

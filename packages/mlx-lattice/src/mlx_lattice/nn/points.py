@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract.options import as_enum
 from lattice_contract.schema import BinaryOp, Interpolation, Join, VoxelReduction
 
 from mlx_lattice.nn.module import LatticeModule
 from mlx_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
-from mlx_lattice.ops.feature import as_enum
 from mlx_lattice.ops.points import devoxelize, voxelize
 from mlx_lattice.sparse import SparseTensor
 

@@ -16,10 +16,10 @@ support, so repeated joins on one support build its index once.
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract.options import as_enum
 from lattice_contract.schema import BinaryOp, Join
 
 from mlx_lattice.coords import flat_nonzero
-from mlx_lattice.ops.feature import as_enum
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["lookup_rows", "sparse_binary", "sparse_cat", "sparse_reindex"]

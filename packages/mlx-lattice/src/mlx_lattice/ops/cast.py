@@ -24,9 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import mlx.core as mx
+from lattice_contract.options import as_enum
 from lattice_contract.schema import Rounding
-
-from mlx_lattice.ops.feature import as_enum
 
 __all__ = ["FLOAT_DTYPES", "cast", "float_dtype"]
 

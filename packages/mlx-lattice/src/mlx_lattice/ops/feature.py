@@ -16,10 +16,10 @@ contract's ``canonical_f32`` accumulation for ``linear``).
 from __future__ import annotations
 
 import math
-from enum import Enum
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import mlx.core as mx
+from lattice_contract.options import as_enum, positive_float
 from lattice_contract.schema import ActivationKind, GeluApprox
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "activation",
-    "as_enum",
     "batch_norm",
     "layer_norm",
     "linear",
@@ -35,22 +34,7 @@ __all__ = [
     "softmax",
 ]
 
-E = TypeVar("E", bound=Enum)
-
 _FLOATS = (mx.float32, mx.float16, mx.bfloat16)
-
-
-def as_enum(value: E | str, enum_type: type[E], name: str) -> E:
-    """Accept a schema enum member or its string value; anything else is a clear error."""
-    if isinstance(value, enum_type):
-        return value
-    if isinstance(value, str):
-        try:
-            return enum_type(value)
-        except ValueError:
-            pass
-    allowed = ", ".join(repr(m.value) for m in enum_type)
-    raise ValueError(f"{name} must be one of {allowed} (or {enum_type.__name__}), got {value!r}")
 
 
 def features_array(x: object, op: str, *, min_ndim: int = 1) -> mx.array:
@@ -81,12 +65,6 @@ def channel_vector(value: object, channels: int, op: str, name: str) -> mx.array
             f"channels; it must be ({channels},)"
         )
     return value.astype(mx.float32)
-
-
-def _positive_eps(eps: float, op: str) -> float:
-    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
-        raise ValueError(f"{op}: eps must be a positive finite number, got {eps!r}")
-    return float(eps)
 
 
 def linear(
@@ -193,7 +171,7 @@ def batch_norm(
     """
     x = features_array(x, "batch_norm")
     c = x.shape[-1]
-    e = _positive_eps(eps, "batch_norm")
+    e = positive_float(eps, "eps", "batch_norm")
     s = channel_vector(scale, c, "batch_norm", "scale")
     b = channel_vector(bias, c, "batch_norm", "bias")
     m = channel_vector(mean, c, "batch_norm", "mean")
@@ -211,7 +189,7 @@ def layer_norm(
     """
     x = features_array(x, "layer_norm")
     c = x.shape[-1]
-    e = _positive_eps(eps, "layer_norm")
+    e = positive_float(eps, "eps", "layer_norm")
     v = x.astype(mx.float32)
     mu = mx.mean(v, axis=-1, keepdims=True)
     centred = v - mu
@@ -228,7 +206,7 @@ def rms_norm(x: mx.array, scale: mx.array | None, *, eps: float = 1e-5) -> mx.ar
     """``x / sqrt(mean(x^2) + eps) * scale`` over the channels of each row (scale may be None)."""
     x = features_array(x, "rms_norm")
     c = x.shape[-1]
-    e = _positive_eps(eps, "rms_norm")
+    e = positive_float(eps, "eps", "rms_norm")
     v = x.astype(mx.float32)
     y = v * mx.rsqrt(mx.mean(v * v, axis=-1, keepdims=True) + e)
     if scale is not None:

@@ -20,28 +20,19 @@ reads zeros.
 
 from __future__ import annotations
 
-import math
-
 import mlx.core as mx
 import numpy as np
+from lattice_contract.options import as_enum, positive_float
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from mlx_lattice.coords import CoordinateRangeError, KeySpace, scalar_int
 from mlx_lattice.ops.algebra import lookup_rows
-from mlx_lattice.ops.feature import as_enum, features_array
+from mlx_lattice.ops.feature import features_array
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["devoxelize", "voxelize"]
 
 _INT32_RANGE = 2.0**31
-
-
-def _voxel_size(value: float, op: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{op}: voxel_size must be a positive number, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{op}: voxel_size must be positive and finite, got {value!r}")
-    return float(value)
 
 
 def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array, mx.array]:
@@ -85,7 +76,7 @@ def voxelize(
     The features of points sharing a voxel are reduced in f32 and stored in the
     features' dtype.
     """
-    size = _voxel_size(voxel_size, "voxelize")
+    size = positive_float(voxel_size, "voxel_size", "voxelize")
     p, b = _points_and_batch(points, batch, "voxelize")
     feats = features_array(features, "voxelize", min_ndim=2)
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
@@ -153,7 +144,7 @@ def devoxelize(
     """
     if not isinstance(input, SparseTensor):
         raise TypeError(f"devoxelize: input must be a SparseTensor, got {type(input).__name__}")
-    size = _voxel_size(voxel_size, "devoxelize")
+    size = positive_float(voxel_size, "voxel_size", "devoxelize")
     p, b = _points_and_batch(points, batch, "devoxelize")
     mode = as_enum(interpolation, Interpolation, "interpolation")
     n_points, channels = p.shape[0], input.num_channels

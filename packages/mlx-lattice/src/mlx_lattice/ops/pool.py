@@ -10,11 +10,11 @@ dtype.
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract.options import as_enum
 from lattice_contract.schema import PoolMode
 
 from mlx_lattice.kernel_map import KernelMap, conv_support
 from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunks, sparse_input
-from mlx_lattice.ops.feature import as_enum
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["global_pool", "pool3d"]

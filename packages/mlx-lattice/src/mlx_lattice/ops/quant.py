@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import mlx.core as mx
+from lattice_contract.options import GROUP_SIZES, QUANT_BITS, check_quantization
 
 __all__ = [
     "GROUP_SIZES",
@@ -29,25 +30,7 @@ __all__ = [
     "quantized_matmul",
 ]
 
-QUANT_BITS: tuple[int, ...] = (4, 8)
-"""Bit widths of the contract's packings (``int4``, ``int8``)."""
-
-GROUP_SIZES: tuple[int, ...] = (32, 64, 128)
-"""Group sizes MLX's affine quantized matmul supports."""
-
 _SCALE_DTYPES = (mx.float16, mx.bfloat16, mx.float32)
-
-
-def _check_bits_group(bits: object, group_size: object) -> tuple[int, int]:
-    if isinstance(bits, bool) or bits not in QUANT_BITS:
-        raise ValueError(f"bits must be 4 or 8 (int4 / int8 packing), got {bits!r}")
-    if isinstance(group_size, bool) or group_size not in GROUP_SIZES:
-        raise ValueError(
-            f"group_size must be one of {', '.join(map(str, GROUP_SIZES))} "
-            f"(what MLX's affine quantization supports), got {group_size!r}"
-        )
-    assert isinstance(bits, int) and isinstance(group_size, int)
-    return bits, group_size
 
 
 @dataclass(frozen=True)
@@ -66,7 +49,7 @@ class QuantizedWeight:
     group_size: int
 
     def __post_init__(self) -> None:
-        bits, group = _check_bits_group(self.bits, self.group_size)
+        bits, group = check_quantization(self.bits, self.group_size)
         for name in ("weight", "scales", "biases"):
             if not isinstance(getattr(self, name), mx.array):
                 raise TypeError(f"QuantizedWeight.{name} must be an mx.array")
@@ -165,7 +148,7 @@ def quantize_weight(
     computed and stored in; the weight is converted to it first so that MLX
     derives scales in the declared type.
     """
-    bits, group_size = _check_bits_group(bits, group_size)
+    bits, group_size = check_quantization(bits, group_size)
     if not isinstance(w, mx.array) or w.dtype not in _SCALE_DTYPES:
         raise TypeError("quantize_weight expects a float mx.array (f16, bf16 or f32)")
     if w.ndim < 2:

@@ -8,13 +8,14 @@ The parameter names are the artifact's storage keys (``<module path>.weight``,
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from lattice_contract.kernel import kernel_volume
+from lattice_contract.options import positive_int, window
 
 from torch_lattice import ops
-from torch_lattice.ops._common import triple
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
@@ -30,7 +31,10 @@ Triple = tuple[int, int, int]
 
 
 class _ConvBase(torch.nn.Module):
-    """Shared parameters and initialisation (torch's kaiming-uniform default)."""
+    """Shared parameters, initialisation (torch's kaiming-uniform default) and call."""
+
+    _geometry_keys: ClassVar[tuple[str, ...]] = ("kernel_size", "stride", "padding", "dilation")
+    """The geometry attributes the functional op takes (and the repr shows)."""
 
     def __init__(
         self,
@@ -46,17 +50,11 @@ class _ConvBase(torch.nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"{type(self).__name__}: {name} must be a positive int, got {value!r}"
-                )
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = triple(kernel_size, "kernel_size", minimum=1)
-        self.stride = triple(stride, "stride", minimum=1)
-        self.padding = triple(padding, "padding", minimum=0)
-        self.dilation = triple(dilation, "dilation", minimum=1)
+        self.in_channels = positive_int(in_channels, "in_channels")
+        self.out_channels = positive_int(out_channels, "out_channels")
+        self.kernel_size, self.stride, self.padding, self.dilation = window(
+            kernel_size, stride, padding, dilation
+        )
         factory = {"device": device, "dtype": dtype}
         self.weight = torch.nn.Parameter(
             torch.empty(out_channels, *self.kernel_size, in_channels, **factory)
@@ -77,46 +75,37 @@ class _ConvBase(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
-            f"bias={self.bias is not None}"
-        )
+        parts = [f"{self.in_channels}, {self.out_channels}"]
+        parts += [f"{name}={getattr(self, name)}" for name in self._geometry_keys]
+        parts.append(f"bias={self.bias is not None}")
+        return ", ".join(parts)
+
+    def _apply_op(
+        self, op: Callable[..., SparseTensor], x: SparseTensor, **extra: Any
+    ) -> SparseTensor:
+        """Call the functional ``op`` with this module's weight, bias and geometry."""
+        geometry = {name: getattr(self, name) for name in self._geometry_keys}
+        return op(x, self.weight, self.bias, **geometry, **extra)
 
 
 class Conv3d(_ConvBase):
     """Support-generating sparse conv (``lattice.conv3d``), even at stride 1."""
 
     def forward(self, x: SparseTensor) -> SparseTensor:
-        return ops.conv3d(
-            x,
-            self.weight,
-            self.bias,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-        )
+        return self._apply_op(ops.conv3d, x)
 
 
 class TargetConv3d(_ConvBase):
     """Sparse conv at a target's rows (``lattice.target_conv3d``): ``forward(x, target)``."""
 
     def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
-        return ops.conv3d(
-            x,
-            self.weight,
-            self.bias,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            coordinates=target,
-        )
+        return self._apply_op(ops.conv3d, x, coordinates=target)
 
 
 class SubmConv3d(_ConvBase):
     """Submanifold conv (``lattice.subm_conv3d``): output rows are the input rows."""
+
+    _geometry_keys = ("kernel_size", "dilation")
 
     def __init__(
         self,
@@ -140,30 +129,14 @@ class SubmConv3d(_ConvBase):
         )
 
     def forward(self, x: SparseTensor) -> SparseTensor:
-        return ops.subm_conv3d(
-            x, self.weight, self.bias, kernel_size=self.kernel_size, dilation=self.dilation
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"dilation={self.dilation}, bias={self.bias is not None}"
-        )
+        return self._apply_op(ops.subm_conv3d, x)
 
 
 class ConvTranspose3d(_ConvBase):
     """Transposed sparse conv over its derived support (``lattice.conv_transpose3d``)."""
 
     def forward(self, x: SparseTensor) -> SparseTensor:
-        return ops.conv_transpose3d(
-            x,
-            self.weight,
-            self.bias,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-        )
+        return self._apply_op(ops.conv_transpose3d, x)
 
 
 class TargetConvTranspose3d(_ConvBase):
@@ -176,20 +149,13 @@ class TargetConvTranspose3d(_ConvBase):
     """
 
     def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
-        return ops.conv_transpose3d(
-            x,
-            self.weight,
-            self.bias,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            coordinates=target,
-        )
+        return self._apply_op(ops.conv_transpose3d, x, coordinates=target)
 
 
 class GenerativeConvTranspose3d(_ConvBase):
     """Support expansion ``o = c*s + k`` (``lattice.generative_conv_transpose3d``)."""
+
+    _geometry_keys = ("kernel_size", "stride")
 
     def __init__(
         self,
@@ -213,6 +179,4 @@ class GenerativeConvTranspose3d(_ConvBase):
         )
 
     def forward(self, x: SparseTensor) -> SparseTensor:
-        return ops.generative_conv_transpose3d(
-            x, self.weight, self.bias, kernel_size=self.kernel_size, stride=self.stride
-        )
+        return self._apply_op(ops.generative_conv_transpose3d, x)

@@ -16,6 +16,7 @@ from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
+from lattice_contract.options import as_enum, window
 from lattice_contract.schema import (
     ActivationKind,
     BinaryOp,
@@ -27,7 +28,6 @@ from lattice_contract.schema import (
 )
 
 from torch_lattice import ops
-from torch_lattice.ops._common import as_enum, triple
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
@@ -89,10 +89,9 @@ class _Pool3d(torch.nn.Module):
         dilation: int | Triple = 1,
     ) -> None:
         super().__init__()
-        self.kernel_size = triple(kernel_size, "kernel_size", minimum=1)
-        self.stride = self.kernel_size if stride is None else triple(stride, "stride", minimum=1)
-        self.padding = triple(padding, "padding", minimum=0)
-        self.dilation = triple(dilation, "dilation", minimum=1)
+        self.kernel_size, self.stride, self.padding, self.dilation = window(
+            kernel_size, stride, padding, dilation
+        )
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         return ops.pool3d(

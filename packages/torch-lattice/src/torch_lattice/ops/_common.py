@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
-from lattice_contract.kernel import as_triple
-from lattice_contract.schema import SchemaEnum
+from lattice_contract.options import as_enum
+from lattice_contract.options import int_triple as triple
 
 from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor
 
-E = TypeVar("E", bound=SchemaEnum)
-Triple = tuple[int, int, int]
-
-
-def as_enum(value: Any, enum_type: type[E], name: str) -> E:
-    """Accept the enum member or its string value; name the choices otherwise."""
-    if isinstance(value, enum_type):
-        return value
-    if isinstance(value, str):
-        try:
-            return enum_type(value)
-        except ValueError:
-            pass
-    choices = ", ".join(repr(m.value) for m in enum_type)
-    raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-
-
-def triple(value: int | Sequence[int], name: str, *, minimum: int) -> Triple:
-    """An int or three ints, each at least ``minimum``."""
-    try:
-        out = as_triple(value, name)
-    except (TypeError, ValueError) as err:
-        raise type(err)(f"{err}") from None
-    if min(out) < minimum:
-        raise ValueError(f"{name} must be >= {minimum} on every axis, got {out}")
-    return out
+__all__ = [
+    "as_enum",
+    "channel_vector",
+    "compute_dtype",
+    "require_features",
+    "require_sparse",
+    "triple",
+]
 
 
 def require_sparse(value: Any, op: str, name: str = "input") -> SparseTensor:
@@ -78,10 +59,3 @@ def channel_vector(value: Any, channels: int, op: str, name: str) -> torch.Tenso
     if not value.is_floating_point():
         raise TypeError(f"{op}: {name} must be floating point, got {value.dtype}")
     return value
-
-
-def positive_eps(eps: Any, op: str) -> float:
-    """eps as a positive float."""
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
-        raise ValueError(f"{op}: eps must be a positive number, got {eps!r}")
-    return float(eps)

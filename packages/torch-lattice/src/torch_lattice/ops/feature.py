@@ -14,6 +14,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from lattice_contract.options import positive_float
 from lattice_contract.schema import ActivationKind, GeluApprox
 
 from torch_lattice._trace import traced
@@ -21,7 +22,6 @@ from torch_lattice.ops._common import (
     as_enum,
     channel_vector,
     compute_dtype,
-    positive_eps,
     require_features,
 )
 from torch_lattice.ops.quant import QuantizedWeight
@@ -122,7 +122,7 @@ def batch_norm(
     """Frozen-statistics batch norm ``(x - mean) / sqrt(var + eps) * scale + bias``."""
     x = require_features(x, "batch_norm")
     c = int(x.shape[1])
-    e = positive_eps(eps, "batch_norm")
+    e = positive_float(eps, "eps", "batch_norm")
     dtype = compute_dtype(x.dtype)
     s, b, m, v = (
         channel_vector(t, c, "batch_norm", n).to(dtype)
@@ -139,7 +139,7 @@ def layer_norm(
     """Normalise each row over its channels (biased variance), then scale and shift."""
     x = require_features(x, "layer_norm")
     c = int(x.shape[1])
-    e = positive_eps(eps, "layer_norm")
+    e = positive_float(eps, "eps", "layer_norm")
     dtype = compute_dtype(x.dtype)
     s = channel_vector(scale, c, "layer_norm", "scale").to(dtype)
     b = channel_vector(bias, c, "layer_norm", "bias").to(dtype)
@@ -151,7 +151,7 @@ def rms_norm(x: torch.Tensor, scale: torch.Tensor, *, eps: float) -> torch.Tenso
     """``x / sqrt(mean(x^2) + eps) * scale`` over each row's channels."""
     x = require_features(x, "rms_norm")
     c = int(x.shape[1])
-    e = positive_eps(eps, "rms_norm")
+    e = positive_float(eps, "eps", "rms_norm")
     dtype = compute_dtype(x.dtype)
     s = channel_vector(scale, c, "rms_norm", "scale").to(dtype)
     v = x.to(dtype)

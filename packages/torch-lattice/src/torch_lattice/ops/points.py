@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract.options import positive_float
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from torch_lattice._trace import traced
@@ -31,12 +32,6 @@ from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor, Support
 __all__ = ["devoxelize", "voxelize"]
 
 _INT32_LIMIT = 2.0**31
-
-
-def _voxel_size(value: Any, op: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{op}: voxel_size must be a positive number, got {value!r}")
-    return float(value)
 
 
 def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,7 +69,7 @@ def voxelize(
     reduction: VoxelReduction | str = VoxelReduction.mean,
 ) -> SparseTensor:
     """Merge points into stride-1 voxels ``floor(points / voxel_size)`` per batch item."""
-    size = _voxel_size(voxel_size, "voxelize")
+    size = positive_float(voxel_size, "voxel_size", "voxelize")
     p, b = _points_and_batch(points, batch, "voxelize")
     if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
         raise TypeError("voxelize: features must be a float torch.Tensor of shape (P, C)")
@@ -133,7 +128,7 @@ def devoxelize(
 ) -> torch.Tensor:
     """Read ``input``'s features at points: dense (P, C) in the input's dtype."""
     x = require_sparse(input, "devoxelize")
-    size = _voxel_size(voxel_size, "devoxelize")
+    size = positive_float(voxel_size, "voxel_size", "devoxelize")
     p, b = _points_and_batch(points, batch, "devoxelize")
     mode = as_enum(interpolation, Interpolation, "interpolation")
     if p.device != x.device:

@@ -19,27 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from lattice_contract.options import GROUP_SIZES, QUANT_BITS, check_quantization
 
 __all__ = ["GROUP_SIZES", "QUANT_BITS", "QuantizedWeight", "dequantize", "quantize_weight"]
 
-QUANT_BITS: tuple[int, ...] = (4, 8)
-"""Bit widths of the contract's packings (``int4``, ``int8``)."""
-
-GROUP_SIZES: tuple[int, ...] = (32, 64, 128)
-"""Group sizes MLX's affine quantization supports."""
-
 _SCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-
-
-def _check_bits_group(bits: object, group_size: object) -> tuple[int, int]:
-    if isinstance(bits, bool) or bits not in QUANT_BITS:
-        raise ValueError(f"bits must be 4 or 8 (int4 / int8 packing), got {bits!r}")
-    if isinstance(group_size, bool) or group_size not in GROUP_SIZES:
-        raise ValueError(
-            f"group_size must be one of {', '.join(map(str, GROUP_SIZES))}, got {group_size!r}"
-        )
-    assert isinstance(bits, int) and isinstance(group_size, int)
-    return bits, group_size
 
 
 def _words_to_int64(words: torch.Tensor) -> torch.Tensor:
@@ -67,7 +51,7 @@ class QuantizedWeight:
     group_size: int
 
     def __post_init__(self) -> None:
-        bits, group = _check_bits_group(self.bits, self.group_size)
+        bits, group = check_quantization(self.bits, self.group_size)
         for name in ("weight", "scales", "biases"):
             if not isinstance(getattr(self, name), torch.Tensor):
                 raise TypeError(f"QuantizedWeight.{name} must be a torch.Tensor")
@@ -165,7 +149,7 @@ def quantize_weight(
     the codes are chosen against the rounded values, so the dequantized weight
     is the best this packing can express for the stored scale.
     """
-    bits, group_size = _check_bits_group(bits, group_size)
+    bits, group_size = check_quantization(bits, group_size)
     if not isinstance(w, torch.Tensor) or w.dtype not in (*_SCALE_DTYPES, torch.float64):
         raise TypeError("quantize_weight expects a float torch.Tensor")
     if w.ndim < 2:
