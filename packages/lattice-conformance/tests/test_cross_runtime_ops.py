@@ -439,6 +439,15 @@ def test_norms_and_softmax(dtype: str) -> None:
         ),
         ("rms_norm", mo.rms_norm(mx_x, m_vec[0], eps=1e-6), to.rms_norm(t_x, t_vec[0], eps=1e-6)),
         ("softmax", mo.softmax(mx_x), to.softmax(t_x)),
+        # Defaults and the optional affine parts: eps=1e-5, no scale / no shift.
+        ("batch_norm_default_eps", mo.batch_norm(mx_x, *m_vec), to.batch_norm(t_x, *t_vec)),
+        ("layer_norm_plain", mo.layer_norm(mx_x, None, None), to.layer_norm(t_x, None, None)),
+        (
+            "layer_norm_scale_only",
+            mo.layer_norm(mx_x, m_vec[0], None),
+            to.layer_norm(t_x, t_vec[0], None),
+        ),
+        ("rms_norm_plain", mo.rms_norm(mx_x, None), to.rms_norm(t_x, None)),
     ]
     for name, m_out, t_out in cases:
         assert m_out.dtype == MX_DTYPES[dtype] and t_out.dtype == TORCH_DTYPES[dtype], name
@@ -736,14 +745,12 @@ def test_cast_between_half_types_exhaustive(rounding: Rounding, source: str, tar
 
 @pytest.mark.parametrize("name", sorted(set(mo.__all__) & set(to.__all__) - {"QuantizedWeight"}))
 def test_functional_op_parameters_match(name: str) -> None:
-    """Both runtimes take the same parameters, in the same order and of the same kind.
-
-    (Defaults are not compared: MLX gives the norms' ``eps`` a default and lets
-    ``layer_norm`` / ``rms_norm`` skip scale or bias, torch requires them.)
-    """
+    """Both runtimes take the same parameters, in the same order, of the same kind and default."""
     m_params = inspect.signature(getattr(mo, name)).parameters.values()
     t_params = inspect.signature(getattr(to, name)).parameters.values()
-    assert [(p.name, p.kind) for p in m_params] == [(p.name, p.kind) for p in t_params]
+    assert [(p.name, p.kind, p.default) for p in m_params] == [
+        (p.name, p.kind, p.default) for p in t_params
+    ]
 
 
 def test_every_mlx_op_has_a_torch_twin() -> None:

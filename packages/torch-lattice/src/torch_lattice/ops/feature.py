@@ -117,7 +117,7 @@ def batch_norm(
     mean: torch.Tensor,
     var: torch.Tensor,
     *,
-    eps: float,
+    eps: float = 1e-5,
 ) -> torch.Tensor:
     """Frozen-statistics batch norm ``(x - mean) / sqrt(var + eps) * scale + bias``."""
     x = require_features(x, "batch_norm")
@@ -134,28 +134,37 @@ def batch_norm(
 
 @traced("layer_norm")
 def layer_norm(
-    x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, *, eps: float
+    x: torch.Tensor,
+    scale: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    *,
+    eps: float = 1e-5,
 ) -> torch.Tensor:
-    """Normalise each row over its channels (biased variance), then scale and shift."""
+    """Normalise each row over its channels (biased variance), then scale and shift.
+
+    ``scale`` or ``bias`` may be None to skip that affine part (eager use only:
+    the exported ``lattice.layer_norm`` stores both).
+    """
     x = require_features(x, "layer_norm")
     c = int(x.shape[1])
     e = positive_float(eps, "eps", "layer_norm")
     dtype = compute_dtype(x.dtype)
-    s = channel_vector(scale, c, "layer_norm", "scale").to(dtype)
-    b = channel_vector(bias, c, "layer_norm", "bias").to(dtype)
+    s = None if scale is None else channel_vector(scale, c, "layer_norm", "scale").to(dtype)
+    b = None if bias is None else channel_vector(bias, c, "layer_norm", "bias").to(dtype)
     return F.layer_norm(x.to(dtype), (c,), s, b, e).to(x.dtype)
 
 
 @traced("rms_norm")
-def rms_norm(x: torch.Tensor, scale: torch.Tensor, *, eps: float) -> torch.Tensor:
-    """``x / sqrt(mean(x^2) + eps) * scale`` over each row's channels."""
+def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, *, eps: float = 1e-5) -> torch.Tensor:
+    """``x / sqrt(mean(x^2) + eps) * scale`` over each row's channels (``scale=None``: no scale)."""
     x = require_features(x, "rms_norm")
     c = int(x.shape[1])
     e = positive_float(eps, "eps", "rms_norm")
     dtype = compute_dtype(x.dtype)
-    s = channel_vector(scale, c, "rms_norm", "scale").to(dtype)
     v = x.to(dtype)
-    y = v * torch.rsqrt(v.square().mean(dim=1, keepdim=True) + e) * s
+    y = v * torch.rsqrt(v.square().mean(dim=1, keepdim=True) + e)
+    if scale is not None:
+        y = y * channel_vector(scale, c, "rms_norm", "scale").to(dtype)
     return y.to(x.dtype)
 
 
