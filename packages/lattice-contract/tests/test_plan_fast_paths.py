@@ -1,0 +1,325 @@
+"""The fast paths of plan import and type checking decide exactly as the full checks do.
+
+``RuntimePlan.from_native`` freezes plainly valid op records through a fast
+path and hands everything else to the diagnosing freezer; ``typecheck_plan``
+checks each distinct op signature once per plan.  These tests corrupt a
+payload in many small ways and require the fast path to reach the same
+verdict (the same plan, or the same :class:`PlanError` message) as the
+diagnosing path alone, and require a repeated signature to still run every
+attribute-dependent rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Iterator
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from lattice_contract import plan as plan_module
+from lattice_contract.plan import PlanError, PlanOperation, RuntimePlan
+from lattice_contract.typecheck import PlanTypeError, typecheck_plan
+
+Payload = dict[str, Any]
+PACKING = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}
+
+
+class Text(str):
+    """A str subclass: valid for the diagnosing path, not 'plain' for the fast one."""
+
+
+def _base(builder_cls: Any) -> Payload:
+    """A payload touching every attribute kind, optional operands and a variadic call."""
+    b = builder_cls()
+    x = b.sparse_input("x", "f16", 8)
+    w = b.weight("stem.weight", "conv3d", "f16")
+    bias = b.weight("stem.bias", "bias", "f16")
+    (y,) = b.op("lattice.conv3d", [x, w, bias], [b.sparse("f16")], **b.conv_attrs(3, 2, 1))
+    feats_t = b.tensor((-1, 8), "f16")
+    _, f, _ = b.op(
+        "lattice.sparse.decompose",
+        [y],
+        [b.tensor((-1, 4), "i32"), feats_t, b.tensor((1,), "i32")],
+    )
+    (g,) = b.op(
+        "lattice.activation",
+        [f],
+        [feats_t],
+        kind="leaky_relu",
+        approximate="none",
+        alpha=0.009999999776482582,
+        beta=1.0,
+        threshold=20.0,
+    )
+    scale, shift, mean, var = (
+        b.weight(f"bn.{k}", "bias" if k == "b" else "channel", "f16") for k in "wbmv"
+    )
+    (n,) = b.op(
+        "lattice.batch_norm", [g, scale, shift, mean, var], [feats_t], eps=9.999999747378752e-06
+    )
+    (z,) = b.op("lattice.sparse.with_features", [y, n], [b.sparse("f16")])
+    wq = b.weight("q.weight", "conv3d", "i4", dict(PACKING))
+    (u,) = b.op(
+        "lattice.subm_conv3d",
+        [z, wq],
+        [b.sparse("f16")],
+        kernel_size=[3, 3, 3],
+        dilation=[1, 1, 1],
+        accumulation="canonical_f32",
+    )
+    (p,) = b.op(
+        "lattice.global_pool",
+        [u],
+        [b.tensor((2, 8), "f16")],
+        mode="max",
+        batch_size=2,
+        accumulation="canonical_f32",
+    )
+    (h,) = b.op("lattice.cast", [p], [b.tensor((2, 8), "f32")], rounding="nearest_even")
+    (k,) = b.op("lattice.call", [h], [b.tensor((-1,), "i32")], callee="argmax")
+    b.ret(u, "u")
+    b.ret(k, "k")
+    payload: Payload = b.payload()
+    return payload
+
+
+ATTR_VALUES: tuple[Any, ...] = (
+    True,
+    0,
+    1,
+    -1,
+    2**70,
+    1.5,
+    0.0,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    1e39,
+    "",
+    "relu",
+    "max",
+    "none",
+    "nearest_even",
+    "canonical_f32",
+    "conv3d_o_zyx_i",
+    Text("relu"),
+    None,
+    [1, 1, 1],
+    [0, 0, 0],
+    [1, 1],
+    [True, 1, 1],
+    [1.0, 1, 1],
+    (1, 1, 1),
+    dict(PACKING),
+    {**PACKING, "group_size": 6},
+    {**PACKING, "bits": "int2"},
+    MappingProxyType(dict(PACKING)),
+)
+
+
+def _mutations(payload: Payload) -> Iterator[tuple[str, Callable[[Payload], None]]]:
+    """(description, in-place corruption) pairs over every op of ``payload``."""
+    yield "unchanged", lambda p: None
+    swept: set[tuple[str, bool]] = set()  # every attribute value once per kind of op
+    for i, op in enumerate(payload["ops"]):
+        kind = (op["name"], "packing" in op["attrs"])
+        for attr in op["attrs"] if kind not in swept else ():
+            for j, value in enumerate(ATTR_VALUES):
+
+                def set_attr(p: Payload, i: int = i, a: str = attr, v: Any = value) -> None:
+                    p["ops"][i]["attrs"][a] = v
+
+                yield f"op {i} attr {attr} = value #{j}", set_attr
+
+            def drop(p: Payload, i: int = i, a: str = attr) -> None:
+                del p["ops"][i]["attrs"][a]
+
+            yield f"op {i} without {attr}", drop
+        swept.add(kind)
+        mutators: dict[str, Callable[[dict[str, Any]], None]] = {
+            "unknown attribute": lambda o: o["attrs"].__setitem__("zzz", 1),
+            "attrs as a proxy": lambda o: o.__setitem__("attrs", MappingProxyType(o["attrs"])),
+            "attrs as a list": lambda o: o.__setitem__("attrs", []),
+            "extra field": lambda o: o.__setitem__("extra", 1),
+            "missing field": lambda o: o.pop("result_types"),
+            "name subclass": lambda o: o.__setitem__("name", Text(o["name"])),
+            "quantized name": lambda o: o.__setitem__(
+                "name", o["name"].replace("lattice.", "lattice.quantized_")
+            ),
+            "foreign name": lambda o: o.__setitem__("name", "arith.addf"),
+            "name not str": lambda o: o.__setitem__("name", 3),
+            "operands as tuple": lambda o: o.__setitem__("operands", tuple(o["operands"])),
+            "results as tuple": lambda o: o.__setitem__("results", tuple(o["results"])),
+            "label subclass": lambda o: o.__setitem__("results", [Text(r) for r in o["results"]]),
+            "empty result label": lambda o: o["results"].__setitem__(0, ""),
+            "int result label": lambda o: o["results"].__setitem__(0, 7),
+            "result redefines arg0": lambda o: o["results"].__setitem__(0, "arg0"),
+            "results repeat": lambda o: o["results"].__setitem__(-1, o["results"][0]),
+            "one result too many": lambda o: (
+                o["results"].append("extra"),
+                o["result_types"].append(o["result_types"][0]),
+            ),
+            "result type dropped": lambda o: o["result_types"].pop(),
+            "result type not str": lambda o: o["result_types"].__setitem__(0, None),
+            "operand dropped": lambda o: (
+                (o["operands"].pop(), o["operand_types"].pop()) if o["operands"] else None
+            ),
+            "operand undefined": lambda o: (
+                o["operands"].__setitem__(0, "nowhere") if o["operands"] else None
+            ),
+            "operand of another type": lambda o: (
+                o["operand_types"].__setitem__(0, "tensor<1xi32>") if o["operands"] else None
+            ),
+            "operand type missing": lambda o: o["operand_types"].pop() if o["operands"] else None,
+            "operand duplicated": lambda o: (
+                (
+                    o["operands"].append(o["operands"][0]),
+                    o["operand_types"].append(o["operand_types"][0]),
+                )
+                if o["operands"]
+                else None
+            ),
+        }
+        for what, mutate in mutators.items():
+
+            def apply(p: Payload, i: int = i, m: Callable[[dict[str, Any]], None] = mutate) -> None:
+                m(p["ops"][i])
+
+            yield f"op {i}: {what}", apply
+        yield (
+            f"op {i} as a proxy",
+            lambda p, i=i: p["ops"].__setitem__(i, MappingProxyType(p["ops"][i])),
+        )
+        yield f"op {i} as a list", lambda p, i=i: p["ops"].__setitem__(i, [])
+
+
+def _shape(value: Any) -> Any:
+    """``value`` with the type of every leaf, so 1 == 1.0 == True cannot hide a difference."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (
+            type(value).__name__,
+            tuple(_shape(getattr(value, f.name)) for f in dataclasses.fields(value)),
+        )
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_shape(v) for v in value))
+    if isinstance(value, (MappingProxyType, dict)):
+        return (type(value).__name__, tuple((k, _shape(v)) for k, v in value.items()))
+    if isinstance(value, float) and value != value:
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+def _verdict(payload: Payload) -> Any:
+    try:
+        return _shape(RuntimePlan.from_native(payload))
+    except PlanError as exc:
+        return ("PlanError", str(exc))
+
+
+def test_fast_op_freezing_agrees_with_the_diagnosing_path(
+    plan_payload: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _base(plan_payload)
+    cases = []
+    for what, mutate in _mutations(base):
+        payload = copy.deepcopy(base)
+        mutate(payload)
+        cases.append((what, payload, _verdict(payload)))
+    monkeypatch.setattr(plan_module, "_plain_op", lambda raw, defined: None)
+    accepted = 0
+    for what, payload, fast in cases:
+        assert _verdict(payload) == fast, what
+        accepted += fast[0] != "PlanError"
+    assert len(cases) > 700
+    assert 0 < accepted < len(cases)  # the corpus holds both valid and rejected payloads
+
+
+def test_plain_payloads_take_the_fast_path(
+    plan_payload: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _base(plan_payload)
+    slow = []
+    original = plan_module._freeze_op
+
+    def counting(index: int, raw: Any) -> PlanOperation:
+        slow.append(index)
+        return original(index, raw)
+
+    monkeypatch.setattr(plan_module, "_freeze_op", counting)
+    plan = RuntimePlan.from_native(base)
+    assert slow == []
+    assert plan.ops[1].attrs["layout"] == "conv3d_o_xyz_i"
+    with pytest.raises(AttributeError):
+        plan.ops[0].name = "lattice.other"  # type: ignore[misc]
+    rebuilt = PlanOperation(
+        **{f.name: getattr(plan.ops[3], f.name) for f in dataclasses.fields(PlanOperation)}
+    )
+    assert rebuilt == plan.ops[3]
+
+
+# ---------------------------------------------------------------------------
+# typecheck_plan checks each signature in full once, but attribute rules always.
+
+
+def _repeat_op(plan: RuntimePlan, index: int, **attrs: Any) -> RuntimePlan:
+    """``plan`` with a copy of op ``index`` (fresh result labels, changed attrs) appended."""
+    op = plan.ops[index]
+    copy_op = dataclasses.replace(
+        op,
+        results=tuple(f"{r}_again" for r in op.results),
+        attrs=MappingProxyType({**op.attrs, **attrs}),
+    )
+    return dataclasses.replace(plan, ops=(*plan.ops, copy_op))
+
+
+def _index_of(plan: RuntimePlan, name: str) -> int:
+    return next(i for i, op in enumerate(plan.ops) if op.name == name)
+
+
+@pytest.mark.parametrize(
+    ("op_name", "attrs", "message"),
+    [
+        ("lattice.weight", {"layout": "linear_o_i"}, "must use layout conv3d_o_xyz_i"),
+        ("lattice.global_pool", {"batch_size": 3}, "result has 2 rows but batch_size is 3"),
+        ("lattice.call", {"callee": "gather_rows"}, r"takes 2 input\(s\), got 1"),
+        ("lattice.call", {"callee": "nothing"}, "is not a registered primitive"),
+    ],
+)
+def test_a_repeated_signature_still_runs_the_attribute_rules(
+    plan_payload: Any, op_name: str, attrs: dict[str, Any], message: str
+) -> None:
+    plan = RuntimePlan.from_native(_base(plan_payload))
+    typecheck_plan(plan, {"argmax", "gather_rows"})
+    index = _index_of(plan, op_name)
+    repeated = _repeat_op(plan, index, **attrs)
+    with pytest.raises(PlanTypeError, match=message) as info:
+        typecheck_plan(repeated, {"argmax", "gather_rows"})
+    assert f"op #{len(plan.ops)} " in str(info.value)  # the copy, not the original
+
+
+def test_a_repeated_cast_without_rounding_is_rejected(plan_payload: Any) -> None:
+    plan = RuntimePlan.from_native(_base(plan_payload))
+    index = _index_of(plan, "lattice.cast")
+    op = plan.ops[index]
+    bare = dataclasses.replace(op, results=("again",), attrs=MappingProxyType({}))
+    repeated = dataclasses.replace(plan, ops=(*plan.ops, bare))
+    with pytest.raises(PlanTypeError, match="must state its rounding direction"):
+        typecheck_plan(repeated, {"argmax"})
+
+
+def test_repeated_signatures_type_every_value(plan_payload: Any) -> None:
+    plan = RuntimePlan.from_native(_base(plan_payload))
+    repeated = _repeat_op(_repeat_op(plan, _index_of(plan, "lattice.conv3d")), 1)
+    typed = typecheck_plan(repeated, {"argmax"})
+    labels = [a.name for a in repeated.args] + [r for op in repeated.ops for r in op.results]
+    assert list(typed.values) == labels
+    for op in repeated.ops:
+        for label, text in zip(op.results, op.result_types, strict=True):
+            info = repeated.type_info(text)
+            assert (typed[label].kind, typed[label].dtype, typed[label].shape) == (
+                info.kind,
+                info.dtype,
+                info.shape,
+            )
