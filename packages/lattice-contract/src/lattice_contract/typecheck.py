@@ -11,8 +11,9 @@ is then checked against its schema signature:
   op (sparse values, features, float weights, float tensors) shares a single
   element type.  Packed ``i4``/``i8`` weights stand outside that rule: their
   codes are integers and their scales carry their own ``scale_dtype``, and
-  the consumer computes in its input's float type.  Coordinates, active counts and batch indices are ``i32`` and points
-  ``f32`` by construction, so they never take part;
+  the consumer computes in its input's float type.  Coordinates, active
+  counts and batch indices are ``i32`` and points ``f32`` by construction, so
+  they never take part;
 * only ``lattice.cast`` (with its rounding direction) and ``lattice.call`` of
   a registered primitive change element types; a call must match the
   primitive's exact element types and ranks, and the runtime must provide an
@@ -274,90 +275,144 @@ def _check_cast(op: PlanOperation, index: int, operand: ValueType, result: Value
                 )
 
 
+def _check_signature(
+    op: PlanOperation,
+    index: int,
+    operand_types: list[ValueType],
+    result_types: list[ValueType],
+) -> list[tuple[str, TypeConstraint, ValueType]]:
+    """Every operand and result against its schema constraint; returns them paired."""
+    definition = op.definition
+    by_label = dict(zip(op.operands, operand_types, strict=True))
+    constrained: list[tuple[str, TypeConstraint, ValueType]] = []
+    for (name, labels), operand_def in zip(op.operand_groups(), definition.operands, strict=True):
+        for label in labels:
+            vt = by_label[label]
+            if not _matches(operand_def.type, vt):
+                raise _fail(
+                    op,
+                    index,
+                    label,
+                    f"operand {name!r} must be {operand_def.type.describe()}, got {vt.describe()}",
+                )
+            constrained.append((label, operand_def.type, vt))
+    for label, vt, result_def in zip(op.results, result_types, definition.results, strict=True):
+        if not _matches(result_def.type, vt):
+            raise _fail(
+                op,
+                index,
+                label,
+                f"result {result_def.name!r} must be {result_def.type.describe()}, "
+                f"got {vt.describe()}",
+            )
+        constrained.append((label, result_def.type, vt))
+    return constrained
+
+
+def _check_homogeneous(
+    op: PlanOperation, index: int, constrained: list[tuple[str, TypeConstraint, ValueType]]
+) -> None:
+    """Every float value that takes part in an ordinary op shares one element type."""
+    shared: tuple[str, str] | None = None  # (label, dtype) that fixed the op's type
+    for label, constraint, vt in constrained:
+        if not _takes_part(constraint) or vt.dtype in PACKED_DTYPES:
+            continue
+        if vt.kind == "tensor" and vt.dtype not in FLOAT_DTYPES:
+            raise _fail(op, index, label, f"{op.name} works on float values, got {vt.describe()}")
+        if shared is None:
+            shared = (label, vt.dtype)
+        elif vt.dtype != shared[1]:
+            raise _fail(
+                op,
+                index,
+                label,
+                f"element type {vt.dtype} differs from {shared[1]} of {shared[0]!r}; "
+                f"{op.name} is homogeneous, insert an explicit lattice.cast "
+                "(with a rounding direction) to convert",
+            )
+
+
+def _check_global_pool(op: PlanOperation, index: int, result: ValueType) -> None:
+    shape = result.shape or ()
+    if shape and shape[0] >= 0 and shape[0] != op.attrs["batch_size"]:
+        raise _fail(
+            op,
+            index,
+            op.results[0],
+            f"result has {shape[0]} rows but batch_size is {op.attrs['batch_size']}",
+        )
+
+
+_ATTRIBUTE_RULES = frozenset(("cast", "call", "weight", "global_pool"))
+"""Ops with rules that read attributes as well as types."""
+
+
+def _check_op_rules(
+    op: PlanOperation,
+    index: int,
+    operand_types: list[ValueType],
+    result_types: list[ValueType],
+    implemented: frozenset[str],
+    constrained: list[tuple[str, TypeConstraint, ValueType]] | None,
+) -> None:
+    """The rules after the signature match, in order; homogeneity only with ``constrained``."""
+    kind = op.definition.name
+    if kind == "cast":
+        _check_cast(op, index, operand_types[0], result_types[0])
+    elif kind == "call":
+        _check_call(op, index, operand_types, result_types[0], implemented)
+    else:
+        if kind == "weight":
+            _check_weight_op(op, index, result_types[0])
+        if constrained is not None:
+            _check_homogeneous(op, index, constrained)
+        if kind == "global_pool":
+            _check_global_pool(op, index, result_types[0])
+
+
 def typecheck_plan(plan: RuntimePlan, implemented_primitives: Iterable[str] = ()) -> TypedPlan:
     """Assign every value its element type and check every op's signature.
 
     ``implemented_primitives`` is the set of ``lattice.call`` primitives the
     executing runtime provides; a call to any other primitive is a compile
     error.  Returns the per-label value types; raises :class:`PlanTypeError`.
+
+    The signature rules (operand and result kinds, homogeneity) depend only on
+    the op's definition and the type texts of its operands and results, and a
+    200-op graph repeats a few dozen such signatures.  Each distinct signature
+    is checked in full once per plan; a repeat skips straight to the rules that
+    read attributes (cast, call, weight, global_pool), which run for every op.
     """
     implemented = frozenset(implemented_primitives)
-    values: dict[str, ValueType] = {}
-    for arg in plan.args:
-        values[arg.name] = ValueType.of(plan.type_info(arg.type))
+    of_text: dict[str, ValueType] = {}  # type text -> its ValueType, built once each
 
+    def value_type(text: str) -> ValueType:
+        vt = of_text.get(text)
+        if vt is None:
+            vt = of_text[text] = ValueType.of(plan.type_info(text))
+        return vt
+
+    values: dict[str, ValueType] = {}
+    text_of: dict[str, str] = {}  # label -> the type text it was defined with
+    for arg in plan.args:
+        values[arg.name] = value_type(arg.type)
+        text_of[arg.name] = arg.type
+
+    checked: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
     for index, op in enumerate(plan.ops):
         definition = op.definition
-        operand_types = [values[label] for label in op.operands]
-        result_types = [ValueType.of(plan.type_info(t)) for t in op.result_types]
-
-        by_label = dict(zip(op.operands, operand_types, strict=True))
-        constrained: list[tuple[str, TypeConstraint, ValueType]] = []
-        for (name, labels), operand_def in zip(
-            op.operand_groups(), definition.operands, strict=True
-        ):
-            for label in labels:
-                vt = by_label[label]
-                if not _matches(operand_def.type, vt):
-                    raise _fail(
-                        op,
-                        index,
-                        label,
-                        f"operand {name!r} must be {operand_def.type.describe()}, "
-                        f"got {vt.describe()}",
-                    )
-                constrained.append((label, operand_def.type, vt))
-        for label, vt, result_def in zip(op.results, result_types, definition.results, strict=True):
-            if not _matches(result_def.type, vt):
-                raise _fail(
-                    op,
-                    index,
-                    label,
-                    f"result {result_def.name!r} must be {result_def.type.describe()}, "
-                    f"got {vt.describe()}",
-                )
-            constrained.append((label, result_def.type, vt))
-
-        if definition.name == "cast":
-            _check_cast(op, index, operand_types[0], result_types[0])
-        elif definition.name == "call":
-            _check_call(op, index, operand_types, result_types[0], implemented)
-        else:
-            if definition.name == "weight":
-                _check_weight_op(op, index, result_types[0])
-            shared: tuple[str, str] | None = None  # (label, dtype) that fixed the op's type
-            for label, constraint, vt in constrained:
-                if not _takes_part(constraint) or vt.dtype in PACKED_DTYPES:
-                    continue
-                if vt.kind == "tensor" and vt.dtype not in FLOAT_DTYPES:
-                    raise _fail(
-                        op,
-                        index,
-                        label,
-                        f"{op.name} works on float values, got {vt.describe()}",
-                    )
-                if shared is None:
-                    shared = (label, vt.dtype)
-                elif vt.dtype != shared[1]:
-                    raise _fail(
-                        op,
-                        index,
-                        label,
-                        f"element type {vt.dtype} differs from {shared[1]} of {shared[0]!r}; "
-                        f"{op.name} is homogeneous, insert an explicit lattice.cast "
-                        "(with a rounding direction) to convert",
-                    )
-            if definition.name == "global_pool":
-                shape = result_types[0].shape or ()
-                if shape and shape[0] >= 0 and shape[0] != op.attrs["batch_size"]:
-                    raise _fail(
-                        op,
-                        index,
-                        op.results[0],
-                        f"result has {shape[0]} rows but batch_size is {op.attrs['batch_size']}",
-                    )
-
-        for label, vt in zip(op.results, result_types, strict=True):
-            values[label] = vt
+        operand_texts = tuple(map(text_of.__getitem__, op.operands))
+        result_types = [of_text.get(t) or value_type(t) for t in op.result_types]
+        signature = (id(definition), operand_texts, op.result_types)
+        if signature not in checked:
+            operand_types = [of_text[t] for t in operand_texts]
+            constrained = _check_signature(op, index, operand_types, result_types)
+            _check_op_rules(op, index, operand_types, result_types, implemented, constrained)
+            checked.add(signature)
+        elif definition.name in _ATTRIBUTE_RULES:
+            operand_types = [of_text[t] for t in operand_texts]
+            _check_op_rules(op, index, operand_types, result_types, implemented, None)
+        values.update(zip(op.results, result_types, strict=True))
+        text_of.update(zip(op.results, op.result_types, strict=True))
 
     return TypedPlan(plan=plan, values=MappingProxyType(values), primitives=implemented)
