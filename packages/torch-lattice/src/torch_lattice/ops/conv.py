@@ -243,11 +243,12 @@ def _segments(kmap: KernelMap, budget: int) -> _Segments:
     bag = torch.empty(total, dtype=torch.int32, device=device)
     for t, k in enumerate(taps):
         rows = out_idx[kmap.starts[k] : kmap.starts[k + 1]].to(torch.int64)
-        position = torch.repeat_interleave(shift[t], seg[t], output_size=int(rows.numel()))
-        position += torch.arange(int(rows.numel()), device=device)
-        slot = fill[rows]
-        bag[slot] = position.to(torch.int32)
-        fill[rows] = slot + 1
+        size = int(rows.numel())
+        position = torch.repeat_interleave(shift[t], seg[t], output_size=size)
+        position += torch.arange(size, device=device)
+        slot = fill.index_select(0, rows)
+        bag.index_copy_(0, slot, position.to(torch.int32))
+        fill.index_copy_(0, rows, slot.add_(1))
     offsets = torch.cat([counts.new_zeros(1), ends]).to(torch.int32)
     tap_start = torch.tensor([kmap.starts[k] for k in taps], dtype=torch.int64, device=device)
     found = _Segments(
