@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from lattice_contract.builder import MLIRModuleBuilder
 from lattice_contract.lowering import WeightContractError
+from lattice_contract.verify import native_module
 from safetensors.torch import save_file
 from torch_lattice import SparseTensor, ops
 from torch_lattice.artifact import (
+    ArtifactCapabilityError,
     BundleError,
     LatticeArtifact,
     LatticeProgram,
@@ -115,7 +119,7 @@ def test_several_outputs_and_logical_names(tmp_path: Path) -> None:
         (lambda p, x: p(y=x), "unexpected"),
     ],
 )
-def test_bad_calls_fail_before_running(tmp_path: Path, call, message: str) -> None:
+def test_bad_calls_fail_before_running(tmp_path: Path, call: Any, message: str) -> None:
     path, _ = _conv_artifact(tmp_path)
     program = load_lattice_program(path)
     with pytest.raises(ProgramCallError, match=message):
@@ -178,6 +182,32 @@ def test_weight_contract_errors_name_the_key(tmp_path: Path) -> None:
         compile_lattice_artifact(LatticeArtifact(graph, {"conv.weight": w.half()}))
     with pytest.raises(WeightContractError, match=r"conv\.weight"):
         compile_lattice_artifact(LatticeArtifact(graph, {"conv.weight": w[:, :2]}))
+
+
+def test_artifact_status_without_the_native_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like MLX: the graph is still verified through lattice-opt; only compiling needs native."""
+    native = native_module()
+    assert native is not None
+    tool = str(native.lattice_opt_path())
+    path, _ = _conv_artifact(tmp_path)
+    artifact = load_lattice_artifact(path)
+    broken = LatticeArtifact(
+        artifact.graph.replace("kernel_size = array<i64: 3, 3, 3>", "kernel_size = array<i64: 3>"),
+        artifact.weights,
+    )
+    assert broken.graph != artifact.graph
+    monkeypatch.setitem(sys.modules, "lattice_mlir", None)  # as if it were not built
+    assert native_module() is None
+    assert lattice_artifact_status(artifact, lattice_opt=tool).valid
+    validate_lattice_artifact(artifact, lattice_opt=tool)
+    status = lattice_artifact_status(broken, lattice_opt=tool)
+    assert not status.valid and "kernel_size" in status.diagnostics
+    with pytest.raises(LatticeValidationError, match="kernel_size"):
+        validate_lattice_artifact(broken, lattice_opt=tool)
+    with pytest.raises(ArtifactCapabilityError, match="lattice_mlir"):
+        compile_lattice_artifact(artifact)
 
 
 def test_packed_triplet_errors(tmp_path: Path) -> None:

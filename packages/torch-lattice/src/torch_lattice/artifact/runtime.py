@@ -108,10 +108,20 @@ def import_lattice_plan(graph: str) -> RuntimePlan:
         ) from None
 
 
-def lattice_artifact_status(artifact: LatticeArtifact) -> LatticeMLIRStatus:
-    """Verify an artifact: its graph natively, then its weights and types by compiling it."""
-    status = lattice_graph_status(artifact.graph)
-    if not status.valid:
+def lattice_artifact_status(
+    artifact: LatticeArtifact, *, lattice_opt: str | os.PathLike[str] | None = None
+) -> LatticeMLIRStatus:
+    """Verify an artifact: its graph, and (with the native module) its weights against it.
+
+    The graph is verified in process or, without the native module, by a
+    ``lattice-opt`` executable (as :func:`lattice_graph_status` finds it), so
+    an install without ``lattice_mlir`` can still vet a bundle.  With the
+    native module the artifact is also compiled for torch, so weight payloads
+    that do not match the graph (missing entries, incomplete packed triplets,
+    dtype or shape drift) and type errors are reported too.
+    """
+    status = lattice_graph_status(artifact.graph, lattice_opt=lattice_opt)
+    if not status.valid or native_module() is None:
         return status
     try:
         LatticeProgram(import_lattice_plan(artifact.graph), artifact.weights)
@@ -120,9 +130,11 @@ def lattice_artifact_status(artifact: LatticeArtifact) -> LatticeMLIRStatus:
     return status
 
 
-def validate_lattice_artifact(artifact: LatticeArtifact) -> None:
+def validate_lattice_artifact(
+    artifact: LatticeArtifact, *, lattice_opt: str | os.PathLike[str] | None = None
+) -> None:
     """Raise :class:`LatticeValidationError` unless :func:`lattice_artifact_status` is valid."""
-    status = lattice_artifact_status(artifact)
+    status = lattice_artifact_status(artifact, lattice_opt=lattice_opt)
     if not status.valid:
         raise LatticeValidationError(
             "the lattice artifact does not verify:\n" + status.diagnostics, status.diagnostics
