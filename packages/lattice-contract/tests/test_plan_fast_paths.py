@@ -323,3 +323,25 @@ def test_repeated_signatures_type_every_value(plan_payload: Any) -> None:
                 info.dtype,
                 info.shape,
             )
+
+
+def test_a_signature_differing_only_in_an_operand_type_is_checked_again(
+    plan_payload: Any,
+) -> None:
+    b = plan_payload()
+    x = b.sparse_input("x", "f16", 8)
+    _, f16, _ = b.op(
+        "lattice.sparse.decompose",
+        [x],
+        [b.tensor((-1, 4), "i32"), b.tensor((-1, 8), "f16"), b.tensor((1,), "i32")],
+    )
+    (f32,) = b.op("lattice.cast", [f16], [b.tensor((-1, 8), "f32")], rounding="nearest_even")
+    relu = {"kind": "relu", "approximate": "none", "alpha": 0.0, "beta": 1.0, "threshold": 20.0}
+    (ok,) = b.op("lattice.activation", [f16], [b.tensor((-1, 8), "f16")], **relu)
+    (mixed,) = b.op("lattice.activation", [f32], [b.tensor((-1, 8), "f16")], **relu)
+    b.ret(ok, "ok")
+    b.ret(mixed, "mixed")
+    plan = RuntimePlan.from_native(b.payload())
+    with pytest.raises(PlanTypeError, match="element type f16 differs from f32") as info:
+        typecheck_plan(plan)
+    assert f"op #{len(plan.ops) - 1} " in str(info.value)

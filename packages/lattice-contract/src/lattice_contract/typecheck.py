@@ -26,7 +26,7 @@ Failures are :class:`PlanTypeError` naming the value label and the op.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -195,7 +195,7 @@ def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
 def _check_call(
     op: PlanOperation,
     index: int,
-    operands: list[ValueType],
+    operands: Sequence[ValueType],
     result: ValueType,
     implemented: frozenset[str],
 ) -> None:
@@ -278,8 +278,8 @@ def _check_cast(op: PlanOperation, index: int, operand: ValueType, result: Value
 def _check_signature(
     op: PlanOperation,
     index: int,
-    operand_types: list[ValueType],
-    result_types: list[ValueType],
+    operand_types: Sequence[ValueType],
+    result_types: Sequence[ValueType],
 ) -> list[tuple[str, TypeConstraint, ValueType]]:
     """Every operand and result against its schema constraint; returns them paired."""
     definition = op.definition
@@ -350,8 +350,8 @@ _ATTRIBUTE_RULES = frozenset(("cast", "call", "weight", "global_pool"))
 def _check_op_rules(
     op: PlanOperation,
     index: int,
-    operand_types: list[ValueType],
-    result_types: list[ValueType],
+    operand_types: Sequence[ValueType],
+    result_types: Sequence[ValueType],
     implemented: frozenset[str],
     constrained: list[tuple[str, TypeConstraint, ValueType]] | None,
 ) -> None:
@@ -384,7 +384,9 @@ def typecheck_plan(plan: RuntimePlan, implemented_primitives: Iterable[str] = ()
     read attributes (cast, call, weight, global_pool), which run for every op.
     """
     implemented = frozenset(implemented_primitives)
-    of_text: dict[str, ValueType] = {}  # type text -> its ValueType, built once each
+    # One ValueType per type text, alive for the whole call, so a value type's
+    # id stands for its text in the signature keys below.
+    of_text: dict[str, ValueType] = {}
 
     def value_type(text: str) -> ValueType:
         vt = of_text.get(text)
@@ -392,27 +394,24 @@ def typecheck_plan(plan: RuntimePlan, implemented_primitives: Iterable[str] = ()
             vt = of_text[text] = ValueType.of(plan.type_info(text))
         return vt
 
-    values: dict[str, ValueType] = {}
-    text_of: dict[str, str] = {}  # label -> the type text it was defined with
-    for arg in plan.args:
-        values[arg.name] = value_type(arg.type)
-        text_of[arg.name] = arg.type
-
-    checked: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
+    values: dict[str, ValueType] = {arg.name: value_type(arg.type) for arg in plan.args}
+    value_of = values.__getitem__
+    results_of: dict[tuple[str, ...], tuple[ValueType, ...]] = {}
+    checked: set[tuple[int, tuple[int, ...], tuple[str, ...]]] = set()
     for index, op in enumerate(plan.ops):
         definition = op.definition
-        operand_texts = tuple(map(text_of.__getitem__, op.operands))
-        result_types = [of_text.get(t) or value_type(t) for t in op.result_types]
-        signature = (id(definition), operand_texts, op.result_types)
+        operand_types = tuple(map(value_of, op.operands))
+        result_types = results_of.get(op.result_types)
+        if result_types is None:
+            result_types = tuple(value_type(t) for t in op.result_types)
+            results_of[op.result_types] = result_types
+        signature = (id(definition), tuple(map(id, operand_types)), op.result_types)
         if signature not in checked:
-            operand_types = [of_text[t] for t in operand_texts]
             constrained = _check_signature(op, index, operand_types, result_types)
             _check_op_rules(op, index, operand_types, result_types, implemented, constrained)
             checked.add(signature)
         elif definition.name in _ATTRIBUTE_RULES:
-            operand_types = [of_text[t] for t in operand_texts]
             _check_op_rules(op, index, operand_types, result_types, implemented, None)
         values.update(zip(op.results, result_types, strict=True))
-        text_of.update(zip(op.results, op.result_types, strict=True))
 
     return TypedPlan(plan=plan, values=MappingProxyType(values), primitives=implemented)
