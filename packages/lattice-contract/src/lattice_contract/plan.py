@@ -591,6 +591,7 @@ class _AttrCheck(NamedTuple):
     minimum: int | float | None
     exclusive_minimum: bool
     values: frozenset[str] | None  # closed value set of an enum or string attribute
+    required: bool
 
 
 class _OpCheck(NamedTuple):
@@ -600,8 +601,6 @@ class _OpCheck(NamedTuple):
     min_operands: int
     max_operands: int | None
     result_count: int
-    attr_names: frozenset[str]
-    required: frozenset[str]
     attrs: tuple[_AttrCheck, ...]
 
 
@@ -614,7 +613,7 @@ def _attr_check(attr: AttrDef) -> _AttrCheck:
     elif spec.allowed:
         values = frozenset(spec.allowed)
     kind = "text" if spec.kind in _TEXT_KINDS else spec.kind.value
-    return _AttrCheck(attr.name, kind, spec.minimum, spec.exclusive_minimum, values)
+    return _AttrCheck(attr.name, kind, spec.minimum, spec.exclusive_minimum, values, spec.required)
 
 
 def _op_check(definition: OpDef) -> _OpCheck:
@@ -623,8 +622,6 @@ def _op_check(definition: OpDef) -> _OpCheck:
         min_operands=definition.min_operands,
         max_operands=definition.max_operands,
         result_count=len(definition.results),
-        attr_names=frozenset(a.name for a in definition.attributes),
-        required=frozenset(a.name for a in definition.attributes if a.spec.required),
         attrs=tuple(_attr_check(a) for a in definition.attributes),
     )
 
@@ -718,23 +715,18 @@ def _plain_op(raw: Any, defined: dict[str, str]) -> PlanOperation | None:
     attrs_raw = raw["attrs"]
     if type(attrs_raw) is not dict:
         return None
-    attrs: Mapping[str, Any]
-    if attrs_raw:
-        keys = attrs_raw.keys()
-        if not (keys <= check.attr_names and keys >= check.required):
+    attrs_dict: dict[str, Any] = {}
+    for attr in check.attrs:
+        if attr.name in attrs_raw:
+            value = _plain_attr(attr, attrs_raw[attr.name])
+            if value is _MISS:
+                return None
+            attrs_dict[attr.name] = value
+        elif attr.required:
             return None
-        attrs_dict: dict[str, Any] = {}
-        for attr in check.attrs:
-            if attr.name in attrs_raw:
-                value = _plain_attr(attr, attrs_raw[attr.name])
-                if value is _MISS:
-                    return None
-                attrs_dict[attr.name] = value
-        attrs = MappingProxyType(attrs_dict)
-    elif check.required:
-        return None
-    else:
-        attrs = _NO_ATTRS
+    if len(attrs_dict) != len(attrs_raw):
+        return None  # an attribute this op does not take
+    attrs = MappingProxyType(attrs_dict) if attrs_dict else _NO_ATTRS
     for label, type_text in zip(operands, operand_types, strict=True):
         if defined.get(label) != type_text:
             return None  # undefined, or defined with another type
