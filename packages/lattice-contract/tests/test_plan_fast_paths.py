@@ -138,7 +138,7 @@ def _mutations(payload: Payload) -> Iterator[tuple[str, Callable[[Payload], None
 
             yield f"op {i} without {attr}", drop
         swept.add(kind)
-        mutators: dict[str, Callable[[dict[str, Any]], None]] = {
+        mutators: dict[str, Callable[[dict[str, Any]], object]] = {
             "unknown attribute": lambda o: o["attrs"].__setitem__("zzz", 1),
             "attrs as a proxy": lambda o: o.__setitem__("attrs", MappingProxyType(o["attrs"])),
             "attrs as a list": lambda o: o.__setitem__("attrs", []),
@@ -184,15 +184,21 @@ def _mutations(payload: Payload) -> Iterator[tuple[str, Callable[[Payload], None
         }
         for what, mutate in mutators.items():
 
-            def apply(p: Payload, i: int = i, m: Callable[[dict[str, Any]], None] = mutate) -> None:
+            def apply(
+                p: Payload, i: int = i, m: Callable[[dict[str, Any]], object] = mutate
+            ) -> None:
                 m(p["ops"][i])
 
             yield f"op {i}: {what}", apply
-        yield (
-            f"op {i} as a proxy",
-            lambda p, i=i: p["ops"].__setitem__(i, MappingProxyType(p["ops"][i])),
-        )
-        yield f"op {i} as a list", lambda p, i=i: p["ops"].__setitem__(i, [])
+
+        def as_proxy(p: Payload, i: int = i) -> None:
+            p["ops"][i] = MappingProxyType(p["ops"][i])
+
+        def as_list(p: Payload, i: int = i) -> None:
+            p["ops"][i] = []
+
+        yield f"op {i} as a proxy", as_proxy
+        yield f"op {i} as a list", as_list
 
 
 def _shape(value: Any) -> Any:
