@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from lattice_contract.bundle import BundleError, atomic_bundle_write, check_bundle_dir
+from lattice_contract.bundle import (
+    BundleError,
+    atomic_bundle_write,
+    check_bundle_dir,
+    flatten_bundle_weights,
+)
 
 
 def _bundle(root: Path, *extra: str) -> Path:
@@ -110,3 +116,37 @@ def test_refuses_to_clobber_other_directories(tmp_path: Path) -> None:
     empty.mkdir()
     atomic_bundle_write(empty, _writer("ok"))
     assert (empty / "graph.mlir").read_text() == "ok"
+
+
+@dataclass(frozen=True)
+class _Packed:
+    weight: bytes
+    scales: bytes
+    biases: bytes
+
+
+def _flatten(weights: Mapping[str, object] | None) -> dict[str, bytes]:
+    return flatten_bundle_weights(
+        weights, array_type=bytes, packed_type=_Packed, array_name="bytes", convert=bytes.upper
+    )
+
+
+def test_flatten_splits_packed_and_converts() -> None:
+    flat = _flatten({"a": b"x", "q": _Packed(b"w", b"s", b"b")})
+    assert flat == {"a": b"X", "q.weight": b"W", "q.scales": b"S", "q.biases": b"B"}
+    assert _flatten(None) == {}
+    no_convert = flatten_bundle_weights(
+        {"a": b"x"}, array_type=bytes, packed_type=_Packed, array_name="bytes"
+    )
+    assert no_convert == {"a": b"x"}
+
+
+def test_flatten_rejects_collisions_and_bad_entries() -> None:
+    with pytest.raises(ValueError, match=r"'q.scales' is given twice"):
+        _flatten({"q.scales": b"x", "q": _Packed(b"w", b"s", b"b")})
+    with pytest.raises(TypeError, match=r"weight 'a' is a str; pass bytes values"):
+        _flatten({"a": "text"})
+    with pytest.raises(TypeError, match=r"non-empty strings, got ''"):
+        _flatten({"": b"x"})
+    with pytest.raises(TypeError, match=r"non-empty strings, got 3"):
+        _flatten({3: b"x"})  # type: ignore[dict-item]

@@ -13,6 +13,8 @@ Loading rejects, each with its own message:
 Saving goes through :func:`atomic_bundle_write`: the bundle is written into
 a temporary sibling directory and renamed into place, so a failed save
 leaves no half-written artifact (and an existing bundle survives intact).
+:func:`flatten_bundle_weights` turns a runtime's storage-key mapping into the
+flat safetensors entries both runtimes write.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
 
@@ -31,8 +34,10 @@ __all__ = [
     "OTHER_WEIGHT_SUFFIXES",
     "BundleError",
     "BundlePaths",
+    "PackedTriplet",
     "atomic_bundle_write",
     "check_bundle_dir",
+    "flatten_bundle_weights",
 ]
 
 LEGACY_MANIFEST_NAMES: tuple[str, ...] = ("manifest.json", "model.json", "graph.json")
@@ -148,3 +153,66 @@ def atomic_bundle_write(path: str | os.PathLike[str], write: Callable[[Path], No
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+ArrayT = TypeVar("ArrayT")
+ArrayT_co = TypeVar("ArrayT_co", covariant=True)
+
+
+class PackedTriplet(Protocol[ArrayT_co]):
+    """A packed weight as the bundle stores it: three arrays under one storage key."""
+
+    @property
+    def weight(self) -> ArrayT_co: ...
+
+    @property
+    def scales(self) -> ArrayT_co: ...
+
+    @property
+    def biases(self) -> ArrayT_co: ...
+
+
+def flatten_bundle_weights(
+    weights: Mapping[str, object] | None,
+    *,
+    array_type: type[ArrayT],
+    packed_type: type[PackedTriplet[ArrayT]],
+    array_name: str,
+    convert: Callable[[ArrayT], ArrayT] | None = None,
+) -> dict[str, ArrayT]:
+    """Storage keys to safetensors entries, the same way in every runtime.
+
+    A ``packed_type`` value (the runtime's ``QuantizedWeight``) becomes its
+    ``<key>.weight``/``<key>.scales``/``<key>.biases`` entries; an
+    ``array_type`` value is stored under its key.  Each entry goes through
+    ``convert`` when given (torch moves tensors to plain CPU buffers there).
+    The rules live here so both runtimes write identical bundles and reject
+    the same inputs with the same words: a name produced twice is a
+    ``ValueError`` (it would silently drop a weight), a non-string key or a
+    value of another type a ``TypeError`` that names ``array_name``.
+    """
+    flat: dict[str, ArrayT] = {}
+
+    def put(name: str, array: ArrayT) -> None:
+        if name in flat:
+            raise ValueError(
+                f"safetensors entry {name!r} is given twice (a packed weight's "
+                "<key>.weight/.scales/.biases collide with another weight name)"
+            )
+        flat[name] = array if convert is None else convert(array)
+
+    for key, value in (weights or {}).items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"weight names must be non-empty strings, got {key!r}")
+        if isinstance(value, packed_type):
+            put(f"{key}.weight", value.weight)
+            put(f"{key}.scales", value.scales)
+            put(f"{key}.biases", value.biases)
+        elif isinstance(value, array_type):
+            put(key, value)
+        else:
+            raise TypeError(
+                f"weight {key!r} is a {type(value).__name__}; pass {array_name} values "
+                "(or QuantizedWeight for packed weights)"
+            )
+    return flat

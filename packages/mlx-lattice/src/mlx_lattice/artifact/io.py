@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlx.core as mx
-from lattice_contract.bundle import BundleError, atomic_bundle_write, check_bundle_dir
+from lattice_contract.bundle import (
+    BundleError,
+    atomic_bundle_write,
+    check_bundle_dir,
+    flatten_bundle_weights,
+)
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
 
 from mlx_lattice.ops.quant import QuantizedWeight
@@ -34,34 +39,6 @@ class LatticeArtifact:
     weights: dict[str, mx.array] = field(default_factory=dict)
 
 
-def _flatten_weights(weights: Mapping[str, object] | None) -> dict[str, mx.array]:
-    flat: dict[str, mx.array] = {}
-
-    def put(name: str, array: mx.array) -> None:
-        if name in flat:
-            raise ValueError(
-                f"safetensors entry {name!r} is given twice (a packed weight's "
-                "<key>.weight/.scales/.biases collide with another weight name)"
-            )
-        flat[name] = array
-
-    for key, value in (weights or {}).items():
-        if not isinstance(key, str) or not key:
-            raise TypeError(f"weight names must be non-empty strings, got {key!r}")
-        if isinstance(value, QuantizedWeight):
-            put(f"{key}.weight", value.weight)
-            put(f"{key}.scales", value.scales)
-            put(f"{key}.biases", value.biases)
-        elif isinstance(value, mx.array):
-            put(key, value)
-        else:
-            raise TypeError(
-                f"weight {key!r} is a {type(value).__name__}; pass mlx.core.array values "
-                "(or QuantizedWeight for packed weights)"
-            )
-    return flat
-
-
 def save_lattice_artifact(
     path: str | os.PathLike[str],
     graph: str,
@@ -76,7 +53,9 @@ def save_lattice_artifact(
     """
     if not isinstance(graph, str) or not graph.strip():
         raise TypeError("graph must be the non-empty MLIR text of the artifact")
-    flat = _flatten_weights(weights)
+    flat = flatten_bundle_weights(
+        weights, array_type=mx.array, packed_type=QuantizedWeight, array_name="mlx.core.array"
+    )
 
     def write(tmp: Path) -> None:
         (tmp / GRAPH_FILE).write_text(graph, encoding="utf-8")

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from lattice_contract.bundle import BundleError, atomic_bundle_write, check_bundle_dir
+from lattice_contract.bundle import (
+    BundleError,
+    atomic_bundle_write,
+    check_bundle_dir,
+    flatten_bundle_weights,
+)
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -49,31 +54,17 @@ def flatten_weights(
     Entries are detached, moved to the CPU and made contiguous (safetensors
     stores plain buffers); a name produced twice is an error.
     """
-    flat: dict[str, torch.Tensor] = {}
+    return flatten_bundle_weights(
+        weights,
+        array_type=torch.Tensor,
+        packed_type=QuantizedWeight,
+        array_name="torch.Tensor",
+        convert=_to_cpu_buffer,
+    )
 
-    def put(name: str, tensor: torch.Tensor) -> None:
-        if name in flat:
-            raise ValueError(
-                f"safetensors entry {name!r} is given twice (a packed weight's "
-                "<key>.weight/.scales/.biases collide with another weight name)"
-            )
-        flat[name] = tensor.detach().to("cpu").contiguous()
 
-    for key, value in (weights or {}).items():
-        if not isinstance(key, str) or not key:
-            raise TypeError(f"weight names must be non-empty strings, got {key!r}")
-        if isinstance(value, QuantizedWeight):
-            put(f"{key}.weight", value.weight)
-            put(f"{key}.scales", value.scales)
-            put(f"{key}.biases", value.biases)
-        elif isinstance(value, torch.Tensor):
-            put(key, value)
-        else:
-            raise TypeError(
-                f"weight {key!r} is a {type(value).__name__}; pass torch.Tensor values "
-                "(or QuantizedWeight for packed weights)"
-            )
-    return flat
+def _to_cpu_buffer(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().to("cpu").contiguous()
 
 
 def save_lattice_artifact(
