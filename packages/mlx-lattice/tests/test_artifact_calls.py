@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import lattice_contract.execute as execute
 import mlx.core as mx
-import mlx_lattice.artifact.runtime as runtime
 import numpy as np
 import pytest
 from artifact_support import assert_same, random_sparse, save_and_load, weight
@@ -95,7 +95,8 @@ def test_program_abi_metadata(setup: dict[str, Any]) -> None:
         ("y", "sparse_tensor"),
         ("pooled", "tensor"),
     ]
-    assert "LatticeProgram((x, target) -> (y, pooled)" in repr(p)
+    assert repr(p) == "LatticeProgram((x, target) -> (y, pooled), 5 ops)"
+    assert p.input_names == ("x", "target") and p.output_names == ("y", "pooled")
 
 
 def test_single_output_is_unwrapped_and_aliases(tmp_path: Path) -> None:
@@ -124,7 +125,8 @@ def no_execution(monkeypatch: pytest.MonkeyPatch) -> None:
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("an op ran although the call should have been rejected")
 
-    monkeypatch.setattr(runtime, "run_program", forbidden)
+    # LatticeProgramBase (shared by both runtimes) runs programs through this function.
+    monkeypatch.setattr(execute, "run_program", forbidden)
 
 
 def _reject(setup: dict[str, Any], message: str, *args: Any, **kwargs: Any) -> None:

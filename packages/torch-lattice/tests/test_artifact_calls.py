@@ -82,7 +82,10 @@ def test_three_call_forms_agree(tmp_path: Path, device: str) -> None:
         torch.testing.assert_close(got.feats, want.feats)
     assert program.input_names == ("x",)
     assert program.output_names == ("y",)
-    assert repr(program).startswith("LatticeProgram((x) -> (y), 3 ops")
+    assert repr(program) == f"LatticeProgram((x) -> (y), 3 ops, {program.device})"
+    # Execution runs without autograd, even for inputs that require gradients.
+    grad_input = x.with_feats(x.feats.detach().clone().requires_grad_(True))
+    assert not program(grad_input).feats.requires_grad
 
 
 def test_inputs_on_another_device_are_moved(tmp_path: Path) -> None:

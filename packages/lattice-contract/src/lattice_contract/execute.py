@@ -20,7 +20,9 @@ This is the part of program execution no backend changes:
 
 Runtimes supply a :class:`~lattice_contract.lowering.RuntimeBackend` and a
 :class:`~lattice_contract.lowering.LoweringRegistry`; see ``mlx_lattice.artifact``
-for one complete use.
+for one complete use.  Each runtime's ``LatticeProgram`` derives from
+:class:`LatticeProgramBase`, which holds the ABI properties and the call glue
+so both runtimes expose the same surface.
 """
 
 from __future__ import annotations
@@ -40,13 +42,20 @@ from lattice_contract.lowering import (
     WeightContractError,
     resolve_weight,
 )
-from lattice_contract.plan import LogicalInput, PlanArgument, PlanOperation, RuntimePlan
+from lattice_contract.plan import (
+    LogicalInput,
+    PlanArgument,
+    PlanOperation,
+    PlanOutput,
+    RuntimePlan,
+)
 from lattice_contract.typecheck import TypedPlan, ValueType, typecheck_plan
 
 __all__ = [
     "SPARSE_COMPONENT_ALIASES",
     "CompiledProgram",
     "CompiledStep",
+    "LatticeProgramBase",
     "ProgramCallError",
     "bind_call",
     "compile_plan",
@@ -504,3 +513,99 @@ def bind_call(
                 backend, item.args, [bound[a.name] for a in item.args], f"input {item.name!r}"
             )
     return bound
+
+
+# ---------------------------------------------------------------------------
+# The shared LatticeProgram surface.
+
+
+class LatticeProgramBase:
+    """The part of ``LatticeProgram`` that no runtime changes: ABI and call glue.
+
+    A runtime's subclass checks the plan with :meth:`_check_plan`, sets
+    ``plan`` and ``_compiled`` (from :func:`compile_plan`) in its own
+    constructor, and keeps its own ``from_artifact`` and device handling.  It
+    may override :meth:`_run` (to prepare arguments before binding),
+    :meth:`_execute` (to wrap the interpreter, e.g. without autograd) and
+    :meth:`_repr_extras`.  Keeping the rest here means both runtimes answer
+    the same properties and bind calls the same way.
+    """
+
+    plan: RuntimePlan
+    _compiled: CompiledProgram
+
+    @staticmethod
+    def _check_plan(plan: object) -> RuntimePlan:
+        """``plan`` itself, or a ``TypeError`` when it is not a frozen ``RuntimePlan``."""
+        if not isinstance(plan, RuntimePlan):
+            raise TypeError(
+                f"LatticeProgram needs a RuntimePlan (from RuntimePlan.from_native), got "
+                f"{type(plan).__name__}"
+            )
+        return plan
+
+    # -- ABI ------------------------------------------------------------------
+
+    @property
+    def inputs(self) -> tuple[PlanArgument, ...]:
+        """The entry arguments (ABI names, types, roles) in order."""
+        return self.plan.args
+
+    @property
+    def logical_inputs(self) -> tuple[LogicalInput, ...]:
+        """The public inputs, sparse triples grouped under their logical names."""
+        return self.plan.logical_inputs
+
+    @property
+    def outputs(self) -> tuple[PlanOutput, ...]:
+        """The entry results (ABI names, types, roles) in order."""
+        return self.plan.outputs
+
+    @property
+    def compiled(self) -> CompiledProgram:
+        """The type-checked, weight-resolved, lowering-bound program."""
+        return self._compiled
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Logical input names, in call order."""
+        return tuple(item.name for item in self.plan.logical_inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """ABI names of the returned values, in order."""
+        return tuple(o.abi_name for o in self.plan.outputs)
+
+    # -- execution ------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the program; sparse inputs are fully validated first (SPEC §4).
+
+        See the class docstring of the runtime's ``LatticeProgram`` for the call forms.
+        """
+        return self._run(args, kwargs, trusted=False)
+
+    def call_with_trusted_sparse_inputs(self, *args: Any, **kwargs: Any) -> Any:
+        """Run without the divisibility and duplicate-row checks of sparse inputs.
+
+        For callers that already guarantee both (for example, inputs produced by
+        this runtime); every other check still runs.
+        """
+        return self._run(args, kwargs, trusted=True)
+
+    def _run(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, trusted: bool) -> Any:
+        bound = bind_call(self.plan, self._compiled.backend, args, kwargs)
+        return unwrap_results(self._execute(bound, trusted=trusted))
+
+    def _execute(self, bound: Mapping[str, Any], *, trusted: bool) -> tuple[Any, ...]:
+        return run_program(self._compiled, bound, trusted_sparse_inputs=trusted)
+
+    def _repr_extras(self) -> tuple[str, ...]:
+        """Runtime-specific trailing fields of the repr (the torch device, say)."""
+        return ()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(self.input_names)
+        outs = ", ".join(self.output_names)
+        fields = (f"({ins}) -> ({outs})", f"{len(self.plan.ops)} ops", *self._repr_extras())
+        return f"LatticeProgram({', '.join(fields)})"

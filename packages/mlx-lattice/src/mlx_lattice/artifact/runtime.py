@@ -14,18 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 import mlx.core as mx
-from lattice_contract.execute import (
-    CompiledProgram,
-    ProgramCallError,
-    bind_call,
-    compile_plan,
-    run_program,
-    unwrap_results,
-)
-from lattice_contract.plan import LogicalInput, PlanArgument, PlanOutput, RuntimePlan
+from lattice_contract.execute import LatticeProgramBase, ProgramCallError, compile_plan
+from lattice_contract.plan import RuntimePlan
 from lattice_contract.verify import (
     ArtifactCapabilityError,
     import_native_plan,
@@ -60,7 +52,7 @@ def native_artifact_execution_available() -> bool:
     return native_module() is not None
 
 
-class LatticeProgram:
+class LatticeProgram(LatticeProgramBase):
     """An artifact compiled for MLX: call it with sparse values or ABI arrays.
 
     Call forms (nothing runs unless the call matches one exactly):
@@ -72,69 +64,20 @@ class LatticeProgram:
       program with one sparse input also takes ``coords=``, ``features=``,
       ``active=``).
 
-    One output is returned as itself, several as a tuple in output order.
+    One output is returned as itself, several as a tuple in output order.  The
+    ABI properties and call glue come from
+    :class:`~lattice_contract.execute.LatticeProgramBase`.
     """
 
     def __init__(self, plan: RuntimePlan, weights: Mapping[str, mx.array]) -> None:
-        if not isinstance(plan, RuntimePlan):
-            raise TypeError(
-                f"LatticeProgram needs a RuntimePlan (from RuntimePlan.from_native), got "
-                f"{type(plan).__name__}"
-            )
-        self.plan = plan
+        self.plan = self._check_plan(plan)
         self.weights = weights
-        self._compiled: CompiledProgram = compile_plan(plan, MLX_LOWERINGS, MLX_BACKEND, weights)
+        self._compiled = compile_plan(plan, MLX_LOWERINGS, MLX_BACKEND, weights)
 
     @classmethod
     def from_artifact(cls, artifact: LatticeArtifact) -> LatticeProgram:
         """Verify ``artifact.graph`` natively, then compile the plan with its weights."""
         return cls(import_native_plan(artifact.graph), artifact.weights)
-
-    # -- ABI ------------------------------------------------------------------
-
-    @property
-    def inputs(self) -> tuple[PlanArgument, ...]:
-        """The entry arguments (ABI names, types, roles) in order."""
-        return self.plan.args
-
-    @property
-    def logical_inputs(self) -> tuple[LogicalInput, ...]:
-        """The public inputs, sparse triples grouped under their logical names."""
-        return self.plan.logical_inputs
-
-    @property
-    def outputs(self) -> tuple[PlanOutput, ...]:
-        """The entry results (ABI names, types, roles) in order."""
-        return self.plan.outputs
-
-    @property
-    def compiled(self) -> CompiledProgram:
-        """The type-checked, weight-resolved, lowering-bound program."""
-        return self._compiled
-
-    # -- execution ------------------------------------------------------------
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the program; see the class docstring for the call forms."""
-        return self._run(args, kwargs, trusted=False)
-
-    def call_with_trusted_sparse_inputs(self, *args: Any, **kwargs: Any) -> Any:
-        """Run without the divisibility and duplicate-row checks of sparse inputs.
-
-        For callers that already guarantee both (for example, inputs produced by
-        this runtime); every other check still runs.
-        """
-        return self._run(args, kwargs, trusted=True)
-
-    def _run(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, trusted: bool) -> Any:
-        bound = bind_call(self.plan, MLX_BACKEND, args, kwargs)
-        results = run_program(self._compiled, bound, trusted_sparse_inputs=trusted)
-        return unwrap_results(results)
-
-    def __repr__(self) -> str:
-        ins = ", ".join(i.name for i in self.logical_inputs)
-        outs = ", ".join(o.abi_name for o in self.outputs)
-        return f"LatticeProgram(({ins}) -> ({outs}), {len(self.plan.ops)} ops)"
 
 
 def compile_lattice_artifact(artifact: LatticeArtifact) -> LatticeProgram:

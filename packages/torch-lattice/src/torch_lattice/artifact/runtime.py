@@ -19,15 +19,8 @@ from typing import Any
 
 import torch
 from lattice_contract import verify
-from lattice_contract.execute import (
-    CompiledProgram,
-    ProgramCallError,
-    bind_call,
-    compile_plan,
-    run_program,
-    unwrap_results,
-)
-from lattice_contract.plan import LogicalInput, PlanArgument, PlanError, PlanOutput, RuntimePlan
+from lattice_contract.execute import LatticeProgramBase, ProgramCallError, compile_plan
+from lattice_contract.plan import PlanError, RuntimePlan
 from lattice_contract.verify import (
     ArtifactCapabilityError,
     LatticeMLIRStatus,
@@ -153,7 +146,7 @@ def _device(device: str | torch.device) -> torch.device:
     return dev
 
 
-class LatticeProgram:
+class LatticeProgram(LatticeProgramBase):
     """An executable torch lowering of a verified lattice artifact.
 
     Call forms (the same as ``mlx_lattice``): ``program(x)`` with one
@@ -162,7 +155,9 @@ class LatticeProgram:
     positionally, or ``program(x_coords=..., x_features=..., x_active=...)``
     by ABI name.  Inputs on another device are copied to the program's
     device first.  One returned value is unwrapped; several come back as a
-    tuple in ``output_names`` order.  Execution runs without autograd.
+    tuple in ``output_names`` order.  Execution runs without autograd.  The
+    ABI properties and call glue come from
+    :class:`~lattice_contract.execute.LatticeProgramBase`.
     """
 
     def __init__(
@@ -172,15 +167,11 @@ class LatticeProgram:
         *,
         device: str | torch.device = "cpu",
     ) -> None:
-        if not isinstance(plan, RuntimePlan):
-            raise TypeError(
-                f"LatticeProgram needs a RuntimePlan (from RuntimePlan.from_native), got "
-                f"{type(plan).__name__}"
-            )
+        self._check_plan(plan)
         self.device = _device(device)
         moved = {key: value.to(self.device) for key, value in weights.items()}
         self.plan = plan
-        self._compiled: CompiledProgram = compile_plan(plan, LOWERINGS, TORCH_BACKEND, moved)
+        self._compiled = compile_plan(plan, LOWERINGS, TORCH_BACKEND, moved)
 
     @classmethod
     def from_artifact(
@@ -189,36 +180,6 @@ class LatticeProgram:
         """Verify, import and compile a loaded artifact."""
         return cls(import_lattice_plan(artifact.graph), artifact.weights, device=device)
 
-    @property
-    def inputs(self) -> tuple[PlanArgument, ...]:
-        """The entry arguments (ABI names, types, roles) in order."""
-        return self.plan.args
-
-    @property
-    def logical_inputs(self) -> tuple[LogicalInput, ...]:
-        """The public inputs, sparse triples grouped under their logical names."""
-        return self.plan.logical_inputs
-
-    @property
-    def outputs(self) -> tuple[PlanOutput, ...]:
-        """The entry results (ABI names, types, roles) in order."""
-        return self.plan.outputs
-
-    @property
-    def compiled(self) -> CompiledProgram:
-        """The type-checked, weight-resolved, lowering-bound program."""
-        return self._compiled
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        """Logical input names, in call order."""
-        return tuple(item.name for item in self.plan.logical_inputs)
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        """ABI names of the returned values, in order."""
-        return tuple(o.abi_name for o in self.plan.outputs)
-
     def _to_device(self, value: Any) -> Any:
         if isinstance(value, SparseTensor) and value.device != self.device:
             return value.to(self.device)
@@ -226,26 +187,17 @@ class LatticeProgram:
             return value.to(self.device)
         return value
 
-    def _run(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], trusted: bool) -> Any:
+    def _run(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, trusted: bool) -> Any:
         args = tuple(self._to_device(a) for a in args)
         kwargs = {k: self._to_device(v) for k, v in kwargs.items()}
-        bound = bind_call(self.plan, TORCH_BACKEND, args, kwargs)
+        return super()._run(args, kwargs, trusted=trusted)
+
+    def _execute(self, bound: Mapping[str, Any], *, trusted: bool) -> tuple[Any, ...]:
         with torch.no_grad():
-            values = run_program(self._compiled, bound, trusted_sparse_inputs=trusted)
-        return unwrap_results(values)
+            return super()._execute(bound, trusted=trusted)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the program; sparse inputs are fully validated first (SPEC §4)."""
-        return self._run(args, kwargs, trusted=False)
-
-    def call_with_trusted_sparse_inputs(self, *args: Any, **kwargs: Any) -> Any:
-        """Run without the divisibility and duplicate-row checks (the caller guarantees them)."""
-        return self._run(args, kwargs, trusted=True)
-
-    def __repr__(self) -> str:
-        ins = ", ".join(self.input_names)
-        outs = ", ".join(self.output_names)
-        return f"LatticeProgram(({ins}) -> ({outs}), {len(self.plan.ops)} ops, {self.device})"
+    def _repr_extras(self) -> tuple[str, ...]:
+        return (str(self.device),)
 
 
 def compile_lattice_artifact(
