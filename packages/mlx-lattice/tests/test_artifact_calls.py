@@ -275,6 +275,13 @@ def test_wrong_sparse_values(setup: dict[str, Any]) -> None:
     )
     _reject(
         setup,
+        r"input 'x' is a SparseTensor at stride \(2, 2, 2\), but the artifact declares "
+        r"stride \(1, 1, 1\)",
+        random_sparse(np.random.default_rng(0), 20, 4, stride=2),
+        t,
+    )
+    _reject(
+        setup,
         r"input 'x' is a sparse input and takes a mlx_lattice.SparseTensor, got "
         r"numpy.ndarray",
         np.zeros(3),

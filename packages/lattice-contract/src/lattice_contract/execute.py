@@ -430,6 +430,20 @@ def _assign(
     return chosen
 
 
+def _declared_stride(plan: RuntimePlan, item: LogicalInput) -> tuple[int, int, int] | None:
+    """The stride ``lattice.sparse.make`` records for a sparse input, if one consumes it.
+
+    The ABI arrays carry no stride; a SparseTensor does, so the shorthand call
+    form can catch a value built at another lattice scale than the graph's.
+    """
+    coords = item.args[0].name
+    for op in plan.ops:
+        if op.definition.name == "sparse.make" and op.operands[:1] == (coords,):
+            x, y, z = op.attrs["stride"]
+            return (int(x), int(y), int(z))
+    return None
+
+
 def bind_call(
     plan: RuntimePlan,
     backend: RuntimeBackend,
@@ -481,6 +495,14 @@ def bind_call(
                 ):
                     _check_array(plan, backend, arg, part, f"input {name!r} .{label}")
                 _check_sparse_rows(backend, item.args, parts, f"input {name!r}")
+                declared = _declared_stride(plan, item)
+                given = backend.stride(value)
+                if declared is not None and given != declared:
+                    raise ProgramCallError(
+                        f"input {name!r} is a SparseTensor at stride {given}, but the artifact "
+                        f"declares stride {declared} for it (lattice.sparse.make); pass "
+                        "coordinates at the declared stride"
+                    )
                 for arg, part in zip(item.args, parts, strict=True):
                     bound[arg.name] = part
             else:

@@ -140,6 +140,10 @@ class RuntimeBackend(Protocol):
         """Channel count of a SparseTensor or of a rank-2 feature array."""
         ...
 
+    def stride(self, value: Any) -> tuple[int, int, int]:
+        """The stride a SparseTensor carries (checked against the declared one)."""
+        ...
+
 
 # ---------------------------------------------------------------------------
 # Weights.

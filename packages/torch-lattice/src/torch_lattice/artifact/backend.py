@@ -80,6 +80,11 @@ class TorchBackend:
         """``(coords, feats, active_rows)`` of a SparseTensor."""
         return value.coords, value.feats, value.active_rows
 
+    def stride(self, value: Any) -> tuple[int, int, int]:
+        """The stride of a SparseTensor."""
+        x, y, z = value.stride
+        return (int(x), int(y), int(z))
+
     def channels(self, value: Any) -> int:
         """Channel count of a SparseTensor or a feature tensor."""
         if isinstance(value, SparseTensor):
