@@ -5,8 +5,11 @@ A float weight of logical shape ``(..., C_in)`` is cut into groups of
 bias and unsigned codes ``q`` in ``[0, 2^bits)`` with ``w = scale * q + bias``.
 Codes are packed into uint32 words along the last axis, element ``j`` of a
 word occupying bits ``[j*bits, (j+1)*bits)`` (little-endian within the word),
-which is exactly ``mx.quantize``'s output; so an artifact written here loads
-unchanged into MLX's quantized kernels.  Leading axes are kept: a conv weight
+which is the layout ``mx.quantize`` writes; so an artifact written here loads
+unchanged into MLX's quantized kernels.  The codes themselves match
+``mx.quantize`` bit for bit for f32 weights; for f16/bf16 weights a code can
+differ by one where the two round a half-way value differently, which changes
+nothing downstream because every consumer decodes the stored words.  Leading axes are kept: a conv weight
 ``(C_out, Kx, Ky, Kz, C_in)`` packs to ``(C_out, Kx, Ky, Kz, C_in*bits/32)``
 uint32 with scales and biases ``(C_out, Kx, Ky, Kz, C_in/group_size)``.
 
