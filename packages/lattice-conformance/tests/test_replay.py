@@ -23,8 +23,8 @@ from lattice_conformance.archive import (
     open_fixture_archive,
     write_fixture_archive,
 )
+from lattice_conformance.replay import format_table, replay_archive
 from lattice_conformance.replay import main as replay_main
-from lattice_conformance.replay import replay_archive
 from lattice_conformance.torch_fixtures import write_torch_fixture_archive
 from torch_lattice import SparseTensor, nn
 
@@ -190,6 +190,10 @@ def test_truncated_archive_fails(tmp_path: Path) -> None:
     result = replay_archive(cut)
     assert result.exit_code == 2
     assert result.error is not None and "[truncated_or_corrupt]" in result.error
+    # The summary says nothing ran instead of claiming statistics about cases never read.
+    table = format_table(result)
+    assert table.splitlines()[-1] == "no case replayed on mlx (cpu)"
+    assert "cases passed" not in table and "coordinates equal" not in table
 
 
 def test_gpu_request_without_gpu_is_a_clear_error(tmp_path: Path) -> None:

@@ -406,6 +406,11 @@ def format_table(result: ReplayResult) -> str:
     )
     if result.error is not None:
         lines.append(f"ERROR: {result.error}")
+        if not result.cases:
+            # Nothing ran: statistics ("0/0 passed", "no sparse outputs") would misdescribe
+            # an archive that was never read.
+            lines.append(f"no case replayed on {result.runtime} ({result.device})")
+            return "\n".join(lines)
     lines.append(
         f"{s['passed']}/{s['cases']} cases passed on {result.runtime} ({result.device}); "
         f"coordinates equal: {coords}; "
