@@ -9,9 +9,10 @@ which is the layout ``mx.quantize`` writes; so an artifact written here loads
 unchanged into MLX's quantized kernels.  The codes themselves match
 ``mx.quantize`` bit for bit for f32 weights; for f16/bf16 weights a code can
 differ by one where the two round a half-way value differently, which changes
-nothing downstream because every consumer decodes the stored words.  Leading axes are kept: a conv weight
-``(C_out, Kx, Ky, Kz, C_in)`` packs to ``(C_out, Kx, Ky, Kz, C_in*bits/32)``
-uint32 with scales and biases ``(C_out, Kx, Ky, Kz, C_in/group_size)``.
+nothing downstream because every consumer decodes the stored words.  Leading
+axes are kept: a conv weight ``(C_out, Kx, Ky, Kz, C_in)`` packs to
+``(C_out, Kx, Ky, Kz, C_in*bits/32)`` uint32 with scales and biases
+``(C_out, Kx, Ky, Kz, C_in/group_size)``.
 
 torch's uint32 supports few kernels, so words are manipulated as int64 and
 only viewed as uint32 at the boundary.
