@@ -106,7 +106,7 @@ def test_failed_save_leaves_nothing_and_keeps_the_old_bundle(
     assert kept.graph == _graph() and sorted(kept.weights) == ["w"]
 
 
-def test_in_process_validation() -> None:
+def test_in_process_validation(tmp_path: Path) -> None:
     assert native_module() is not None and native_artifact_execution_available()
     status = lattice_graph_status(_graph())
     assert status.valid and status.diagnostics == ""
@@ -126,6 +126,13 @@ def test_in_process_validation() -> None:
     validate_lattice_artifact(artifact)
     with pytest.raises(LatticeValidationError, match=r"no entry 'w'"):
         validate_lattice_artifact(LatticeArtifact(_graph(), {}))
+    # A bundle path is loaded first, so the bundle rules and the weights both apply.
+    bundle = tmp_path / "status.lattice"
+    save_lattice_artifact(bundle, artifact.graph, artifact.weights)
+    validate_lattice_artifact(bundle)
+    save_lattice_artifact(bundle, artifact.graph, {})
+    with pytest.raises(LatticeValidationError, match=r"no entry 'w'"):
+        validate_lattice_artifact(str(bundle))
     with pytest.raises(TypeError, match="graph must be MLIR text"):
         lattice_graph_status(None)  # type: ignore[arg-type]
 

@@ -175,6 +175,7 @@ def test_weight_contract_errors_name_the_key(tmp_path: Path) -> None:
     path, w = _conv_artifact(tmp_path)
     graph = (path / "graph.mlir").read_text()
     assert lattice_artifact_status(load_lattice_artifact(path)).valid
+    assert lattice_artifact_status(path).valid and lattice_artifact_status(str(path)).valid
     status = lattice_artifact_status(LatticeArtifact(graph, {"conv.weight": w.half()}))
     assert not status.valid and "conv.weight" in status.diagnostics
     with pytest.raises(LatticeValidationError, match=r"conv\.weight"):

@@ -5,6 +5,7 @@ holds the functional ops of the Lattice contract, ``mlx_lattice.nn`` their
 module wrappers and ``mlx_lattice.artifact`` the MLIR artifact runtime.
 """
 
+from mlx_lattice import nn, ops
 from mlx_lattice.sparse import SparseTensor, canonical_order, inverse_permutation
 
-__all__ = ["SparseTensor", "canonical_order", "inverse_permutation"]
+__all__ = ["SparseTensor", "canonical_order", "inverse_permutation", "nn", "ops"]

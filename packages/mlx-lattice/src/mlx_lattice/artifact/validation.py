@@ -59,14 +59,20 @@ def validate_lattice_graph(graph: str, *, lattice_opt: PathLike | None = None) -
 
 
 def lattice_artifact_status(
-    artifact: LatticeArtifact, *, lattice_opt: PathLike | None = None
+    artifact: LatticeArtifact | PathLike, *, lattice_opt: PathLike | None = None
 ) -> LatticeMLIRStatus:
     """Verify an artifact: its graph, and (with the native module) its weights against it.
 
-    With the in-process module the artifact is compiled for MLX, so weight
-    payloads that do not match the graph (missing entries, incomplete packed
-    triplets, dtype or shape drift) and type errors are reported too.
+    ``artifact`` is a loaded :class:`LatticeArtifact` or the path of a bundle
+    directory (loaded first, so the bundle rules apply).  With the in-process
+    module the artifact is compiled for MLX, so weight payloads that do not
+    match the graph (missing entries, incomplete packed triplets, dtype or
+    shape drift) and type errors are reported too.
     """
+    from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
+
+    if not isinstance(artifact, LatticeArtifact):
+        artifact = load_lattice_artifact(artifact)
     status = lattice_graph_status(artifact.graph, lattice_opt=lattice_opt)
     if not status.valid or native_module() is None:
         return status
@@ -80,7 +86,7 @@ def lattice_artifact_status(
 
 
 def validate_lattice_artifact(
-    artifact: LatticeArtifact, *, lattice_opt: PathLike | None = None
+    artifact: LatticeArtifact | PathLike, *, lattice_opt: PathLike | None = None
 ) -> None:
     """Raise :class:`LatticeValidationError` unless :func:`lattice_artifact_status` is valid."""
     status = lattice_artifact_status(artifact, lattice_opt=lattice_opt)

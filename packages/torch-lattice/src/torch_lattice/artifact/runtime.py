@@ -102,9 +102,14 @@ def import_lattice_plan(graph: str) -> RuntimePlan:
 
 
 def lattice_artifact_status(
-    artifact: LatticeArtifact, *, lattice_opt: str | os.PathLike[str] | None = None
+    artifact: LatticeArtifact | str | os.PathLike[str],
+    *,
+    lattice_opt: str | os.PathLike[str] | None = None,
 ) -> LatticeMLIRStatus:
     """Verify an artifact: its graph, and (with the native module) its weights against it.
+
+    ``artifact`` is a loaded :class:`LatticeArtifact` or the path of a bundle
+    directory (loaded first, so the bundle rules apply).
 
     The graph is verified in process or, without the native module, by a
     ``lattice-opt`` executable (as :func:`lattice_graph_status` finds it), so
@@ -113,6 +118,8 @@ def lattice_artifact_status(
     that do not match the graph (missing entries, incomplete packed triplets,
     dtype or shape drift) and type errors are reported too.
     """
+    if not isinstance(artifact, LatticeArtifact):
+        artifact = load_lattice_artifact(artifact)
     status = lattice_graph_status(artifact.graph, lattice_opt=lattice_opt)
     if not status.valid or native_module() is None:
         return status
@@ -124,7 +131,9 @@ def lattice_artifact_status(
 
 
 def validate_lattice_artifact(
-    artifact: LatticeArtifact, *, lattice_opt: str | os.PathLike[str] | None = None
+    artifact: LatticeArtifact | str | os.PathLike[str],
+    *,
+    lattice_opt: str | os.PathLike[str] | None = None,
 ) -> None:
     """Raise :class:`LatticeValidationError` unless :func:`lattice_artifact_status` is valid."""
     status = lattice_artifact_status(artifact, lattice_opt=lattice_opt)
