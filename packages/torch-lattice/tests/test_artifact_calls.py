@@ -256,3 +256,15 @@ def test_unknown_device_is_rejected(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA"):
             load_lattice_program(path, device="cuda")
+
+
+def test_graph_operation_names_come_from_the_verified_plan() -> None:
+    from lattice_contract.builder import MLIRModuleBuilder
+    from torch_lattice.artifact import LatticeValidationError, lattice_graph_operation_names
+
+    b = MLIRModuleBuilder()
+    x = b.add_sparse_input("x", channels=2, dtype="f32")
+    b.add_output("y", b.pool3d(input=x, mode="max", kernel_size=2, stride=2))
+    assert lattice_graph_operation_names(b.build()) == ("lattice.sparse.make", "lattice.pool3d")
+    with pytest.raises(LatticeValidationError):
+        lattice_graph_operation_names(b.build().replace("lattice.pool3d", "lattice.pool4d"))

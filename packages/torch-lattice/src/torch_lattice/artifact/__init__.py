@@ -9,6 +9,7 @@ here under the names the MLX runtime uses.
 from __future__ import annotations
 
 from lattice_contract.plan import PlanArgument, PlanError, PlanOperation, PlanOutput, RuntimePlan
+from lattice_contract.typecheck import PlanTypeError
 
 from torch_lattice.artifact.backend import TORCH_BACKEND, TorchBackend
 from torch_lattice.artifact.io import (
@@ -27,12 +28,16 @@ from torch_lattice.artifact.runtime import (
     compile_lattice_artifact,
     import_lattice_plan,
     lattice_artifact_status,
+    lattice_graph_operation_names,
     lattice_graph_status,
     load_lattice_program,
     native_artifact_execution_available,
     validate_lattice_artifact,
     validate_lattice_graph,
 )
+
+artifact_lowering = LOWERINGS.artifact_lowering
+"""Decorator registering a torch lowering (see ``LoweringRegistry.artifact_lowering``)."""
 
 __all__ = [
     "LOWERINGS",
@@ -47,12 +52,15 @@ __all__ = [
     "PlanError",
     "PlanOperation",
     "PlanOutput",
+    "PlanTypeError",
     "ProgramCallError",
     "RuntimePlan",
     "TorchBackend",
+    "artifact_lowering",
     "compile_lattice_artifact",
     "import_lattice_plan",
     "lattice_artifact_status",
+    "lattice_graph_operation_names",
     "lattice_graph_status",
     "load_lattice_artifact",
     "load_lattice_program",

@@ -101,6 +101,14 @@ def import_lattice_plan(graph: str) -> RuntimePlan:
         ) from None
 
 
+def lattice_graph_operation_names(graph: str) -> tuple[str, ...]:
+    """Names of the entry's operations in order, from the natively verified plan.
+
+    Needs the in-process module; there is deliberately no textual fallback.
+    """
+    return tuple(op.name for op in import_lattice_plan(graph).ops)
+
+
 def lattice_artifact_status(
     artifact: LatticeArtifact | str | os.PathLike[str],
     *,
