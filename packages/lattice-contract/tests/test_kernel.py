@@ -114,3 +114,15 @@ def test_as_triple():
     for bad in ((1, 2), (1, 2, 3, 4), (1.0, 2, 3), (1, True, 3), "abc"):
         with pytest.raises(ValueError, match="three ints"):
             as_triple(bad)  # type: ignore[arg-type]
+
+
+def test_octree_children_are_the_2x2x2_taps() -> None:
+    from lattice_contract.kernel import OCTREE_CHILD_TAPS, octree_parity_to_child
+
+    assert tuple(kernel_taps(2)) == OCTREE_CHILD_TAPS
+    table = octree_parity_to_child()
+    assert sorted(table) == list(range(8))
+    for px in (0, 1):
+        for py in (0, 1):
+            for pz in (0, 1):
+                assert OCTREE_CHILD_TAPS[table[px * 4 + py * 2 + pz]] == (px, py, pz)

@@ -73,3 +73,24 @@ def tap_offsets(
     size = as_triple(kernel_size, "kernel_size")
     dil = as_triple(dilation, "dilation")
     return [(t[0] * dil[0], t[1] * dil[1], t[2] * dil[2]) for t in kernel_taps(size)]
+
+
+OCTREE_CHILD_TAPS: tuple[Triple, ...] = tuple(kernel_taps(2))
+"""Offset of child ``k`` from ``2 * parent`` in an occupancy octree.
+
+Child ``k`` is tap ``k`` of a 2x2x2 kernel, so bit ``k`` of an 8-bit
+occupancy code is exactly the candidate that ``generative_conv_transpose3d``
+(k = 2, s = 2) emits as its ``k``-th tap.
+"""
+
+
+def octree_parity_to_child() -> tuple[int, ...]:
+    """Child index of each parity triple packed as ``px * 4 + py * 2 + pz``.
+
+    Runtimes compute a child's parity from its coordinates and look its bit
+    up here, so the child order is still read from :func:`kernel_taps` only.
+    """
+    table = [0] * 8
+    for index, (a, b, c) in enumerate(OCTREE_CHILD_TAPS):
+        table[a * 4 + b * 2 + c] = index
+    return tuple(table)

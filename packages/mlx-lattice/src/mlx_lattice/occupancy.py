@@ -38,7 +38,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.kernel import kernel_taps
+from lattice_contract.kernel import OCTREE_CHILD_TAPS, octree_parity_to_child
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import canonical_order
@@ -55,23 +55,14 @@ __all__ = [
     "quantize_points",
 ]
 
-CHILD_TAPS: tuple[tuple[int, int, int], ...] = tuple(kernel_taps(2))
+CHILD_TAPS = OCTREE_CHILD_TAPS
 """Offset of child ``k`` from ``2 * parent``; bit ``k`` of an occupancy code is this child."""
 
 MAX_LEVELS = 30
 """Deepest grid supported: ``2^30`` still fits int32 coordinates after doubling."""
 
 
-def _parity_table() -> tuple[int, ...]:
-    # Parity triple packed as px*4 + py*2 + pz (a private packing) -> the
-    # contract's tap index; the tap order itself is read from kernel_taps only.
-    table = [0] * 8
-    for index, (a, b, c) in enumerate(CHILD_TAPS):
-        table[a * 4 + b * 2 + c] = index
-    return tuple(table)
-
-
-_PARITY_TO_TAP = _parity_table()
+_PARITY_TO_TAP = octree_parity_to_child()
 
 
 def _check_coords(coords: Any, what: str = "coords") -> mx.array:
