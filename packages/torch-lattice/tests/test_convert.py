@@ -132,16 +132,18 @@ def test_minkowski_round_trip(size, gen):
 def test_spconv2_round_trip(size, gen):
     w = _canonical(gen, size)
     src = spconv2_layout(w, matmul_1x1=True)
-    spec = _spec({"net.0.weight": {"framework": "spconv-2", "stride": 1}})
+    spec = _spec({"net.0.weight": {"framework": "spconv", "version": "2.2", "stride": 1}})
     assert torch.equal(convert_state_dict({"net.0.weight": src}, spec).tensors["net.0.weight"], w)
 
 
 def test_spconv2_strided_1x1_is_plain_krsc(gen):
     w = _canonical(gen, (1, 1, 1))
-    spec = _spec({"down.weight": {"framework": "spconv-2", "stride": 2}})
+    spec = _spec({"down.weight": {"framework": "spconv", "version": "2.2", "stride": 2}})
     out = convert_state_dict({"down.weight": w.clone()}, spec)
     assert torch.equal(out.tensors["down.weight"], w)
-    subm = _spec({"down.weight": {"framework": "spconv-2", "stride": 2, "subm": True}})
+    subm = _spec(
+        {"down.weight": {"framework": "spconv", "version": "2.2", "stride": 2, "subm": True}}
+    )
     quirk = spconv2_layout(w, matmul_1x1=True)
     assert torch.equal(convert_state_dict({"down.weight": quirk}, subm).tensors["down.weight"], w)
 
@@ -158,7 +160,7 @@ def test_axes_zyx_reverses_the_kernel_axes(gen):
     # A model fed (batch, z, y, x) indices: its kernel axis 0 is z.
     w = _canonical(gen, (2, 3, 4))  # canonical (Kx, Ky, Kz) = (2, 3, 4)
     src = w.permute(0, 3, 2, 1, 4).contiguous()  # spconv order (Kz, Ky, Kx)
-    spec = _spec({"w": {"framework": "spconv-2", "axes": "zyx"}})
+    spec = _spec({"w": {"framework": "spconv", "version": "2.2", "axes": "zyx"}})
     out = convert_state_dict({"w": src}, spec)
     assert torch.equal(out.tensors["w"], w)
     rec = out.manifest["converted"]["w"]
@@ -168,14 +170,14 @@ def test_axes_zyx_reverses_the_kernel_axes(gen):
 
 def test_row_permutation_values():
     # Odd TorchSparse: rows x fastest, so canonical row 1 (tap z=1) is source row 9.
-    perm = canonical_row_permutation("torchsparse-2.1", (3, 3, 3))
+    perm = canonical_row_permutation("torchsparse", (3, 3, 3))
     assert perm[:4] == [0, 9, 18, 3]
     assert sorted(perm) == list(range(27))
     # Even TorchSparse: already z fastest.
-    assert canonical_row_permutation("torchsparse-2.1", (2, 2, 2)) == list(range(8))
+    assert canonical_row_permutation("torchsparse", (2, 2, 2)) == list(range(8))
     # MinkowskiEngine even: x fastest, unlike TorchSparse.
     assert canonical_row_permutation("minkowski", (2, 2, 2)) == [0, 4, 2, 6, 1, 5, 3, 7]
-    assert canonical_row_permutation("spconv-2", (3, 3, 3)) == list(range(27))
+    assert canonical_row_permutation("spconv", (3, 3, 3)) == list(range(27))
 
 
 def test_other_keys_copied_unchanged(gen):
@@ -270,20 +272,20 @@ def test_refuses_size_volume_mismatch(gen):
 
 
 def test_refuses_spconv_size_contradiction(gen):
-    spec = _spec({"w": {"framework": "spconv-2", "kernel_size": 5}})
+    spec = _spec({"w": {"framework": "spconv", "version": "2.2", "kernel_size": 5}})
     with pytest.raises(ConversionError, match=r"w: the spec declares kernel_size"):
         convert_state_dict({"w": _canonical(gen, (3, 3, 3))}, spec)
 
 
 def test_refuses_spconv_1x1_without_stride(gen):
-    spec = _spec({"head.weight": {"framework": "spconv-2"}})
+    spec = _spec({"head.weight": {"framework": "spconv", "version": "2.2"}})
     with pytest.raises(ConversionError, match=r"head\.weight.*declare \"stride\""):
         convert_state_dict({"head.weight": _canonical(gen, (1, 1, 1))}, spec)
 
 
 def test_refuses_wrong_rank_for_framework(gen):
-    spec = _spec({"w": {"framework": "spconv-2"}})
-    with pytest.raises(ConversionError, match=r"w: a spconv 2\.x kernel must be"):
+    spec = _spec({"w": {"framework": "spconv", "version": "2.2"}})
+    with pytest.raises(ConversionError, match=r"w: a spconv kernel is 5-D"):
         convert_state_dict({"w": _ts(gen)}, spec)
 
 
@@ -396,7 +398,7 @@ def test_cli_writes_weights_and_manifest(tmp_path, suffix, gen):
     assert stem["framework"] == "torchsparse-2.0"
     assert "first-axis fastest" in stem["source_layout"]
     assert stem["shape_before"] == [27, 3, 5] and stem["shape_after"] == [5, 3, 3, 3, 3]
-    assert stem["row_permutation"] == canonical_row_permutation("torchsparse-2.0", (3, 3, 3))
+    assert stem["row_permutation"] == canonical_row_permutation("torchsparse", (3, 3, 3))
     assert manifest["copied"] == {"bn.weight": "bn.weight"}
 
 
@@ -458,3 +460,131 @@ def test_module_entry_point_runs_in_a_fresh_process(tmp_path, gen):
     assert load_file(str(dst))["a.kernel"].shape == (5, 3, 3, 3, 3)
     bad = subprocess.run(args, capture_output=True, text=True)
     assert bad.returncode == 2 and "--kernel-spec" in bad.stderr
+
+
+# ---------------------------------------------------------------------------
+# Spec version 2: versions, spconv 2.0/2.1 RSKC layouts, flip, drop.
+
+
+def spconv_rskc_layout(w: torch.Tensor) -> torch.Tensor:
+    """spconv 2.0/2.1 Native-algorithm layout (K0, K1, K2, C_out, C_in)."""
+    return w.permute(1, 2, 3, 0, 4).contiguous()
+
+
+@pytest.mark.parametrize("size", [(3, 3, 3), (2, 3, 4), (5, 5, 5)])
+def test_spconv20_is_always_rskc(size, gen):
+    w = _canonical(gen, size, c_in=4, c_out=6)
+    spec = _spec({"w": {"framework": "spconv", "version": "2.0"}})
+    out = convert_state_dict({"w": spconv_rskc_layout(w)}, spec)
+    assert torch.equal(out.tensors["w"], w)
+    rec = out.manifest["converted"]["w"]
+    assert rec["framework"] == "spconv-2.0"
+    assert rec["source_layout"].startswith("(K0, K1, K2, C_out, C_in)")
+    assert rec["layout_decided_by"] == "version 2.0"
+
+
+@pytest.mark.parametrize("layout", ["KRSC", "RSKC"])
+def test_spconv21_layout_detected_from_shape_and_kernel_size(layout, gen):
+    w = _canonical(gen, (3, 3, 3), c_in=4, c_out=6)
+    src = w.clone() if layout == "KRSC" else spconv_rskc_layout(w)
+    spec = _spec({"w": {"framework": "spconv", "version": "2.1", "kernel_size": 3}})
+    out = convert_state_dict({"w": src}, spec)
+    assert torch.equal(out.tensors["w"], w)
+    assert out.manifest["converted"]["w"]["layout_decided_by"] == "detected from the shape"
+    assert out.manifest["converted"]["w"]["source_layout"].endswith(f"({layout})")
+
+
+def test_spconv21_ambiguous_shape_is_refused_and_layout_decides(gen):
+    # C_out == 3 == every kernel extent: (3, 3, 3, 3, C_in) reads both ways.
+    w = _canonical(gen, (3, 3, 3), c_in=4, c_out=3)
+    src = spconv_rskc_layout(w)
+    spec = _spec({"w": {"framework": "spconv", "version": "2.1", "kernel_size": 3}})
+    with pytest.raises(ConversionError, match=r"w: shape \[3, 3, 3, 3, 4\].*both as KRSC and as"):
+        convert_state_dict({"w": src}, spec)
+    declared = _spec({"w": {"framework": "spconv", "version": "2.1", "layout": "RSKC"}})
+    assert torch.equal(convert_state_dict({"w": src}, declared).tensors["w"], w)
+
+
+def test_legacy_spconv2_needs_kernel_size_or_version(gen):
+    w = _canonical(gen, (3, 3, 3), c_in=4, c_out=6)
+    with pytest.raises(ConversionError, match=r"cannot say which.*kernel_size"):
+        convert_state_dict({"w": w}, _spec({"w": {"framework": "spconv-2"}}))
+    sized = _spec({"w": {"framework": "spconv-2", "kernel_size": 3}})
+    assert torch.equal(convert_state_dict({"w": spconv_rskc_layout(w)}, sized).tensors["w"], w)
+
+
+def test_spconv22_refuses_an_rskc_shape_with_a_version_hint(gen):
+    w = _canonical(gen, (3, 3, 3), c_in=4, c_out=6)
+    spec = _spec({"w": {"framework": "spconv", "version": "2.2", "kernel_size": 3}})
+    with pytest.raises(ConversionError, match=r"spconv 2\.0 or 2\.1, declare that \"version\""):
+        convert_state_dict({"w": spconv_rskc_layout(w)}, spec)
+
+
+@pytest.mark.parametrize(
+    ("declaration", "match"),
+    [
+        (
+            {"framework": "spconv", "version": "2.0", "layout": "KRSC"},
+            r"saves every kernel as RSKC",
+        ),
+        ({"framework": "spconv", "version": "3.0"}, r"unknown spconv version '3\.0'"),
+        ({"framework": "torchsparse", "kernel_size": 3}, r'declare "version": "2\.0" or "2\.1"'),
+        ({"framework": "torchsparse-2.0", "version": "2.1"}, r"already says version 2\.0"),
+        ({"framework": "minkowski", "layout": "KRSC"}, r"applies to spconv kernels only"),
+        ({"framework": "spconv", "version": 2.1}, r'"version" must be a string'),
+        ({"framework": "spconv", "version": "2.2", "flip": "yes"}, r"flip must be true or false"),
+    ],
+)
+def test_refuses_bad_versions_and_layouts(declaration, match):
+    with pytest.raises(ConversionError, match=match):
+        _spec({"k": declaration})
+
+
+def test_version_synonyms_and_legacy_names_record_the_source():
+    spec = _spec(
+        {
+            "a": {"framework": "spconv", "version": "2.3"},
+            "b": {"framework": "torchsparse-2.1"},
+            "c": {"framework": "minkowski"},
+        }
+    )
+    assert [d.source for d in spec.kernels] == ["spconv-2.2", "torchsparse-2.1", "minkowski-0.5"]
+
+
+@pytest.mark.parametrize("size", [(3, 3, 3), (2, 2, 2), (3, 1, 2)])
+def test_flip_reverses_every_axis(size, gen):
+    w = _canonical(gen, size)
+    src = torchsparse_layout(w.flip(1, 2, 3), "torchsparse-2.1")  # taps stored mirrored
+    spec = _spec({"k": {"framework": "torchsparse-2.1", "kernel_size": list(size), "flip": True}})
+    out = convert_state_dict({"k": src}, spec)
+    assert torch.equal(out.tensors["k"], w)
+    rec = out.manifest["converted"]["k"]
+    assert rec["flip"] is True
+    plain = canonical_row_permutation("torchsparse", size)
+    assert rec["row_permutation"] == plain[::-1]
+
+
+def test_drop_leaves_keys_out_and_records_them(gen):
+    state = {
+        "conv.kernel": _ts(gen),
+        "bn.weight": torch.ones(5),
+        "bn.num_batches_tracked": torch.tensor(7),
+        "bn2.num_batches_tracked": torch.tensor(3),
+    }
+    spec = _spec(
+        {"conv.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}},
+        version=2,
+        drop=["*.num_batches_tracked", "head.*"],
+    )
+    out = convert_state_dict(state, spec)
+    assert set(out.tensors) == {"conv.kernel", "bn.weight"}
+    assert out.manifest["dropped"] == ["bn.num_batches_tracked", "bn2.num_batches_tracked"]
+    assert out.manifest["unused_drop_patterns"] == ["head.*"]
+
+
+def test_drop_and_kernels_on_one_key_is_refused(gen):
+    spec = _spec(
+        {"conv.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}}, drop=["conv.*"]
+    )
+    with pytest.raises(ConversionError, match=r'conv\.kernel: listed in both "kernels" and "drop"'):
+        convert_state_dict({"conv.kernel": _ts(gen)}, spec)

@@ -1,0 +1,248 @@
+"""Converting a whole checkpoint: state dicts in, canonical weights and a manifest out.
+
+Every key that looks like a sparse-conv kernel must be declared in the kernel
+spec (:mod:`torch_lattice.convert.spec`); each declared kernel is rewritten
+into Lattice's layout (:mod:`torch_lattice.convert.layouts`); keys listed in
+``drop`` are left out (``num_batches_tracked`` and the like); everything else
+is copied unchanged.  The manifest records, per key, where it came from and
+exactly what was done to it, so a conversion can be audited afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .layouts import convert_kernel
+from .spec import ConversionError, KernelSpec
+
+__all__ = [
+    "ConversionResult",
+    "convert_checkpoint",
+    "convert_state_dict",
+    "load_state_dict",
+    "main",
+]
+
+MANIFEST_FORMAT = "lattice-convert-manifest"
+
+
+# ---------------------------------------------------------------------------
+# State dicts.
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    """Converted tensors (output keys) and the manifest describing them."""
+
+    tensors: dict[str, torch.Tensor]
+    manifest: dict[str, Any]
+
+
+def _looks_like_kernel(key: str, tensor: torch.Tensor) -> bool:
+    if key.endswith(".kernel") or key == "kernel":
+        return True
+    return torch.is_floating_point(tensor) and tensor.dim() in (3, 5)
+
+
+def convert_state_dict(
+    state_dict: Mapping[str, torch.Tensor], spec: KernelSpec
+) -> ConversionResult:
+    """Convert every declared key of ``state_dict``; copy the others unchanged.
+
+    Keys matching ``spec.drop`` are left out (and listed in the manifest).
+    Raises :class:`ConversionError` naming the key for an undeclared
+    kernel-like tensor, a declaration matching no key, an ambiguous
+    declaration, a shape that contradicts its declaration, or two keys
+    renamed onto one.
+    """
+    tensors: dict[str, torch.Tensor] = {}
+    converted: dict[str, dict[str, Any]] = {}
+    copied: dict[str, str] = {}
+    dropped: list[str] = []
+    used_patterns: set[str] = set()
+    for key, value in state_dict.items():
+        if spec.dropped(key):
+            if spec.declaration_for(key) is not None:
+                raise ConversionError(
+                    f'{key}: listed in both "kernels" and "drop"; keep one of them'
+                )
+            dropped.append(key)
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise ConversionError(
+                f"{key}: expected a tensor, got {type(value).__name__}; pass the state dict "
+                "itself (see --state-dict-key)"
+            )
+        declaration = spec.declaration_for(key)
+        out_key = spec.output_key(key)
+        if out_key in tensors:
+            raise ConversionError(
+                f"{key}: renamed to {out_key!r}, which another key already produced; "
+                "fix the rename rules"
+            )
+        if declaration is not None:
+            for d in spec.kernels:
+                if fnmatch.fnmatchcase(key, d.pattern):
+                    used_patterns.add(d.pattern)
+            out, record = convert_kernel(key, value.detach().cpu(), declaration)
+            record["key"] = out_key
+            tensors[out_key] = out
+            converted[out_key] = record
+            continue
+        if _looks_like_kernel(key, value) and not spec.kept(key):
+            raise ConversionError(
+                f"{key}: looks like a sparse-conv kernel (shape {list(value.shape)}) but the "
+                'kernel spec does not declare it; add it to "kernels" with its framework and '
+                'kernel_size, or to "keep" if it is not a sparse kernel'
+            )
+        tensors[out_key] = value.detach().cpu().clone().contiguous()
+        copied[out_key] = key
+    unused = [d.pattern for d in spec.kernels if d.pattern not in used_patterns]
+    if unused:
+        raise ConversionError(
+            f"kernel spec pattern(s) {unused} match no key of the checkpoint; "
+            "fix or remove them (a stale spec would silently skip a conversion)"
+        )
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "version": 2,
+        "target_layout": "conv3d_o_xyz_i (C_out, Kx, Ky, Kz, C_in), taps z fastest",
+        "converted": converted,
+        "copied": copied,
+        "dropped": dropped,
+        "unused_drop_patterns": [
+            p for p in spec.drop if not any(fnmatch.fnmatchcase(k, p) for k in dropped)
+        ],
+    }
+    return ConversionResult(tensors, manifest)
+
+
+def load_state_dict(
+    path: str | os.PathLike[str], state_dict_key: str | None = None
+) -> dict[str, torch.Tensor]:
+    """Read a ``.safetensors`` file or a torch ``.pt``/``.pth`` (``weights_only``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConversionError(f"checkpoint {str(p)!r} does not exist or is not a file")
+    if p.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        if state_dict_key is not None:
+            raise ConversionError("--state-dict-key applies to torch checkpoints, not safetensors")
+        try:
+            return dict(load_file(str(p), device="cpu"))
+        except Exception as exc:  # safetensors raises its own error type
+            raise ConversionError(f"cannot read safetensors {str(p)!r}: {exc}") from None
+    try:
+        obj = torch.load(str(p), map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling errors come in many types
+        raise ConversionError(
+            f"cannot read {str(p)!r} as a torch checkpoint with weights_only=True: {exc}"
+        ) from None
+    if state_dict_key is not None:
+        for part in state_dict_key.split("."):
+            if not isinstance(obj, Mapping) or part not in obj:
+                raise ConversionError(f"{str(p)!r} has no entry {state_dict_key!r}")
+            obj = obj[part]
+    if not isinstance(obj, Mapping):
+        raise ConversionError(f"{str(p)!r} does not hold a state dict (got {type(obj).__name__})")
+    nested = [k for k, v in obj.items() if isinstance(v, Mapping)]
+    if nested and state_dict_key is None:
+        raise ConversionError(
+            f"{str(p)!r} holds nested dictionaries {sorted(nested)}; choose the state dict "
+            "with --state-dict-key (e.g. --state-dict-key state_dict)"
+        )
+    return dict(obj)
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def default_manifest_path(dst: str | os.PathLike[str]) -> Path:
+    """``weights.safetensors`` -> ``weights.manifest.json`` beside it."""
+    return Path(dst).with_suffix(".manifest.json")
+
+
+def convert_checkpoint(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    spec: KernelSpec | str | os.PathLike[str],
+    *,
+    manifest_path: str | os.PathLike[str] | None = None,
+    state_dict_key: str | None = None,
+) -> dict[str, Any]:
+    """Convert ``src`` into the safetensors file ``dst`` and write the manifest.
+
+    Everything is checked before either file is written; each file is written
+    to a temporary name and moved into place.
+    """
+    from safetensors.torch import save_file
+
+    kernel_spec = spec if isinstance(spec, KernelSpec) else KernelSpec.load(spec)
+    dst_path = Path(dst)
+    if dst_path.suffix != ".safetensors":
+        raise ConversionError(f"destination {str(dst_path)!r} must end in .safetensors")
+    state = load_state_dict(src, state_dict_key)
+    result = convert_state_dict(state, kernel_spec)
+    manifest = dict(result.manifest)
+    manifest["source"] = str(Path(src))
+    manifest["destination"] = str(dst_path)
+    mpath = Path(manifest_path) if manifest_path is not None else default_manifest_path(dst_path)
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    _atomic_write(dst_path, lambda tmp: save_file(result.tensors, tmp))
+    _atomic_write(mpath, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return manifest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point ``convert-checkpoint``."""
+    parser = argparse.ArgumentParser(
+        prog="convert-checkpoint",
+        description="Convert TorchSparse / spconv / MinkowskiEngine kernels to Lattice's "
+        "canonical (C_out, Kx, Ky, Kz, C_in) layout.",
+    )
+    parser.add_argument("src", help="source checkpoint (.pt/.pth state dict or .safetensors)")
+    parser.add_argument("dst", help="destination .safetensors file")
+    parser.add_argument("--kernel-spec", required=True, help="JSON declaring each kernel key")
+    parser.add_argument("--manifest", help="manifest path (default: DST with .manifest.json)")
+    parser.add_argument(
+        "--state-dict-key", help="dotted path of the state dict inside a torch checkpoint"
+    )
+    args = parser.parse_args(argv)
+    try:
+        manifest = convert_checkpoint(
+            args.src,
+            args.dst,
+            args.kernel_spec,
+            manifest_path=args.manifest,
+            state_dict_key=args.state_dict_key,
+        )
+    except ConversionError as exc:
+        print(f"convert-checkpoint: error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"convert-checkpoint: {len(manifest['converted'])} kernel(s) converted, "
+        f"{len(manifest['copied'])} tensor(s) copied, {len(manifest['dropped'])} dropped "
+        f"-> {args.dst}"
+    )
+    return 0
