@@ -39,6 +39,13 @@ from torch_lattice.nn.modules import (
     Tanh,
     Voxelize,
 )
+from torch_lattice.nn.normalized import (
+    NormalizedConvTranspose3d,
+    NormalizedGenerativeConvTranspose3d,
+    NormalizedSubmConv3d,
+    TargetNormalizedConvTranspose3d,
+)
+from torch_lattice.nn.upsample import Embedding, PoolTranspose3d, TrilinearUpsample3d
 
 __all__ = [
     "ELU",
@@ -49,6 +56,7 @@ __all__ = [
     "Conv3d",
     "ConvTranspose3d",
     "Devoxelize",
+    "Embedding",
     "GenerativeConvTranspose3d",
     "GlobalPool",
     "Hardswish",
@@ -57,6 +65,10 @@ __all__ = [
     "LeakyReLU",
     "Linear",
     "MaxPool3d",
+    "NormalizedConvTranspose3d",
+    "NormalizedGenerativeConvTranspose3d",
+    "NormalizedSubmConv3d",
+    "PoolTranspose3d",
     "RMSNorm",
     "ReLU",
     "Sequential",
@@ -73,5 +85,7 @@ __all__ = [
     "Tanh",
     "TargetConv3d",
     "TargetConvTranspose3d",
+    "TargetNormalizedConvTranspose3d",
+    "TrilinearUpsample3d",
     "Voxelize",
 ]
