@@ -404,6 +404,32 @@ def test_bad_arguments_are_refused_alike() -> None:
         assert texts[0] == texts[1], texts
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_precision_sums_in_f32(dtype: str) -> None:
+    """f16/bf16 storage: products summed in f32, one rounding at the end (both runtimes)."""
+    rng = np.random.default_rng(11)
+    logical = _logical_support(rng, 40, 3)
+    tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    mdt = {"f16": mx.float16, "bf16": mx.bfloat16}[dtype]
+    x = torch.from_numpy(rng.standard_normal((len(logical), 3)).astype(np.float32)).to(tdt)
+    w = torch.from_numpy(rng.standard_normal((2, 3, 3, 3, 3)).astype(np.float32)).to(tdt)
+    xf, wf = x.float().numpy(), w.float().numpy()
+    phys = logical.copy()
+    mx_in = mlx_lattice.SparseTensor(mx.array(phys), mx.array(xf).astype(mdt))
+    t_in = torch_lattice.SparseTensor(torch.from_numpy(phys), x)
+    got = {
+        "mlx": mo.normalized_subm_conv3d(mx_in, mx.array(wf).astype(mdt), kernel_size=3),
+        "torch": to.normalized_subm_conv3d(t_in, w, kernel_size=3),
+    }
+    want = oracle.normalized_subm(logical, xf, wf, None, (3, 3, 3), (1, 1, 1), 1e-8)
+    tol = {"f16": 2e-3, "bf16": 1.6e-2}[dtype]
+    for runtime, value in got.items():
+        assert value.dtype == (mdt if runtime == "mlx" else tdt)
+        _, have = _rows_of(value, (1, 1, 1))
+        order = np.lexsort(logical.T[::-1])
+        np.testing.assert_allclose(have, want[order], rtol=tol, atol=tol)
+
+
 def test_zz_report_worst_errors() -> None:
     """Print the worst |error| against the oracle per op and runtime (for the closing note)."""
     assert WORST, "the oracle tests above did not run"
