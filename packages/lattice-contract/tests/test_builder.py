@@ -475,6 +475,124 @@ def _r_call(b):
     return y, line, [y]
 
 
+# Recipes of the weight-normalised, upsampling and lookup ops (issue 12).
+
+
+@recipe("normalized_subm_conv3d")
+def _r_normalized_subm(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32")
+    w = conv_weight(b, "enc.weight", 4, (3, 1, 1), 8)
+    y = b.normalized_subm_conv3d(input=x, weight=w, kernel_size=(3, 1, 1), eps=0.5)
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 4
+    line = (
+        '%2 = lattice.normalized_subm_conv3d %0, %1 {accumulation = "canonical_f32", '
+        "dilation = array<i64: 1, 1, 1>, eps = 5.000000e-01 : f32, "
+        "kernel_size = array<i64: 3, 1, 1>} : "
+        f"({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("normalized_conv_transpose3d")
+def _r_normalized_transpose(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    w = conv_weight(b, "up.weight", 4, (3, 3, 3), 8)
+    y = b.normalized_conv_transpose3d(
+        input=x, weight=w, kernel_size=3, stride=2, padding=1, eps=0.25
+    )
+    assert y.type.stride == (1, 1, 1)
+    line = (
+        '%2 = lattice.normalized_conv_transpose3d %0, %1 {accumulation = "canonical_f32", '
+        "dilation = array<i64: 1, 1, 1>, eps = 2.500000e-01 : f32, "
+        "kernel_size = array<i64: 3, 3, 3>, padding = array<i64: 1, 1, 1>, "
+        f"stride = array<i64: 2, 2, 2>}} : ({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("target_normalized_conv_transpose3d")
+def _r_target_normalized_transpose(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    t = b.add_sparse_input("t", channels=1, dtype="f32")
+    w = conv_weight(b, "up.weight", 4, (2, 2, 2), 8)
+    bias = vector(b, "up.bias", "bias_c", 4)
+    y = b.target_normalized_conv_transpose3d(
+        input=x, target=t, weight=w, bias=bias, kernel_size=2, stride=2, eps=0.5
+    )
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 4
+    line = (
+        "%4 = lattice.target_normalized_conv_transpose3d %0, %1, %2, %3 "
+        '{accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, '
+        "eps = 5.000000e-01 : f32, kernel_size = array<i64: 2, 2, 2>, "
+        "padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : "
+        f"({S32}, {S32}, !lattice.weight<conv3d, f32>, !lattice.weight<bias, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("normalized_generative_conv_transpose3d")
+def _r_normalized_generative(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    w = conv_weight(b, "gen.weight", 8, (2, 2, 2), 8)
+    y = b.normalized_generative_conv_transpose3d(
+        input=x, weight=w, kernel_size=2, stride=2, eps=2.0
+    )
+    line = (
+        "%2 = lattice.normalized_generative_conv_transpose3d %0, %1 "
+        '{accumulation = "canonical_f32", eps = 2.000000e+00 : f32, '
+        "kernel_size = array<i64: 2, 2, 2>, "
+        f"stride = array<i64: 2, 2, 2>}} : ({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("pool_transpose3d")
+def _r_pool_transpose(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=(2, 1, 1))
+    t = b.add_sparse_input("t", channels=1, dtype="f32")
+    y = b.pool_transpose3d(
+        input=x, target=t, kernel_size=(3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0)
+    )
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 8
+    line = (
+        "%2 = lattice.pool_transpose3d %0, %1 {dilation = array<i64: 1, 1, 1>, "
+        "kernel_size = array<i64: 3, 1, 1>, padding = array<i64: 1, 0, 0>, "
+        f"stride = array<i64: 2, 1, 1>}} : ({S32}, {S32}) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("trilinear_upsample3d")
+def _r_trilinear(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    y = b.trilinear_upsample3d(input=x, stride=2)
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 8
+    line = (
+        f"%1 = lattice.trilinear_upsample3d %0 {{stride = array<i64: 2, 2, 2>}} : ({S32}) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("embedding_lookup")
+def _r_embedding(b):
+    idx = b.add_input("idx", "tensor<?xi32>")
+    table = b.weight(storage_key="embed.weight", layout="embedding_n_c", dtype="f32", shape=(10, 6))
+    y = b.embedding_lookup(indices=idx, weight=table)
+    line = (
+        "%1 = lattice.embedding_lookup %arg0, %0 : "
+        "(tensor<?xi32>, !lattice.weight<embedding, f32>) -> tensor<?x6xf32>"
+    )
+    return y, line, [y]
+
+
+@recipe("elementwise")
+def _r_elementwise(b):
+    x = b.add_input("x", "tensor<?x8xf32>")
+    y = b.elementwise(input=x, kind="round")
+    line = '%0 = lattice.elementwise %arg0 {kind = "round"} : (tensor<?x8xf32>) -> tensor<?x8xf32>'
+    return y, line, [y]
+
+
 def build_recipe(op: str) -> tuple[str, Value, str]:
     """Build the module of one recipe; returns (text, op result, expected op line)."""
     b = MLIRModuleBuilder()

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticeVerifyExtraOps.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"

@@ -1683,4 +1683,7 @@ def _install_methods() -> None:
         setattr(MLIRModuleBuilder, op.python_name, _make_method(op))
 
 
+# The normalised, upsampling and lookup ops' rules register from their own module.
+import lattice_contract.builder_extra  # noqa: E402, F401
+
 _install_methods()

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from lattice_contract.kernel import Triple, kernel_taps
 from lattice_contract.options import Window
+from lattice_contract.schema import ELEMENTWISE_KINDS
 
 __all__ = [
     "ELEMENTWISE_KINDS",
@@ -31,9 +32,6 @@ __all__ = [
     "trilinear_tap_weights",
     "trilinear_window",
 ]
-
-ELEMENTWISE_KINDS: tuple[str, ...] = ("exp", "round")
-"""Kinds of ``lattice.elementwise`` (``round`` rounds half to even)."""
 
 NORMALIZED_EPS = 1e-8
 """Default ``eps`` of the normalised convolutions (the reference system's)."""

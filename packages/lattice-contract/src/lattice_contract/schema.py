@@ -893,6 +893,118 @@ class Call(Op):
 
 
 # ---------------------------------------------------------------------------
+# The reference system's weight-normalised convolutions, upsampling onto finer
+# supports, embedding lookup and elementwise maps (semantics: docs/extra-ops.md).
+
+ELEMENTWISE_KINDS: tuple[str, ...] = ("exp", "round")
+"""Kinds of ``lattice.elementwise`` (``round`` rounds half to even)."""
+
+_OptionalTarget = Annotated[Operand, SPARSE, OPTIONAL]
+
+
+class NormalizedSubmConv3d(Op):
+    """Submanifold convolution normalised per row by the weight mass its support reaches."""
+
+    __mnemonic__ = "normalized_subm_conv3d"
+    input: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    dilation: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class NormalizedConvTranspose3d(Op):
+    """Weight-normalised transposed convolution over the support its taps derive."""
+
+    __mnemonic__ = "normalized_conv_transpose3d"
+    input: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    padding: _Padding
+    dilation: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class TargetNormalizedConvTranspose3d(Op):
+    """Weight-normalised transposed convolution evaluated exactly at a target's rows."""
+
+    __mnemonic__ = "target_normalized_conv_transpose3d"
+    input: _Sparse
+    target: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    padding: _Padding
+    dilation: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class NormalizedGenerativeConvTranspose3d(Op):
+    """Weight-normalised support expansion: every tap of every input row, one row per output."""
+
+    __mnemonic__ = "normalized_generative_conv_transpose3d"
+    input: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class PoolTranspose3d(Op):
+    """Mean of the coarse rows reaching each finer row by the transposed relation."""
+
+    __mnemonic__ = "pool_transpose3d"
+    input: _Sparse
+    target: _OptionalTarget
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    padding: _Padding
+    dilation: _Triple
+
+
+class TrilinearUpsample3d(Op):
+    """Trilinear interpolation onto finer rows, renormalised over the coarse rows present."""
+
+    __mnemonic__ = "trilinear_upsample3d"
+    input: _Sparse
+    target: _OptionalTarget
+    result: _SparseResult
+    stride: _Triple
+
+
+class EmbeddingLookup(Op):
+    """Rows of a dense embedding table picked by an i32 index vector."""
+
+    __mnemonic__ = "embedding_lookup"
+    indices: Annotated[Operand, BATCH_INDEX]
+    weight: Annotated[Operand, weight_of(WeightFamily.embedding)]
+    result: _FeaturesResult
+
+
+class Elementwise(Op):
+    """Deterministic unary map of f32 features: exp, or round half to even."""
+
+    __mnemonic__ = "elementwise"
+    input: _Features
+    result: _FeaturesResult
+    kind: Annotated[Attribute, AttrSpec(AttrKind.string, allowed=ELEMENTWISE_KINDS)]
+
+
+# ---------------------------------------------------------------------------
 # Registered primitives for ``lattice.call``.
 
 

@@ -94,11 +94,16 @@ _LAYOUT_OF_FAMILY = {
     WeightFamily.linear: "linear_o_i",
     WeightFamily.bias: "bias_c",
     WeightFamily.channel: "channel_c",
+    WeightFamily.embedding: "embedding_n_c",
 }
 _PACKABLE = (WeightFamily.conv3d, WeightFamily.linear)
 # Functional parameter names that differ from the schema's operand names.
 _RENAME = {"x": "input", "self": "input", "feats": "features", "coordinates": "target"}
-_TARGET_VARIANT = {"conv3d": "target_conv3d", "conv_transpose3d": "target_conv_transpose3d"}
+_TARGET_VARIANT = {
+    "conv3d": "target_conv3d",
+    "conv_transpose3d": "target_conv_transpose3d",
+    "normalized_conv_transpose3d": "target_normalized_conv_transpose3d",
+}
 
 
 # ---------------------------------------------------------------------------

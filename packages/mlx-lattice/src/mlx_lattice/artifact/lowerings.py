@@ -375,3 +375,7 @@ def gather_rows_primitive(x: mx.array, index: mx.array) -> mx.array:
                 f"gather_rows: index values span [{low}, {high}] but the matrix has {rows} rows"
             )
     return mx.take(x, index, axis=0)
+
+
+# The normalised, upsampling and lookup ops register from their own module.
+import mlx_lattice.artifact.lowerings_extra  # noqa: E402, F401

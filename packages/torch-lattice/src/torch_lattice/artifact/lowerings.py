@@ -324,4 +324,7 @@ def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return x.index_select(0, index.to(torch.int64))
 
 
+# The normalised, upsampling and lookup ops register from their own module.
+import torch_lattice.artifact.lowerings_extra  # noqa: E402, F401
+
 LOWERINGS.check_complete()
