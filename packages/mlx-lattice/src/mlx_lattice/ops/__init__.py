@@ -9,6 +9,7 @@ from mlx_lattice.ops.cast import cast
 from mlx_lattice.ops.conv import (
     conv3d,
     conv_transpose3d,
+    full_conv3d,
     generative_conv_transpose3d,
     subm_conv3d,
 )
@@ -28,7 +29,7 @@ from mlx_lattice.ops.normalized import (
     normalized_subm_conv3d,
 )
 from mlx_lattice.ops.points import devoxelize, voxelize
-from mlx_lattice.ops.pool import global_pool, pool3d
+from mlx_lattice.ops.pool import full_pool3d, global_pool, pool3d
 from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
 from mlx_lattice.ops.upsample import pool_transpose3d, trilinear_upsample3d
 
@@ -42,6 +43,8 @@ __all__ = [
     "devoxelize",
     "elementwise",
     "embedding_lookup",
+    "full_conv3d",
+    "full_pool3d",
     "generative_conv_transpose3d",
     "global_pool",
     "layer_norm",

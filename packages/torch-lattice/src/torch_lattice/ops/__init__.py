@@ -11,6 +11,7 @@ from torch_lattice.ops.cast import cast
 from torch_lattice.ops.conv import (
     conv3d,
     conv_transpose3d,
+    full_conv3d,
     generative_conv_transpose3d,
     subm_conv3d,
 )
@@ -23,7 +24,7 @@ from torch_lattice.ops.normalized import (
     normalized_subm_conv3d,
 )
 from torch_lattice.ops.points import devoxelize, voxelize
-from torch_lattice.ops.pool import global_pool, pool3d
+from torch_lattice.ops.pool import full_pool3d, global_pool, pool3d
 from torch_lattice.ops.quant import QuantizedWeight, dequantize, quantize_weight
 from torch_lattice.ops.upsample import pool_transpose3d, trilinear_upsample3d
 
@@ -38,6 +39,8 @@ __all__ = [
     "devoxelize",
     "elementwise",
     "embedding_lookup",
+    "full_conv3d",
+    "full_pool3d",
     "generative_conv_transpose3d",
     "global_pool",
     "layer_norm",
