@@ -32,7 +32,7 @@ def _normalized_subm(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
 @program(
     "normalized_conv_transpose3d",
     "lattice.normalized_conv_transpose3d %0, %1",
-    "lattice.normalized_generative_conv_transpose3d %0, %1",
+    "lattice.normalized_generative_conv_transpose3d %0, %2",
 )
 def _normalized_transposes(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)

@@ -974,6 +974,7 @@ class PoolTranspose3d(Op):
     stride: _Triple
     padding: _Padding
     dilation: _Triple
+    accumulation: _DefaultAccumulation
 
 
 class TrilinearUpsample3d(Op):

@@ -129,6 +129,7 @@ def pool_transpose3d_from_artifact(
     stride: Triple,
     padding: Triple,
     dilation: Triple,
+    accumulation: str | None = None,
 ) -> SparseTensor:
     """Mean of the coarse rows reaching each fine row (the target's rows when given)."""
     return pool_transpose3d(
