@@ -482,9 +482,15 @@ class _GraphTracer:
             elif name in operands:
                 operand = operands[name]
                 if raw is None:
-                    if not operand.optional:
-                        raise ExportError(f"{what} in {self.where()} is None but is required")
-                    continue
+                    if operand.optional:
+                        continue
+                    hint = ""
+                    if operand.type.kind is TypeKind.active:
+                        hint = (
+                            "; the artifact reads the active-row count from an input: make it "
+                            "an argument of forward (an int32 tensor of shape (1,)) and pass it"
+                        )
+                    raise ExportError(f"{what} in {self.where()} is None but is required{hint}")
                 if operand.type.kind is TypeKind.weight:
                     pending_weights.append((name, raw, operand.type.families[0]))
                 else:
@@ -641,7 +647,10 @@ def save_lattice_model_artifact(
                     stride=item.stride,
                 )
             elif isinstance(item, torch.Tensor):
-                shape = [None, *(int(d) for d in item.shape[1:])]
+                # Rows are dynamic, except an int32 (1,) tensor: an active-row count
+                # (tensor<1xi32>, as voxelize / devoxelize read it).
+                count = item.dtype == torch.int32 and tuple(item.shape) == (1,)
+                shape = [1] if count else [None, *(int(d) for d in item.shape[1:])]
                 value = builder.add_input(name, tensor_type(shape, dtype_name(item.dtype)))
             else:
                 raise ExportError(
