@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticeVerifyExtraOps.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
@@ -189,9 +190,44 @@ LogicalResult verifyAttributeValue(Operation *op, const schema::AttrInfo &spec, 
   }
   case AttrKind::i64: {
     auto integer = llvm::dyn_cast<IntegerAttr>(attr);
-    if (integer && spec.hasMinimum && static_cast<double>(integer.getInt()) < spec.minimum)
+    if (!integer)
+      return success();
+    if (spec.hasMinimum && static_cast<double>(integer.getInt()) < spec.minimum)
       return op->emitOpError() << "attribute '" << spec.name << "' = " << integer.getInt()
                                << " must be >= " << static_cast<int64_t>(spec.minimum);
+    if (spec.numAllowed == 0)
+      return success();
+    std::string text = std::to_string(integer.getInt());
+    for (unsigned i = 0; i < spec.numAllowed; ++i)
+      if (text == spec.allowed[i])
+        return success();
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "attribute '" << spec.name << "' = " << text
+                              << " is not allowed; it must be ";
+    for (unsigned i = 0; i < spec.numAllowed; ++i)
+      diag << (i ? " or " : "") << spec.allowed[i];
+    return diag;
+  }
+  case AttrKind::f64_triple: {
+    auto array = llvm::dyn_cast<DenseF64ArrayAttr>(attr);
+    if (!array)
+      return success(); // ODS reports the wrong attribute type.
+    if (array.size() != 3)
+      return op->emitOpError() << "attribute '" << spec.name
+                               << "' must be a triple array<f64: x, y, z> (one value per axis), "
+                                  "got "
+                               << array.size() << " values; write all three axes";
+    for (double v : array.asArrayRef()) {
+      if (!std::isfinite(v))
+        return op->emitOpError() << "attribute '" << spec.name
+                                 << "' must hold finite values, got a NaN or infinity";
+      if (spec.hasMinimum &&
+          (spec.exclusiveMinimum ? !(v > spec.minimum) : !(v >= spec.minimum)))
+        return op->emitOpError() << "attribute '" << spec.name << "' has component "
+                                 << numberText(v) << "; every component must be "
+                                 << (spec.exclusiveMinimum ? "> " : ">= ")
+                                 << numberText(spec.minimum);
+    }
     return success();
   }
   case AttrKind::f32: {
@@ -398,8 +434,10 @@ std::optional<Triple> mlir::lattice::staticStrideOf(Value value) {
       if (!root)
         return std::nullopt;
     } else if (isa<VoxelizeOp>(def)) {
-      root = Triple{1, 1, 1};
-    } else if (isa<Conv3dOp, Pool3dOp>(def)) {
+      root = tripleAttr(def, "stride");
+      if (!root)
+        return std::nullopt;
+    } else if (isa<Conv3dOp, FullConv3dOp, Pool3dOp, FullPool3dOp>(def)) {
       std::optional<Triple> s = tripleAttr(def, "stride");
       if (!s)
         return std::nullopt;
@@ -443,6 +481,15 @@ LogicalResult verifyRules(Operation *) { return success(); }
 /// Ops without rules that must run before the schema checks.
 LogicalResult preRules(Operation *) { return success(); }
 
+LogicalResult preRules(GenerativeConvTranspose3dOp op) {
+  if (op->getDiscardableAttr("padding") || op->getDiscardableAttr("dilation"))
+    return op.emitOpError()
+           << "takes no padding or dilation: the generative transpose emits o = c*s + k for "
+              "every tap (padding 0, dilation 1 implied); drop the attribute, or use "
+              "lattice.conv_transpose3d for a padded or dilated transpose";
+  return success();
+}
+
 LogicalResult preRules(SubmConv3dOp op) {
   if (op->getDiscardableAttr("stride") || op->getDiscardableAttr("padding"))
     return op.emitOpError()
@@ -462,6 +509,8 @@ WeightLayout expectedLayout(WeightFamily family) {
     return WeightLayout::bias_c;
   case WeightFamily::channel:
     return WeightLayout::channel_c;
+  case WeightFamily::embedding:
+    return WeightLayout::embedding_n_c;
   }
   return WeightLayout::conv3d_o_xyz_i;
 }
@@ -480,30 +529,30 @@ LogicalResult verifyRules(WeightOp op) {
     return op.emitOpError() << "has an empty symbol name";
   std::string dtype = describeDtype(type.getDtype());
   std::optional<PackingAttr> packing = op.getPacking();
+  bool packed = packing && packing->getBits() != PackingBits::dense;
   bool packedDtype = !isFloatDtype(type.getDtype());
-  if (packedDtype && !packing)
+  if (packedDtype && !packed)
     return op.emitOpError() << "has packed element type " << dtype
-                            << " but no packing attribute; add packing = #lattice.packing<"
+                            << " but no packed packing attribute; add packing = "
+                               "#lattice.packing<"
                             << (dtype == "i4" ? "int4" : "int8")
                             << ", group_size = N, scale_dtype = T, mode = affine>";
-  if (!packing)
+  if (!packed)
     return success();
-  if (!packedDtype)
-    return op.emitOpError() << "has a packing attribute but element type " << dtype
-                            << "; packing applies only to i4/i8 weights (declare the weight as "
-                               "!lattice.weight<"
-                            << stringifyEnum(family) << ", i4|i8> or drop the packing)";
   if (family != WeightFamily::conv3d && family != WeightFamily::linear)
-    return op.emitOpError() << "packs a " << stringifyEnum(family)
-                            << " weight; only conv3d and linear weights are quantized (groups run "
+    return op.emitOpError() << "packs a weight of family " << stringifyEnum(family)
+                            << "; only conv3d and linear weights are quantized (groups run "
                                "along C_in), store "
-                            << stringifyEnum(family) << " weights dense";
+                            << stringifyEnum(family)
+                            << " weights dense (packing = #lattice.packing<dense>)";
+  // A packed weight declares its packed integer type, or (as upstream's
+  // producer writes) the float type its values dequantize to.
   const char *want = schema::packedDtypeOfBits(stringifyEnum(packing->getBits()));
-  if (!want || dtype != want)
+  if (packedDtype && (!want || dtype != want))
     return op.emitOpError() << "packing bits " << stringifyEnum(packing->getBits())
                             << " do not match element type " << dtype << "; use "
                             << (want ? want : "?") << " for " << stringifyEnum(packing->getBits())
-                            << " packing";
+                            << " packing, or the float type the weight dequantizes to";
   return success();
 }
 
@@ -536,7 +585,9 @@ LogicalResult verifyScaledStride(OpT op) {
 }
 
 LogicalResult verifyRules(Conv3dOp op) { return verifyScaledStride(op); }
+LogicalResult verifyRules(FullConv3dOp op) { return verifyScaledStride(op); }
 LogicalResult verifyRules(Pool3dOp op) { return verifyScaledStride(op); }
+LogicalResult verifyRules(FullPool3dOp op) { return verifyScaledStride(op); }
 
 LogicalResult verifyRules(TargetConv3dOp op) {
   std::optional<Triple> in = staticStrideOf(op.getInput());
@@ -572,20 +623,7 @@ LogicalResult verifyRules(TargetConvTranspose3dOp op) {
   return success();
 }
 
-LogicalResult verifyRules(GenerativeConvTranspose3dOp op) {
-  for (int64_t p : op.getPadding())
-    if (p != 0)
-      return op.emitOpError() << "requires padding = array<i64: 0, 0, 0>, got "
-                              << tripleText(op.getPadding())
-                              << "; the generative transpose emits o = c*s + k for every tap, "
-                                 "use lattice.conv_transpose3d for padded transposes";
-  for (int64_t d : op.getDilation())
-    if (d != 1)
-      return op.emitOpError() << "requires dilation = array<i64: 1, 1, 1>, got "
-                              << tripleText(op.getDilation())
-                              << "; use lattice.conv_transpose3d for dilated transposes";
-  return verifyTransposeStride(op);
-}
+LogicalResult verifyRules(GenerativeConvTranspose3dOp op) { return verifyTransposeStride(op); }
 
 template <typename OpT>
 LogicalResult verifySameStride(OpT op, Value lhs, Value rhs, llvm::StringRef lhsName,
@@ -666,11 +704,15 @@ LogicalResult verifyRules(LinearOp op) {
 
 LogicalResult verifyRules(GlobalPoolOp op) {
   auto out = llvm::cast<RankedTensorType>(op.getResult().getType());
-  if (out.getDimSize(0) != static_cast<int64_t>(op.getBatchSize()))
-    return op.emitOpError() << "result " << typeText(out) << " must have batch_size = "
-                            << op.getBatchSize()
-                            << " static rows (one per batch item); write tensor<"
-                            << op.getBatchSize() << "xCxT>";
+  int64_t batch = static_cast<int64_t>(op.getBatchSize());
+  if (batch == -1 && !out.isDynamicDim(0))
+    return op.emitOpError() << "result " << typeText(out)
+                            << " has static rows but batch_size = -1 infers the batch count at "
+                               "run time; write tensor<?xCxT>";
+  if (batch >= 0 && !out.isDynamicDim(0) && out.getDimSize(0) != batch)
+    return op.emitOpError() << "result " << typeText(out) << " must have batch_size = " << batch
+                            << " rows (one per batch item); write tensor<" << batch
+                            << "xCxT> or tensor<?xCxT>";
   return success();
 }
 
@@ -685,11 +727,11 @@ LogicalResult verifyRowsPerPoint(Operation *op, llvm::ArrayRef<Value> values) {
 }
 
 LogicalResult verifyRules(VoxelizeOp op) {
-  return verifyRowsPerPoint(op, {op.getPoints(), op.getFeatures(), op.getBatch()});
+  return verifyRowsPerPoint(op, {op.getPoints(), op.getFeatures(), op.getBatchIndices()});
 }
 
 LogicalResult verifyRules(DevoxelizeOp op) {
-  return verifyRowsPerPoint(op, {op.getPoints(), op.getBatch(), op.getResult()});
+  return verifyRowsPerPoint(op, {op.getPoints(), op.getBatchIndices(), op.getResult()});
 }
 
 LogicalResult verifyRules(CastOp op) {

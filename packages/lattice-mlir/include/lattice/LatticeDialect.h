@@ -58,6 +58,10 @@ FailureOr<EnumT> parseLatticeEnum(AsmParser &parser, llvm::StringRef mnemonic) {
                                  << allowedEnumKeywords<EnumT>();
   if (std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword))
     return *value;
+  // Synonyms (e.g. binary_op max for maximum) parse as their canonical value.
+  if (const char *canonical = schema::enumSynonym(mnemonic, keyword))
+    if (std::optional<EnumT> value = symbolizeEnum<EnumT>(canonical))
+      return *value;
   InFlightDiagnostic diag = parser.emitError(loc)
                             << "unknown " << mnemonic << " '" << keyword
                             << "'; expected one of: " << allowedEnumKeywords<EnumT>();

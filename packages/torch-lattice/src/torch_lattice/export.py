@@ -94,12 +94,23 @@ _LAYOUT_OF_FAMILY = {
     WeightFamily.linear: "linear_o_i",
     WeightFamily.bias: "bias_c",
     WeightFamily.channel: "channel_c",
+    WeightFamily.embedding: "embedding_n_c",
 }
 _PACKABLE = (WeightFamily.conv3d, WeightFamily.linear)
 # Functional parameter names that differ from the schema's operand names.
 _RENAME = {"x": "input", "self": "input", "feats": "features", "coordinates": "target"}
-_TARGET_VARIANT = {"conv3d": "target_conv3d", "conv_transpose3d": "target_conv_transpose3d"}
+_TARGET_VARIANT = {
+    "conv3d": "target_conv3d",
+    "conv_transpose3d": "target_conv_transpose3d",
+    "normalized_conv_transpose3d": "target_normalized_conv_transpose3d",
+}
 
+# Ops whose target is an optional operand of the one op (``coordinates=`` -> ``target``).
+_OPTIONAL_TARGET = frozenset(
+    op.python_name
+    for op in SCHEMA.ops.values()
+    if any(o.name == "target" and o.optional for o in op.operands)
+)
 
 # ---------------------------------------------------------------------------
 # Report and output comparison.
@@ -443,7 +454,7 @@ class _GraphTracer:
         args = dict(bound_arguments.arguments)
         if op_name in _TARGET_VARIANT and args.get("coordinates") is not None:
             op_name = _TARGET_VARIANT[op_name]
-        else:
+        elif op_name not in _OPTIONAL_TARGET:
             args.pop("coordinates", None)
         try:
             definition = SCHEMA.op(op_name)
@@ -471,9 +482,15 @@ class _GraphTracer:
             elif name in operands:
                 operand = operands[name]
                 if raw is None:
-                    if not operand.optional:
-                        raise ExportError(f"{what} in {self.where()} is None but is required")
-                    continue
+                    if operand.optional:
+                        continue
+                    hint = ""
+                    if operand.type.kind is TypeKind.active:
+                        hint = (
+                            "; the artifact reads the active-row count from an input: make it "
+                            "an argument of forward (an int32 tensor of shape (1,)) and pass it"
+                        )
+                    raise ExportError(f"{what} in {self.where()} is None but is required{hint}")
                 if operand.type.kind is TypeKind.weight:
                     pending_weights.append((name, raw, operand.type.families[0]))
                 else:
@@ -630,7 +647,10 @@ def save_lattice_model_artifact(
                     stride=item.stride,
                 )
             elif isinstance(item, torch.Tensor):
-                shape = [None, *(int(d) for d in item.shape[1:])]
+                # Rows are dynamic, except an int32 (1,) tensor: an active-row count
+                # (tensor<1xi32>, as voxelize / devoxelize read it).
+                count = item.dtype == torch.int32 and tuple(item.shape) == (1,)
+                shape = [1] if count else [None, *(int(d) for d in item.shape[1:])]
                 value = builder.add_input(name, tensor_type(shape, dtype_name(item.dtype)))
             else:
                 raise ExportError(
