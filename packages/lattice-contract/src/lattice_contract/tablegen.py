@@ -53,6 +53,7 @@ from lattice_contract.schema import (
     DialectSchema,
     OpDef,
     SchemaEnum,
+    StrideRule,
     TypeDef,
     TypeKind,
     TypeParamDef,
@@ -438,6 +439,7 @@ def _string_array(name: str, items: Sequence[str]) -> str:
 def render_header(schema: DialectSchema = SCHEMA) -> str:
     """``LatticeSchema.h``: constants and schema table declarations."""
     kinds = ", ".join(_cpp_ident(k.value) for k in TypeKind)
+    stride_rules = ", ".join(_cpp_ident(r.value) for r in StrideRule)
     attr_kinds = ", ".join(_cpp_ident(k.value) for k in AttrKind)
     return f"""//===- LatticeSchema.h - generated, do not edit ---------------------------===//
 //
@@ -475,6 +477,9 @@ inline constexpr unsigned kNumOutputRoles = {len(OUTPUT_ROLES)};
 enum class TypeKind : uint8_t {{ {kinds} }};
 /// How an attribute is spelled (lattice_contract.schema.AttrKind).
 enum class AttrKind : uint8_t {{ {attr_kinds} }};
+/// How a sparse result's static stride follows (lattice_contract.schema.StrideRule);
+/// a present `target` operand overrides the rule.
+enum class StrideRule : uint8_t {{ {stride_rules} }};
 
 struct ValueInfo {{
   const char *name;
@@ -505,6 +510,7 @@ struct OpInfo {{
   unsigned numResults;
   const AttrInfo *attributes;
   unsigned numAttributes;
+  StrideRule stride;
 }};
 
 struct PrimitiveInfo {{
@@ -629,7 +635,8 @@ def _cpp_tables(schema: DialectSchema) -> str:
             f"{{{_cpp_string(op.mlir_name)}, {_cpp_string(op.summary)}, "
             f"{f'kOperands_{ident}' if op.operands else 'nullptr'}, {len(op.operands)}, "
             f"kResults_{ident}, {len(op.results)}, "
-            f"{f'kAttributes_{ident}' if op.attributes else 'nullptr'}, {len(op.attributes)}}}"
+            f"{f'kAttributes_{ident}' if op.attributes else 'nullptr'}, {len(op.attributes)}, "
+            f"StrideRule::{_cpp_ident(op.stride.value)}}}"
         )
     out.append("const OpInfo kOps[] = {\n    " + ",\n    ".join(op_entries) + "};\n")
     out.append(f"const unsigned kNumOps = {len(op_entries)};\n\n")
