@@ -374,7 +374,7 @@ class _GraphTracer:
 
     # -- weights --------------------------------------------------------------
 
-    def weight(self, obj: Any, family: WeightFamily, what: str, in_dtype: str) -> Value:
+    def weight(self, obj: Any, family: WeightFamily, what: str, in_dtype: str | None) -> Value:
         if isinstance(obj, QuantizedWeight):
             raise ExportError(
                 f"{what} in {self.where()} is a QuantizedWeight object; keep float "
@@ -400,7 +400,7 @@ class _GraphTracer:
         if not tensor.is_floating_point():
             raise ExportError(f"{what} in {self.where()}: parameter {key!r} is not floating point")
         dtype = dtype_name(tensor.dtype)
-        if dtype != in_dtype:
+        if in_dtype is not None and dtype != in_dtype:
             raise ExportError(
                 f"{what} in {self.where()}: parameter {key!r} is {tensor.dtype} but the "
                 f"features are {in_dtype}; convert the whole model and its example inputs to "
@@ -509,12 +509,17 @@ class _GraphTracer:
         return kwargs
 
 
-def _input_dtype(kwargs: Mapping[str, Any]) -> str:
+def _input_dtype(kwargs: Mapping[str, Any]) -> str | None:
+    """The float type the op's weights must share; None when it has no float input.
+
+    ``embedding_lookup`` reads only an i32 index vector, so its table's own
+    dtype decides the result's.
+    """
     for key in ("input", "lhs", "features"):
         value = kwargs.get(key)
         if isinstance(value, Value):
             return value.dtype
-    return "f32"
+    return None
 
 
 def _float_dtype_name(raw: Any, what: str) -> str:
