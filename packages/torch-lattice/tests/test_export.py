@@ -227,7 +227,7 @@ def test_quantized_export(tmp_path: Path, bits: int, device: str) -> None:
     assert {"mid.weight.weight", "mid.weight.scales", "mid.weight.biases"} <= set(stored)
     assert "mid.weight" not in stored and "stem.weight" in stored
     assert stored["mid.weight.weight"].dtype == torch.uint32
-    assert stored["mid.weight.weight"].shape == (64, 2, 2, 2, 32 * bits // 32)
+    assert stored["mid.weight.weight"].shape == (8, 32 * bits // 32, 64)  # (K, words, C_out)
     assert stored["mid.bias"].dtype == torch.float32  # biases stay dense
     # The exporter put the model back exactly as it was.
     for key, value in model.state_dict().items():
@@ -241,7 +241,7 @@ def test_quantized_export(tmp_path: Path, bits: int, device: str) -> None:
                 stored[key + ".weight"], stored[key + ".scales"], stored[key + ".biases"],
                 bits, 32,
             )  # fmt: skip
-            module.weight.copy_(q.dequantize(torch.float32).to(device))
+            module.weight.copy_(q.dequantize_as(tuple(module.weight.shape)).to(device))
     program = load_lattice_program(path, device=device)
     _same(program(x), _eager(reference, x))
     # ... which differs measurably from the unquantized model at 4 bits.
