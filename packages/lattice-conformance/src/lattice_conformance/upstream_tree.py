@@ -23,6 +23,7 @@ reports; its coordinates are still compared exactly.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tarfile
 import tempfile
@@ -92,7 +93,7 @@ def _manifest_of(raw: bytes, where: str) -> dict[str, Any] | None:
     return None
 
 
-def is_upstream_tree(path: str | Path) -> bool:
+def is_upstream_tree(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is an upstream fixture tree (a directory or a ``.tar.gz`` of one)."""
     p = Path(path)
     if p.is_dir():
@@ -171,7 +172,7 @@ def _parse_cases(root: Path) -> tuple[TreeCase, ...]:
 
 @contextmanager
 def open_upstream_tree(
-    path: str | Path, limits: ArchiveLimits | None = None
+    path: str | os.PathLike[str], limits: ArchiveLimits | None = None
 ) -> Iterator[tuple[Path, tuple[TreeCase, ...]]]:
     """``(root, cases)`` of a tree; a ``.tar.gz`` is extracted (checked) into a temporary folder."""
     p = Path(path)
@@ -358,7 +359,7 @@ def _replay_case(
 
 
 def replay_tree(
-    path: str | Path,
+    path: str | os.PathLike[str],
     *,
     runtime: str = "mlx",
     device: str = "cpu",
