@@ -39,6 +39,7 @@ from torch_lattice.nn.modules import (
     Tanh,
     Voxelize,
 )
+from torch_lattice.nn.sync_batchnorm import SyncBatchNorm
 
 __all__ = [
     "ELU",
@@ -70,6 +71,7 @@ __all__ = [
     "SparseReindex",
     "SubmConv3d",
     "SumPool3d",
+    "SyncBatchNorm",
     "Tanh",
     "TargetConv3d",
     "TargetConvTranspose3d",
