@@ -139,7 +139,10 @@ class VoxelizedDataset(Dataset[dict[str, Any]]):
         return len(self.source)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        cloud = self.source[index]
+        size = len(self.source)
+        if not -size <= index < size:
+            raise IndexError(f"sample {index} is out of range for {size} samples")
+        cloud = self.source[index % size]
         if self.transform is not None:
             cloud = self.transform(cloud)
         if self.point_features is not None:

@@ -26,13 +26,12 @@ statistics.  Outside a process group (or with one rank) the layer is exactly
 from __future__ import annotations
 
 import copy
-from typing import Any, overload
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from torch_lattice.nn.modules import BatchNorm
-from torch_lattice.sparse import SparseTensor
 
 __all__ = ["SyncBatchNorm"]
 
@@ -119,16 +118,11 @@ class SyncBatchNorm(BatchNorm):
             self.running_var.mul_(1.0 - m).add_(unbiased.to(self.running_var.dtype), alpha=m)
         return y.to(f.dtype)
 
-    @overload
-    def forward(self, x: SparseTensor) -> SparseTensor: ...
-    @overload
-    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
-    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+    def _features(self, f: torch.Tensor) -> torch.Tensor:
+        # BatchNorm.forward applies this to dense features or a SparseTensor's.
         if not self.training or self._world_size() == 1:
-            return super().forward(x)
-        if isinstance(x, SparseTensor):
-            return x.with_feats(self._synchronised(x.feats))
-        return self._synchronised(x)
+            return super()._features(f)
+        return self._synchronised(f)
 
     @classmethod
     def convert_sync_batchnorm(
