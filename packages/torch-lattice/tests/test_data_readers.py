@@ -115,7 +115,7 @@ def test_npy_matches_numpy(tmp_path: Path, array: np.ndarray) -> None:
 
 def test_npy_refuses_pickles_and_truncation(tmp_path: Path) -> None:
     np.save(tmp_path / "o.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(ValueError, match=r"unsupported \.npy dtype .\|O"):
+    with pytest.raises(ValueError, match="not a plain numeric array"):
         read_npy(tmp_path / "o.npy")
     np.save(tmp_path / "t.npy", np.zeros((100, 3)))
     (tmp_path / "t.npy").write_bytes((tmp_path / "t.npy").read_bytes()[:-8])
