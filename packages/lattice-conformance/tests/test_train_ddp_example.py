@@ -21,11 +21,9 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_ddp.py"
 
 
 def test_train_ddp_runs_on_two_cpu_processes_and_replays_on_mlx(tmp_path: Path) -> None:
+    torchrun = (sys.executable, "-m", "torch.distributed.run", "--standalone")
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
+        *torchrun,
         "--nproc_per_node=2",
         str(EXAMPLE),
         *("--steps", "3", "--warmup", "1", "--voxels", "400", "--scenes", "4"),
