@@ -7,8 +7,11 @@ process on the same global batches as the reference.  Each rank writes
 * ``syncbn``: SyncBatchNorm outputs, input/weight gradients and running
   statistics on a fixed tensor split unevenly over the ranks (9 / 28 rows,
   then 0 / 37), for the test to compare with one BatchNorm over all rows;
-* ``params``: the model after ``STEPS`` DDP steps; ``rerun_equal`` whether a
+* ``params``: the model after ``STEPS`` DDP steps (gradients reduced in
+  several small buckets); ``rerun_equal`` whether a
   second seeded run gave bit-identical parameters;
+* ``unused_parameters_equal``: whether ``find_unused_parameters=True``
+  over a module that returns the logits tensor trains as the default does;
 * ``checkpoint_equal`` / ``resume_equal``: whether rank 0's checkpoint,
   reloaded on this rank, equals the live model, and whether one more step
   from the reloaded checkpoint equals one more step of the live run.
@@ -71,7 +74,8 @@ def build(world: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     model: torch.nn.Module = MinkUNet(4, CLASSES, (8, 8, 16))
     if world > 1:
         model = SyncBatchNorm.convert_sync_batchnorm(model)
-        model = DistributedDataParallel(model)
+        # Small buckets: the gradients are reduced in several all-reduces.
+        model = DistributedDataParallel(model, bucket_cap_mb=0.04)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     return model, optimizer
 
@@ -139,6 +143,39 @@ def syncbn_case(rank: int, split: int) -> dict[str, torch.Tensor]:
     }
 
 
+class _WithUnused(torch.nn.Module):
+    """A wrapper with a parameter no step uses, returning the logits as a tensor."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        self.unused = torch.nn.Linear(3, 3)
+
+    def forward(self, x: Any) -> torch.Tensor:
+        out: torch.Tensor = self.net(x).feats
+        return out
+
+
+def unused_parameters_case(batches: list[Any]) -> bool:
+    """find_unused_parameters=True over a tensor-returning module trains like the plain run."""
+    models = []
+    for find_unused in (False, True):
+        torch.manual_seed(SEED)
+        net = SyncBatchNorm.convert_sync_batchnorm(MinkUNet(4, CLASSES, (8, 8, 16)))
+        module: torch.nn.Module = _WithUnused(net) if find_unused else net
+        ddp = DistributedDataParallel(module, find_unused_parameters=find_unused)
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.05)
+        for batch in batches[:2]:
+            out = ddp(batch["input"])
+            logits = out if find_unused else out.feats
+            total = torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
+            optimizer.zero_grad()
+            global_mean(total, batch["labels"].numel()).backward()
+            optimizer.step()
+        models.append(net.state_dict())
+    return all(torch.equal(v, models[1][k]) for k, v in models[0].items())
+
+
 def main(out: Path) -> None:
     torch.set_num_threads(1)
     ctx = init_distributed("gloo", device="cpu")
@@ -153,6 +190,7 @@ def main(out: Path) -> None:
     result["rerun_equal"] = all(
         torch.equal(params[k], v) for k, v in unwrap(rerun).state_dict().items()
     )
+    result["unused_parameters_equal"] = unused_parameters_case(batches)
     checkpoint = out / "checkpoint.pt"
     if ctx.is_main:
         tmp = out / ".checkpoint.pt.tmp"

@@ -9,7 +9,9 @@ time) is compared with one plain process on the same global batches:
 * three DDP steps of MinkUNet with SyncBatchNorm on 2 x 2 samples give the
   parameters one process gets on the same 4 samples per step (1e-5, f32);
 * a second seeded run is bit-identical, and a checkpoint saved by rank 0
-  reloads on every rank and resumes exactly.
+  reloads on every rank and resumes exactly;
+* ``find_unused_parameters=True`` (with an unused parameter) over a module
+  returning the logits tensor trains exactly as the default does.
 """
 
 from __future__ import annotations
@@ -133,6 +135,10 @@ def test_ddp_with_sync_batchnorm_matches_one_process(ddp: dict[str, Any]) -> Non
 
 def test_seeded_ddp_run_is_reproducible(ddp: dict[str, Any]) -> None:
     assert all(r["rerun_equal"] for r in ddp["ranks"])
+
+
+def test_find_unused_parameters_over_a_tensor_output(ddp: dict[str, Any]) -> None:
+    assert all(r["unused_parameters_equal"] for r in ddp["ranks"])
 
 
 def test_rank0_checkpoint_reloads_and_resumes(ddp: dict[str, Any]) -> None:

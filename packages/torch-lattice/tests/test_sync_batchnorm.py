@@ -1,4 +1,4 @@
-"""SyncBatchNorm in one process: conversion, fallback to BatchNorm, and export.
+"""SyncBatchNorm and the distributed helpers in one process: conversion, fallback, export.
 
 The synchronised statistics themselves are tested across two gloo ranks in
 ``test_distributed.py``.
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import torch_lattice as tl
 from safetensors.torch import load_file
+from torch_lattice.distributed import global_mean, init_distributed
 from torch_lattice.models import MinkUNet
 from torch_lattice.nn import BatchNorm, SyncBatchNorm
 
@@ -82,3 +84,21 @@ def test_exports_as_plain_batch_norm_with_the_running_statistics(tmp_path: Path)
     assert (tmp_path / "sync" / "weights.safetensors").read_bytes() == (
         tmp_path / "plain" / "weights.safetensors"
     ).read_bytes()
+
+
+def test_distributed_helpers_without_a_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    ctx = init_distributed(device="cpu")
+    assert not ctx.distributed and ctx.is_main and ctx.world_size == 1
+    assert ctx.device == torch.device("cpu")
+    total = torch.tensor(12.0, requires_grad=True)
+    loss = global_mean(total, 4)
+    loss.backward()
+    assert float(loss.detach()) == 3.0 and total.grad is not None and float(total.grad) == 0.25
+    with pytest.raises(ValueError, match="no terms"):
+        global_mean(torch.tensor(1.0), 0)
+    monkeypatch.setenv("RANK", "zero")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="RANK='zero'"):
+        init_distributed(device="cpu")
