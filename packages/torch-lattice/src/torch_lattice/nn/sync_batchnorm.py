@@ -68,7 +68,8 @@ class SyncBatchNorm(BatchNorm):
     """:class:`BatchNorm` whose training statistics span all ranks of ``process_group``.
 
     Every rank must call it the same number of times per step (as for any
-    collective); a rank with no rows still takes part.  Convert a model with
+    collective); a rank with no rows still takes part.  Reading the global
+    row count costs one host synchronisation per layer in training.  Convert a model with
     :meth:`convert_sync_batchnorm` before wrapping it in
     ``DistributedDataParallel``.
     """
