@@ -9,6 +9,8 @@ case passing.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,9 +31,17 @@ def test_train_ddp_runs_on_two_cpu_processes_and_replays_on_mlx(tmp_path: Path) 
         *("--steps", "3", "--warmup", "1", "--voxels", "400", "--scenes", "4"),
         *("--batch", "1", "--val", "1", "--channels", "8", "8", "16", "--out", str(tmp_path)),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "[rank 1/2] throughput" in done.stdout
+    run = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        log, _ = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:  # kill the launcher and every rank it started
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    assert run.returncode == 0, log[-4000:]
+    assert "[rank 1/2] throughput" in log
     record = json.loads((tmp_path / "train_ddp.json").read_text())
     assert record["world_size"] == 2 and record["backend"] == "gloo"
     assert len(record["scenes_per_s_per_rank"]) == 2

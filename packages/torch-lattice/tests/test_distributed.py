@@ -17,6 +17,8 @@ time) is compared with one plain process on the same global batches:
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -53,8 +55,9 @@ def ddp(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         str(HERE / "ddp_worker.py"),
         str(out),
     ]
+    # A session of its own, so a hung run is killed with all of its ranks.
     launched = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     worker = _worker_module()
     try:
@@ -63,7 +66,7 @@ def ddp(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         log, _ = launched.communicate(timeout=TIMEOUT_S)
     finally:
         if launched.poll() is None:
-            launched.kill()
+            os.killpg(launched.pid, signal.SIGKILL)
             launched.communicate()
     assert launched.returncode == 0, f"torchrun failed:\n{log[-4000:]}"
     ranks = [torch.load(out / f"rank{r}.pt", weights_only=True) for r in range(2)]
