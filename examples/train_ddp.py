@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import functools
 import importlib.util
 import json
 import math
@@ -65,20 +64,23 @@ class SyntheticScenes:
     """
 
     def __init__(self, count: int, voxels: int, points_per_voxel: int, first_seed: int) -> None:
-        self.count, self.voxels, self.ppv, self.first_seed = (
-            count,
-            voxels,
-            points_per_voxel,
-            first_seed,
-        )
+        self.count = count
+        self.voxels = voxels
+        self.ppv = points_per_voxel
+        self.first_seed = first_seed
+        self._cache: dict[int, PointCloud] = {}
 
     def __len__(self) -> int:
         return self.count
 
-    @functools.lru_cache(maxsize=256)  # noqa: B019 (the dataset lives as long as the run)
     def __getitem__(self, index: int) -> PointCloud:
         if not 0 <= index < self.count:
             raise IndexError(index)
+        if index not in self._cache:
+            self._cache[index] = self._make(index)
+        return self._cache[index]
+
+    def _make(self, index: int) -> PointCloud:
         seed = self.first_seed + index
         scene = make_scene(seed, n_voxels=self.voxels)
         voxels = torch.from_numpy(scene.coords[:, 1:]).to(torch.float32)
