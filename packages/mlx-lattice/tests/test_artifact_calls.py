@@ -295,23 +295,29 @@ def test_dense_input_rejects_sparse_values(tmp_path: Path, no_execution: None) -
     sx = b.add_sparse_input("x", channels=4, dtype="f32")
     pv = b.add_input("points", "tensor<?x3xf32>")
     bv = b.add_input("batch", "tensor<?xi32>")
+    av = b.add_input("active", "tensor<1xi32>")
     b.add_output(
-        "y", b.devoxelize(input=sx, points=pv, batch=bv, voxel_size=1.0, interpolation="nearest")
-    )
+        "y",
+        b.devoxelize(
+            points=pv, voxels=sx, batch_indices=bv, point_active_rows=av,
+            voxel_size=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), interpolation="nearest",
+        ),
+    )  # fmt: skip
     program = save_and_load(tmp_path, b)
     x = random_sparse(rng, 20, 4)
+    one = mx.array([2], dtype=mx.int32)
     with pytest.raises(
         ProgramCallError,
         match=r"input 'points' is a dense tensor input, got a "
         r"mlx_lattice.SparseTensor",
     ):
-        program(x, x, mx.zeros((1,), dtype=mx.int32))
+        program(x, x, mx.zeros((1,), dtype=mx.int32), one)
     with pytest.raises(
         ProgramCallError,
         match=r"'points' has shape \(2, 4\) but the artifact "
         r"declares \(\?x3\)",
     ):
-        program(x, points=mx.zeros((2, 4)), batch=mx.zeros((2,), dtype=mx.int32))
+        program(x, points=mx.zeros((2, 4)), batch=mx.zeros((2,), dtype=mx.int32), active=one)
 
 
 def test_sparse_abi_is_validated_before_kernels(setup: dict[str, Any]) -> None:
