@@ -392,6 +392,8 @@ ACTIVATIONS: list[tuple[ActivationKind, dict[str, Any]]] = [
     (ActivationKind.leaky_relu, {"alpha": 0.2}),
     (ActivationKind.gelu, {"approximate": "none"}),
     (ActivationKind.gelu, {"approximate": "tanh"}),
+    (ActivationKind.gelu, {"approximate": "precise"}),
+    (ActivationKind.gelu, {"approximate": "fast"}),
     (ActivationKind.silu, {}),
     (ActivationKind.sigmoid, {}),
     (ActivationKind.tanh, {}),
@@ -443,6 +445,7 @@ def test_norms_and_softmax(dtype: str) -> None:
         ),
         ("rms_norm", mo.rms_norm(mx_x, m_vec[0], eps=1e-6), to.rms_norm(t_x, t_vec[0], eps=1e-6)),
         ("softmax", mo.softmax(mx_x), to.softmax(t_x)),
+        ("softmax axis 1", mo.softmax(mx_x, axis=1), to.softmax(t_x, axis=1)),
         # Defaults and the optional affine parts: eps=1e-5, no scale / no shift.
         ("batch_norm_default_eps", mo.batch_norm(mx_x, *m_vec), to.batch_norm(t_x, *t_vec)),
         ("layer_norm_plain", mo.layer_norm(mx_x, None, None), to.layer_norm(t_x, None, None)),
