@@ -822,6 +822,21 @@ LogicalResult verifyRules(CallOp op) {
   return success();
 }
 
+/// Required attributes ODS leaves to us (tablegen's CHECKED_LATE): their
+/// absence is reported only after every other rule of the op.
+LogicalResult verifyRequiredLast(Operation *op, const schema::OpInfo &info) {
+  for (unsigned i = 0; i < info.numAttributes; ++i) {
+    const schema::AttrInfo &spec = info.attributes[i];
+    if (!spec.required || op->getInherentAttr(spec.name).value_or(Attribute()))
+      continue;
+    InFlightDiagnostic diag = op->emitOpError() << "requires attribute '" << spec.name << "'";
+    if (spec.numAllowed == 1)
+      diag << "; add " << spec.name << " = \"" << spec.allowed[0] << "\"";
+    return diag;
+  }
+  return success();
+}
+
 LogicalResult verifyAgainstSchemaChecked(Operation *op, const schema::OpInfo &info) {
   return verifyAgainstSchema(op, info);
 }
@@ -832,9 +847,10 @@ namespace mlir::lattice::detail {
 template <typename OpT>
 LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info) {
   beginStrideVerification(op.getOperation());
-  if (failed(preRules(op)) || failed(verifyAgainstSchemaChecked(op.getOperation(), info)))
+  if (failed(preRules(op)) || failed(verifyAgainstSchemaChecked(op.getOperation(), info)) ||
+      failed(verifyRules(op)))
     return failure();
-  return verifyRules(op);
+  return verifyRequiredLast(op.getOperation(), info);
 }
 } // namespace mlir::lattice::detail
 

@@ -9,6 +9,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <vector>
+
 #include "lattice/LatticeApi.h"
 
 namespace nb = nanobind;
@@ -75,6 +77,34 @@ NB_MODULE(_native, m) {
       },
       nb::arg("text"),
       "Verify lattice MLIR and build the plan payload; returns (valid, diagnostics, plan).");
+
+  m.def(
+      "rewrite_module",
+      [](const std::string &text, const nb::dict &attributes) {
+        std::vector<lattice_api::ModuleAttrEdit> edits;
+        for (auto [key, value] : attributes) {
+          lattice_api::ModuleAttrEdit edit;
+          edit.name = nb::cast<std::string>(key);
+          if (nb::isinstance<nb::str>(value)) {
+            edit.text = nb::cast<std::string>(value);
+          } else {
+            edit.isArray = true;
+            for (nb::handle item : nb::cast<nb::list>(value))
+              edit.items.push_back(nb::cast<std::string>(item));
+          }
+          edits.push_back(std::move(edit));
+        }
+        lattice_api::Outcome outcome;
+        {
+          nb::gil_scoped_release release;
+          outcome = lattice_api::rewriteModule(text, edits);
+        }
+        nb::object info = outcome.ok ? toPython(outcome.value) : nb::none();
+        return nb::make_tuple(outcome.ok, outcome.diagnostics, info);
+      },
+      nb::arg("text"), nb::arg("attributes"),
+      "Parse and verify every op, set module attributes (str or list of str) and print; "
+      "returns (ok, diagnostics, {attributes, results, printed}).");
 
   m.def(
       "dialect_ops", []() { return toPython(lattice_api::dialectOps()); },

@@ -14,6 +14,10 @@ from collections.abc import Sequence
 _LATTICE = {
     "demo": ("lattice_conformance.demo", "export, verify, run and replay the shipped example"),
     "inspect": ("mlx_lattice.artifact.inspect", "print an artifact's ABI, ops and weights"),
+    "migrate": (
+        "lattice_conformance.migrate",
+        "migrate a known producer's bundle, fixture tree or graph.mlir (once, explicitly)",
+    ),
 }
 _CONFORMANCE = {
     "replay": ("lattice_conformance.replay", "replay a fixture archive on MLX"),

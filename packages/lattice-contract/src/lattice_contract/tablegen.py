@@ -37,6 +37,7 @@ from pathlib import Path
 from lattice_contract.constants import (
     CURRENT_IR_VERSION,
     INPUT_ROLES,
+    KNOWN_PRODUCER_DIGESTS,
     OUTPUT_ROLES,
     SPARSE_ABI_SUFFIXES,
     SPARSE_INPUT_ROLES,
@@ -322,7 +323,14 @@ def _td_value_type(schema: DialectSchema, kind: TypeKind) -> str:
     return _ods_type_def(t) if t is not None else "AnyRankedTensor"
 
 
-def _td_attr_type(spec: AttrSpec) -> str:
+CHECKED_LATE: frozenset[str] = frozenset({"accumulation"})
+"""Required attributes ODS declares optional so the lattice verifier checks their
+presence last: upstream's own invalid corpus omits ``accumulation`` on ops
+whose named defect (a bias family, a stride on subm, ...) must be the one
+reported, and a missing ``accumulation`` changes no number."""
+
+
+def _td_attr_type(spec: AttrSpec, name: str = "") -> str:
     base = {
         AttrKind.triple: "DenseI64ArrayAttr",
         AttrKind.i64: "I64Attr",
@@ -336,7 +344,7 @@ def _td_attr_type(spec: AttrSpec) -> str:
         assert spec.enum is not None
         base = _ods_enum_attr_def(spec.enum)
     assert base is not None
-    return base if spec.required else f"OptionalAttr<{base}>"
+    return base if spec.required and name not in CHECKED_LATE else f"OptionalAttr<{base}>"
 
 
 def assembly_format(op: OpDef) -> str:
@@ -367,7 +375,7 @@ def _td_op(schema: DialectSchema, op: OpDef) -> str:
         elif o.optional:
             ty = f"Optional<{ty}>"
         args.append(f"{ty}:${o.name}")
-    args.extend(f"{_td_attr_type(a.spec)}:${a.name}" for a in op.attributes)
+    args.extend(f"{_td_attr_type(a.spec, a.name)}:${a.name}" for a in op.attributes)
     results = [f"{_td_value_type(schema, r.type.kind)}:${r.name}" for r in op.results]
     names = ", ".join(_cpp_string(o.name) for o in op.operands)
     operand_names = (
@@ -534,6 +542,11 @@ struct RejectedOpPrefix {{
   const char *fix;
 }};
 
+struct KnownProducer {{
+  const char *digest;
+  const char *producer;
+}};
+
 struct EnumSynonym {{
   const char *mnemonic;
   const char *synonym;
@@ -548,6 +561,8 @@ extern const RejectedSpelling kRejectedSpellings[];
 extern const unsigned kNumRejectedSpellings;
 extern const RejectedOpPrefix kRejectedOpPrefixes[];
 extern const unsigned kNumRejectedOpPrefixes;
+extern const KnownProducer kKnownProducers[];
+extern const unsigned kNumKnownProducers;
 extern const EnumSynonym kEnumSynonyms[];
 extern const unsigned kNumEnumSynonyms;
 /// Group sizes a packed weight may use.
@@ -561,6 +576,8 @@ const PrimitiveInfo *lookupPrimitive(::llvm::StringRef name);
 const char *rejectedSpellingFix(::llvm::StringRef mnemonic, ::llvm::StringRef value);
 /// Fix text for a rejected legacy op name (without the dialect prefix), or nullptr.
 const char *rejectedOpFix(::llvm::StringRef opName);
+/// The producer that writes schema digest `digest` (lattice migrate reads it), or nullptr.
+const char *knownProducer(::llvm::StringRef digest);
 /// The canonical keyword a synonym of enum `mnemonic` stands for, or nullptr.
 const char *enumSynonym(::llvm::StringRef mnemonic, ::llvm::StringRef keyword);
 /// Readable text of a type kind, for diagnostics.
@@ -683,6 +700,15 @@ def _cpp_tables(schema: DialectSchema) -> str:
         + "};\n"
     )
     out.append(f"const unsigned kNumEnumSynonyms = {len(synonyms)};\n\n")
+    producers = ",\n    ".join(
+        f"{{{_cpp_string(d)}, {_cpp_string(p)}}}" for d, p in KNOWN_PRODUCER_DIGESTS.items()
+    )
+    out.append(
+        "const KnownProducer kKnownProducers[] = {\n    "
+        + (producers or "{nullptr, nullptr}")
+        + "};\n"
+    )
+    out.append(f"const unsigned kNumKnownProducers = {len(KNOWN_PRODUCER_DIGESTS)};\n\n")
 
     describe = "\n".join(
         f"  case TypeKind::{_cpp_ident(k.value)}:\n    return {_cpp_string(_describe_kind(k))};"
@@ -714,6 +740,13 @@ const char *rejectedOpFix(::llvm::StringRef opName) {{
   for (unsigned i = 0; i < kNumRejectedOpPrefixes; ++i)
     if (opName.starts_with(kRejectedOpPrefixes[i].prefix))
       return kRejectedOpPrefixes[i].fix;
+  return nullptr;
+}}
+
+const char *knownProducer(::llvm::StringRef digest) {{
+  for (unsigned i = 0; i < kNumKnownProducers; ++i)
+    if (digest == kKnownProducers[i].digest)
+      return kKnownProducers[i].producer;
   return nullptr;
 }}
 
