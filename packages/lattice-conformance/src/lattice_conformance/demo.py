@@ -616,12 +616,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return run_demo(args)
-    except (
-        DemoError,
-        RuntimeUnavailable,
-        OSError,
-        ValueError,
-        seg.SceneUnavailable,
-    ) as exc:
+    except (DemoError, RuntimeUnavailable, OSError, ValueError) as exc:
         print(f"lattice demo: {exc}", file=sys.stderr)
         return 2

@@ -176,10 +176,12 @@ class ReplayResult:
 def _versions(runtime: str) -> dict[str, str]:
     from importlib import metadata
 
-    names = ["lattice-conformance", "lattice-contract", "numpy"]
-    names += ["mlx", "mlx-lattice"] if runtime == "mlx" else ["torch", "torch-lattice"]
-    out = {}
-    for name in names:
+    from lattice_contract.version import DISTRIBUTIONS, distribution_version
+
+    packages = ["lattice_conformance", "lattice_contract"]
+    packages += ["mlx_lattice"] if runtime == "mlx" else ["torch_lattice"]
+    out = {DISTRIBUTIONS[name]: distribution_version(name) for name in packages}
+    for name in ["numpy", "mlx" if runtime == "mlx" else "torch"]:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
