@@ -15,7 +15,11 @@ from lattice_contract.version import version_report
 
 _LATTICE = {
     "demo": ("lattice_conformance.demo", "export, verify, run and replay the shipped example"),
-    "inspect": ("mlx_lattice.artifact.inspect", "print an artifact's ABI, ops and weights"),
+    "inspect": (
+        "lattice_conformance.inspect_cmd",
+        "print an artifact's (or fixture archive's) ABI, ops and weights",
+    ),
+    "view": ("lattice_conformance.view", "write an HTML page drawing an artifact's graph"),
 }
 _CONFORMANCE = {
     "replay": ("lattice_conformance.replay", "replay a fixture archive on MLX"),
