@@ -10,6 +10,7 @@ into a temporary directory that disappears afterwards.
 from __future__ import annotations
 
 import contextlib
+import os
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ def is_fixture_archive(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def open_artifact_source(path: str | Path) -> Iterator[ArtifactSource]:
+def open_artifact_source(path: str | os.PathLike[str]) -> Iterator[ArtifactSource]:
     """The artifact directory of ``path``; archives are extracted for the ``with`` block."""
     source = Path(path)
     if not is_fixture_archive(source):
