@@ -121,3 +121,22 @@ def test_float_export_has_no_quantization_report(tmp_path: Path) -> None:
     assert report.quantization is None
     with safe_open(str(tmp_path / "f.lattice" / "weights.safetensors"), framework="pt") as f:
         assert METADATA_KEY not in (f.metadata() or {})
+
+
+def test_export_progress_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large models show the exporter's stage bar on stderr; small ones stay quiet."""
+    import torch_lattice._progress as progress
+
+    model = Net().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DenseWeightWarning)
+        save_lattice_model_artifact(model, _input(), tmp_path / "a")
+        assert capsys.readouterr().err == ""
+        monkeypatch.setattr(progress, "LARGE_MODEL_PARAMETERS", 1)
+        save_lattice_model_artifact(model, _input(), tmp_path / "b", quantize="int4")
+    err = capsys.readouterr().err
+    assert "export" in err and "5/5" in err and "written" in err
+    save_lattice_model_artifact(model, _input(), tmp_path / "c", progress=False)
+    assert capsys.readouterr().err == ""

@@ -61,6 +61,7 @@ from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value, ten
 from lattice_contract.export_report import METADATA_KEY, QuantizationReport
 from lattice_contract.schema import SCHEMA, OpDef, TypeKind, WeightFamily
 
+from torch_lattice._progress import StageBar
 from torch_lattice._trace import tracing
 from torch_lattice.artifact.backend import dtype_name
 from torch_lattice.artifact.io import flatten_weights, save_lattice_artifact
@@ -612,6 +613,7 @@ def save_lattice_model_artifact(
     output_names: Sequence[str] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    progress: bool | None = None,
 ) -> ExportReport:
     """Trace ``model`` on ``example_inputs``, verify and check the artifact, then write it.
 
@@ -625,9 +627,43 @@ def save_lattice_model_artifact(
     MLIR rejects the graph, or when the artifact's outputs differ from the
     eager model's; :class:`~torch_lattice.artifact.ArtifactCapabilityError`
     when the native module is missing.
+
+    ``progress`` draws a bar of the export's stages on stderr (with tqdm);
+    ``None`` shows it for models of at least
+    :data:`~torch_lattice._progress.LARGE_MODEL_PARAMETERS` parameters.
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    with StageBar(model, progress, len(_STAGES)) as bar:
+        return _export(
+            model,
+            example_inputs,
+            path,
+            quantize=quantize,
+            input_names=input_names,
+            output_names=output_names,
+            rtol=rtol,
+            atol=atol,
+            bar=bar,
+        )
+
+
+_STAGES = ("trace", "verify", "run artifact", "compare", "write")
+
+
+def _export(
+    model: torch.nn.Module,
+    example_inputs: Any,
+    path: str | os.PathLike[str],
+    *,
+    quantize: Mapping[str, int] | str | None,
+    input_names: Sequence[str] | None,
+    output_names: Sequence[str] | None,
+    rtol: float | None,
+    atol: float | None,
+    bar: StageBar,
+) -> ExportReport:
+    bar.stage("trace")
     inputs = _as_tuple(example_inputs, "example_inputs")
     if not inputs:
         raise ExportError("example_inputs is empty; pass the values model(...) takes")
@@ -681,6 +717,7 @@ def save_lattice_model_artifact(
         with _eval_mode(model), torch.no_grad(), _swapped(model, dequantized):
             expected = _as_tuple(model(*inputs), "the model's output")
 
+    bar.stage("verify")
     try:
         plan = import_lattice_plan(graph)
     except LatticeValidationError as exc:
@@ -688,6 +725,7 @@ def save_lattice_model_artifact(
             f"MLIR rejected the exported graph (an exporter bug, please report):\n{exc.diagnostics}"
         ) from None
     flat = flatten_weights(tracer.weights)
+    bar.stage("run artifact")
     try:
         program = LatticeProgram(plan, flat, device=_device_of(inputs))
         actual = _as_tuple(program(*inputs), "the artifact's output")
@@ -695,6 +733,7 @@ def save_lattice_model_artifact(
         raise
     except (ValueError, TypeError, RuntimeError) as exc:
         raise ExportError(f"the exported artifact does not run on torch: {exc}") from exc
+    bar.stage("compare")
     checks = compare_outputs(expected, actual, out_names, rtol=rtol, atol=atol)
     failed = [c for c in checks if not c.passed]
     if failed:
@@ -715,6 +754,7 @@ def save_lattice_model_artifact(
         )
         warn_dense_weights(quantization)
         metadata = {METADATA_KEY: quantization.to_json()}
+    bar.stage("write")
     save_lattice_artifact(path, graph, tracer.weights, metadata=metadata)
     return ExportReport(
         path=Path(path),
