@@ -132,10 +132,10 @@ def measure_quantization(
 
 
 def warn_dense_weights(report: QuantizationReport) -> None:
-    """One :class:`DenseWeightWarning` per weight left dense (stacklevel: the export call)."""
+    """One :class:`DenseWeightWarning` per weight left dense, attributed to the export call."""
     for weight in report.dense:
         warnings.warn(
             f"quantize: {weight.key} stays dense: {weight.reason}",
             DenseWeightWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
