@@ -80,7 +80,15 @@ def _draw_disagreement(ax: Any, fig: Any, what: str, d: Disagreement) -> None:
     """Rows coloured by log10 of their largest difference; identical rows faint grey."""
     same = d.max_abs == 0
     if same.any():
-        ax.scatter(*d.xyz[same].T, c="#c8c8c8", s=1.2, alpha=0.35, linewidths=0)
+        ax.scatter(
+            *d.xyz[same].T,
+            c="#9a9a9a",
+            s=2.5,
+            marker="s",
+            alpha=0.5,
+            linewidths=0,
+            depthshade=False,
+        )
     differ = ~same
     positive = d.max_abs[differ]
     floor = float(positive.min()) if positive.size else 1e-8
