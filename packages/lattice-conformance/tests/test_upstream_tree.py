@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 from lattice_conformance.replay import main, replay_archive
-from lattice_conformance.upstream_tree import UPSTREAM_DIGESTS, is_upstream_tree
+from lattice_conformance.upstream_tree import is_upstream_tree
+from lattice_contract.constants import KNOWN_PRODUCER_DIGESTS
 
 SHARED_OPS_CASES = (
     "sparse_classifier",
@@ -56,7 +57,7 @@ def _migrate(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     for graph in dst.glob("*/graph.mlir"):
         text = graph.read_text()
-        for digest in UPSTREAM_DIGESTS:
+        for digest in KNOWN_PRODUCER_DIGESTS:
             text = text.replace(digest, SCHEMA_DIGEST)
         graph.write_text(text)
     return dst

@@ -36,7 +36,7 @@ from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
-from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
+from lattice_contract.constants import GRAPH_FILE, KNOWN_PRODUCER_DIGESTS, WEIGHT_FILE
 from safetensors import numpy as stnp
 
 from lattice_conformance.archive import (
@@ -57,10 +57,6 @@ TREE_SCHEMA: Final = "torch_lattice_e2e_fixtures/v1"
 COORD_UNITS: Final = ("physical", "lattice-units")
 """How a tree's sparse coordinates are read: as stored, or multiplied by the stride."""
 
-UPSTREAM_DIGESTS: Final = frozenset(
-    {"1380f1e819fc0eb1af587202ecec3c14ec2c981d249333c5061f0263f82072ad"}
-)
-"""Schema digests of upstream producers (mlx-lattice 0.6.x) that ``lattice migrate`` rewrites."""
 
 CASE_FILES: Final = (GRAPH_FILE, WEIGHT_FILE, "inputs.safetensors", "expected.safetensors")
 MANIFEST: Final = "manifest.json"
@@ -315,10 +311,11 @@ def _replay_case(
 ) -> tuple[CaseResult, Any]:
     outcome = CaseResult(case.name, case.family, case.atol, case.rtol, False, [], [])
     digest = _graph_digest(case.directory / GRAPH_FILE)
-    if digest in UPSTREAM_DIGESTS:
+    if digest is not None and digest in KNOWN_PRODUCER_DIGESTS:
         outcome.reasons.append(
-            f"artifact: {case.name}/graph.mlir carries upstream's schema digest {digest[:12]}...; "
-            "run `lattice migrate SRC DST` on the tree first and replay DST"
+            f"artifact: {case.name}/graph.mlir carries the schema digest of "
+            f"{KNOWN_PRODUCER_DIGESTS[digest]} ({digest[:12]}...); run `lattice migrate SRC DST` "
+            "on the tree first and replay DST"
         )
         return outcome, None
     try:
