@@ -252,3 +252,16 @@ def test_umask_is_honoured(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert not _readable_by_others(tmp_path / "p.mlir")
+
+
+def test_nothing_migrates_at_load_time(tmp_path: Path) -> None:
+    """Loading an unmigrated upstream bundle fails, naming the producer and the command."""
+    from mlx_lattice.artifact import load_lattice_program
+
+    src = _bundle(tmp_path)
+    with pytest.raises(lattice_mlir.LatticeMLIRError, match=r"mlx-lattice 0\.6\.x") as info:
+        load_lattice_program(src)
+    assert "lattice migrate SRC DST" in str(info.value)
+    assert (src / "graph.mlir").read_bytes() == (
+        FIXTURES / "sparse_classifier" / "graph.mlir"
+    ).read_bytes()
