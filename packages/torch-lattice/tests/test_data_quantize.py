@@ -55,7 +55,9 @@ def test_quantize_agrees_with_the_voxelize_op_on_float32_points() -> None:
     voxels = ops.voxelize(
         points, torch.ones(2000, 1), torch.zeros(2000, dtype=torch.int32), voxel_size=0.37
     )
-    assert torch.equal(got.coords, voxels.coords[:, 1:])  # both sorted by x, y, z
+    # voxelize lists cells in first-occurrence order (upstream's); sort them like sparse_quantize
+    cells = torch.unique(voxels.coords[:, 1:], dim=0)
+    assert len(cells) == len(voxels.coords) and torch.equal(got.coords, cells)
 
 
 def test_quantize_integer_and_numpy_inputs() -> None:
