@@ -141,6 +141,14 @@ class _Replay:
         self.values: dict[str, Value] = {}
         self.weights = weights
         self.ok = True
+        # A packed conv weight's stored triplet fixes (C_out, taps, padded C_in) only; the
+        # kernel's three sizes come from the op that reads it.
+        self.kernels = {
+            label: tuple(op.attrs["kernel_size"])
+            for op in plan.ops
+            if "kernel_size" in op.attrs
+            for label in op.operands
+        }
         self.args = {a.name: a for a in plan.args}
         for item in plan.logical_inputs:
             if item.kind == "tensor":
@@ -185,10 +193,14 @@ class _Replay:
             if bound is None:
                 self.ok = False
                 return
+            shape = tuple(bound.logical_shape)
+            kernel = self.kernels.get(op.results[0])
+            if bound.packing is not None and len(shape) == 3 and kernel is not None:
+                shape = (shape[0], *kernel, shape[2])
             kwargs: dict[str, Any] = {
                 "storage_key": key,
                 "layout": op.attrs["layout"],
-                "shape": bound.logical_shape,
+                "shape": shape,
             }
             if bound.packing is None:
                 kwargs["dtype"] = bound.dtype
