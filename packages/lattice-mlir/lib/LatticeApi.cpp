@@ -2,13 +2,17 @@
 //
 // Each call builds its own single-threaded MLIRContext, so calls are
 // independent (no attribute storage grows across calls, no shared handler)
-// and safe to run with the GIL released.  Diagnostics go to a string through
-// a SourceMgr handler: nothing is printed to stderr.
+// and safe to run with the GIL released, from any number of threads at
+// once.  Diagnostics go to a string through a SourceMgr handler: nothing is
+// printed to stderr.  Every call runs on a thread of its own with a stack of
+// limits::kParserStackBytes: the pre-check bounds nesting, and the large
+// stack is the second line of defence whatever the caller's thread has.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lattice/LatticeApi.h"
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticePrecheck.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -18,8 +22,10 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/thread.h"
 
 #include <memory>
 #include <utility>
@@ -29,7 +35,44 @@ using namespace mlir::lattice;
 using lattice_api::Node;
 using lattice_api::Outcome;
 
+/// Every string an op carries (ABI names, storage keys, symbol names, ...)
+/// must be UTF-8 text: MLIR's escapes (`"\\FF"`) can make any byte, and
+/// the plan payload hands these strings to Python as str.
+LogicalResult mlir::lattice::checkUtf8Strings(ModuleOp module) {
+  LogicalResult result = success();
+  auto check = [&](Operation *op, DictionaryAttr attrs) {
+    if (!attrs)
+      return;
+    for (NamedAttribute named : attrs) {
+      named.getValue().walk([&](StringAttr text) {
+        size_t at = 0;
+        if (failed(result) || llvm::json::isUTF8(text.getValue(), &at))
+          return;
+        result = op->emitError()
+                 << "attribute '" << named.getName().getValue()
+                 << "' holds a string that is not valid UTF-8 (an escape makes byte "
+                 << at << " of it invalid); names, storage keys and ABI names of a lattice "
+                    "artifact are UTF-8 text, so write the character itself or its UTF-8 "
+                    "bytes";
+      });
+    }
+  };
+  module->walk([&](Operation *op) {
+    check(op, op->getRawDictionaryAttrs());
+    check(op, llvm::dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()));
+    return failed(result) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return result;
+}
+
 namespace {
+
+/// Runs `fn` to completion on a thread with the parser's large stack.
+template <typename Fn>
+void onParserStack(Fn &&fn) {
+  llvm::thread worker(std::optional<unsigned>(limits::kParserStackBytes), std::forward<Fn>(fn));
+  worker.join();
+}
 
 /// One parse: a private context, the source buffer and the captured text.
 struct Session {
@@ -58,9 +101,10 @@ struct Session {
                                              "graph.mlir"),
         llvm::SMLoc());
     llvm::StringRef buffer = sourceMgr.getMemoryBuffer(id)->getBuffer();
-    if (std::optional<ForwardReference> ref = findForwardReference(buffer)) {
-      sourceMgr.PrintMessage(diagStream, llvm::SMLoc::getFromPointer(buffer.data() + ref->offset),
-                             llvm::SourceMgr::DK_Error, describeForwardReference(*ref));
+    if (std::optional<PrecheckFailure> refused = precheck(buffer)) {
+      sourceMgr.PrintMessage(diagStream,
+                             llvm::SMLoc::getFromPointer(buffer.data() + refused->offset),
+                             llvm::SourceMgr::DK_Error, refused->message);
       return false;
     }
     ParserConfig config(context.get(), /*verifyAfterParse=*/false);
@@ -348,20 +392,24 @@ void describeOps(MLIRContext *context, Node &out) {
 namespace lattice_api {
 
 Outcome verify(std::string_view text) {
-  Session session;
   Outcome outcome;
-  outcome.ok = session.run(text);
-  outcome.diagnostics = session.takeDiagnostics();
+  onParserStack([&] {
+    Session session;
+    outcome.ok = session.run(text);
+    outcome.diagnostics = session.takeDiagnostics();
+  });
   return outcome;
 }
 
 Outcome importPlan(std::string_view text) {
-  Session session;
   Outcome outcome;
-  outcome.ok = session.run(text);
-  if (outcome.ok)
-    outcome.value = PlanBuilder().build(*session.module);
-  outcome.diagnostics = session.takeDiagnostics();
+  onParserStack([&] {
+    Session session;
+    outcome.ok = session.run(text);
+    if (outcome.ok)
+      outcome.value = PlanBuilder().build(*session.module);
+    outcome.diagnostics = session.takeDiagnostics();
+  });
   return outcome;
 }
 

@@ -333,7 +333,8 @@ struct VerifyArtifactPass
 } // namespace
 
 LogicalResult mlir::lattice::verifyArtifact(ModuleOp module) {
-  if (failed(checkNoUnknownLatticeOps(module)) || failed(verifyModuleAttributes(module)))
+  if (failed(checkNoUnknownLatticeOps(module)) || failed(checkUtf8Strings(module)) ||
+      failed(verifyModuleAttributes(module)))
     return failure();
   FailureOr<func::FuncOp> entry = findEntry(module);
   if (failed(entry) || failed(verifyEntryBody(*entry)) || failed(verifyInputs(module, *entry)) ||

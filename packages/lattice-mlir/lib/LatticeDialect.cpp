@@ -62,11 +62,12 @@ LogicalResult PackingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   (void)bits;
   (void)scaleDtype;
   (void)mode;
-  if (groupSize <= 0 || (groupSize & (groupSize - 1)) != 0)
-    return emitError() << "#lattice.packing group_size must be a positive power of two (e.g. "
-                          "32, 64 or 128), got "
-                       << groupSize << "; quantize with a power-of-two group along C_in";
-  return success();
+  if (llvm::is_contained(schema::kGroupSizes, groupSize))
+    return success();
+  InFlightDiagnostic diag = emitError() << "#lattice.packing group_size must be one of ";
+  llvm::interleaveComma(schema::kGroupSizes, diag);
+  return diag << " (the group sizes MLX's affine quantization supports), got " << groupSize
+              << "; re-quantize with one of them";
 }
 
 //===----------------------------------------------------------------------===//
