@@ -64,6 +64,7 @@ void printLatticeHelp(llvm::raw_ostream &os) {
      << (mlir::lattice::limits::kMaxInputBytes >> 20) << " MiB of text, "
      << mlir::lattice::limits::kMaxNesting << " nested brackets, "
      << mlir::lattice::limits::kMaxNumberChars << "-character numbers, "
+     << mlir::lattice::limits::kMaxIdentifierChars << "-character identifiers, "
      << (mlir::lattice::limits::kMaxStringBytes >> 10) << " KiB strings.\n\n";
 }
 
