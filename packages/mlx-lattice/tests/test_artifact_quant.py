@@ -115,13 +115,13 @@ def test_packed_linear_matches_dequantized(
     assert isinstance(program.compiled.weights["head"].value, QuantizedWeight)
 
 
-def test_group_size_the_runtime_cannot_run_names_the_storage_key(tmp_path: Path) -> None:
-    """group_size 16 passes the verifier and the plan but not MLX's quantized kernels.
+def test_group_size_the_runtime_cannot_run_is_refused_by_the_verifier(tmp_path: Path) -> None:
+    """group_size 16 is not one MLX's quantized kernels run: every layer refuses it.
 
-    The rejection must be a contract error naming the weight, not a bare
-    ValueError from deep inside the runtime's packed type.
+    The native verifier (and so compilation) names the allowed sizes and the
+    offending weight's line; the plan freezer applies the same rule.
     """
-    from lattice_contract.lowering import WeightContractError
+    from lattice_contract.verify import LatticeValidationError
 
     rng = np.random.default_rng(5)
     c_in, c_out = 64, 8
@@ -137,5 +137,7 @@ def test_group_size_the_runtime_cannot_run_names_the_storage_key(tmp_path: Path)
     )
     b.add_output("y", b.linear(input=x, weight=wv))
     weights = {"head.weight": words, "head.scales": groups, "head.biases": groups}
-    with pytest.raises(WeightContractError, match=r"packed weight 'head'.*group_size"):
+    with pytest.raises(
+        LatticeValidationError, match=r"group_size must be one of 32, 64, 128 .*got 16"
+    ):
         save_and_load(tmp_path, b, weights)
