@@ -69,7 +69,8 @@ struct AliasExtent {
 
 class Scanner {
 public:
-  explicit Scanner(llvm::StringRef text) : text(text), expanded(text.size()) {
+  Scanner(llvm::StringRef text, llvm::StringRef splitMarker)
+      : text(text), splitMarker(splitMarker), expanded(text.size()) {
     scopes.emplace_back();
   }
 
@@ -98,8 +99,7 @@ public:
           break;
         openScope();
       } else if (c == '}') {
-        close();
-        if (scopes.size() > 1)
+        if (close(c) && scopes.size() > 1)
           scopes.pop_back();
         last = Last::other;
         ++pos;
@@ -112,8 +112,7 @@ public:
         last = Last::other;
         ++pos;
       } else if (c == ')') {
-        close();
-        if (!parens.empty())
+        if (close(c) && !parens.empty())
           parens.pop_back();
         last = Last::other;
         ++pos;
@@ -123,7 +122,7 @@ public:
         last = c == '<' ? Last::less : Last::other;
         ++pos;
       } else if (c == ']' || (c == '>' && (pos == 0 || text[pos - 1] != '-'))) {
-        close();
+        close(c);
         last = Last::other;
         ++pos;
       } else if (c == '^' || c == '@') {
@@ -203,15 +202,23 @@ private:
   }
 
   bool open(char c) {
+    brackets.push_back(c);
     ++depth;
     if (alias_)
       alias_->extent.depth = std::max(alias_->extent.depth, depth);
     return withinNesting(0, pos, std::string("this '") + c + "'");
   }
 
-  void close() {
-    if (depth > 0)
-      --depth;
+  /// Closes the innermost bracket if `c` closes its kind.  Any other closer
+  /// (`>` of `>=` in an affine constraint, a stray one MLIR will reject)
+  /// leaves the count as it is, so no text can nest deeper than counted.
+  bool close(char c) {
+    static constexpr llvm::StringRef openers = "([{<", closers = ")]}>";
+    if (brackets.empty() || openers.find(brackets.back()) != closers.find(c))
+      return false;
+    brackets.pop_back();
+    --depth;
+    return true;
   }
 
   // --- literals --------------------------------------------------------------
@@ -322,12 +329,14 @@ private:
     size_t end = text.find('\n', pos);
     if (end == llvm::StringRef::npos)
       end = text.size();
-    // lattice-opt --split-input-file separates modules with this marker;
-    // each chunk is parsed on its own.
-    if (text.slice(pos, end).rtrim() == "// -----") {
+    // lattice-opt --split-input-file separates modules with a marker line
+    // and parses each chunk on its own; without it the line is a comment.
+    bool lineStart = pos == 0 || text[pos - 1] == '\n';
+    if (!splitMarker.empty() && lineStart && text.slice(pos, end).rtrim() == splitMarker) {
       scopes.assign(1, llvm::StringSet<>());
       pending.clear();
       parens.clear();
+      brackets.clear();
       depth = 0;
       alias_.reset();
       aliases.clear();
@@ -419,9 +428,11 @@ private:
   }
 
   llvm::StringRef text;
+  llvm::StringRef splitMarker;
   size_t pos = 0;
   Last last = Last::other;
-  unsigned depth = 0;
+  std::vector<char> brackets; // the open ones, innermost last
+  unsigned depth = 0;         // brackets.size()
   unsigned minusRun = 0; // minus signs in a row, whitespace between them
   size_t expanded;
   std::optional<PrecheckFailure> failure;
@@ -434,6 +445,7 @@ private:
 
 } // namespace
 
-std::optional<PrecheckFailure> mlir::lattice::precheck(llvm::StringRef text) {
-  return Scanner(text).run();
+std::optional<PrecheckFailure> mlir::lattice::precheck(llvm::StringRef text,
+                                                      llvm::StringRef splitMarker) {
+  return Scanner(text, splitMarker).run();
 }

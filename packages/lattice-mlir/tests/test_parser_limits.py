@@ -87,6 +87,11 @@ def _alias_doubling(length: int) -> str:
     return "\n".join(lines) + f"\nmodule attributes {{x.a = #a{length - 1}}} {{}}\n"
 
 
+_GE = "affine_set<(d0) : (" + ", ".join(["d0 >= 0"] * 250) + ")>"
+_GE_TRICK = ("[" * 200 + _GE + ", ") * 40 + "1" + "]" * 8000
+_STRAY_TRICK = ("[" * 200 + "#foo<" + ")" * 250 + ">, ") * 40 + "1" + "]" * 8000
+_SPLIT_TRICK = _module_attr("[" * 200 + "\n// -----\n" + "[" * 9000 + "]" * 9200)
+
 # (name, text, limit words, line:col of the diagnostic)
 HOSTILE: list[tuple[str, str, str, str]] = [
     ("array 8000 deep", _module_attr("[" * 8000 + "]" * 8000), "nesting", "1:281"),
@@ -118,6 +123,12 @@ HOSTILE: list[tuple[str, str, str, str]] = [
         None,
     ),
     ("alias chain 20000 deep", _alias_chain(20000), "nesting", "258:15"),
+    # Closers that do not close what is open must not lower the count: the
+    # '>' of '>=' in an affine constraint, a ')' inside a dialect body.
+    ("'>=' does not close brackets", _module_attr(_GE_TRICK), "nesting", "1:2552"),
+    ("stray closers", _module_attr(_STRAY_TRICK), "nesting", "1:539"),
+    # In one module a split marker is a comment: it does not reset the count.
+    ("split marker in one module", _SPLIT_TRICK, "nesting", "3:56"),
     ("aliases doubling in size", _alias_doubling(64), "aliases expanded", None),
     ("float literal of 40000 digits", _module_attr("1." + "1" * 40000), "number literal", "1:26"),
     ("integer literal of 10000 digits", _module_attr("1" * 10000), "number literal", "1:26"),
@@ -296,3 +307,17 @@ def test_stride_beyond_int32_is_rejected(valid_modules: dict[str, str], stride: 
     assert "has a component above 2147483647; coordinates are int32" in status.diagnostics
     edge = text.replace(f"{stride}, 1, 1", f"{2**31 - 1}, 1, 1")
     assert lattice_mlir.verify(edge).valid
+
+
+def test_split_marker_resets_the_count_only_for_split_input(
+    tmp_path: Path, run_opt: OptRunner
+) -> None:
+    """lattice-opt --split-input-file parses each chunk alone, so each has its own count."""
+    chunk = _module_attr("[" * 200 + "]" * 200)
+    text = _module_attr("[" * 200)[:-4] + "\n// -----\n" + chunk  # an unclosed first chunk
+    path = tmp_path / "split.mlir"
+    path.write_text(text, encoding="utf-8")
+    split = run_opt("--split-input-file", str(path))
+    assert split.returncode == 1 and "parser's limit" not in split.stderr, split.stderr[-800:]
+    whole = run_opt(str(path))
+    assert whole.returncode == 1 and "nesting deeper than the parser's limit" in whole.stderr

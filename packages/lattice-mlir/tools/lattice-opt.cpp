@@ -155,7 +155,7 @@ int runDriver(std::vector<std::string> argStrings) {
     return 1;
   }
   if (std::optional<mlir::lattice::PrecheckFailure> refused =
-          mlir::lattice::precheck(input->getBuffer())) {
+          mlir::lattice::precheck(input->getBuffer(), config.inputSplitMarker())) {
     llvm::SourceMgr sourceMgr;
     llvm::StringRef text = input->getBuffer();
     sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());

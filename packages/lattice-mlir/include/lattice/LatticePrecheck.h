@@ -54,7 +54,10 @@ struct PrecheckFailure {
 
 /// The lexical pre-check: the limits above, and no SSA value used before
 /// its definition in the same region.  nullopt when MLIR may parse the text.
-std::optional<PrecheckFailure> precheck(llvm::StringRef text);
+/// `splitMarker`: the line (e.g. `// -----`) at which lattice-opt
+/// --split-input-file parses the text as separate modules; empty when the
+/// text is one module (then such a line is an ordinary comment).
+std::optional<PrecheckFailure> precheck(llvm::StringRef text, llvm::StringRef splitMarker = "");
 
 } // namespace mlir::lattice
 
