@@ -15,6 +15,7 @@ RecursionError, KeyError, ValueError from ``repr`` of a huge integer) fails.
 from __future__ import annotations
 
 import copy
+import marshal
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -64,6 +65,11 @@ HOSTILE: list[Any] = [
 ]
 
 
+def _copy(payload: Any) -> Any:
+    """A deep copy of a plain payload (dicts, lists, str, int, float, bool, None), fast."""
+    return marshal.loads(marshal.dumps(payload))
+
+
 def _freeze(payload: Any) -> None:
     try:
         typecheck_plan(RuntimePlan.from_native(payload))
@@ -95,17 +101,19 @@ def payloads(valid_modules: dict[str, str]) -> dict[str, dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("name", MODULES[:3])
+# The smaller payloads, exhaustively (unet_block alone would be ~8,600 imports;
+# the property test below mutates it too).
+@pytest.mark.parametrize("name", ["weight_packed", "call", "global_pool", "sparse_cat"])
 def test_every_field_corrupted_every_way(payloads: dict[str, dict[str, Any]], name: str) -> None:
     payload = payloads[name]
     paths = [p for p in _paths(payload) if p]
-    assert len(paths) > 40
+    assert len(paths) > 30
     tried = 0
     for path in paths:
         edits: list[tuple[str, Any]] = [("delete", None), ("extra", 1)]
         edits += [("replace", value) for value in HOSTILE]
         for action, value in edits:
-            root = copy.deepcopy(payload)
+            root = _copy(payload)
             container, key = _container(root, path), path[-1]
             if action == "delete":
                 del container[key]
@@ -117,7 +125,7 @@ def test_every_field_corrupted_every_way(payloads: dict[str, dict[str, Any]], na
                 container[key] = value
             _freeze(root)
             tried += 1
-    assert tried > 1000
+    assert tried > 500
 
 
 # --- the property test -------------------------------------------------------------
@@ -145,7 +153,7 @@ _VALUES = st.recursive(
 
 @st.composite
 def corrupted(draw: st.DrawFn, payloads: dict[str, dict[str, Any]]) -> Any:
-    root = copy.deepcopy(payloads[draw(st.sampled_from(sorted(payloads)))])
+    root = _copy(payloads[draw(st.sampled_from(sorted(payloads)))])
     for _ in range(draw(st.integers(1, 4))):
         paths = [p for p in _paths(root) if p]
         if not paths:
