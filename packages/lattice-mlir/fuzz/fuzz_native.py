@@ -43,12 +43,29 @@ from pathlib import Path
 
 import atheris
 
+
+def _use_instrumented_native() -> None:
+    """Load ``$LATTICE_FUZZ_NATIVE`` (a coverage-instrumented build) as lattice_mlir._native."""
+    path = os.environ.get("LATTICE_FUZZ_NATIVE")
+    if not path:
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lattice_mlir._native", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"$LATTICE_FUZZ_NATIVE={path} is not a loadable extension module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["lattice_mlir._native"] = module
+
+
+_use_instrumented_native()
 with atheris.instrument_imports():
     import lattice_contract.plan
     import lattice_contract.typecheck
     import lattice_mlir
 
-from lattice_contract.schema import SCHEMA, AttrKind
+from lattice_contract.schema import SCHEMA, AttrKind  # noqa: E402 (after the native module is chosen)
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE.parent
