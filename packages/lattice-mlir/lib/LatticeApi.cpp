@@ -22,6 +22,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -37,23 +38,42 @@ using lattice_api::Outcome;
 
 /// Every string an op carries (ABI names, storage keys, symbol names, ...)
 /// must be UTF-8 text: MLIR's escapes (`"\\FF"`) can make any byte, and
-/// the plan payload hands these strings to Python as str.
-LogicalResult mlir::lattice::checkUtf8Strings(ModuleOp module) {
+/// the plan payload hands these strings to Python as str.  Names (ABI names,
+/// storage keys, symbols) also may not hold control characters.
+LogicalResult mlir::lattice::checkStringAttributes(ModuleOp module) {
   LogicalResult result = success();
+  auto isName = [](llvm::StringRef attr) {
+    return attr == "lattice.input_names" || attr == "lattice.output_names" ||
+           attr == "storage_key" || attr == "sym_name" || attr == "callee";
+  };
   auto check = [&](Operation *op, DictionaryAttr attrs) {
     if (!attrs)
       return;
     for (NamedAttribute named : attrs) {
+      llvm::StringRef attr = named.getName().getValue();
       named.getValue().walk([&](StringAttr text) {
         size_t at = 0;
-        if (failed(result) || llvm::json::isUTF8(text.getValue(), &at))
+        if (failed(result))
           return;
-        result = op->emitError()
-                 << "attribute '" << named.getName().getValue()
-                 << "' holds a string that is not valid UTF-8 (an escape makes byte "
-                 << at << " of it invalid); names, storage keys and ABI names of a lattice "
-                    "artifact are UTF-8 text, so write the character itself or its UTF-8 "
-                    "bytes";
+        if (!llvm::json::isUTF8(text.getValue(), &at)) {
+          result = op->emitError()
+                   << "attribute '" << attr
+                   << "' holds a string that is not valid UTF-8 (an escape makes byte " << at
+                   << " of it invalid); names, storage keys and ABI names of a lattice "
+                      "artifact are UTF-8 text, so write the character itself or its UTF-8 "
+                      "bytes";
+          return;
+        }
+        llvm::StringRef value = text.getValue();
+        const char *control = llvm::find_if(value, [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        });
+        if (isName(attr) && control != value.end())
+          result = op->emitError()
+                   << "attribute '" << attr << "' holds a name with the control character "
+                   << llvm::formatv("{0:x2}", static_cast<unsigned>(static_cast<unsigned char>(*control))).str() << " at byte "
+                   << (control - value.begin())
+                   << "; ABI names, storage keys and symbols are printable text";
       });
     }
   };

@@ -333,7 +333,7 @@ struct VerifyArtifactPass
 } // namespace
 
 LogicalResult mlir::lattice::verifyArtifact(ModuleOp module) {
-  if (failed(checkNoUnknownLatticeOps(module)) || failed(checkUtf8Strings(module)) ||
+  if (failed(checkNoUnknownLatticeOps(module)) || failed(checkStringAttributes(module)) ||
       failed(verifyModuleAttributes(module)))
     return failure();
   FailureOr<func::FuncOp> entry = findEntry(module);

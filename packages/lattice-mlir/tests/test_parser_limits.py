@@ -260,6 +260,10 @@ def test_lattice_opt_reports_the_limits_with_file_positions(
 
 def _escaped(valid_modules: dict[str, str], field: str) -> str:
     text = valid_modules["conv3d"]
+    if field == "abi name with NUL":
+        return text.replace('lattice.output_names = ["y"]', 'lattice.output_names = ["y\\00"]')
+    if field == "storage key with newline":
+        return text.replace('storage_key = "conv.weight"', 'storage_key = "conv\\0Aweight"')
     if field == "abi name":
         return text.replace(
             'lattice.input_names = ["x_coords"', 'lattice.input_names = ["x\\FF_coords"'
@@ -267,10 +271,13 @@ def _escaped(valid_modules: dict[str, str], field: str) -> str:
     return re.sub(r'storage_key = "([^"]*)"', r'storage_key = "\1\\C3\\28"', text, count=1)
 
 
-@pytest.mark.parametrize("field", ["abi name", "storage key"])
+@pytest.mark.parametrize(
+    "field", ["abi name", "storage key", "abi name with NUL", "storage key with newline"]
+)
 def test_escapes_that_are_not_utf8_get_a_diagnostic(
     tmp_path: Path, valid_modules: dict[str, str], run_opt: OptRunner, field: str
 ) -> None:
+    words = "control character" if " with " in field else "not valid UTF-8"
     text = _escaped(valid_modules, field)
     assert text != valid_modules["conv3d"]
     script = (
@@ -287,11 +294,11 @@ def test_escapes_that_are_not_utf8_get_a_diagnostic(
         [sys.executable, "-c", script], input=text, capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stderr[-1500:]
-    assert "not valid UTF-8" in run.stdout, run.stdout
+    assert words in run.stdout, run.stdout
     path = tmp_path / "escaped.mlir"
     path.write_text(text, encoding="utf-8")
     opt = run_opt("--lattice-verify-artifact", str(path))
-    assert opt.returncode == 1 and "not valid UTF-8" in opt.stderr, opt.stderr[-500:]
+    assert opt.returncode == 1 and words in opt.stderr, opt.stderr[-500:]
 
 
 @pytest.mark.parametrize("stride", [2**31, 2**32, 2**62])

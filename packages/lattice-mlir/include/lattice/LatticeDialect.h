@@ -113,9 +113,10 @@ LogicalResult verifyArtifact(ModuleOp module);
 /// (generic-form `"lattice.quantized_conv3d"(...)` included).
 LogicalResult checkNoUnknownLatticeOps(Operation *root);
 
-/// Emits a diagnostic for the first string attribute (ABI name, storage
-/// key, symbol name, ...) that is not UTF-8 text (LatticeApi.cpp).
-LogicalResult checkUtf8Strings(ModuleOp module);
+/// Emits a diagnostic for the first string attribute that is not UTF-8
+/// text, or name (ABI name, storage key, symbol) with a control character
+/// (LatticeApi.cpp).
+LogicalResult checkStringAttributes(ModuleOp module);
 
 /// Diagnostic text for an unknown lattice op name (full name).
 std::string describeUnknownOp(MLIRContext *context, llvm::StringRef fullName);
