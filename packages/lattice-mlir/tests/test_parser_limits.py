@@ -253,6 +253,12 @@ def test_lattice_opt_reports_the_limits_with_file_positions(
         assert words in first and "parser's limit" in first, first
         if position is not None:
             assert first.startswith(f"{path}:{position}: error: "), first
+    # At the limit lattice-opt parses (on its large-stack thread) and prints.
+    path = tmp_path / "deep.mlir"
+    path.write_text("module {\n" * MAX_NESTING + "}\n" * MAX_NESTING, encoding="utf-8")
+    run = run_opt(str(path))
+    assert run.returncode == 0, run.stderr[-500:]
+    assert run.stdout.count("module {") == MAX_NESTING
 
 
 # --- strings that are not UTF-8, strides outside int32 --------------------------
