@@ -17,6 +17,7 @@ from torch_lattice.nn.modules import (
     AvgPool3d,
     BatchNorm,
     Devoxelize,
+    Dropout,
     GlobalPool,
     Hardswish,
     Identity,
@@ -39,6 +40,7 @@ from torch_lattice.nn.modules import (
     Tanh,
     Voxelize,
 )
+from torch_lattice.nn.sync_batchnorm import SyncBatchNorm
 
 __all__ = [
     "ELU",
@@ -49,6 +51,7 @@ __all__ = [
     "Conv3d",
     "ConvTranspose3d",
     "Devoxelize",
+    "Dropout",
     "GenerativeConvTranspose3d",
     "GlobalPool",
     "Hardswish",
@@ -70,6 +73,7 @@ __all__ = [
     "SparseReindex",
     "SubmConv3d",
     "SumPool3d",
+    "SyncBatchNorm",
     "Tanh",
     "TargetConv3d",
     "TargetConvTranspose3d",
