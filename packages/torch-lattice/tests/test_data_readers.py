@@ -181,3 +181,18 @@ def test_written_semantic_kitti_reads_back_with_numpy(tmp_path: Path) -> None:
     assert (words & 0xFFFF).tolist() == labels.tolist()
     assert (words >> 16).tolist() == instances.tolist()
     assert read_point_cloud(scan).labels is not None
+
+
+def test_bad_values_are_refused_not_wrapped(tmp_path: Path) -> None:
+    """Negative .npy dims, 17-bit labels and negative label ids get a ValueError."""
+    np.save(tmp_path / "n.npy", np.zeros((2, 3), dtype=np.float32))
+    raw = (tmp_path / "n.npy").read_bytes().replace(b"(2, 3)", b"(-2, 3)")
+    (tmp_path / "n.npy").write_bytes(raw)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        read_npy(tmp_path / "n.npy")
+    points, remission = torch.zeros(2, 3), torch.zeros(2)
+    with pytest.raises(ValueError, match=r"\[0, 65535\]"):
+        write_semantic_kitti(tmp_path, 0, 0, points, remission, torch.tensor([1, 65536]))
+    _kitti_sample(tmp_path)
+    with pytest.raises(ValueError, match="cannot be negative"):
+        SemanticKITTIScans(tmp_path, ["08"], learning_map={-1: 0, 10: 1})

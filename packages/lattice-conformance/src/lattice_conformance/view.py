@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from lattice_contract.bundle import BundleError
+from lattice_contract.verify import ArtifactCapabilityError
 
 from lattice_conformance.archive import FixtureArchiveError
 from lattice_conformance.artifact_source import open_artifact_source
@@ -80,8 +81,11 @@ def write_html(artifact: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     page = render_html(model, Path(artifact).name)
     target = Path(out)
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(target)  # a reader never sees half a page
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(target)  # a reader never sees half a page
+    finally:
+        tmp.unlink(missing_ok=True)  # nothing half-written is left behind either
     return model
 
 
@@ -99,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         model = write_html(args.artifact, args.html)
-    except (BundleError, FixtureArchiveError, ValueError, OSError) as exc:
+    except (BundleError, FixtureArchiveError, ArtifactCapabilityError, ValueError, OSError) as exc:
         print(f"lattice view: {exc}", file=sys.stderr)
         return 1
     ops = sum(n.kind == "op" for n in model.nodes)

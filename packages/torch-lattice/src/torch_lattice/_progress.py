@@ -26,13 +26,19 @@ class StageBar:
     """``with StageBar(model, progress, stages) as bar: bar.stage("trace") ...``."""
 
     def __init__(self, model: torch.nn.Module, progress: bool | None, stages: int) -> None:
+        explicit = progress is True
         if progress is None:
             progress = sum(p.numel() for p in model.parameters()) >= LARGE_MODEL_PARAMETERS
         self._bar: Any = None
         if progress:
             try:
                 from tqdm import tqdm
-            except ImportError:  # pragma: no cover - tqdm comes with latticekit-conformance
+            except ImportError:  # tqdm comes with latticekit-conformance
+                if explicit:
+                    raise ValueError(
+                        "progress=True needs tqdm, which is not installed; "
+                        "pip install tqdm (or pass progress=None)"
+                    ) from None
                 return
             self._bar = tqdm(total=stages, desc="export", unit="stage", file=sys.stderr, leave=True)
 

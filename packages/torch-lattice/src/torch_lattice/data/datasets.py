@@ -90,6 +90,11 @@ class SemanticKITTIScans:
             self.frames += [(int(seq), f) for f in frames]
         self.lookup: torch.Tensor | None = None
         if learning_map is not None:
+            if any(k < 0 for k in learning_map):
+                raise ValueError(
+                    "learning_map keys are raw SemanticKITTI label ids and cannot be negative, "
+                    f"got {sorted(k for k in learning_map if k < 0)}"
+                )
             top = max(max(learning_map), 0) + 1
             lookup = torch.full((max(top, 1 << 16),), ignore_index, dtype=torch.int64)
             keys = torch.tensor(list(learning_map), dtype=torch.int64)

@@ -240,9 +240,11 @@ def read_npy(path: PathLike) -> torch.Tensor:
         dtype, bits = _NPY_UNSIGNED[kind]
     else:
         raise ValueError(f"{source}: unsupported .npy dtype {descr!r}")
+    if not all(isinstance(dim, int) and dim >= 0 for dim in shape):
+        raise ValueError(f"{source}: .npy shape {shape} must hold non-negative integers")
     count = 1
     for dim in shape:
-        count *= int(dim)
+        count *= dim
     width = torch.empty((), dtype=dtype).element_size()
     payload = data[start + size :]
     if len(payload) < count * width:
@@ -318,6 +320,10 @@ def write_semantic_kitti(
         return scan, None
     if labels.shape != (points.shape[0],):
         raise ValueError("labels must be (P,), one per point")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) > 0xFFFF):
+        raise ValueError(
+            "SemanticKITTI stores semantic labels in 16 bits: labels must lie in [0, 65535]"
+        )
     inst = torch.zeros_like(labels) if instances is None else instances
     word = (inst.to(torch.int64) << 16) | (labels.to(torch.int64) & 0xFFFF)
     signed = torch.where(word >= 2**31, word - 2**32, word).to(torch.int32)

@@ -253,6 +253,18 @@ class BatchNorm(torch.nn.Module):
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
 
+    def _count_batch(self) -> float:
+        """Count one training batch; the running statistics' update factor for it.
+
+        ``momentum``, or with ``momentum=None`` the cumulative average's
+        ``1 / num_batches_tracked``, as ``torch.nn.BatchNorm1d`` does.
+        """
+        with torch.no_grad():
+            self.num_batches_tracked.add_(1)
+        if self.momentum is None:
+            return 1.0 / float(self.num_batches_tracked)
+        return float(self.momentum)
+
     def _features(self, f: torch.Tensor) -> torch.Tensor:
         if not self.training:
             dtype = f.dtype
@@ -273,9 +285,7 @@ class BatchNorm(torch.nn.Module):
             raise ValueError(
                 "BatchNorm in training mode needs at least 2 rows to estimate variance"
             )
-        with torch.no_grad():
-            self.num_batches_tracked.add_(1)
-        factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        factor = self._count_batch()
         dtype = torch.float64 if f.dtype == torch.float64 else torch.float32
         # F.batch_norm updates the statistics in place and needs them in the
         # compute dtype; half buffers get an f32 working copy written back.

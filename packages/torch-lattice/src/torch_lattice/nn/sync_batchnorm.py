@@ -78,7 +78,7 @@ class SyncBatchNorm(BatchNorm):
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         process_group: Any = None,
         device: Any = None,
         dtype: torch.dtype | None = None,
@@ -112,8 +112,8 @@ class SyncBatchNorm(BatchNorm):
         squares = (centred * centred).sum(dim=0).to(torch.float64)
         var = (_all_reduce(squares, self.process_group) / count).to(dtype)
         y = centred * torch.rsqrt(var + self.eps) * self.weight.to(dtype) + self.bias.to(dtype)
+        m = self._count_batch()
         with torch.no_grad():
-            m = self.momentum
             unbiased = var * (count / (count - 1.0))
             self.running_mean.mul_(1.0 - m).add_(mean.to(self.running_mean.dtype), alpha=m)
             self.running_var.mul_(1.0 - m).add_(unbiased.to(self.running_var.dtype), alpha=m)
