@@ -344,7 +344,8 @@ struct VerifyArtifactPass
 } // namespace
 
 LogicalResult mlir::lattice::verifyArtifact(ModuleOp module) {
-  if (failed(checkNoUnknownLatticeOps(module)) || failed(verifyModuleAttributes(module)))
+  if (failed(checkNoUnknownLatticeOps(module)) || failed(checkStringAttributes(module)) ||
+      failed(verifyModuleAttributes(module)))
     return failure();
   FailureOr<func::FuncOp> entry = findEntry(module);
   if (failed(entry) || failed(verifyEntryBody(*entry)) || failed(verifyInputs(module, *entry)) ||

@@ -188,6 +188,12 @@ LogicalResult verifyAttributeValue(Operation *op, const schema::AttrInfo &spec, 
                  << "attribute '" << spec.name << "' = " << tripleText(array.asArrayRef())
                  << " must have every component >= " << static_cast<int64_t>(spec.minimum)
                  << "; fix the " << spec.name << " of the exported layer";
+    for (int64_t v : array.asArrayRef())
+      if (v > std::numeric_limits<int32_t>::max())
+        return op->emitOpError()
+               << "attribute '" << spec.name << "' = " << tripleText(array.asArrayRef())
+               << " has a component above 2147483647; coordinates are int32, so no "
+                  "stride, kernel size, padding or dilation can be larger";
     return success();
   }
   case AttrKind::i64: {

@@ -18,6 +18,18 @@ using lattice_api::Node;
 
 namespace {
 
+/// UTF-8 text as str.  The native side only admits UTF-8 strings into a
+/// plan, but diagnostics quote the text they reject: any byte that is not
+/// UTF-8 shows as a backslash escape instead of escaping as
+/// UnicodeDecodeError.
+nb::str utf8Text(const std::string &value) {
+  PyObject *decoded =
+      PyUnicode_DecodeUTF8(value.data(), static_cast<Py_ssize_t>(value.size()), "backslashreplace");
+  if (!decoded)
+    throw nb::python_error();
+  return nb::steal<nb::str>(decoded);
+}
+
 nb::object toPython(const Node &node) {
   switch (node.kind) {
   case Node::Kind::Null:
@@ -29,7 +41,7 @@ nb::object toPython(const Node &node) {
   case Node::Kind::Float:
     return nb::float_(node.real);
   case Node::Kind::Str:
-    return nb::str(node.text.data(), node.text.size());
+    return utf8Text(node.text);
   case Node::Kind::List: {
     nb::list out;
     for (const Node &item : node.list)
@@ -39,7 +51,7 @@ nb::object toPython(const Node &node) {
   case Node::Kind::Dict: {
     nb::dict out;
     for (const auto &[key, value] : node.dict)
-      out[nb::str(key.data(), key.size())] = toPython(value);
+      out[utf8Text(key)] = toPython(value);
     return out;
   }
   }
@@ -59,7 +71,7 @@ NB_MODULE(_native, m) {
           nb::gil_scoped_release release;
           outcome = lattice_api::verify(text);
         }
-        return nb::make_tuple(outcome.ok, outcome.diagnostics);
+        return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics));
       },
       nb::arg("text"),
       "Parse and verify lattice MLIR; returns (valid, diagnostics).");
@@ -73,7 +85,7 @@ NB_MODULE(_native, m) {
           outcome = lattice_api::importPlan(text);
         }
         nb::object plan = outcome.ok ? toPython(outcome.value) : nb::none();
-        return nb::make_tuple(outcome.ok, outcome.diagnostics, plan);
+        return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics), plan);
       },
       nb::arg("text"),
       "Verify lattice MLIR and build the plan payload; returns (valid, diagnostics, plan).");

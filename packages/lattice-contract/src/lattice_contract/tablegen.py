@@ -44,6 +44,7 @@ from lattice_contract.constants import (
     WEIGHT_FILE,
 )
 from lattice_contract.digest import SCHEMA_DIGEST
+from lattice_contract.options import GROUP_SIZES
 from lattice_contract.schema import (
     DIALECT,
     PACKED_DTYPE_OF_BITS,
@@ -471,6 +472,8 @@ inline constexpr int64_t kIrVersion = {CURRENT_IR_VERSION};
 /// The only weight payload file name lattice.weight_file may declare.
 inline constexpr const char kWeightFile[] = {_cpp_string(WEIGHT_FILE)};
 inline constexpr const char kDialectName[] = {_cpp_string(schema.name)};
+/// The packing group sizes MLX's affine quantization supports.
+inline constexpr int64_t kGroupSizes[] = {{{", ".join(map(str, GROUP_SIZES))}}};
 
 {_string_array("kInputRoles", INPUT_ROLES)}
 inline constexpr unsigned kNumInputRoles = {len(INPUT_ROLES)};

@@ -121,19 +121,13 @@ LogicalResult verifyArtifact(ModuleOp module);
 /// (generic-form `"lattice.quantized_conv3d"(...)` included).
 LogicalResult checkNoUnknownLatticeOps(Operation *root);
 
+/// Emits a diagnostic for the first string attribute that is not UTF-8
+/// text, or name (ABI name, storage key, symbol) with a control character
+/// (LatticeApi.cpp).
+LogicalResult checkStringAttributes(ModuleOp module);
+
 /// Diagnostic text for an unknown lattice op name (full name).
 std::string describeUnknownOp(MLIRContext *context, llvm::StringRef fullName);
-
-/// A use of an SSA value before its definition in the same region.
-struct ForwardReference {
-  size_t offset;    // byte offset of the `%` in the text
-  std::string name; // e.g. "%3"
-};
-
-/// Lexical pre-check run before MLIR's parser (see LatticePrecheck.cpp: it
-/// keeps MLIR 19's use-after-free on forward references from being reached).
-std::optional<ForwardReference> findForwardReference(llvm::StringRef text);
-std::string describeForwardReference(const ForwardReference &ref);
 
 } // namespace mlir::lattice
 
