@@ -29,6 +29,7 @@ from lattice_conformance.migrate import (
 from lattice_contract import SCHEMA_DIGEST
 from lattice_contract.bundle import check_bundle_dir
 from lattice_contract.plan import RuntimePlan
+from lattice_contract.verify import LatticeValidationError
 from safetensors.numpy import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -252,7 +253,7 @@ def test_nothing_migrates_at_load_time(tmp_path: Path) -> None:
     from mlx_lattice.artifact import load_lattice_program
 
     src = _bundle(tmp_path)
-    with pytest.raises(lattice_mlir.LatticeMLIRError, match=r"mlx-lattice 0\.6\.x") as info:
+    with pytest.raises(LatticeValidationError, match=r"mlx-lattice 0\.6\.x") as info:
         load_lattice_program(src)
     assert "lattice migrate SRC DST" in str(info.value)
     assert (src / "graph.mlir").read_bytes() == (

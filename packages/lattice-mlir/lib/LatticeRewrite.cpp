@@ -1,7 +1,8 @@
 //===- LatticeRewrite.cpp - rewrite module attributes, print with MLIR ----===//
 //
-// The one native step `lattice migrate` needs: parse a module (with the same
-// forward-reference pre-check as everywhere else), verify every op with the
+// The one native step `lattice migrate` needs: parse a module (after the same
+// lexical pre-check and on the same large-stack thread as every other entry
+// point, see LatticePrecheck.h), verify every op with the
 // dialect's verifiers (not the artifact rules: a module from another producer
 // carries that producer's schema digest), describe its module attributes and
 // entry results, set the requested module attributes and print the module as
@@ -12,6 +13,7 @@
 
 #include "lattice/LatticeApi.h"
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticePrecheck.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -21,6 +23,7 @@
 
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/thread.h"
 
 using namespace mlir;
 using lattice_api::Node;
@@ -53,8 +56,10 @@ Node attributeRecord(Attribute attr) {
 
 namespace lattice_api {
 
-Outcome rewriteModule(std::string_view text, const std::vector<ModuleAttrEdit> &edits) {
-  Outcome outcome;
+namespace {
+
+void rewriteOnThisThread(std::string_view text, const std::vector<ModuleAttrEdit> &edits,
+                         Outcome &outcome) {
   DialectRegistry registry;
   registry.insert<lattice::LatticeDialect, func::FuncDialect>();
   MLIRContext context(registry, MLIRContext::Threading::DISABLED);
@@ -69,16 +74,17 @@ Outcome rewriteModule(std::string_view text, const std::vector<ModuleAttrEdit> &
                                            "graph.mlir"),
       llvm::SMLoc());
   llvm::StringRef buffer = sourceMgr.getMemoryBuffer(id)->getBuffer();
-  if (std::optional<lattice::ForwardReference> ref = lattice::findForwardReference(buffer)) {
-    sourceMgr.PrintMessage(diagStream, llvm::SMLoc::getFromPointer(buffer.data() + ref->offset),
-                           llvm::SourceMgr::DK_Error, lattice::describeForwardReference(*ref));
-    return outcome;
+  if (std::optional<lattice::PrecheckFailure> refused = lattice::precheck(buffer)) {
+    sourceMgr.PrintMessage(diagStream,
+                           llvm::SMLoc::getFromPointer(buffer.data() + refused->offset),
+                           llvm::SourceMgr::DK_Error, refused->message);
+    return;
   }
   ParserConfig config(&context, /*verifyAfterParse=*/false);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, config);
   if (!module || failed(lattice::checkNoUnknownLatticeOps(*module)) ||
       failed(mlir::verify(*module)))
-    return outcome;
+    return;
 
   // The module as found: its attributes and the kinds of @forward's results.
   Node info = Node::makeDict();
@@ -116,6 +122,15 @@ Outcome rewriteModule(std::string_view text, const std::vector<ModuleAttrEdit> &
   info.add("printed", Node::of(std::move(printed)));
   outcome.value = std::move(info);
   outcome.ok = true;
+}
+
+} // namespace
+
+Outcome rewriteModule(std::string_view text, const std::vector<ModuleAttrEdit> &edits) {
+  Outcome outcome;
+  llvm::thread worker(std::optional<unsigned>(lattice::limits::kParserStackBytes),
+                      [&] { rewriteOnThisThread(text, edits, outcome); });
+  worker.join();
   return outcome;
 }
 

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import NamedTuple, TypeVar
 
 from lattice_contract.kernel import Triple, as_triple
+from lattice_contract.schema import PACKING_GROUP_SIZES
 
 __all__ = [
     "GROUP_SIZES",
@@ -40,8 +41,9 @@ E = TypeVar("E", bound=Enum)
 QUANT_BITS: tuple[int, ...] = (4, 8)
 """Bit widths of the packed affine weight format (int4, int8)."""
 
-GROUP_SIZES: tuple[int, ...] = (32, 64, 128)
-"""Group sizes along C_in of the packed affine format (what MLX's ``mx.quantize`` supports)."""
+GROUP_SIZES: tuple[int, ...] = PACKING_GROUP_SIZES
+"""Group sizes along C_in of the packed affine format (what MLX's ``mx.quantize`` supports);
+the schema's, so the verifier, the plan and the quantizer agree."""
 
 
 def as_enum(value: object, enum_type: type[E], name: str) -> E:

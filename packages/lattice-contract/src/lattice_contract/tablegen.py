@@ -48,7 +48,6 @@ from lattice_contract.options import GROUP_SIZES
 from lattice_contract.schema import (
     DIALECT,
     PACKED_DTYPE_OF_BITS,
-    PACKING_GROUP_SIZES,
     SCHEMA,
     AttrKind,
     AttrSpec,
@@ -568,8 +567,6 @@ extern const KnownProducer kKnownProducers[];
 extern const unsigned kNumKnownProducers;
 extern const EnumSynonym kEnumSynonyms[];
 extern const unsigned kNumEnumSynonyms;
-/// Group sizes a packed weight may use.
-inline constexpr int64_t kPackingGroupSizes[] = {{{", ".join(map(str, PACKING_GROUP_SIZES))}}};
 
 /// The schema entry of a full op name, or nullptr.
 const OpInfo *lookupOp(::llvm::StringRef fullName);
