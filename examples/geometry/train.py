@@ -2,7 +2,7 @@
 
 The model (:class:`torch_lattice.geometry.GeometryModel`) predicts, level by
 level, which of the 8 children of every occupied voxel are occupied.  It is
-trained here on procedurally generated surface scenes (``benchmarks/scenes.py``:
+trained here on procedurally generated surface scenes (``lattice_conformance.scenes``:
 floors, walls, a ramp, spheres, a cylinder and boxes, jittered and voxelised)
 at several sizes in a 256^3 grid (Level 8), then:
 
@@ -15,7 +15,9 @@ at several sizes in a 256^3 grid (Level 8), then:
   endian, float32 x, y, z) for ``conformance geometry-profile``.
 
 Run from the repository root: ``.venv/bin/python examples/geometry/train.py``.
-Training is deterministic for a given seed and thread count.
+Training is deterministic for a given seed and thread count.  ``--reexport``
+skips training and re-exports ``model.lattice/`` from its own weights (after a
+change of the dialect or of the exporter).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -31,10 +32,9 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from lattice_conformance.ply import write_ply  # noqa: E402
-from scenes import batched, make_scene  # noqa: E402
+from lattice_conformance.scenes import batched, make_scene  # noqa: E402
 from torch_lattice.geometry import (  # noqa: E402
     GeometryModel,
     export_geometry_artifact,
@@ -133,8 +133,21 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument(
+        "--reexport",
+        action="store_true",
+        help="re-export OUT/model.lattice from its own weights, without training",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.reexport:
+        from torch_lattice.geometry import load_geometry_model
+
+        bundle = args.out / "model.lattice"
+        model = load_geometry_model(bundle / "weights.safetensors")  # read before replacing
+        export_geometry_artifact(model, bundle)  # the exporter swaps the bundle atomically
+        print(f"re-exported {bundle}")
+        return 0
     model, summary = train(args)
     summary["held_out"] = evaluate(model)
     summary.update(

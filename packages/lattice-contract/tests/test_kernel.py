@@ -63,7 +63,7 @@ def test_int_kernel_sizes_broadcast():
     ("k", "expected"),
     [(1, [0]), (2, [0, 1]), (3, [-1, 0, 1]), (4, [-1, 0, 1, 2]), (5, [-2, -1, 0, 1, 2])],
 )
-def test_centred_offsets_per_axis(k, expected):
+def test_subm_offsets_per_axis(k, expected):
     offsets = subm_offsets((k, 1, 1))
     assert [o[0] for o in offsets] == expected
     assert all(o[1:] == (0, 0) for o in offsets)
@@ -73,7 +73,7 @@ def test_centred_offsets_per_axis(k, expected):
 
 @settings(max_examples=40, deadline=None)
 @given(size=sizes, dilation=dilations)
-def test_centred_offsets_against_brute_force(size, dilation):
+def test_subm_offsets_against_brute_force(size, dilation):
     expected = []
     for kx in range(size[0]):
         for ky in range(size[1]):

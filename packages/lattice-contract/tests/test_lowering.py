@@ -304,11 +304,16 @@ def test_check_complete_names_every_missing_op() -> None:
 def _packed(
     c_out: int, kernel: tuple[int, ...], c_in: int, bits: int, group: int, scale: Any = np.float16
 ) -> dict[str, np.ndarray]:
-    lead = (c_out, *kernel)
+    """A triplet in upstream's stored layout: (K, C_out, n) for K = 1, (K, n, C_out) for K > 1."""
+    taps = int(np.prod(kernel)) if kernel else 1
+
+    def shape(n: int) -> tuple[int, int, int]:
+        return (taps, c_out, n) if taps == 1 else (taps, n, c_out)
+
     return {
-        "w.weight": np.zeros((*lead, c_in * bits // 32), np.uint32),
-        "w.scales": np.ones((*lead, c_in // group), scale),
-        "w.biases": np.zeros((*lead, c_in // group), scale),
+        "w.weight": np.zeros(shape(c_in * bits // 32), np.uint32),
+        "w.scales": np.ones(shape(c_in // group), scale),
+        "w.biases": np.zeros(shape(c_in // group), scale),
     }
 
 
@@ -357,10 +362,10 @@ def test_packed_weight(bits: int, packing: dict[str, Any]) -> None:
     scale = np.float16 if packing["scale_dtype"] == "f16" else np.float32
     store = _packed(8, (3, 3, 3), 128, bits, packing["group_size"], scale)
     resolved = _resolve(store, dtype=f"i{bits}", packing=packing)
-    assert resolved.logical_shape == (8, 3, 3, 3, 128)
+    assert resolved.logical_shape == (8, 27, 128)  # (C_out, K, padded C_in); the op refines it
     assert resolved.value[0] == "packed" and resolved.value[4:] == (bits, packing["group_size"])
     assert resolved.storage_keys == ("w.weight", "w.scales", "w.biases")
-    linear = {k: v.reshape(8, -1) for k, v in _packed(8, (), 64, bits, 32, np.float16).items()}
+    linear = _packed(8, (), 64, bits, 32, np.float16)
     lin = _resolve(
         linear,
         layout="linear_o_i",
@@ -402,14 +407,14 @@ def test_packed_weight_errors() -> None:
         _resolve(dict(good, **{"w.weight": good["w.weight"].astype(np.int32)}), **pack)
     with pytest.raises(
         WeightContractError,
-        match=r"w.scales has shape \(8, 3, 3, 3, 1\); "
-        r"w.weight \(8, 3, 3, 3, 8\) with group_size 32 needs \(8, 3, 3, 3, 2\)",
+        match=r"scales have shape \(27, 1, 8\); "
+        r"words \(27, 8, 8\) with group_size 32 need \(27, 2, 8\)",
     ):
-        _resolve(dict(good, **{"w.scales": good["w.scales"][..., :1]}), **pack)
+        _resolve(dict(good, **{"w.scales": good["w.scales"][:, :1]}), **pack)
     with pytest.raises(WeightContractError, match=r"w.biases has shape .* must match the scales"):
         _resolve(dict(good, **{"w.biases": good["w.biases"][:4]}), **pack)
-    with pytest.raises(WeightContractError, match=r"needs rank 5"):
-        _resolve({k: v.reshape(8, -1) for k, v in good.items()}, **pack)
+    with pytest.raises(WeightContractError, match=r"\(K, C_out, words\)"):
+        _resolve({k: v.reshape(27, -1) for k, v in good.items()}, **pack)
     odd = _packed(8, (3, 3, 3), 48, 4, 16)
     with pytest.raises(
         WeightContractError,
@@ -417,6 +422,8 @@ def test_packed_weight_errors() -> None:
         r"group_size 32",
     ):
         _resolve(odd, **pack)
+    with pytest.raises(WeightContractError, match=r"27 tap matrices but layout linear_o_i"):
+        _resolve(good, layout="linear_o_i", family="linear", **pack)
 
 
 def test_weight_specs() -> None:
@@ -448,3 +455,14 @@ def test_weight_specs() -> None:
     scale = ResolvedWeight("s", "channel", "channel_c", "f16", None, (5,), None)
     with pytest.raises(WeightContractError, match=r"\(5 channels\) but operand 'input' has 4"):
         channel_weight().check_runtime(scale, {"input": feats}, NP, "op #3")
+
+
+def test_packed_weight_specs() -> None:
+    """A packed conv weight is checked by tap count and by the padded input width."""
+    packed = _resolve(_packed(8, (3, 3, 3), 64, 4, 32), dtype="i4", packing=PACK4)
+    conv_weight().check_static(packed, {"kernel_size": (3, 3, 3)}, {}, "op #1")
+    with pytest.raises(WeightContractError, match="27 tap matrices but kernel_size"):
+        conv_weight().check_static(packed, {"kernel_size": (3, 3, 1)}, {}, "op #1")
+    conv_weight().check_runtime(packed, {"input": np.zeros((5, 40), np.float16)}, NP, "op #1")
+    with pytest.raises(WeightContractError, match="64 input channels wide"):
+        conv_weight().check_runtime(packed, {"input": np.zeros((5, 20), np.float16)}, NP, "op #1")

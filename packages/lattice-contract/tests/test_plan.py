@@ -249,9 +249,11 @@ PACKING_CASES: list[tuple[str, Callable[[Payload], None], str]] = [
     ("missing field", _packing(mode=_DELETE), r"missing mode"),
     ("unknown field", _packing(axis=-1), r"unknown 'axis'"),
     ("bits", _packing(bits="int3"), r"bits must be one of dense, int4, int8"),
-    ("group size zero", _packing(group_size=0), r"group_size must be a positive integer"),
-    ("group size bool", _packing(group_size=True), r"group_size must be a positive integer"),
-    ("group size", _packing(group_size=16), r"group_size must be one of 32, 64, 128"),
+    ("group size zero", _packing(group_size=0), r"group_size must be one of 32, 64, 128"),
+    ("group size bool", _packing(group_size=True), r"group_size must be one of 32, 64, 128"),
+    ("group size 12", _packing(group_size=12), r"group_size must be one of 32, 64, 128"),
+    ("group size 16", _packing(group_size=16), r"MLX's affine quantization supports"),
+    ("group size 2**70", _packing(group_size=2**70), r"an integer of 71 bits"),
     ("dense map", _packing(bits="dense"), r"dense weights carry none"),
     ("scale dtype", _packing(scale_dtype="f64"), r"scale_dtype must be one of"),
     ("mode", _packing(mode="symmetric"), r"mode must be one of affine"),
@@ -428,3 +430,38 @@ def test_i64_attributes(plan_payload: Any) -> None:
     for bad, message in [(-2, r"must be >= -1"), (2.0, r"must be an integer"), (True, "integer")]:
         with pytest.raises(PlanError, match=message):
             RuntimePlan.from_native(pool(bad))
+
+
+def test_absent_optional_attributes_take_their_schema_default(plan_payload: Any) -> None:
+    """Lowerings always see a value: the plan fills in what absence means (both paths)."""
+    b = plan_payload()
+    x = b.sparse_input("x", "f32", 4)
+    (y,) = b.op("lattice.sparse.binary", [x, x], [b.sparse("f32")], op="maximum", join="right")
+    (z,) = b.op("lattice.sparse.reindex", [y, x], [b.sparse("f32")])
+    (p,) = b.op(
+        "lattice.pool3d",
+        [z],
+        [b.sparse("f32")],
+        mode="max",
+        kernel_size=[2, 2, 2],
+        stride=[1, 1, 1],
+        padding=[0, 0, 0],
+        dilation=[1, 1, 1],
+    )
+    b.ret(p, "y")
+    plan = RuntimePlan.from_native(b.payload())
+    binary, reindex, pool = plan.ops[-3:]
+    assert dict(binary.attrs) == {
+        "op": "maximum",
+        "join": "right",
+        "lhs_fill": 0.0,
+        "rhs_fill": 0.0,
+    }
+    assert reindex.attrs["fill"] == 0.0
+    assert pool.attrs["accumulation"] == "canonical_f32"
+    with pytest.raises(PlanError, match=r"'axis' must be one of -1, 1"):
+        b2 = plan_payload()
+        f = b2.arg("f", b2.tensor((-1, 4), "f32"), "tensor")
+        (s,) = b2.op("lattice.softmax", [f], [b2.tensor((-1, 4), "f32")], axis=0)
+        b2.ret(s, "s")
+        RuntimePlan.from_native(b2.payload())

@@ -248,7 +248,7 @@ def test_weight_layout_must_fit_family(plan_payload: Any) -> None:
     b.ret(y, "y")
     with pytest.raises(
         PlanTypeError,
-        match=r"value 'v1'.*a conv3d weight must use layout "
+        match=r"value 'v1'.*weights of family conv3d use layout "
         r"conv3d_o_xyz_i, not linear_o_i",
     ):
         typecheck_plan(_plan(b))

@@ -2,13 +2,17 @@
 //
 // Each call builds its own single-threaded MLIRContext, so calls are
 // independent (no attribute storage grows across calls, no shared handler)
-// and safe to run with the GIL released.  Diagnostics go to a string through
-// a SourceMgr handler: nothing is printed to stderr.
+// and safe to run with the GIL released, from any number of threads at
+// once.  Diagnostics go to a string through a SourceMgr handler: nothing is
+// printed to stderr.  Every call runs on a thread of its own with a stack of
+// limits::kParserStackBytes: the pre-check bounds nesting, and the large
+// stack is the second line of defence whatever the caller's thread has.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lattice/LatticeApi.h"
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticePrecheck.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -18,8 +22,11 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/thread.h"
 
 #include <memory>
 #include <utility>
@@ -29,7 +36,63 @@ using namespace mlir::lattice;
 using lattice_api::Node;
 using lattice_api::Outcome;
 
+/// Every string an op carries (ABI names, storage keys, symbol names, ...)
+/// must be UTF-8 text: MLIR's escapes (`"\\FF"`) can make any byte, and
+/// the plan payload hands these strings to Python as str.  Names (ABI names,
+/// storage keys, symbols) also may not hold control characters.
+LogicalResult mlir::lattice::checkStringAttributes(ModuleOp module) {
+  LogicalResult result = success();
+  auto isName = [](llvm::StringRef attr) {
+    return attr == "lattice.input_names" || attr == "lattice.output_names" ||
+           attr == "storage_key" || attr == "sym_name" || attr == "callee";
+  };
+  auto check = [&](Operation *op, DictionaryAttr attrs) {
+    if (!attrs)
+      return;
+    for (NamedAttribute named : attrs) {
+      llvm::StringRef attr = named.getName().getValue();
+      named.getValue().walk([&](StringAttr text) {
+        size_t at = 0;
+        if (failed(result))
+          return;
+        if (!llvm::json::isUTF8(text.getValue(), &at)) {
+          result = op->emitError()
+                   << "attribute '" << attr
+                   << "' holds a string that is not valid UTF-8 (an escape makes byte " << at
+                   << " of it invalid); names, storage keys and ABI names of a lattice "
+                      "artifact are UTF-8 text, so write the character itself or its UTF-8 "
+                      "bytes";
+          return;
+        }
+        llvm::StringRef value = text.getValue();
+        const char *control = llvm::find_if(value, [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        });
+        if (isName(attr) && control != value.end())
+          result = op->emitError()
+                   << "attribute '" << attr << "' holds a name with the control character "
+                   << llvm::formatv("{0:x2}", static_cast<unsigned>(static_cast<unsigned char>(*control))).str() << " at byte "
+                   << (control - value.begin())
+                   << "; ABI names, storage keys and symbols are printable text";
+      });
+    }
+  };
+  module->walk([&](Operation *op) {
+    check(op, op->getRawDictionaryAttrs());
+    check(op, llvm::dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()));
+    return failed(result) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return result;
+}
+
 namespace {
+
+/// Runs `fn` to completion on a thread with the parser's large stack.
+template <typename Fn>
+void onParserStack(Fn &&fn) {
+  llvm::thread worker(std::optional<unsigned>(limits::kParserStackBytes), std::forward<Fn>(fn));
+  worker.join();
+}
 
 /// One parse: a private context, the source buffer and the captured text.
 struct Session {
@@ -58,9 +121,10 @@ struct Session {
                                              "graph.mlir"),
         llvm::SMLoc());
     llvm::StringRef buffer = sourceMgr.getMemoryBuffer(id)->getBuffer();
-    if (std::optional<ForwardReference> ref = findForwardReference(buffer)) {
-      sourceMgr.PrintMessage(diagStream, llvm::SMLoc::getFromPointer(buffer.data() + ref->offset),
-                             llvm::SourceMgr::DK_Error, describeForwardReference(*ref));
+    if (std::optional<PrecheckFailure> refused = precheck(buffer)) {
+      sourceMgr.PrintMessage(diagStream,
+                             llvm::SMLoc::getFromPointer(buffer.data() + refused->offset),
+                             llvm::SourceMgr::DK_Error, refused->message);
       return false;
     }
     ParserConfig config(context.get(), /*verifyAfterParse=*/false);
@@ -359,20 +423,24 @@ void describeOps(MLIRContext *context, Node &out) {
 namespace lattice_api {
 
 Outcome verify(std::string_view text) {
-  Session session;
   Outcome outcome;
-  outcome.ok = session.run(text);
-  outcome.diagnostics = session.takeDiagnostics();
+  onParserStack([&] {
+    Session session;
+    outcome.ok = session.run(text);
+    outcome.diagnostics = session.takeDiagnostics();
+  });
   return outcome;
 }
 
 Outcome importPlan(std::string_view text) {
-  Session session;
   Outcome outcome;
-  outcome.ok = session.run(text);
-  if (outcome.ok)
-    outcome.value = PlanBuilder().build(*session.module);
-  outcome.diagnostics = session.takeDiagnostics();
+  onParserStack([&] {
+    Session session;
+    outcome.ok = session.run(text);
+    if (outcome.ok)
+      outcome.value = PlanBuilder().build(*session.module);
+    outcome.diagnostics = session.takeDiagnostics();
+  });
   return outcome;
 }
 

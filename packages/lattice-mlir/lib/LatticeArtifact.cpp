@@ -103,19 +103,8 @@ LogicalResult verifyModuleAttributes(ModuleOp module) {
                               << schema::kIrVersion << " (" << kIrVersionAttr << " = "
                               << schema::kIrVersion << " : i64): re-export the model";
 
-  Attribute digest = module->getAttr(kSchemaDigestAttr);
-  if (!digest)
-    return module.emitError() << "lattice artifact: module attribute " << kSchemaDigestAttr
-                              << " is missing; stamp the schema digest "
-                              << schema::kSchemaDigest << " (re-export with lattice_contract)";
-  auto digestText = llvm::dyn_cast<StringAttr>(digest);
-  if (!digestText || digestText.getValue() != schema::kSchemaDigest)
-    return module.emitError() << "lattice artifact: " << kSchemaDigestAttr << " = " << digest
-                              << " does not match this build's schema digest \""
-                              << schema::kSchemaDigest
-                              << "\"; the producer used a different dialect schema: re-export "
-                                 "with a matching lattice_contract or rebuild lattice-mlir";
-
+  // The weight file before the digest (upstream's order): a module that
+  // lacks both is told about the payload first.
   Attribute weightFile = module->getAttr(kWeightFileAttr);
   if (!weightFile)
     return module.emitError() << "lattice artifact: module attribute " << kWeightFileAttr
@@ -126,6 +115,26 @@ LogicalResult verifyModuleAttributes(ModuleOp module) {
     return module.emitError() << "lattice artifact: " << kWeightFileAttr << " = " << weightFile
                               << " is not allowed; weights live in \"" << schema::kWeightFile
                               << "\" beside graph.mlir and no other weight file is read";
+  Attribute digest = module->getAttr(kSchemaDigestAttr);
+  if (!digest)
+    return module.emitError() << "lattice artifact: module attribute " << kSchemaDigestAttr
+                              << " is missing; stamp the schema digest "
+                              << schema::kSchemaDigest << " (re-export with lattice_contract)";
+  auto digestText = llvm::dyn_cast<StringAttr>(digest);
+  if (const char *producer = digestText ? schema::knownProducer(digestText.getValue()) : nullptr)
+    return module.emitError() << "lattice artifact: " << kSchemaDigestAttr << " = " << digest
+                              << " is the schema digest of " << producer
+                              << ": the artifact was written by that producer and is not loaded "
+                                 "as is; migrate it once with `lattice migrate SRC DST` (it "
+                                 "verifies the graph, rewrites what has one meaning in both and "
+                                 "stamps this build's digest)";
+  if (!digestText || digestText.getValue() != schema::kSchemaDigest)
+    return module.emitError() << "lattice artifact: " << kSchemaDigestAttr << " = " << digest
+                              << " does not match this build's schema digest \""
+                              << schema::kSchemaDigest
+                              << "\"; the producer used a different dialect schema: re-export "
+                                 "with a matching lattice_contract or rebuild lattice-mlir";
+
   return success();
 }
 
@@ -335,7 +344,8 @@ struct VerifyArtifactPass
 } // namespace
 
 LogicalResult mlir::lattice::verifyArtifact(ModuleOp module) {
-  if (failed(checkNoUnknownLatticeOps(module)) || failed(verifyModuleAttributes(module)))
+  if (failed(checkNoUnknownLatticeOps(module)) || failed(checkStringAttributes(module)) ||
+      failed(verifyModuleAttributes(module)))
     return failure();
   FailureOr<func::FuncOp> entry = findEntry(module);
   if (failed(entry) || failed(verifyEntryBody(*entry)) || failed(verifyInputs(module, *entry)) ||

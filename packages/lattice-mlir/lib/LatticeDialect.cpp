@@ -60,14 +60,6 @@ bool mlir::lattice::isDtypeOneOf(Type type, llvm::StringRef names) {
 // #lattice.packing<dense> | #lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>
 //===----------------------------------------------------------------------===//
 
-namespace {
-std::string groupSizesText() {
-  std::string out;
-  for (int64_t size : schema::kPackingGroupSizes)
-    out += (out.empty() ? "" : ", ") + std::to_string(size);
-  return out;
-}
-} // namespace
 
 Attribute PackingAttr::parse(AsmParser &parser, Type) {
   if (parser.parseLess())
@@ -112,13 +104,12 @@ LogicalResult PackingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   PackingMode mode) {
   (void)scaleDtype;
   (void)mode;
-  if (bits == PackingBits::dense)
+  if (bits == PackingBits::dense || llvm::is_contained(schema::kGroupSizes, groupSize))
     return success();
-  if (!llvm::is_contained(schema::kPackingGroupSizes, groupSize))
-    return emitError() << "#lattice.packing group_size must be one of " << groupSizesText()
-                       << " (the group sizes MLX's affine quantization supports), got "
-                       << groupSize << "; re-quantize with one of them along C_in";
-  return success();
+  InFlightDiagnostic diag = emitError() << "#lattice.packing group_size must be one of ";
+  llvm::interleaveComma(schema::kGroupSizes, diag);
+  return diag << " (the group sizes MLX's affine quantization supports), got " << groupSize
+              << "; re-quantize with one of them";
 }
 
 //===----------------------------------------------------------------------===//

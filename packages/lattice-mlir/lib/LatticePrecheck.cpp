@@ -1,26 +1,45 @@
-//===- LatticePrecheck.cpp - reject forward SSA references before parsing -===//
+//===- LatticePrecheck.cpp - lexical limits and forward references --------===//
 //
-// MLIR 19's parser frees IR in the wrong order when a parse fails after a
-// forward reference was resolved by a definition in another region
-// (llvm/llvm-project#107121, fixed upstream by #127778 after LLVM 19): a
-// heap use-after-free that can kill the process.  A valid lattice artifact
-// never contains a forward reference (its @forward body is one block whose
-// values are defined before use, and every region-bearing op of the lattice
-// and func dialects is isolated from above), so this lexical pass rejects,
-// before MLIR sees the text, every use of an SSA value that is not defined
-// earlier in the same region.  It is deliberately conservative: it only ever
-// turns an input MLIR would also reject into a clear diagnostic.
+// One linear scan of the text, before MLIR's parser sees it, refuses:
+//
+//  * text MLIR's recursive-descent parser could overflow the stack on, or
+//    number parsing could stall on: more than limits::kMaxNesting open
+//    brackets (( [ { <, which also open every region, callsite location,
+//    nested type and attribute), a number literal longer than
+//    limits::kMaxNumberChars (MLIR converts digits to APInt/APFloat in
+//    quadratic time and, for floats, on the stack), an identifier longer
+//    than limits::kMaxIdentifierChars, a string longer than
+//    limits::kMaxStringBytes, or more than limits::kMaxInputBytes of text.
+//    Aliases (`!t = ...`, `#a = ...`) count at their uses as their whole
+//    definition, so chains of aliases cannot nest or grow past the limits
+//    either;
+//  * a use of an SSA value before its definition in the same region.  MLIR
+//    19's parser frees IR in the wrong order when a parse fails after a
+//    forward reference was resolved by a definition in another region
+//    (llvm/llvm-project#107121, fixed upstream by #127778 after LLVM 19): a
+//    heap use-after-free that can kill the process.  A valid lattice
+//    artifact never contains a forward reference (its @forward body is one
+//    block whose values are defined before use, and every region-bearing op
+//    of the lattice and func dialects is isolated from above).
+//
+// The forward-reference rule only turns text MLIR would also reject into a
+// clear diagnostic; the limits are far beyond any real artifact (see
+// LatticePrecheck.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "lattice/LatticeDialect.h"
+#include "lattice/LatticePrecheck.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <cctype>
 #include <vector>
 
 using namespace mlir;
+using namespace mlir::lattice::limits;
+using mlir::lattice::PrecheckFailure;
 
 namespace {
 
@@ -29,16 +48,45 @@ bool isIdChar(char c) {
          c == '-';
 }
 
+bool isDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+
+std::string bytesText(size_t bytes) {
+  if (bytes % (size_t(1) << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  if (bytes % (size_t(1) << 10) == 0)
+    return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 enum class Last { other, caret, at, attributesKeyword, less };
 enum class ParenKind { other, blockArgs, signature };
 
+/// What an alias (`!name = ...` or `#name = ...`) stands for at each use.
+struct AliasExtent {
+  unsigned depth = 0; // deepest nesting inside the definition
+  size_t bytes = 0;   // size of the definition with its own aliases expanded
+};
+
 class Scanner {
 public:
-  explicit Scanner(llvm::StringRef text) : text(text) { scopes.emplace_back(); }
+  Scanner(llvm::StringRef text, llvm::StringRef splitMarker)
+      : text(text), splitMarker(splitMarker), expanded(text.size()) {
+    scopes.emplace_back();
+  }
 
-  std::optional<lattice::ForwardReference> run() {
-    while (pos < text.size()) {
+  std::optional<PrecheckFailure> run() {
+    if (text.size() > kMaxInputBytes) {
+      fail(kMaxInputBytes, "the text is " + std::to_string(text.size()) +
+                                      " bytes, more than the parser's limit of " +
+                                      bytesText(kMaxInputBytes) +
+                                      " (a lattice graph of thousands of ops is far smaller); "
+                                      "weights belong in weights.safetensors, not in the graph");
+      return failure;
+    }
+    while (pos < text.size() && !failure) {
       char c = text[pos];
+      if (c == '\n' && depth == 0)
+        endAlias();
       if (std::isspace(static_cast<unsigned char>(c))) {
         ++pos;
       } else if (c == '"') {
@@ -47,21 +95,34 @@ public:
       } else if (c == '/' && peek(1) == '/') {
         skipComment();
       } else if (c == '{') {
+        if (!open(c))
+          break;
         openScope();
       } else if (c == '}') {
-        if (scopes.size() > 1)
+        if (close(c) && scopes.size() > 1)
           scopes.pop_back();
         last = Last::other;
         ++pos;
       } else if (c == '(') {
+        if (!open(c))
+          break;
         parens.push_back(last == Last::caret  ? ParenKind::blockArgs
                          : last == Last::at ? ParenKind::signature
                                             : ParenKind::other);
         last = Last::other;
         ++pos;
       } else if (c == ')') {
-        if (!parens.empty())
+        if (close(c) && !parens.empty())
           parens.pop_back();
+        last = Last::other;
+        ++pos;
+      } else if (c == '[' || c == '<') {
+        if (!open(c))
+          break;
+        last = c == '<' ? Last::less : Last::other;
+        ++pos;
+      } else if (c == ']' || (c == '>' && (pos == 0 || text[pos - 1] != '-'))) {
+        close(c);
         last = Last::other;
         ++pos;
       } else if (c == '^' || c == '@') {
@@ -71,18 +132,33 @@ public:
         else
           readId();
         last = c == '^' ? Last::caret : Last::at;
+      } else if (c == '!' || c == '#') {
+        alias();
+        last = Last::other;
       } else if (c == '%') {
-        if (std::optional<lattice::ForwardReference> bad = value())
-          return bad;
+        value();
+      } else if (isDigit(c)) {
+        number();
+        last = Last::other;
       } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         llvm::StringRef word = readId();
         last = word == "attributes" ? Last::attributesKeyword : Last::other;
+      } else if (c == '-' && peek(1) != '>') {
+        // MLIR parses each prefix minus of an affine expression by
+        // recursion, without brackets.
+        if (!withinNesting(++minusRun, pos, "this run of minus signs"))
+          break;
+        last = Last::other;
+        ++pos;
+        continue;
       } else {
-        last = c == '<' ? Last::less : Last::other;
+        last = Last::other;
         ++pos;
       }
+      if (!std::isspace(static_cast<unsigned char>(c)))
+        minusRun = 0;
     }
-    return std::nullopt;
+    return failure;
   }
 
 private:
@@ -90,30 +166,180 @@ private:
     return pos + ahead < text.size() ? text[pos + ahead] : '\0';
   }
 
+  bool fail(size_t offset, std::string message) {
+    if (!failure)
+      failure = PrecheckFailure{std::min(offset, text.size()), std::move(message)};
+    return false;
+  }
+
   llvm::StringRef readId() {
     size_t start = pos;
     while (pos < text.size() && isIdChar(text[pos]))
       ++pos;
+    if (pos - start > kMaxIdentifierChars)
+      fail(start, "an identifier of " + std::to_string(pos - start) +
+                      " characters is longer than the parser's limit of " +
+                      std::to_string(kMaxIdentifierChars) +
+                      " (shapes count as one: 1x2x3xf32); use shorter names and "
+                      "lower-rank types");
     return text.slice(start, pos);
   }
 
+  // --- nesting -------------------------------------------------------------
+
+  /// Checks `extra` more levels (an alias's own nesting) on top of the
+  /// current depth.
+  bool withinNesting(unsigned extra, size_t offset, llvm::StringRef what) {
+    if (depth + extra <= kMaxNesting)
+      return true;
+    return fail(offset, "nesting deeper than the parser's limit of " +
+                            std::to_string(kMaxNesting) +
+                            " open brackets ( [ { < (regions, types, attributes and locations "
+                            "all count) at " +
+                            what.str() +
+                            "; a lattice graph nests a few levels deep, so flatten or "
+                            "regenerate this text");
+  }
+
+  bool open(char c) {
+    brackets.push_back(c);
+    ++depth;
+    if (alias_)
+      alias_->extent.depth = std::max(alias_->extent.depth, depth);
+    return withinNesting(0, pos, std::string("this '") + c + "'");
+  }
+
+  /// Closes the innermost bracket if `c` closes its kind.  Any other closer
+  /// (`>` of `>=` in an affine constraint, a stray one MLIR will reject)
+  /// leaves the count as it is, so no text can nest deeper than counted.
+  bool close(char c) {
+    static constexpr llvm::StringRef openers = "([{<", closers = ")]}>";
+    if (brackets.empty() || openers.find(brackets.back()) != closers.find(c))
+      return false;
+    brackets.pop_back();
+    --depth;
+    return true;
+  }
+
+  // --- literals --------------------------------------------------------------
+
   void skipString() {
+    size_t start = pos;
     ++pos; // opening quote
     while (pos < text.size() && text[pos] != '"' && text[pos] != '\n')
       pos += text[pos] == '\\' ? 2 : 1;
+    size_t bytes = std::min(pos, text.size()) - start - 1;
     ++pos;
+    if (bytes > kMaxStringBytes)
+      fail(start, "a string literal of " + std::to_string(bytes) +
+                      " bytes is longer than the parser's limit of " +
+                      bytesText(kMaxStringBytes) +
+                      "; names, keys and digests in a lattice graph are short");
   }
+
+  /// A number as MLIR's lexer reads it: digits, an optional fraction and
+  /// exponent, or a 0x hexadecimal literal.
+  void number() {
+    size_t start = pos;
+    auto digits = [&](auto accept) {
+      while (pos < text.size() && accept(text[pos]))
+        ++pos;
+    };
+    if (text[pos] == '0' && peek(1) == 'x' &&
+        std::isxdigit(static_cast<unsigned char>(peek(2)))) {
+      pos += 2;
+      digits([](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+    } else {
+      digits(isDigit);
+      if (peek(0) == '.') {
+        ++pos;
+        digits(isDigit);
+        if ((peek(0) == 'e' || peek(0) == 'E') &&
+            (isDigit(peek(1)) || ((peek(1) == '+' || peek(1) == '-') && isDigit(peek(2))))) {
+          pos += 2;
+          digits(isDigit);
+        }
+      }
+    }
+    size_t length = pos - start;
+    if (length > kMaxNumberChars)
+      fail(start, "a number literal of " + std::to_string(length) +
+                      " characters is longer than the parser's limit of " +
+                      std::to_string(kMaxNumberChars) +
+                      " (no lattice attribute needs more than an f64's or i64's digits); "
+                      "write the value with fewer digits");
+  }
+
+  // --- aliases -----------------------------------------------------------------
+
+  struct OpenAlias {
+    std::string name;
+    size_t start;
+    AliasExtent extent;
+  };
+
+  /// `!name` / `#name`: the definition of an alias at the top level, a use
+  /// of a known alias (which weighs as much as its definition), or a
+  /// dialect type or attribute.
+  void alias() {
+    size_t start = pos;
+    char sigil = text[pos++];
+    llvm::StringRef name = readId();
+    size_t after = pos;
+    while (after < text.size() && (text[after] == ' ' || text[after] == '\t'))
+      ++after;
+    bool defines = depth == 0 && !name.empty() && after < text.size() && text[after] == '=' &&
+                   (after + 1 >= text.size() || text[after + 1] != '=');
+    std::string key = std::string(1, sigil) + name.str();
+    if (defines) {
+      endAlias();
+      alias_ = OpenAlias{key, start, AliasExtent{}};
+      return;
+    }
+    auto it = aliases.find(key);
+    if (it == aliases.end())
+      return;
+    const AliasExtent &used = it->second;
+    if (!withinNesting(used.depth, start, "this use of alias " + key))
+      return;
+    if (alias_) {
+      alias_->extent.depth = std::max(alias_->extent.depth, depth + used.depth);
+      alias_->extent.bytes = std::min(alias_->extent.bytes + used.bytes, kMaxInputBytes + 1);
+    }
+    expanded = std::min(expanded + used.bytes, kMaxInputBytes + 1);
+    if (expanded > kMaxInputBytes)
+      fail(start, "with its aliases expanded the text exceeds the parser's limit of " +
+                      bytesText(kMaxInputBytes) + " at this use of alias " + key +
+                      "; define types and attributes without chains of aliases that double "
+                      "in size");
+  }
+
+  void endAlias() {
+    if (!alias_)
+      return;
+    alias_->extent.bytes =
+        std::min(alias_->extent.bytes + (pos - alias_->start), kMaxInputBytes + 1);
+    aliases[alias_->name] = alias_->extent;
+    alias_.reset();
+  }
+
+  // --- SSA values ----------------------------------------------------------------
 
   void skipComment() {
     size_t end = text.find('\n', pos);
     if (end == llvm::StringRef::npos)
       end = text.size();
-    // lattice-opt --split-input-file separates modules with this marker;
-    // each chunk is parsed on its own.
-    if (text.slice(pos, end).rtrim() == "// -----") {
+    // lattice-opt --split-input-file separates modules with a marker line
+    // and parses each chunk on its own; without it the line is a comment.
+    bool lineStart = pos == 0 || text[pos - 1] == '\n';
+    if (!splitMarker.empty() && lineStart && text.slice(pos, end).rtrim() == splitMarker) {
       scopes.assign(1, llvm::StringSet<>());
       pending.clear();
       parens.clear();
+      brackets.clear();
+      depth = 0;
+      alias_.reset();
+      aliases.clear();
     }
     pos = end;
   }
@@ -134,7 +360,7 @@ private:
 
   /// A `%name` token: a result definition (`%a, %b = ...`), an argument
   /// definition (`%a: type` in a block or signature argument list) or a use.
-  std::optional<lattice::ForwardReference> value() {
+  void value() {
     size_t start = pos;
     ++pos;
     llvm::StringRef name = readId();
@@ -145,7 +371,7 @@ private:
     last = Last::other;
     if (isResultList()) {
       scopes.back().insert(name);
-      return std::nullopt;
+      return;
     }
     size_t after = pos;
     while (after < text.size() && (text[after] == ' ' || text[after] == '\t'))
@@ -157,11 +383,16 @@ private:
         pending.insert(name);
       else
         scopes.back().insert(name);
-      return std::nullopt;
+      return;
     }
     if (name.empty() || scopes.back().contains(name))
-      return std::nullopt;
-    return lattice::ForwardReference{start, ("%" + name).str()};
+      return;
+    std::string ref = "%" + name.str();
+    fail(start, "use of SSA value " + ref +
+                    " before its definition in this region: a lattice graph defines every "
+                    "value before its first use (one block, in program order); move the op "
+                    "that defines " +
+                    ref + " above this use");
   }
 
   /// Whether the `%name` just read starts (or continues) a result list
@@ -175,7 +406,7 @@ private:
     for (int names = 0; names < 64; ++names) {
       if (at < text.size() && text[at] == ':') { // %a:2 = ...
         ++at;
-        while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at])))
+        while (at < text.size() && isDigit(text[at]))
           ++at;
       }
       skipSpace();
@@ -197,8 +428,16 @@ private:
   }
 
   llvm::StringRef text;
+  llvm::StringRef splitMarker;
   size_t pos = 0;
   Last last = Last::other;
+  std::vector<char> brackets; // the open ones, innermost last
+  unsigned depth = 0;         // brackets.size()
+  unsigned minusRun = 0; // minus signs in a row, whitespace between them
+  size_t expanded;
+  std::optional<PrecheckFailure> failure;
+  std::optional<OpenAlias> alias_;
+  llvm::StringMap<AliasExtent> aliases;
   std::vector<llvm::StringSet<>> scopes;
   llvm::StringSet<> pending;
   std::vector<ParenKind> parens;
@@ -206,13 +445,7 @@ private:
 
 } // namespace
 
-std::optional<lattice::ForwardReference> lattice::findForwardReference(llvm::StringRef text) {
-  return Scanner(text).run();
-}
-
-std::string lattice::describeForwardReference(const ForwardReference &ref) {
-  return "use of SSA value " + ref.name +
-         " before its definition in this region: a lattice graph defines every value before "
-         "its first use (one block, in program order); move the op that defines " +
-         ref.name + " above this use";
+std::optional<PrecheckFailure> mlir::lattice::precheck(llvm::StringRef text,
+                                                      llvm::StringRef splitMarker) {
+  return Scanner(text, splitMarker).run();
 }

@@ -20,6 +20,8 @@
 #include "lattice/LatticeDialect.h"
 #include "lattice/LatticeVerifyExtraOps.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -186,6 +188,12 @@ LogicalResult verifyAttributeValue(Operation *op, const schema::AttrInfo &spec, 
                  << "attribute '" << spec.name << "' = " << tripleText(array.asArrayRef())
                  << " must have every component >= " << static_cast<int64_t>(spec.minimum)
                  << "; fix the " << spec.name << " of the exported layer";
+    for (int64_t v : array.asArrayRef())
+      if (v > std::numeric_limits<int32_t>::max())
+        return op->emitOpError()
+               << "attribute '" << spec.name << "' = " << tripleText(array.asArrayRef())
+               << " has a component above 2147483647; coordinates are int32, so no "
+                  "stride, kernel size, padding or dilation can be larger";
     return success();
   }
   case AttrKind::i64: {
@@ -384,9 +392,6 @@ std::optional<Triple> tripleAttr(Operation *op, llvm::StringRef name) {
 }
 
 constexpr int64_t kMaxStride = std::numeric_limits<int32_t>::max();
-/// Longest def chain the stride walk follows (each op verifier walks its own
-/// chain, so this bounds verification at O(ops x kMaxStrideWalk)).
-constexpr unsigned kMaxStrideWalk = 1024;
 
 std::optional<Triple> multiply(const Triple &a, const Triple &b) {
   Triple out;
@@ -415,59 +420,99 @@ std::optional<Triple> divide(const Triple &a, const Triple &b) {
 // Static stride propagation.
 //===----------------------------------------------------------------------===//
 
-std::optional<Triple> mlir::lattice::staticStrideOf(Value value) {
-  // Walk up the def chain to the op that fixes the stride, remembering the
-  // scale steps on the way, then replay them.  Iterative and bounded, so a
-  // long chain cannot exhaust the stack and a cyclic (not yet
-  // dominance-checked) chain cannot loop forever.
-  enum class Step { multiply, divide };
-  llvm::SmallVector<std::pair<Step, Triple>, 16> steps;
-  std::optional<Triple> root;
-  for (unsigned walked = 0; !root; ++walked) {
-    Operation *def = value ? value.getDefiningOp() : nullptr;
-    // Chains longer than any real network, and cycles (possible before the
-    // dominance check has run), end the walk with "unknown".
-    if (!def || walked > kMaxStrideWalk)
-      return std::nullopt;
-    if (isa<SparseMakeOp>(def)) {
-      root = tripleAttr(def, "stride");
-      if (!root)
-        return std::nullopt;
-    } else if (isa<VoxelizeOp>(def)) {
-      root = tripleAttr(def, "stride");
-      if (!root)
-        return std::nullopt;
-    } else if (isa<Conv3dOp, FullConv3dOp, Pool3dOp, FullPool3dOp>(def)) {
-      std::optional<Triple> s = tripleAttr(def, "stride");
-      if (!s)
-        return std::nullopt;
-      steps.push_back({Step::multiply, *s});
-      value = operandNamed(def, "input");
-    } else if (isa<ConvTranspose3dOp, GenerativeConvTranspose3dOp>(def)) {
-      std::optional<Triple> s = tripleAttr(def, "stride");
-      if (!s)
-        return std::nullopt;
-      steps.push_back({Step::divide, *s});
-      value = operandNamed(def, "input");
-    } else if (isa<SubmConv3dOp, SparseWithFeaturesOp>(def)) {
-      value = operandNamed(def, "input");
-    } else if (isa<TargetConv3dOp, TargetConvTranspose3dOp, SparseReindexOp>(def)) {
-      value = operandNamed(def, "target");
-    } else if (isa<SparseBinaryOp, SparseCatOp>(def)) {
-      value = operandNamed(def, "lhs");
-    } else {
-      return std::nullopt;
+namespace {
+
+/// The static stride of every sparse value defined in one block, from one
+/// forward pass over the block in program order: each op's result stride
+/// follows from its operands' (looked up by value) by the op's schema stride
+/// rule.  No walk, no cap: a use before its definition (possible before the
+/// dominance check has run) simply finds no entry and stays unknown, so
+/// cycles cannot loop, and a chain of any length is followed.
+struct BlockStrides {
+  Block *block = nullptr;
+  llvm::DenseMap<Value, Triple> strides;
+  llvm::DenseSet<Operation *> ops; // the ops the pass saw, to detect a changed block
+
+  void build(Block *b) {
+    block = b;
+    strides.clear();
+    ops.clear();
+    for (Operation &op : *b) {
+      ops.insert(&op);
+      if (std::optional<Triple> stride = resultStride(&op))
+        strides[op.getResult(0)] = *stride;
     }
   }
-  Triple stride = *root;
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    std::optional<Triple> next =
-        it->first == Step::multiply ? multiply(stride, it->second) : divide(stride, it->second);
-    if (!next)
+
+  std::optional<Triple> lookup(Value value) const {
+    auto it = strides.find(value);
+    if (it == strides.end())
       return std::nullopt;
-    stride = *next;
+    return it->second;
   }
-  return stride;
+
+  /// The stride of the op's sparse result, from operands already in the table.
+  std::optional<Triple> resultStride(Operation *op) const {
+    const schema::OpInfo *info = schemaInfo(op);
+    if (!info || info->stride == schema::StrideRule::none || op->getNumResults() == 0 ||
+        !llvm::isa<SparseTensorType>(op->getResult(0).getType()))
+      return std::nullopt;
+    if (Value target = operandNamed(op, "target"))
+      return lookup(target);
+    switch (info->stride) {
+    case schema::StrideRule::none:
+      return std::nullopt;
+    case schema::StrideRule::attribute:
+      return tripleAttr(op, "stride");
+    case schema::StrideRule::input:
+      return lookup(operandNamed(op, "input"));
+    case schema::StrideRule::lhs:
+      return lookup(operandNamed(op, "lhs"));
+    case schema::StrideRule::target: // handled above; the target is not an operand here
+      return std::nullopt;
+    case schema::StrideRule::multiply:
+    case schema::StrideRule::divide: {
+      std::optional<Triple> in = lookup(operandNamed(op, "input"));
+      std::optional<Triple> s = tripleAttr(op, "stride");
+      if (!in || !s)
+        return std::nullopt;
+      return info->stride == schema::StrideRule::multiply ? multiply(*in, *s) : divide(*in, *s);
+    }
+    }
+    return std::nullopt;
+  }
+};
+
+/// One table per thread (MLIR verifies the ops of a block in order on one
+/// thread; isolated regions may run on others).
+BlockStrides &threadStrides() {
+  thread_local BlockStrides table;
+  return table;
+}
+
+} // namespace
+
+void mlir::lattice::detail::beginStrideVerification(Operation *op) {
+  // Verification visits a block's ops in order, so its first lattice op marks
+  // a new verification of that block: drop whatever an earlier run (or an
+  // earlier module whose block reused this address) left in the table.
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    if (prev->getDialect() == op->getDialect())
+      return;
+  BlockStrides &table = threadStrides();
+  if (table.block == op->getBlock())
+    table.block = nullptr;
+}
+
+std::optional<Triple> mlir::lattice::staticStrideOf(Value value) {
+  Operation *def = value ? value.getDefiningOp() : nullptr;
+  Block *block = def ? def->getBlock() : nullptr;
+  if (!block)
+    return std::nullopt;
+  BlockStrides &table = threadStrides();
+  if (table.block != block || !table.ops.contains(def))
+    table.build(block);
+  return table.lookup(value);
 }
 
 //===----------------------------------------------------------------------===//
@@ -521,7 +566,7 @@ LogicalResult verifyRules(WeightOp op) {
   if (op.getLayout() != expectedLayout(family))
     return op.emitOpError() << "declares layout " << stringifyEnum(op.getLayout())
                             << " for a weight of family " << stringifyEnum(family)
-                            << "; a " << stringifyEnum(family) << " weight must use layout "
+                            << "; weights of family " << stringifyEnum(family) << " use layout "
                             << stringifyEnum(expectedLayout(family));
   if (op.getStorageKey().empty())
     return op.emitOpError() << "has an empty storage_key; name the safetensors entry it reads";
@@ -783,6 +828,21 @@ LogicalResult verifyRules(CallOp op) {
   return success();
 }
 
+/// Required attributes ODS leaves to us (tablegen's CHECKED_LATE): their
+/// absence is reported only after every other rule of the op.
+LogicalResult verifyRequiredLast(Operation *op, const schema::OpInfo &info) {
+  for (unsigned i = 0; i < info.numAttributes; ++i) {
+    const schema::AttrInfo &spec = info.attributes[i];
+    if (!spec.required || op->getInherentAttr(spec.name).value_or(Attribute()))
+      continue;
+    InFlightDiagnostic diag = op->emitOpError() << "requires attribute '" << spec.name << "'";
+    if (spec.numAllowed == 1)
+      diag << "; add " << spec.name << " = \"" << spec.allowed[0] << "\"";
+    return diag;
+  }
+  return success();
+}
+
 LogicalResult verifyAgainstSchemaChecked(Operation *op, const schema::OpInfo &info) {
   return verifyAgainstSchema(op, info);
 }
@@ -792,9 +852,11 @@ LogicalResult verifyAgainstSchemaChecked(Operation *op, const schema::OpInfo &in
 namespace mlir::lattice::detail {
 template <typename OpT>
 LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info) {
-  if (failed(preRules(op)) || failed(verifyAgainstSchemaChecked(op.getOperation(), info)))
+  beginStrideVerification(op.getOperation());
+  if (failed(preRules(op)) || failed(verifyAgainstSchemaChecked(op.getOperation(), info)) ||
+      failed(verifyRules(op)))
     return failure();
-  return verifyRules(op);
+  return verifyRequiredLast(op.getOperation(), info);
 }
 } // namespace mlir::lattice::detail
 

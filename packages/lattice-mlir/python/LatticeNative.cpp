@@ -9,12 +9,26 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <vector>
+
 #include "lattice/LatticeApi.h"
 
 namespace nb = nanobind;
 using lattice_api::Node;
 
 namespace {
+
+/// UTF-8 text as str.  The native side only admits UTF-8 strings into a
+/// plan, but diagnostics quote the text they reject: any byte that is not
+/// UTF-8 shows as a backslash escape instead of escaping as
+/// UnicodeDecodeError.
+nb::str utf8Text(const std::string &value) {
+  PyObject *decoded =
+      PyUnicode_DecodeUTF8(value.data(), static_cast<Py_ssize_t>(value.size()), "backslashreplace");
+  if (!decoded)
+    throw nb::python_error();
+  return nb::steal<nb::str>(decoded);
+}
 
 nb::object toPython(const Node &node) {
   switch (node.kind) {
@@ -27,7 +41,7 @@ nb::object toPython(const Node &node) {
   case Node::Kind::Float:
     return nb::float_(node.real);
   case Node::Kind::Str:
-    return nb::str(node.text.data(), node.text.size());
+    return utf8Text(node.text);
   case Node::Kind::List: {
     nb::list out;
     for (const Node &item : node.list)
@@ -37,7 +51,7 @@ nb::object toPython(const Node &node) {
   case Node::Kind::Dict: {
     nb::dict out;
     for (const auto &[key, value] : node.dict)
-      out[nb::str(key.data(), key.size())] = toPython(value);
+      out[utf8Text(key)] = toPython(value);
     return out;
   }
   }
@@ -57,7 +71,7 @@ NB_MODULE(_native, m) {
           nb::gil_scoped_release release;
           outcome = lattice_api::verify(text);
         }
-        return nb::make_tuple(outcome.ok, outcome.diagnostics);
+        return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics));
       },
       nb::arg("text"),
       "Parse and verify lattice MLIR; returns (valid, diagnostics).");
@@ -71,10 +85,38 @@ NB_MODULE(_native, m) {
           outcome = lattice_api::importPlan(text);
         }
         nb::object plan = outcome.ok ? toPython(outcome.value) : nb::none();
-        return nb::make_tuple(outcome.ok, outcome.diagnostics, plan);
+        return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics), plan);
       },
       nb::arg("text"),
       "Verify lattice MLIR and build the plan payload; returns (valid, diagnostics, plan).");
+
+  m.def(
+      "rewrite_module",
+      [](const std::string &text, const nb::dict &attributes) {
+        std::vector<lattice_api::ModuleAttrEdit> edits;
+        for (auto [key, value] : attributes) {
+          lattice_api::ModuleAttrEdit edit;
+          edit.name = nb::cast<std::string>(key);
+          if (nb::isinstance<nb::str>(value)) {
+            edit.text = nb::cast<std::string>(value);
+          } else {
+            edit.isArray = true;
+            for (nb::handle item : nb::cast<nb::list>(value))
+              edit.items.push_back(nb::cast<std::string>(item));
+          }
+          edits.push_back(std::move(edit));
+        }
+        lattice_api::Outcome outcome;
+        {
+          nb::gil_scoped_release release;
+          outcome = lattice_api::rewriteModule(text, edits);
+        }
+        nb::object info = outcome.ok ? toPython(outcome.value) : nb::none();
+        return nb::make_tuple(outcome.ok, outcome.diagnostics, info);
+      },
+      nb::arg("text"), nb::arg("attributes"),
+      "Parse and verify every op, set module attributes (str or list of str) and print; "
+      "returns (ok, diagnostics, {attributes, results, printed}).");
 
   m.def(
       "dialect_ops", []() { return toPython(lattice_api::dialectOps()); },

@@ -147,7 +147,8 @@ def test_mixing_sparse_and_abi_positionally(setup: dict[str, Any]) -> None:
     )
     _reject(
         setup,
-        r"input 'target' is a sparse input and takes a mlx_lattice.SparseTensor, got "
+        r"input 'target' is a sparse input and takes a "
+        r"SparseTensor \(of mlx_lattice on MLX, of torch_lattice on torch\), got "
         r"mlx.core.array; do not mix",
         setup["x"],
         t.feats,
@@ -184,7 +185,8 @@ def test_missing_inputs(setup: dict[str, Any]) -> None:
     _reject(setup, r"missing input\(s\) 'target_active'", **abi)
     _reject(
         setup,
-        r"missing input\(s\) 'x_coords', .*or pass one mlx_lattice.SparseTensor per "
+        r"missing input\(s\) 'x_coords', .*or pass one "
+        r"SparseTensor \(of mlx_lattice on MLX, of torch_lattice on torch\) per "
         r"sparse input: x, target",
     )
 
@@ -222,10 +224,15 @@ def test_wrong_array_types(setup: dict[str, Any]) -> None:
         (
             "x_coords",
             np.array(x.coords),
-            r"'x_coords' must be a mlx.core.array, got "
-            r"numpy.ndarray",
+            r"'x_coords' must be an array \(an mlx.core.array on MLX, a torch.Tensor on "
+            r"torch\), got numpy.ndarray",
         ),
-        ("x_features", [[0.0] * 4], r"must be a mlx.core.array, got builtins.list"),
+        (
+            "x_features",
+            [[0.0] * 4],
+            r"must be an array \(an mlx.core.array on MLX, a torch.Tensor on torch\), got "
+            r"builtins.list",
+        ),
         (
             "x_coords",
             x.coords.astype(mx.float32),
@@ -282,7 +289,8 @@ def test_wrong_sparse_values(setup: dict[str, Any]) -> None:
     )
     _reject(
         setup,
-        r"input 'x' is a sparse input and takes a mlx_lattice.SparseTensor, got "
+        r"input 'x' is a sparse input and takes a "
+        r"SparseTensor \(of mlx_lattice on MLX, of torch_lattice on torch\), got "
         r"numpy.ndarray",
         np.zeros(3),
         target=t,
@@ -295,23 +303,28 @@ def test_dense_input_rejects_sparse_values(tmp_path: Path, no_execution: None) -
     sx = b.add_sparse_input("x", channels=4, dtype="f32")
     pv = b.add_input("points", "tensor<?x3xf32>")
     bv = b.add_input("batch", "tensor<?xi32>")
+    av = b.add_input("active", "tensor<1xi32>")
     b.add_output(
-        "y", b.devoxelize(input=sx, points=pv, batch=bv, voxel_size=1.0, interpolation="nearest")
-    )
+        "y",
+        b.devoxelize(
+            points=pv, voxels=sx, batch_indices=bv, point_active_rows=av,
+            voxel_size=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), interpolation="nearest",
+        ),
+    )  # fmt: skip
     program = save_and_load(tmp_path, b)
     x = random_sparse(rng, 20, 4)
+    one = mx.array([2], dtype=mx.int32)
     with pytest.raises(
         ProgramCallError,
-        match=r"input 'points' is a dense tensor input, got a "
-        r"mlx_lattice.SparseTensor",
+        match=r"input 'points' is a dense tensor input, got a SparseTensor \(of mlx_lattice",
     ):
-        program(x, x, mx.zeros((1,), dtype=mx.int32))
+        program(x, x, mx.zeros((1,), dtype=mx.int32), one)
     with pytest.raises(
         ProgramCallError,
         match=r"'points' has shape \(2, 4\) but the artifact "
         r"declares \(\?x3\)",
     ):
-        program(x, points=mx.zeros((2, 4)), batch=mx.zeros((2,), dtype=mx.int32))
+        program(x, points=mx.zeros((2, 4)), batch=mx.zeros((2,), dtype=mx.int32), active=one)
 
 
 def test_sparse_abi_is_validated_before_kernels(setup: dict[str, Any]) -> None:

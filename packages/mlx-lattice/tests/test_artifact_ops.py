@@ -74,6 +74,7 @@ def _conv_case(
     b.add_output("y", b.emit(op, **kwargs))  # type: ignore[arg-type]
     direct = {
         "conv3d": ops.conv3d,
+        "full_conv3d": ops.full_conv3d,
         "target_conv3d": ops.conv3d,
         "subm_conv3d": ops.subm_conv3d,
         "conv_transpose3d": ops.conv_transpose3d,
@@ -87,6 +88,11 @@ def _conv_case(
 @case
 def conv3d(rng: np.random.Generator) -> Case:
     return _conv_case(rng, "conv3d", in_stride=1, target_stride=None, k=3, s=2, p=1)
+
+
+@case
+def full_conv3d(rng: np.random.Generator) -> Case:
+    return _conv_case(rng, "full_conv3d", in_stride=1, target_stride=None, k=3, s=2, p=1)
 
 
 @case
@@ -117,7 +123,7 @@ def target_conv_transpose3d(rng: np.random.Generator) -> Case:
 @case
 def generative_conv_transpose3d(rng: np.random.Generator) -> Case:
     return _conv_case(
-        rng, "generative_conv_transpose3d", in_stride=2, target_stride=None, k=2, s=2, p=0
+        rng, "generative_conv_transpose3d", in_stride=2, target_stride=None, k=2, s=2, p=None
     )
 
 
@@ -196,9 +202,19 @@ def pool3d(rng: np.random.Generator) -> Case:
     b = MLIRModuleBuilder()
     x = random_sparse(rng, 50, 3)
     sx = b.add_sparse_input("x", channels=3, dtype="f32")
-    b.add_output("y", b.pool3d(input=sx, mode="max", kernel_size=2, stride=2))
-    expected = ops.pool3d(x, mode="max", kernel_size=2, stride=2)
+    b.add_output("y", b.pool3d(input=sx, mode="max", kernel_size=3, stride=2))
+    expected = ops.pool3d(x, mode="max", kernel_size=3, stride=2)
     return Case(b, {}, (x,), expected, ("sparse.make", "pool3d"))
+
+
+@case
+def full_pool3d(rng: np.random.Generator) -> Case:
+    b = MLIRModuleBuilder()
+    x = random_sparse(rng, 50, 3)
+    sx = b.add_sparse_input("x", channels=3, dtype="f32")
+    b.add_output("y", b.full_pool3d(input=sx, mode="avg", kernel_size=3, stride=2, padding=1))
+    expected = ops.full_pool3d(x, mode="avg", kernel_size=3, stride=2, padding=1)
+    return Case(b, {}, (x,), expected, ("sparse.make", "full_pool3d"))
 
 
 @case
@@ -206,8 +222,8 @@ def global_pool(rng: np.random.Generator) -> Case:
     b = MLIRModuleBuilder()
     x = random_sparse(rng, 50, 3, "f16")
     sx = b.add_sparse_input("x", channels=3, dtype="f16")
-    b.add_output("y", b.global_pool(input=sx, mode="avg", batch_size=3))
-    expected = ops.global_pool(x, mode="avg", batch_size=3)
+    b.add_output("y", b.global_pool(input=sx, mode="avg", batch_size=-1))
+    expected = ops.global_pool(x, mode="avg", batch_size=-1)
     return Case(b, {}, (x,), expected, ("sparse.make", "global_pool"))
 
 
@@ -225,11 +241,20 @@ def voxelize(rng: np.random.Generator) -> Case:
     pv = b.add_input("points", "tensor<?x3xf32>")
     fv = b.add_input("features", "tensor<?x5xf32>")
     bv = b.add_input("batch", "tensor<?xi32>")
+    av = b.add_input("active", "tensor<1xi32>")
+    grid: dict[str, Any] = {"voxel_size": (0.5, 0.5, 0.25), "origin": (0.0, 0.1, 0.0)}
     b.add_output(
-        "y", b.voxelize(points=pv, features=fv, batch=bv, voxel_size=0.5, reduction="mean")
+        "y",
+        b.voxelize(
+            points=pv, features=fv, batch_indices=bv, active_rows=av, reduction="mean",
+            stride=(1, 2, 1), **grid,
+        ),
+    )  # fmt: skip
+    active = mx.array([50], dtype=mx.int32)
+    expected = ops.voxelize(
+        points, feats, batch, active, reduction="mean", stride=(1, 2, 1), **grid
     )
-    expected = ops.voxelize(points, feats, batch, voxel_size=0.5, reduction="mean")
-    return Case(b, {}, (points, feats, batch), expected, ("voxelize",))
+    return Case(b, {}, (points, feats, batch, active), expected, ("voxelize",))
 
 
 @case
@@ -240,11 +265,18 @@ def devoxelize(rng: np.random.Generator) -> Case:
     sx = b.add_sparse_input("x", channels=4, dtype="f32")
     pv = b.add_input("points", "tensor<?x3xf32>")
     bv = b.add_input("batch", "tensor<?xi32>")
+    av = b.add_input("active", "tensor<1xi32>")
+    grid: dict[str, Any] = {"voxel_size": (0.75, 0.75, 0.5), "origin": (0.0, 0.0, 0.2)}
     b.add_output(
-        "y", b.devoxelize(input=sx, points=pv, batch=bv, voxel_size=0.75, interpolation="trilinear")
-    )
-    expected = ops.devoxelize(x, points, batch, voxel_size=0.75, interpolation="trilinear")
-    return Case(b, {}, (x, points, batch), expected, ("sparse.make", "devoxelize"))
+        "y",
+        b.devoxelize(
+            points=pv, voxels=sx, batch_indices=bv, point_active_rows=av,
+            interpolation="linear", **grid,
+        ),
+    )  # fmt: skip
+    active = mx.array([55], dtype=mx.int32)
+    expected = ops.devoxelize(points, x, batch, active, interpolation="linear", **grid)
+    return Case(b, {}, (x, points, batch, active), expected, ("sparse.make", "devoxelize"))
 
 
 def _features(rng: np.random.Generator, dtype: str = "f32") -> mx.array:

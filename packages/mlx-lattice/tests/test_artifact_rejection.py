@@ -373,10 +373,10 @@ def test_lowering_output_types_are_checked() -> None:
     b.add_output("y", b.softmax(input=xv))
     plan = RuntimePlan.from_native(native.import_plan(b.build()))
 
-    def wrong_dtype(input: mx.array) -> mx.array:
+    def wrong_dtype(input: mx.array, *, axis: int | None = None) -> mx.array:
         return mx.softmax(input.astype(mx.float32), axis=-1)
 
-    def wrong_kind(input: mx.array) -> Any:
+    def wrong_kind(input: mx.array, *, axis: int | None = None) -> Any:
         return input.tolist()
 
     x = mx.ones((3, 8), dtype=mx.float16)

@@ -86,3 +86,15 @@ def test_embedding_and_elementwise_export(tmp_path: Path) -> None:
     torch.testing.assert_close(program(other), model(other).detach())
     with pytest.raises(IndexError, match=r"index 7 \(position 0\) is out of range"):
         program(torch.tensor([7], dtype=torch.int32))
+
+
+def test_half_embedding_table_exports(tmp_path: Path) -> None:
+    """The table's own dtype is the result's (the op has no float input to agree with)."""
+    torch.manual_seed(0)
+    model = nn.Embedding(5, 4).half().eval()
+    idx = torch.tensor([4, 0, 1], dtype=torch.int32)
+    report = save_lattice_model_artifact(model, idx, tmp_path / "half")
+    assert "!lattice.weight<embedding, f16>" in report.graph
+    out = load_lattice_program(tmp_path / "half")(idx)
+    assert out.dtype == torch.float16
+    assert torch.equal(out, model(idx).detach())

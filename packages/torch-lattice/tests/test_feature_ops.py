@@ -22,6 +22,8 @@ def test_activations_follow_torch_conventions(device: str) -> None:
         ("leaky_relu", {"alpha": 0.2}, F.leaky_relu(x, 0.2)),
         ("gelu", {}, F.gelu(x)),
         ("gelu", {"approximate": "tanh"}, F.gelu(x, approximate="tanh")),
+        ("gelu", {"approximate": "precise"}, F.gelu(x)),  # upstream's name for the erf form
+        ("gelu", {"approximate": "fast"}, x * torch.sigmoid(1.702 * x)),
         ("silu", {}, F.silu(x)),
         ("sigmoid", {}, torch.sigmoid(x)),
         ("tanh", {}, torch.tanh(x)),
@@ -48,6 +50,9 @@ def test_norms_and_softmax(device: str) -> None:
         ops.rms_norm(x, s, eps=1e-6), x / torch.sqrt((x * x).mean(1, keepdim=True) + 1e-6) * s
     )
     torch.testing.assert_close(ops.softmax(x), torch.softmax(x, 1))
+    torch.testing.assert_close(ops.softmax(x, axis=1), torch.softmax(x, 1))
+    with pytest.raises(ValueError, match="axis must be -1 or 1"):
+        ops.softmax(x, axis=0)
 
 
 def test_half_storage_accumulates_in_f32() -> None:

@@ -64,6 +64,7 @@ from lattice_contract.schema import (
     OpDef,
     PackingBits,
     SchemaEnum,
+    StrideRule,
     TypeConstraint,
     TypeDef,
     TypeKind,
@@ -661,9 +662,26 @@ def _conv_weight(call: _Call, in_channels: int, dtype: str) -> int:
     return shape[axes.index("o")]
 
 
+_STRIDE_STEPS: Mapping[StrideRule, Literal["multiply", "keep", "divide"]] = MappingProxyType(
+    {StrideRule.multiply: "multiply", StrideRule.input: "keep", StrideRule.divide: "divide"}
+)
+
+
 def _conv_like(
-    call: _Call, stride_rule: Literal["multiply", "keep", "divide"], target: bool
+    call: _Call,
+    stride_rule: Literal["multiply", "keep", "divide"] | None = None,
+    target: bool | None = None,
 ) -> tuple[ValueType, ...]:
+    """Result type of a convolution-like op; the stride rule is the schema's by default.
+
+    The output stride follows the op's schema ``StrideRule`` (the verifier
+    reads the same declaration), checked against a ``target`` when one is
+    given.
+    """
+    if stride_rule is None:
+        stride_rule = _STRIDE_STEPS[call.op.stride]
+    if target is None:
+        target = call.operands.get("target") is not None
     _, vt, in_stride, in_channels = call.sparse("input")
     channels = (
         _conv_weight(call, in_channels, vt.dtype) if "weight" in call.operands else in_channels
@@ -696,34 +714,19 @@ def _conv_like(
     return (_sparse_type(vt.dtype, out_stride, channels),)
 
 
-@_rule("conv3d", "full_conv3d", "pool3d", "full_pool3d")
-def _conv3d(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "multiply", target=False)
-
-
-@_rule("target_conv3d")
-def _target_conv3d(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "multiply", target=True)
-
-
-@_rule("subm_conv3d")
-def _subm_conv3d(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "keep", target=False)
-
-
-@_rule("conv_transpose3d")
-def _conv_transpose3d(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "divide", target=False)
-
-
-@_rule("target_conv_transpose3d")
-def _target_conv_transpose3d(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "divide", target=True)
-
-
-@_rule("generative_conv_transpose3d")
-def _generative_conv_transpose3d(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "divide", target=False)
+@_rule(
+    "conv3d",
+    "full_conv3d",
+    "pool3d",
+    "full_pool3d",
+    "target_conv3d",
+    "subm_conv3d",
+    "conv_transpose3d",
+    "target_conv_transpose3d",
+    "generative_conv_transpose3d",
+)
+def _convolution(call: _Call) -> tuple[ValueType, ...]:
+    return _conv_like(call)
 
 
 @_rule("global_pool")

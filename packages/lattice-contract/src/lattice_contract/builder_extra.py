@@ -30,28 +30,21 @@ def _write_accumulation(kwargs: dict[str, Any]) -> set[str]:
     return set()
 
 
-@_rule("normalized_subm_conv3d", prepare=_write_accumulation)
-def _normalized_subm(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "keep", target=False)
-
-
 @_rule(
+    "normalized_subm_conv3d",
     "normalized_conv_transpose3d",
+    "target_normalized_conv_transpose3d",
     "normalized_generative_conv_transpose3d",
     prepare=_write_accumulation,
 )
-def _normalized_transpose(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "divide", target=False)
-
-
-@_rule("target_normalized_conv_transpose3d", prepare=_write_accumulation)
-def _target_normalized_transpose(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "divide", target=True)
+def _normalized(call: _Call) -> tuple[ValueType, ...]:
+    """Result stride by the op's schema stride rule (checked against a target when given)."""
+    return _conv_like(call)
 
 
 @_rule("pool_transpose3d", "trilinear_upsample3d")
 def _upsample(call: _Call) -> tuple[ValueType, ...]:
-    return _conv_like(call, "divide", target=call.operands.get("target") is not None)
+    return _conv_like(call)
 
 
 @_rule("embedding_lookup")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 CURRENT_IR_VERSION = 2
 """The only ``lattice.ir_version`` this release reads or writes."""
 
@@ -22,3 +25,13 @@ SPARSE_INPUT_ROLES: tuple[str, str, str] = ("sparse_coords", "sparse_features", 
 
 SPARSE_ABI_SUFFIXES: tuple[str, str, str] = ("_coords", "_features", "_active")
 """ABI-name suffixes of the three arguments of one logical sparse input."""
+
+KNOWN_PRODUCER_DIGESTS: Mapping[str, str] = MappingProxyType(
+    {
+        "1380f1e819fc0eb1af587202ecec3c14ec2c981d249333c5061f0263f82072ad": "mlx-lattice 0.6.x",
+    }
+)
+"""Schema digests of other producers whose artifacts ``lattice migrate`` reads.
+
+An artifact carrying one of these is never loaded as is: the verifier's
+digest diagnostic names the producer and the migration command."""

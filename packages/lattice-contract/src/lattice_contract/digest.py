@@ -83,6 +83,7 @@ def canonical_schema(schema: DialectSchema = SCHEMA) -> dict[str, Any]:
                 "results": [{"name": r.name, "type": _constraint(r.type)} for r in op.results],
                 "attributes": [{"name": a.name, "spec": _attr(a.spec)} for a in op.attributes],
                 "traits": list(op.traits),
+                "stride": op.stride.value,
             }
             for name, op in schema.ops.items()
         },

@@ -49,6 +49,7 @@ from lattice_contract.plan import (
     PlanOutput,
     RuntimePlan,
 )
+from lattice_contract.sparse_errors import ARRAY_TYPES
 from lattice_contract.typecheck import TypedPlan, ValueType, typecheck_plan
 
 __all__ = [
@@ -341,13 +342,17 @@ def _type_name(value: Any) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
+# What a call takes, in words that do not depend on the runtime: a bad call
+# gets the same message from every runtime.
+_ARRAY = f"array ({ARRAY_TYPES})"
+_SPARSE = "SparseTensor (of mlx_lattice on MLX, of torch_lattice on torch)"
+
+
 def _check_array(
     plan: RuntimePlan, backend: RuntimeBackend, arg: PlanArgument, value: Any, what: str
 ) -> None:
     if not backend.is_array(value):
-        raise ProgramCallError(
-            f"{what} must be a {backend.array_type_name}, got {_type_name(value)}"
-        )
+        raise ProgramCallError(f"{what} must be an {_ARRAY}, got {_type_name(value)}")
     info = plan.type_info(arg.type)
     dtype = backend.dtype_name(value)
     if dtype != info.dtype:
@@ -486,7 +491,7 @@ def bind_call(
                 if not backend.is_sparse(value):
                     raise ProgramCallError(
                         f"input {name!r} is a sparse input and takes a "
-                        f"{backend.sparse_type_name}, got {_type_name(value)}; do not mix "
+                        f"{_SPARSE}, got {_type_name(value)}; do not mix "
                         "SparseTensor inputs with ABI arrays"
                     )
                 parts = backend.decompose(value)
@@ -508,7 +513,7 @@ def bind_call(
             else:
                 if backend.is_sparse(value):
                     raise ProgramCallError(
-                        f"input {name!r} is a dense tensor input, got a {backend.sparse_type_name}"
+                        f"input {name!r} is a dense tensor input, got a {_SPARSE}"
                     )
                 _check_array(plan, backend, item.args[0], value, f"input {name!r}")
                 bound[item.args[0].name] = value
@@ -524,7 +529,7 @@ def bind_call(
 
     sparse_names = [item.name for item in logical if item.kind == "sparse"]
     hint = (
-        f" (or pass one {backend.sparse_type_name} per sparse input: {', '.join(sparse_names)})"
+        f" (or pass one {_SPARSE} per sparse input: {', '.join(sparse_names)})"
         if sparse_names
         else ""
     )

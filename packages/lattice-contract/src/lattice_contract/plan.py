@@ -39,11 +39,11 @@ from lattice_contract.constants import (
     WEIGHT_FILE,
 )
 from lattice_contract.digest import SCHEMA_DIGEST
+from lattice_contract.options import GROUP_SIZES
 from lattice_contract.schema import (
     DIALECT,
     PACKED_DTYPE_OF_BITS,
     PACKING_FIELDS,
-    PACKING_GROUP_SIZES,
     SCHEMA,
     AttrDef,
     AttrKind,
@@ -93,6 +93,47 @@ _TYPE_KINDS = ("sparse", "weight", "tensor")
 
 class PlanError(ValueError):
     """A native plan payload (or a plan built from one) breaks the contract."""
+
+
+# Integer ranges per attribute kind: MLIR stores i64, and triples (kernel
+# sizes, strides, paddings, dilations) act on int32 coordinates, so no entry
+# can exceed int32 (the native verifier applies the same bound).
+_I64_RANGE = (-(2**63), 2**63 - 1)
+_INT_RANGES: Mapping[AttrKind, tuple[int, int]] = MappingProxyType(
+    {AttrKind.triple: (-(2**31), 2**31 - 1), AttrKind.i64: _I64_RANGE}
+)
+_TRIPLE_MAX = _INT_RANGES[AttrKind.triple][1]
+
+
+def _show(value: Any, depth: int = 0) -> str:
+    """A short, never-failing rendering of a payload value for a message.
+
+    ``repr`` cannot be used on hostile payloads: an integer of thousands of
+    digits raises ValueError, a list nested thousands deep RecursionError,
+    and a long one floods the message.
+    """
+    if type(value) is int:
+        if value.bit_length() > 64:
+            return f"<an integer of {value.bit_length()} bits>"
+        return repr(value)
+    if type(value) in (str, float, bool) or value is None:
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    if type(value) in (list, tuple):
+        if depth >= 2:
+            return "[...]"
+        items = [_show(v, depth + 1) for v in value[:4]]
+        return "[" + ", ".join(items + (["..."] if len(value) > 4 else [])) + "]"
+    if type(value) is dict:
+        if depth >= 2:
+            return "{...}"
+        pairs = [f"{_show(k, 2)}: {_show(v, depth + 1)}" for k, v in list(value.items())[:4]]
+        return "{" + ", ".join(pairs + (["..."] if len(value) > 4 else [])) + "}"
+    return f"<{type(value).__name__}>"
+
+
+def _int_in_range(value: Any, low: int, high: int) -> bool:
+    return _is_int(value) and low <= value <= high
 
 
 # ---------------------------------------------------------------------------
@@ -308,10 +349,10 @@ def _record(
     missing = [k for k in keys if k not in item]
     if missing:
         raise PlanError(f"{what} lacks {', '.join(map(repr, missing))}")
-    unknown = sorted(set(item) - set(keys) - set(optional))
+    unknown = sorted(_show(k) for k in set(item) - set(keys) - set(optional))
     if unknown:
         raise PlanError(
-            f"{what} has unknown field(s) {', '.join(map(repr, unknown))}; the payload "
+            f"{what} has unknown field(s) {', '.join(unknown)}; the payload "
             f"fields are {', '.join(keys + optional)}"
         )
     return item
@@ -333,7 +374,7 @@ def _freeze_types(raw: Any) -> Mapping[str, TypeInfo]:
     table = _require_mapping(raw, "plan 'types'")
     frozen: dict[str, TypeInfo] = {}
     for text, entry in table.items():
-        what = f"plan 'types'[{text!r}]"
+        what = f"plan 'types'[{_show(text)}]"
         _require_str(text, "a plan 'types' key")
         item = _record(entry, what, ("kind", "dtype"), ("shape", "family"))
         kind = _require_str(item["kind"], f"{what}.kind")
@@ -344,8 +385,10 @@ def _freeze_types(raw: Any) -> Mapping[str, TypeInfo]:
         shape: tuple[int, ...] | None = None
         if kind == "tensor":
             dims = _require_list(shape_raw, f"{what}.shape")
-            if not all(_is_int(d) and d >= -1 for d in dims):
-                raise PlanError(f"{what}.shape must be ints >= -1 (-1 is dynamic), got {dims!r}")
+            if not all(_int_in_range(d, -1, _I64_RANGE[1]) for d in dims):
+                raise PlanError(
+                    f"{what}.shape must be ints >= -1 (-1 is dynamic) within i64, got {_show(dims)}"
+                )
             shape = tuple(int(d) for d in dims)
         elif shape_raw is not None:
             raise PlanError(f"{what} is a {kind} type and must have shape null")
@@ -366,7 +409,9 @@ def _freeze_attr(op: Callable[[], str], attr: AttrDef, value: Any) -> Any:
         a, b, c = value
         if type(a) is int and type(b) is int and type(c) is int:  # the common, valid case
             low = spec.minimum
-            if low is None or (a >= low and b >= low and c >= low):
+            if (low is None or (a >= low and b >= low and c >= low)) and max(a, b, c) <= (
+                _TRIPLE_MAX
+            ):
                 return (a, b, c)
     if type(value) is str and value:
         if kind is AttrKind.enum:
@@ -385,16 +430,20 @@ def _freeze_attr(op: Callable[[], str], attr: AttrDef, value: Any) -> Any:
             or len(value) != 3
             or not all(_is_int(v) for v in value)
         ):
-            raise PlanError(f"{what} must be three integers (array<i64: a, b, c>), got {value!r}")
+            raise PlanError(
+                f"{what} must be three integers (array<i64: a, b, c>), got {_show(value)}"
+            )
         triple = (int(value[0]), int(value[1]), int(value[2]))
         if spec.minimum is not None and any(v < spec.minimum for v in triple):
-            raise PlanError(f"{what} must have every entry >= {spec.minimum}, got {triple}")
+            raise PlanError(f"{what} must have every entry >= {spec.minimum}, got {_show(triple)}")
+        _check_int_range(what, kind, triple)
         return triple
     if kind is AttrKind.i64:
         if not _is_int(value):
-            raise PlanError(f"{what} must be an integer (i64), got {value!r}")
+            raise PlanError(f"{what} must be an integer (i64), got {_show(value)}")
         if spec.minimum is not None and value < spec.minimum:
-            raise PlanError(f"{what} must be >= {spec.minimum}, got {value}")
+            raise PlanError(f"{what} must be >= {spec.minimum}, got {_show(value)}")
+        _check_int_range(what, kind, (value,))
         if spec.allowed and str(int(value)) not in spec.allowed:
             raise PlanError(f"{what} must be one of {', '.join(spec.allowed)}, got {value}")
         return int(value)
@@ -418,8 +467,11 @@ def _freeze_attr(op: Callable[[], str], attr: AttrDef, value: Any) -> Any:
         return floats
     if kind is AttrKind.f32:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise PlanError(f"{what} must be a number (f32), got {value!r}")
-        number = float(value)
+            raise PlanError(f"{what} must be a number (f32), got {_show(value)}")
+        try:
+            number = float(value)
+        except OverflowError:
+            raise PlanError(f"{what} = {_show(value)} is outside the f32 range") from None
         if not math.isfinite(number):
             raise PlanError(f"{what} must be finite, got {number}")
         try:  # the attribute is f32: keep exactly the f32 value, however it was transported
@@ -455,40 +507,53 @@ def _freeze_attr(op: Callable[[], str], attr: AttrDef, value: Any) -> Any:
     raise PlanError(f"{what} has an attribute kind this release cannot read")  # pragma: no cover
 
 
+def _check_int_range(what: str, kind: AttrKind, values: tuple[int, ...]) -> None:
+    low, high = _INT_RANGES[kind]
+    if any(v < low or v > high for v in values):
+        reason = (
+            "coordinates are int32, so no kernel size, stride, padding or dilation can leave "
+            "that range"
+            if kind is AttrKind.triple
+            else "the attribute is stored as i64"
+        )
+        raise PlanError(f"{what} = {_show(values)} is outside [{low}, {high}]: {reason}")
+
+
 def _freeze_packing(what: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise PlanError(f"{what} must be a packing map, got {type(value).__name__}")
     names = [n for n, _ in PACKING_FIELDS]
     missing = [n for n in names if n not in value]
-    unknown = sorted(set(value) - set(names))
+    unknown = sorted(_show(k) for k in set(value) - set(names))
     if missing or unknown:
         raise PlanError(
             f"{what} must have exactly the fields {', '.join(names)}"
             + (f"; missing {', '.join(missing)}" if missing else "")
-            + (f"; unknown {', '.join(map(repr, unknown))}" if unknown else "")
+            + (f"; unknown {', '.join(unknown)}" if unknown else "")
         )
     frozen: dict[str, Any] = {}
     for name, enum_type in PACKING_FIELDS:
         item = value[name]
         if enum_type is None:
-            if not _is_int(item) or item < 1:
-                raise PlanError(f"{what}.{name} must be a positive integer, got {item!r}")
+            if not _is_int(item) or item not in GROUP_SIZES:
+                raise PlanError(
+                    f"{what}.{name} must be one of {', '.join(map(str, GROUP_SIZES))} (the "
+                    f"group sizes MLX's affine quantization supports), got {_show(item)}"
+                )
             frozen[name] = int(item)
         else:
             allowed = [m.value for m in enum_type]
             if not isinstance(item, str) or item not in allowed:
-                raise PlanError(f"{what}.{name} must be one of {', '.join(allowed)}, got {item!r}")
+                raise PlanError(
+                    f"{what}.{name} must be one of {', '.join(allowed)}, got {_show(item)}"
+                )
             frozen[name] = item
     if frozen["bits"] not in PACKED_DTYPE_OF_BITS:
         raise PlanError(
             f"{what}.bits is {frozen['bits']!r}; a packing map describes packed storage "
             f"({', '.join(PACKED_DTYPE_OF_BITS)}), dense weights carry none"
         )
-    if frozen["group_size"] not in PACKING_GROUP_SIZES:
-        raise PlanError(
-            f"{what}.group_size must be one of {', '.join(map(str, PACKING_GROUP_SIZES))}, "
-            f"got {frozen['group_size']}"
-        )
+    # Each of GROUP_SIZES is a multiple of 32 / bits: a group fills whole uint32 words.
     return MappingProxyType(frozen)
 
 
@@ -557,9 +622,9 @@ def _freeze_op(index: int, raw: Any) -> PlanOperation:
         attrs_raw = _require_mapping(attrs_raw, f"{where()}.attrs")
     known = _ATTRIBUTES[definition.name]
     if any(key not in known for key in attrs_raw):
-        unknown = sorted(set(attrs_raw) - set(known))
+        unknown = sorted(_show(k) for k in set(attrs_raw) - set(known))
         raise PlanError(
-            f"{where()} has unknown attribute(s) {', '.join(map(repr, unknown))}; "
+            f"{where()} has unknown attribute(s) {', '.join(unknown)}; "
             f"{name} takes {', '.join(known) or 'no attributes'}"
         )
     attrs: dict[str, Any] = {}
@@ -674,7 +739,9 @@ def _plain_attr(check: _AttrCheck, value: Any) -> Any:
             a, b, c = value
             if type(a) is int and type(b) is int and type(c) is int:
                 low = check.minimum
-                if low is None or (a >= low and b >= low and c >= low):
+                if (low is None or (a >= low and b >= low and c >= low)) and max(a, b, c) <= (
+                    _TRIPLE_MAX
+                ):
                     return (a, b, c)
     elif kind == "text":
         if type(value) is str and value and (check.values is None or value in check.values):
@@ -683,6 +750,7 @@ def _plain_attr(check: _AttrCheck, value: Any) -> Any:
         if (
             type(value) is int
             and (check.minimum is None or value >= check.minimum)
+            and _I64_RANGE[0] <= value <= _I64_RANGE[1]
             and (check.values is None or str(value) in check.values)
         ):
             return value
@@ -895,13 +963,13 @@ def _freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
             f"the native plan payload lacks {', '.join(map(repr, missing))}; rebuild "
             "lattice_mlir against this lattice_contract"
         )
-    unknown = sorted(set(payload) - set(_PAYLOAD_KEYS))
+    unknown = sorted(_show(k) for k in set(payload) - set(_PAYLOAD_KEYS))
     if unknown:
         raise PlanError(f"the native plan payload has unknown field(s) {', '.join(unknown)}")
     version = payload["ir_version"]
     if not _is_int(version) or version != CURRENT_IR_VERSION:
         raise PlanError(
-            f"lattice.ir_version is {version!r}; this release reads only version "
+            f"lattice.ir_version is {_show(version)}; this release reads only version "
             f"{CURRENT_IR_VERSION}: re-export the model with a current producer"
         )
     digest = payload["schema_digest"]
@@ -919,7 +987,7 @@ def _freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
     weight_file = payload["weight_file"]
     if weight_file != WEIGHT_FILE:
         raise PlanError(
-            f"lattice.weight_file is {weight_file!r}; artifacts store weights only in "
+            f"lattice.weight_file is {_show(weight_file)}; artifacts store weights only in "
             f"{WEIGHT_FILE!r}"
         )
     name = _require_str(payload["name"], "plan 'name'")

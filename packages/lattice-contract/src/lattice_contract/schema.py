@@ -230,6 +230,25 @@ ENUMS: tuple[type[SchemaEnum], ...] = (
     Rounding,
 )
 
+
+class StrideRule(enum.Enum):
+    """How an op's sparse result stride follows statically from its operands.
+
+    Not a dialect enum (nothing spells it in MLIR): the verifier's one forward
+    pass over a block and the builder read it.  Whatever the rule, an op whose
+    ``target`` operand is present takes the target's stride (the op's own
+    verifier checks that it equals what the rule derives).
+    """
+
+    none = "none"  # no sparse result
+    attribute = "attribute"  # the op's ``stride`` attribute (sparse.make, voxelize)
+    input = "input"  # the ``input`` operand's stride
+    lhs = "lhs"  # the ``lhs`` operand's stride
+    target = "target"  # the ``target`` operand's stride
+    multiply = "multiply"  # input stride x ``stride`` (strided conv and pool)
+    divide = "divide"  # input stride / ``stride`` (transposes, upsampling)
+
+
 # ---------------------------------------------------------------------------
 # Element types.
 
@@ -463,6 +482,7 @@ class OpDef:
     results: tuple[ResultDef, ...]
     attributes: tuple[AttrDef, ...]
     traits: tuple[str, ...] = ()
+    stride: StrideRule = StrideRule.none
 
     @property
     def mlir_name(self) -> str:
@@ -509,6 +529,7 @@ class Op:
 
     __mnemonic__: ClassVar[str]
     __traits__: ClassVar[tuple[str, ...]] = ()
+    __stride__: ClassVar[StrideRule] = StrideRule.none
     _registry: ClassVar[list[type[Op]]] = []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -554,6 +575,7 @@ def _op_def(cls: type[Op]) -> OpDef:
         results=tuple(results),
         attributes=tuple(attributes),
         traits=tuple(cls.__traits__),
+        stride=cls.__stride__,
     )
 
 
@@ -580,6 +602,7 @@ class SparseMake(Op):
     """Assemble a sparse value from coordinates, features and an active-row count at a stride."""
 
     __mnemonic__ = "sparse.make"
+    __stride__ = StrideRule.attribute
     coords: Annotated[Operand, COORDS]
     features: _Features
     active: Annotated[Operand, ACTIVE]
@@ -604,6 +627,7 @@ class SparseWithFeatures(Op):
     """Keep a sparse value's support and replace its features row for row."""
 
     __mnemonic__ = "sparse.with_features"
+    __stride__ = StrideRule.input
     input: _Sparse
     features: _Features
     result: _SparseResult
@@ -613,6 +637,7 @@ class SparseReindex(Op):
     """Gather features onto the target's exact rows, ``fill`` where the input has no row."""
 
     __mnemonic__ = "sparse.reindex"
+    __stride__ = StrideRule.target
     input: _Sparse
     target: _Sparse
     result: _SparseResult
@@ -634,6 +659,7 @@ class Conv3d(Op):
     """Strided sparse convolution over the coarsened input support, taps centred on odd axes."""
 
     __mnemonic__ = "conv3d"
+    __stride__ = StrideRule.multiply
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -655,6 +681,7 @@ class SubmConv3d(Op):
     """Support-preserving (submanifold) sparse convolution centred on each input row."""
 
     __mnemonic__ = "subm_conv3d"
+    __stride__ = StrideRule.input
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -668,6 +695,7 @@ class TargetConv3d(Op):
     """Sparse convolution evaluated exactly at the rows of a target sparse value."""
 
     __mnemonic__ = "target_conv3d"
+    __stride__ = StrideRule.multiply
     input: _Sparse
     target: _Sparse
     weight: _Conv
@@ -684,6 +712,7 @@ class ConvTranspose3d(Op):
     """Transposed sparse convolution over the support its taps derive."""
 
     __mnemonic__ = "conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -699,6 +728,7 @@ class TargetConvTranspose3d(Op):
     """Transposed sparse convolution evaluated exactly at the rows of a target sparse value."""
 
     __mnemonic__ = "target_conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     target: _Sparse
     weight: _Conv
@@ -715,6 +745,7 @@ class GenerativeConvTranspose3d(Op):
     """Transposed convolution that emits every tap of every input row (support expansion)."""
 
     __mnemonic__ = "generative_conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -728,6 +759,7 @@ class Pool3d(Op):
     """Local sparse pooling (max, mean or sum) over the coarsened support, taps as conv3d's."""
 
     __mnemonic__ = "pool3d"
+    __stride__ = StrideRule.multiply
     input: _Sparse
     result: _SparseResult
     mode: Annotated[Attribute, enum_attr(PoolMode)]
@@ -759,6 +791,7 @@ class Voxelize(Op):
     """Quantize the active points to voxels floor((p - origin) / voxel_size), reducing features."""
 
     __mnemonic__ = "voxelize"
+    __stride__ = StrideRule.attribute
     points: Annotated[Operand, POINTS]
     features: _Features
     batch_indices: Annotated[Operand, BATCH_INDEX]
@@ -855,6 +888,7 @@ class SparseBinary(Op):
     """Elementwise op of two coordinate-aligned sparse values at one stride."""
 
     __mnemonic__ = "sparse.binary"
+    __stride__ = StrideRule.lhs
     lhs: _Sparse
     rhs: _Sparse
     result: _SparseResult
@@ -868,6 +902,7 @@ class SparseCat(Op):
     """Channel concatenation of two coordinate-aligned sparse values; a missing side gives zeros."""
 
     __mnemonic__ = "sparse.cat"
+    __stride__ = StrideRule.lhs
     lhs: _Sparse
     rhs: _Sparse
     result: _SparseResult
@@ -906,6 +941,7 @@ class NormalizedSubmConv3d(Op):
     """Submanifold convolution normalised per row by the weight mass its support reaches."""
 
     __mnemonic__ = "normalized_subm_conv3d"
+    __stride__ = StrideRule.input
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -920,6 +956,7 @@ class NormalizedConvTranspose3d(Op):
     """Weight-normalised transposed convolution over the support its taps derive."""
 
     __mnemonic__ = "normalized_conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -936,6 +973,7 @@ class TargetNormalizedConvTranspose3d(Op):
     """Weight-normalised transposed convolution evaluated exactly at a target's rows."""
 
     __mnemonic__ = "target_normalized_conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     target: _Sparse
     weight: _Conv
@@ -953,6 +991,7 @@ class NormalizedGenerativeConvTranspose3d(Op):
     """Weight-normalised support expansion: every tap of every input row, one row per output."""
 
     __mnemonic__ = "normalized_generative_conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -967,6 +1006,7 @@ class PoolTranspose3d(Op):
     """Mean of the coarse rows reaching each finer row by the transposed relation."""
 
     __mnemonic__ = "pool_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     target: _OptionalTarget
     result: _SparseResult
@@ -981,6 +1021,7 @@ class TrilinearUpsample3d(Op):
     """Trilinear interpolation onto finer rows, renormalised over the coarse rows present."""
 
     __mnemonic__ = "trilinear_upsample3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     target: _OptionalTarget
     result: _SparseResult

@@ -37,22 +37,24 @@ from pathlib import Path
 from lattice_contract.constants import (
     CURRENT_IR_VERSION,
     INPUT_ROLES,
+    KNOWN_PRODUCER_DIGESTS,
     OUTPUT_ROLES,
     SPARSE_ABI_SUFFIXES,
     SPARSE_INPUT_ROLES,
     WEIGHT_FILE,
 )
 from lattice_contract.digest import SCHEMA_DIGEST
+from lattice_contract.options import GROUP_SIZES
 from lattice_contract.schema import (
     DIALECT,
     PACKED_DTYPE_OF_BITS,
-    PACKING_GROUP_SIZES,
     SCHEMA,
     AttrKind,
     AttrSpec,
     DialectSchema,
     OpDef,
     SchemaEnum,
+    StrideRule,
     TypeDef,
     TypeKind,
     TypeParamDef,
@@ -321,7 +323,14 @@ def _td_value_type(schema: DialectSchema, kind: TypeKind) -> str:
     return _ods_type_def(t) if t is not None else "AnyRankedTensor"
 
 
-def _td_attr_type(spec: AttrSpec) -> str:
+CHECKED_LATE: frozenset[str] = frozenset({"accumulation"})
+"""Required attributes ODS declares optional so the lattice verifier checks their
+presence last: upstream's own invalid corpus omits ``accumulation`` on ops
+whose named defect (a bias family, a stride on subm, ...) must be the one
+reported, and a missing ``accumulation`` changes no number."""
+
+
+def _td_attr_type(spec: AttrSpec, name: str = "") -> str:
     base = {
         AttrKind.triple: "DenseI64ArrayAttr",
         AttrKind.i64: "I64Attr",
@@ -335,7 +344,7 @@ def _td_attr_type(spec: AttrSpec) -> str:
         assert spec.enum is not None
         base = _ods_enum_attr_def(spec.enum)
     assert base is not None
-    return base if spec.required else f"OptionalAttr<{base}>"
+    return base if spec.required and name not in CHECKED_LATE else f"OptionalAttr<{base}>"
 
 
 def assembly_format(op: OpDef) -> str:
@@ -366,7 +375,7 @@ def _td_op(schema: DialectSchema, op: OpDef) -> str:
         elif o.optional:
             ty = f"Optional<{ty}>"
         args.append(f"{ty}:${o.name}")
-    args.extend(f"{_td_attr_type(a.spec)}:${a.name}" for a in op.attributes)
+    args.extend(f"{_td_attr_type(a.spec, a.name)}:${a.name}" for a in op.attributes)
     results = [f"{_td_value_type(schema, r.type.kind)}:${r.name}" for r in op.results]
     names = ", ".join(_cpp_string(o.name) for o in op.operands)
     operand_names = (
@@ -438,6 +447,7 @@ def _string_array(name: str, items: Sequence[str]) -> str:
 def render_header(schema: DialectSchema = SCHEMA) -> str:
     """``LatticeSchema.h``: constants and schema table declarations."""
     kinds = ", ".join(_cpp_ident(k.value) for k in TypeKind)
+    stride_rules = ", ".join(_cpp_ident(r.value) for r in StrideRule)
     attr_kinds = ", ".join(_cpp_ident(k.value) for k in AttrKind)
     return f"""//===- LatticeSchema.h - generated, do not edit ---------------------------===//
 //
@@ -461,6 +471,8 @@ inline constexpr int64_t kIrVersion = {CURRENT_IR_VERSION};
 /// The only weight payload file name lattice.weight_file may declare.
 inline constexpr const char kWeightFile[] = {_cpp_string(WEIGHT_FILE)};
 inline constexpr const char kDialectName[] = {_cpp_string(schema.name)};
+/// The packing group sizes MLX's affine quantization supports.
+inline constexpr int64_t kGroupSizes[] = {{{", ".join(map(str, GROUP_SIZES))}}};
 
 {_string_array("kInputRoles", INPUT_ROLES)}
 inline constexpr unsigned kNumInputRoles = {len(INPUT_ROLES)};
@@ -475,6 +487,9 @@ inline constexpr unsigned kNumOutputRoles = {len(OUTPUT_ROLES)};
 enum class TypeKind : uint8_t {{ {kinds} }};
 /// How an attribute is spelled (lattice_contract.schema.AttrKind).
 enum class AttrKind : uint8_t {{ {attr_kinds} }};
+/// How a sparse result's static stride follows (lattice_contract.schema.StrideRule);
+/// a present `target` operand overrides the rule.
+enum class StrideRule : uint8_t {{ {stride_rules} }};
 
 struct ValueInfo {{
   const char *name;
@@ -505,6 +520,7 @@ struct OpInfo {{
   unsigned numResults;
   const AttrInfo *attributes;
   unsigned numAttributes;
+  StrideRule stride;
 }};
 
 struct PrimitiveInfo {{
@@ -528,6 +544,11 @@ struct RejectedOpPrefix {{
   const char *fix;
 }};
 
+struct KnownProducer {{
+  const char *digest;
+  const char *producer;
+}};
+
 struct EnumSynonym {{
   const char *mnemonic;
   const char *synonym;
@@ -542,10 +563,10 @@ extern const RejectedSpelling kRejectedSpellings[];
 extern const unsigned kNumRejectedSpellings;
 extern const RejectedOpPrefix kRejectedOpPrefixes[];
 extern const unsigned kNumRejectedOpPrefixes;
+extern const KnownProducer kKnownProducers[];
+extern const unsigned kNumKnownProducers;
 extern const EnumSynonym kEnumSynonyms[];
 extern const unsigned kNumEnumSynonyms;
-/// Group sizes a packed weight may use.
-inline constexpr int64_t kPackingGroupSizes[] = {{{", ".join(map(str, PACKING_GROUP_SIZES))}}};
 
 /// The schema entry of a full op name, or nullptr.
 const OpInfo *lookupOp(::llvm::StringRef fullName);
@@ -555,6 +576,8 @@ const PrimitiveInfo *lookupPrimitive(::llvm::StringRef name);
 const char *rejectedSpellingFix(::llvm::StringRef mnemonic, ::llvm::StringRef value);
 /// Fix text for a rejected legacy op name (without the dialect prefix), or nullptr.
 const char *rejectedOpFix(::llvm::StringRef opName);
+/// The producer that writes schema digest `digest` (lattice migrate reads it), or nullptr.
+const char *knownProducer(::llvm::StringRef digest);
 /// The canonical keyword a synonym of enum `mnemonic` stands for, or nullptr.
 const char *enumSynonym(::llvm::StringRef mnemonic, ::llvm::StringRef keyword);
 /// Readable text of a type kind, for diagnostics.
@@ -629,7 +652,8 @@ def _cpp_tables(schema: DialectSchema) -> str:
             f"{{{_cpp_string(op.mlir_name)}, {_cpp_string(op.summary)}, "
             f"{f'kOperands_{ident}' if op.operands else 'nullptr'}, {len(op.operands)}, "
             f"kResults_{ident}, {len(op.results)}, "
-            f"{f'kAttributes_{ident}' if op.attributes else 'nullptr'}, {len(op.attributes)}}}"
+            f"{f'kAttributes_{ident}' if op.attributes else 'nullptr'}, {len(op.attributes)}, "
+            f"StrideRule::{_cpp_ident(op.stride.value)}}}"
         )
     out.append("const OpInfo kOps[] = {\n    " + ",\n    ".join(op_entries) + "};\n")
     out.append(f"const unsigned kNumOps = {len(op_entries)};\n\n")
@@ -676,6 +700,15 @@ def _cpp_tables(schema: DialectSchema) -> str:
         + "};\n"
     )
     out.append(f"const unsigned kNumEnumSynonyms = {len(synonyms)};\n\n")
+    producers = ",\n    ".join(
+        f"{{{_cpp_string(d)}, {_cpp_string(p)}}}" for d, p in KNOWN_PRODUCER_DIGESTS.items()
+    )
+    out.append(
+        "const KnownProducer kKnownProducers[] = {\n    "
+        + (producers or "{nullptr, nullptr}")
+        + "};\n"
+    )
+    out.append(f"const unsigned kNumKnownProducers = {len(KNOWN_PRODUCER_DIGESTS)};\n\n")
 
     describe = "\n".join(
         f"  case TypeKind::{_cpp_ident(k.value)}:\n    return {_cpp_string(_describe_kind(k))};"
@@ -707,6 +740,13 @@ const char *rejectedOpFix(::llvm::StringRef opName) {{
   for (unsigned i = 0; i < kNumRejectedOpPrefixes; ++i)
     if (opName.starts_with(kRejectedOpPrefixes[i].prefix))
       return kRejectedOpPrefixes[i].fix;
+  return nullptr;
+}}
+
+const char *knownProducer(::llvm::StringRef digest) {{
+  for (unsigned i = 0; i < kNumKnownProducers; ++i)
+    if (digest == kKnownProducers[i].digest)
+      return kKnownProducers[i].producer;
   return nullptr;
 }}
 

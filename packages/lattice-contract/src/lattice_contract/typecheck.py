@@ -159,7 +159,7 @@ def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
             op,
             index,
             label,
-            f"a {result.family} weight must use layout {want_layout}, not {layout}",
+            f"weights of family {result.family} use layout {want_layout}, not {layout}",
         )
     # A packed weight declares its packed integer type or (upstream's
     # producer) the float type it dequantizes to; dense weights carry no packing.

@@ -175,8 +175,18 @@ def validate_lattice_graph(
 def import_native_plan(graph: str) -> RuntimePlan:
     """Verify ``graph`` in process and freeze its plan (needs the native module).
 
-    MLIR rejections surface as the native module's ``LatticeMLIRError`` (a
-    ``ValueError`` with ``diagnostics``); payload problems as ``PlanError``.
+    Every runtime imports plans through here, so a graph MLIR rejects raises
+    the same :class:`LatticeValidationError` (with MLIR's ``diagnostics``) in
+    the same words on each; payload problems are ``PlanError``.
     """
     native = require_native("importing a lattice plan")
-    return RuntimePlan.from_native(native.import_plan(graph))
+    try:
+        payload = native.import_plan(graph)
+    except ValueError as exc:
+        diagnostics = getattr(exc, "diagnostics", None)
+        if diagnostics is None:
+            raise
+        raise LatticeValidationError(
+            "MLIR rejected the lattice graph:\n" + str(diagnostics), str(diagnostics)
+        ) from None
+    return RuntimePlan.from_native(payload)

@@ -91,6 +91,20 @@ Outcome importPlan(std::string_view text);
 /// The ops the built dialect registers (a list of dicts).
 Node dialectOps();
 
+/// A module attribute to set: a string, or an array of strings.
+struct ModuleAttrEdit {
+  std::string name;
+  bool isArray = false;
+  std::string text;
+  std::vector<std::string> items;
+};
+
+/// Parse and verify every op (the dialect's verifiers, not the artifact
+/// rules), set `edits` on the module and print it (LatticeRewrite.cpp).
+/// `value`: {"attributes": {...} as found, "results": ["sparse"|"tensor"|
+/// "other", ...] of @forward, "printed": the module text after the edits}.
+Outcome rewriteModule(std::string_view text, const std::vector<ModuleAttrEdit> &edits);
+
 /// The schema digest compiled into this build.
 const char *schemaDigest();
 

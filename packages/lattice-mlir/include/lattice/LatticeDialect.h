@@ -93,6 +93,9 @@ namespace mlir::lattice::detail {
 /// LatticeVerify.cpp, called from each generated Op::verify().
 template <typename OpT>
 LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info);
+/// Called by every lattice op verifier before it reads static strides; the
+/// first lattice op of a block starts a fresh stride table for that block.
+void beginStrideVerification(Operation *op);
 } // namespace mlir::lattice::detail
 
 #define GET_OP_CLASSES
@@ -103,8 +106,9 @@ namespace mlir::lattice {
 using Triple = std::array<int64_t, 3>;
 
 /// The static stride of a sparse value, propagated from lattice.sparse.make
-/// or lattice.voxelize along the def chain; nullopt when it is not known
-/// (a block argument, a malformed chain, or an op whose own check fails).
+/// or lattice.voxelize by one forward pass over its block (each op's schema
+/// stride rule); nullopt when it is not known (a block argument, a use before
+/// its definition, or an op whose own check fails).
 std::optional<Triple> staticStrideOf(Value value);
 
 /// Registers --lattice-verify-artifact.
@@ -117,19 +121,13 @@ LogicalResult verifyArtifact(ModuleOp module);
 /// (generic-form `"lattice.quantized_conv3d"(...)` included).
 LogicalResult checkNoUnknownLatticeOps(Operation *root);
 
+/// Emits a diagnostic for the first string attribute that is not UTF-8
+/// text, or name (ABI name, storage key, symbol) with a control character
+/// (LatticeApi.cpp).
+LogicalResult checkStringAttributes(ModuleOp module);
+
 /// Diagnostic text for an unknown lattice op name (full name).
 std::string describeUnknownOp(MLIRContext *context, llvm::StringRef fullName);
-
-/// A use of an SSA value before its definition in the same region.
-struct ForwardReference {
-  size_t offset;    // byte offset of the `%` in the text
-  std::string name; // e.g. "%3"
-};
-
-/// Lexical pre-check run before MLIR's parser (see LatticePrecheck.cpp: it
-/// keeps MLIR 19's use-after-free on forward references from being reached).
-std::optional<ForwardReference> findForwardReference(llvm::StringRef text);
-std::string describeForwardReference(const ForwardReference &ref);
 
 } // namespace mlir::lattice
 

@@ -10,20 +10,30 @@ not; ``import_plan`` returns the structured payload that
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata as _metadata
 from pathlib import Path
 from typing import Any
 
 from lattice_mlir import _native
 
+try:  # the pyproject is the one source; this package has no Python dependency to ask
+    __version__: str = _metadata.version("latticekit-mlir")
+except _metadata.PackageNotFoundError:  # pragma: no cover - source tree, never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "IR_VERSION",
     "SCHEMA_DIGEST",
     "LatticeMLIRError",
+    "ModuleRewrite",
     "Status",
+    "__version__",
     "dialect_ops",
     "import_plan",
     "lattice_opt_path",
+    "rewrite_module",
     "verify",
 ]
 
@@ -83,6 +93,44 @@ def import_plan(text: str) -> dict[str, Any]:
     if not valid or plan is None:
         raise LatticeMLIRError(diagnostics)
     return plan
+
+
+@dataclass(frozen=True)
+class ModuleRewrite:
+    """What :func:`rewrite_module` found and produced.
+
+    ``attributes`` are the module attributes as parsed (strings, string lists,
+    integers; anything else as ``"<attribute TEXT>"``), ``results`` the kind
+    of each ``@forward`` result (``sparse``, ``tensor`` or ``other``), and
+    ``printed`` the module after the edits, as MLIR prints it.
+    """
+
+    attributes: dict[str, Any]
+    results: list[str]
+    printed: str
+
+
+def rewrite_module(text: str, attributes: Mapping[str, str | Sequence[str]]) -> ModuleRewrite:
+    """Parse ``text``, verify every op, set module ``attributes`` and print the module.
+
+    The op verifiers run, the artifact rules do not (a module written by
+    another producer carries that producer's schema digest until it is
+    rewritten); verify the printed text with :func:`verify` afterwards.
+    Raises :class:`LatticeMLIRError` with MLIR's diagnostics when the text
+    does not parse or an op does not verify.
+    """
+    edits: dict[str, str | list[str]] = {}
+    for name, value in attributes.items():
+        if isinstance(value, str):
+            edits[name] = value
+        elif isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+            edits[name] = list(value)
+        else:
+            raise TypeError(f"module attribute {name!r} must be a str or a sequence of str")
+    ok, diagnostics, info = _native.rewrite_module(_check_text(text), edits)
+    if not ok or info is None:
+        raise LatticeMLIRError(diagnostics)
+    return ModuleRewrite(info["attributes"], info["results"], info["printed"])
 
 
 def dialect_ops() -> list[dict[str, Any]]:

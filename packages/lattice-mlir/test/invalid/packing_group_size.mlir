@@ -1,4 +1,4 @@
-// group_size must be a positive power of two.
+// group_size must be 32, 64 or 128 (what MLX's affine quantization supports).
 // RUN: not lattice-opt %s 2>&1 | FileCheck %s
 // CHECK: error: #lattice.packing group_size must be one of 32, 64, 128 (the group sizes MLX's affine quantization supports), got 48
 !s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>

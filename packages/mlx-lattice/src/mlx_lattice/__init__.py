@@ -17,7 +17,18 @@ import os
 
 os.environ.setdefault("MLX_ENABLE_TF32", "0")
 
-from mlx_lattice import nn, ops  # after the TF32 default above
+from lattice_contract.version import distribution_version  # after the TF32 default above
+
+from mlx_lattice import nn, ops
 from mlx_lattice.sparse import SparseTensor, canonical_order, inverse_permutation
 
-__all__ = ["SparseTensor", "canonical_order", "inverse_permutation", "nn", "ops"]
+__all__ = [
+    "SparseTensor",
+    "__version__",
+    "canonical_order",
+    "inverse_permutation",
+    "nn",
+    "ops",
+]
+
+__version__ = distribution_version("mlx_lattice")

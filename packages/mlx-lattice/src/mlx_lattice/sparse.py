@@ -16,6 +16,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
+from lattice_contract import sparse_errors
 from lattice_contract.kernel import Triple
 
 from mlx_lattice.coords import (
@@ -43,10 +44,7 @@ def _as_mx(value: Any, name: str) -> mx.array:
                 f"float32, so cast it with .astype(numpy.float32) first"
             )
         return mx.array(value)
-    raise TypeError(
-        f"{name} must be an mlx.core.array (or a NumPy array), got {type(value).__name__}; "
-        f"convert it with mlx.core.array(...)"
-    )
+    raise sparse_errors.not_an_array(name, value)
 
 
 def as_stride(stride: int | Sequence[int], name: str = "stride") -> Triple:
@@ -72,34 +70,25 @@ def _active_count(active_rows: Any, num_rows: int) -> int:
     if active_rows is None:
         return num_rows
     if isinstance(active_rows, bool):
-        raise TypeError("active_rows must be an int or an int32 array of shape (1,), got a bool")
+        raise sparse_errors.active_rows_kind(active_rows)
     if isinstance(active_rows, (int, np.integer)):
         count = int(active_rows)
-    else:
+    elif isinstance(active_rows, (mx.array, np.ndarray)):
         arr = _as_mx(active_rows, "active_rows")
         if arr.dtype != mx.int32:
-            raise TypeError(
-                f"active_rows must be int32, got {arr.dtype}; pass "
-                f"mlx.core.array([n], dtype=mlx.core.int32)"
-            )
-        if arr.shape != (1,):
-            raise ValueError(
-                f"active_rows must have shape (1,), got {arr.shape}; pass "
-                f"mlx.core.array([n], dtype=mlx.core.int32)"
-            )
+            raise sparse_errors.active_rows_dtype(arr.dtype)
+        if tuple(arr.shape) != (1,):
+            raise sparse_errors.active_rows_shape(arr.shape)
         count = scalar_int(arr)
-    if count < 0:
-        raise ValueError(f"active_rows is {count}, which is negative; it must lie in [0, N]")
-    if count > num_rows:
-        raise ValueError(
-            f"active_rows is {count} but only {num_rows} coordinate rows were given; "
-            f"it must lie in [0, N] (rows past it are padding)"
-        )
+    else:
+        raise sparse_errors.active_rows_kind(active_rows)
+    if count < 0 or count > num_rows:
+        raise sparse_errors.active_rows_range(count, num_rows)
     return count
 
 
-def _row_text(coords: mx.array, row: int) -> str:
-    return str([int(v) for v in np.asarray(coords[row]).tolist()])
+def _row(coords: mx.array, row: int) -> list[int]:
+    return [int(v) for v in np.asarray(coords[row]).tolist()]
 
 
 class SparseTensor:
@@ -164,28 +153,15 @@ class SparseTensor:
         c = _as_mx(coords, "coords")
         f = _as_mx(feats, "feats")
         if c.dtype != mx.int32:
-            raise TypeError(
-                f"coords must be int32, got {c.dtype}; cast them with .astype(mlx.core.int32)"
-            )
+            raise sparse_errors.coords_dtype(c.dtype)
         if c.ndim != 2 or c.shape[1] != 4:
-            raise ValueError(
-                f"coords must have shape (N, 4) with rows (batch, x, y, z), got {c.shape}"
-            )
+            raise sparse_errors.coords_shape(c.shape)
         if f.ndim != 2:
-            raise ValueError(
-                f"feats must have shape (N, C) (one feature row per coordinate row), "
-                f"got rank {f.ndim} shape {f.shape}"
-            )
+            raise sparse_errors.feats_shape(f.shape)
         if f.dtype not in FEATURE_DTYPES:
-            raise TypeError(
-                f"feats must be float16, bfloat16 or float32, got {f.dtype}; cast them with "
-                f".astype(mlx.core.float32)"
-            )
+            raise sparse_errors.feats_dtype(f.dtype)
         if f.shape[0] != c.shape[0]:
-            raise ValueError(
-                f"feats has {f.shape[0]} rows but coords has {c.shape[0]}; "
-                f"each coordinate row needs exactly one feature row"
-            )
+            raise sparse_errors.row_mismatch(f.shape[0], c.shape[0])
         st = as_stride(stride)
         n = _active_count(active_rows, c.shape[0])
         if n != c.shape[0]:
@@ -199,11 +175,8 @@ class SparseTensor:
             return
         batch_min = scalar_int(mx.min(c[:, 0]))
         if batch_min < 0:
-            row = scalar_int(mx.argmin(c[:, 0]))
-            raise ValueError(
-                f"coords row {row} {_row_text(c, row)} has batch index {batch_min}; "
-                f"batch indices must be >= 0"
-            )
+            row = scalar_int(mx.argmax((c[:, 0] < 0).astype(mx.int32)))  # the first one
+            raise sparse_errors.negative_batch(row, _row(c, row))
         if trusted:
             return
         if st != (1, 1, 1):
@@ -211,11 +184,7 @@ class SparseTensor:
             bad = mx.any(rem != 0, axis=1)
             if bool(mx.any(bad).item()):
                 row = scalar_int(mx.argmax(bad.astype(mx.int32)))
-                raise ValueError(
-                    f"coords row {row} {_row_text(c, row)} is not divisible by the stride "
-                    f"{st}; coordinates are physical, so a stride-{st} value must carry "
-                    f"multiples of the stride (multiply logical coordinates by it)"
-                )
+                raise sparse_errors.not_divisible(row, _row(c, row), st)
         try:
             index = SupportIndex.build(self.logical_coords)
             dup = index.duplicate_row()
@@ -223,11 +192,7 @@ class SparseTensor:
         except CoordinateRangeError:
             dup = duplicate_row_host(c)
         if dup is not None:
-            raise ValueError(
-                f"coords row {dup} {_row_text(c, dup)} repeats an earlier row; "
-                f"a sparse value holds each coordinate once (merge duplicates first, e.g. "
-                f"with voxelize)"
-            )
+            raise sparse_errors.duplicate_row(dup, _row(c, dup))
 
     # ------------------------------------------------------------------ views
 

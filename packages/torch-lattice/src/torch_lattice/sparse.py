@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from lattice_contract import sparse_errors
 from lattice_contract.kernel import as_triple
 
 from torch_lattice._trace import traced
@@ -109,22 +110,19 @@ def _active_count(active_rows: Any, n: int) -> int:
     if active_rows is None:
         return n
     if isinstance(active_rows, bool):
-        raise TypeError("active_rows must be an int or an int32 tensor of shape (1,), not a bool")
+        raise sparse_errors.active_rows_kind(active_rows)
     if isinstance(active_rows, int):
         value = active_rows
     elif isinstance(active_rows, torch.Tensor):
-        if active_rows.dtype != torch.int32 or tuple(active_rows.shape) != (1,):
-            raise TypeError(
-                "active_rows must be an int32 tensor of shape (1,), got "
-                f"{active_rows.dtype} of shape {tuple(active_rows.shape)}"
-            )
+        if active_rows.dtype != torch.int32:
+            raise sparse_errors.active_rows_dtype(active_rows.dtype)
+        if tuple(active_rows.shape) != (1,):
+            raise sparse_errors.active_rows_shape(active_rows.shape)
         value = int(active_rows.item())
     else:
-        raise TypeError(f"active_rows must be an int or a tensor, got {type(active_rows).__name__}")
+        raise sparse_errors.active_rows_kind(active_rows)
     if value < 0 or value > n:
-        raise ValueError(
-            f"active_rows must lie in [0, {n}] (the number of coordinate rows), got {value}"
-        )
+        raise sparse_errors.active_rows_range(value, n)
     return value
 
 
@@ -174,25 +172,19 @@ class SparseTensor:
         coords: Any, feats: Any, stride: Any, active_rows: Any, *, trusted: bool
     ) -> tuple[Support, torch.Tensor]:
         if not isinstance(coords, torch.Tensor):
-            raise TypeError(f"coords must be a torch.Tensor, got {type(coords).__name__}")
+            raise sparse_errors.not_an_array("coords", coords)
         if not isinstance(feats, torch.Tensor):
-            raise TypeError(f"feats must be a torch.Tensor, got {type(feats).__name__}")
+            raise sparse_errors.not_an_array("feats", feats)
         if coords.dtype != torch.int32:
-            raise TypeError(f"coords must be int32, got {coords.dtype}; convert with .int()")
+            raise sparse_errors.coords_dtype(coords.dtype)
         if coords.ndim != 2 or coords.shape[1] != 4:
-            raise ValueError(
-                "coords must have shape (N, 4) with rows (batch, x, y, z), "
-                f"got {tuple(coords.shape)}"
-            )
+            raise sparse_errors.coords_shape(coords.shape)
         if feats.ndim != 2:
-            raise ValueError(f"feats must have shape (N, C), got {tuple(feats.shape)}")
+            raise sparse_errors.feats_shape(feats.shape)
         if feats.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"feats must be float16, bfloat16 or float32, got {feats.dtype}")
+            raise sparse_errors.feats_dtype(feats.dtype)
         if feats.shape[0] != coords.shape[0]:
-            raise ValueError(
-                f"feats has {feats.shape[0]} rows but coords has {coords.shape[0]}; "
-                "row i of feats belongs to row i of coords"
-            )
+            raise sparse_errors.row_mismatch(feats.shape[0], coords.shape[0])
         if feats.device != coords.device:
             raise ValueError(
                 f"coords are on {coords.device} but feats on {feats.device}; "
@@ -209,7 +201,7 @@ class SparseTensor:
             return support, feats
         if bool((coords[:, 0] < 0).any()):
             row = int((coords[:, 0] < 0).nonzero()[0].item())
-            raise ValueError(f"batch index must be >= 0; row {row} has batch {int(coords[row, 0])}")
+            raise sparse_errors.negative_batch(row, coords[row].tolist())
         if trusted:
             return support, feats
         if triple != (1, 1, 1):
@@ -217,17 +209,11 @@ class SparseTensor:
             bad = (torch.remainder(coords[:, 1:], s) != 0).any(dim=1)
             if bool(bad.any()):
                 row = int(bad.nonzero()[0].item())
-                raise ValueError(
-                    f"coordinate row {row} {coords[row].tolist()} is not divisible by the stride "
-                    f"{triple}; coordinates are physical (logical * stride)"
-                )
+                raise sparse_errors.not_divisible(row, coords[row].tolist(), triple)
         dup = support.table.duplicate_rows()
         if dup.numel():
             row = int(dup[0].item())
-            raise ValueError(
-                f"duplicate coordinate row {coords[row].tolist()} (row {row}); "
-                "merge duplicates first, e.g. with ops.voxelize"
-            )
+            raise sparse_errors.duplicate_row(row, coords[row].tolist())
         return support, feats
 
     # ------------------------------------------------------------------ attributes
@@ -321,6 +307,14 @@ class SparseTensor:
         """The same value with rows in canonical (batch, Morton) order."""
         perm = canonical_order(self.coords)
         return SparseTensor._make(Support(self.coords[perm], self.stride), self._feats[perm])
+
+    def __add__(self, other: object) -> SparseTensor:
+        """``x + y`` of coordinate-aligned values (same stride); see ``torch_lattice.cat``."""
+        if not isinstance(other, SparseTensor):
+            return NotImplemented
+        from torch_lattice._algebra import add
+
+        return add(self, other)
 
     def __repr__(self) -> str:
         return (

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from lattice_contract import verify
 from lattice_contract.execute import LatticeProgramBase, ProgramCallError, compile_plan
-from lattice_contract.plan import PlanError, RuntimePlan
+from lattice_contract.plan import RuntimePlan
 from lattice_contract.verify import (
     ArtifactCapabilityError,
     LatticeMLIRStatus,
@@ -87,18 +87,7 @@ def import_lattice_plan(graph: str) -> RuntimePlan:
     MLIR's rejection is a :class:`LatticeValidationError` carrying MLIR's
     diagnostics; a malformed payload a :class:`~lattice_contract.plan.PlanError`.
     """
-    require_native("importing a lattice graph")
-    try:
-        return import_native_plan(graph)
-    except PlanError:
-        raise
-    except ValueError as exc:
-        diagnostics = getattr(exc, "diagnostics", None)
-        if diagnostics is None:
-            raise
-        raise LatticeValidationError(
-            "MLIR rejected the lattice graph:\n" + str(diagnostics), str(diagnostics)
-        ) from None
+    return import_native_plan(graph)
 
 
 def lattice_graph_operation_names(graph: str) -> tuple[str, ...]:
