@@ -31,7 +31,6 @@ half-written archive under the final name.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import io
@@ -52,6 +51,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import safetensors.numpy as stnp
+from lattice_contract.atomic import atomic_write_file
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
 
 FORMAT_NAME: Final = "lattice-conformance-fixtures"
@@ -312,13 +312,6 @@ def _case_payload(index: int, case: FixtureCase) -> tuple[dict[str, Any], bytes,
     return entry, stnp.save(input_arrays), stnp.save(expected_arrays)
 
 
-def default_file_mode() -> int:
-    """``0o666`` minus the umask: the mode ``open()`` would give a new file."""
-    current = os.umask(0)
-    os.umask(current)
-    return 0o666 & ~current
-
-
 def _tar_add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(payload)
@@ -381,26 +374,17 @@ def write_fixture_archive(
     }
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            with (
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                _tar_add(tar, MANIFEST_NAME, manifest_bytes)
-                for name in sorted(files):
-                    _tar_add(tar, name, files[name])
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.chmod(tmp_name, default_file_mode())  # mkstemp creates 0600; use the usual mode
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
-    return target
+    def write(tmp: Path) -> None:
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            _tar_add(tar, MANIFEST_NAME, manifest_bytes)
+            for name in sorted(files):
+                _tar_add(tar, name, files[name])
+
+    return atomic_write_file(target, write)
 
 
 # ---------------------------------------------------------------------------

@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,11 +33,11 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
+from lattice_contract.atomic import atomic_write_file
 
 from lattice_conformance.archive import (
     FixtureArchiveError,
     SparseArrays,
-    default_file_mode,
     open_fixture_archive,
 )
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
@@ -421,20 +420,10 @@ def format_table(result: ReplayResult) -> str:
 
 
 def write_json_atomic(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
-    """Write JSON to ``path`` via a temporary file and a rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, allow_nan=False)
-            f.write("\n")
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    """Write JSON to ``path`` atomically (:func:`lattice_contract.atomic.atomic_write_file`)."""
+    text = json.dumps(payload, indent=2, allow_nan=False) + "\n"
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------------
