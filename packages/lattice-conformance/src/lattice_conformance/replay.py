@@ -12,9 +12,14 @@ dense: exact shape, then values).  A table goes to stdout, a progress bar to
 stderr for suites of ten cases or more, and the JSON report (format in
 ``docs/conformance-report.md``) to ``--report``.
 
-Exit status: 0 when every case passes, 1 when any case fails, 2 when the
-archive or artifact cannot be used at all (the reason is printed and, with
-``--report``, recorded).
+Exit status: 0 when every case passes, 1 when any case fails its
+comparison, 2 when the archive or artifact cannot be used at all or a case
+is rejected (its arrays unreadable, the runtime refusing the call) -- the
+reason is printed and, with ``--report``, recorded; a report is written
+whatever happens, even on an internal error.  The graph is first verified
+natively in a child process (:mod:`lattice_conformance.native_check`), so a
+graph that crashes the parser is a recorded failure, not a dead replayer,
+and the extraction directory is always removed.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
-from lattice_contract.atomic import atomic_write_file
+from lattice_contract.atomic import WriterLockedError, atomic_write_file
 
 from lattice_conformance.archive import (
     FixtureArchiveError,
@@ -41,6 +46,7 @@ from lattice_conformance.archive import (
     open_fixture_archive,
 )
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
+from lattice_conformance.native_check import native_verification_crash
 from lattice_conformance.runners import Runner, RuntimeUnavailable, make_runner
 
 REPORT_FORMAT: Final = "lattice-conformance-report"
@@ -67,6 +73,13 @@ class CaseResult:
     compute_s: float = 0.0
     convert_s: float = 0.0
     compare_s: float = 0.0
+    rejected: bool = False
+    """The case could not run at all (unreadable arrays, a runtime refusal)."""
+
+    @property
+    def status(self) -> str:
+        """``passed``, ``failed`` (outputs off) or ``rejected`` (never compared)."""
+        return "passed" if self.passed else ("rejected" if self.rejected else "failed")
 
     @property
     def overhead_s(self) -> float:
@@ -78,6 +91,7 @@ class CaseResult:
             "name": self.name,
             "description": self.description,
             "passed": self.passed,
+            "status": self.status,
             "reasons": self.reasons,
             "atol": self.atol,
             "rtol": self.rtol,
@@ -115,7 +129,7 @@ class ReplayResult:
 
     @property
     def exit_code(self) -> int:
-        if self.error is not None:
+        if self.error is not None or any(c.rejected for c in self.cases):
             return 2
         return 0 if self.passed else 1
 
@@ -135,6 +149,7 @@ class ReplayResult:
             "cases": len(self.cases),
             "passed": sum(c.passed for c in self.cases),
             "failed": sum(not c.passed for c in self.cases),
+            "rejected": sum(c.rejected for c in self.cases),
             "all_passed": self.passed,
             "sparse_outputs": len(sparse),
             "coordinates_equal": all(
@@ -292,6 +307,10 @@ def replay_archive(
             result.producer = fixtures.producer
             result.open_s = time.perf_counter() - started
             t0 = time.perf_counter()
+            crash = native_verification_crash(fixtures.artifact_dir / "graph.mlir")
+            if crash is not None:
+                result.error = crash
+                return result
             try:
                 runner: Runner = make_runner(runtime, fixtures.artifact_dir, device)
             except RuntimeUnavailable as exc:
@@ -315,6 +334,8 @@ def replay_archive(
                 bar.update(index + 1, spec.name, sum(not c.passed for c in result.cases))
     except FixtureArchiveError as exc:
         result.error = str(exc)
+    except Exception as exc:  # never lose the report to an unforeseen failure
+        result.error = f"replay failed: {type(exc).__name__}: {exc}"
     finally:
         result.total_s = time.perf_counter() - started
     return result
@@ -327,13 +348,15 @@ def _replay_case(fixtures: Any, spec: Any, runner: Runner) -> CaseResult:
         case = fixtures.load_case(spec)
     except FixtureArchiveError as exc:
         outcome.reasons.append(f"fixture: {exc}")
+        outcome.rejected = True
         return outcome
     outcome.load_s = time.perf_counter() - t0
     dtypes = [spec.input_dtypes[name] for name in spec.input_names]
     try:
         run = runner.run([case.inputs[n] for n in spec.input_names], dtypes)
-    except Exception as exc:  # a runtime refusal is a failed case, not a crash
+    except Exception as exc:  # a runtime refusal is a rejected case, not a crash
         outcome.reasons.append(f"runtime: {type(exc).__name__}: {exc}")
+        outcome.rejected = True
         return outcome
     outcome.prepare_s, outcome.compute_s, outcome.convert_s = (
         run.prepare_s,
@@ -463,7 +486,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(format_table(result))
     if args.report is not None:
-        write_json_atomic(args.report, result.as_dict())
+        try:
+            write_json_atomic(args.report, result.as_dict())
+        except (OSError, ValueError, WriterLockedError) as exc:
+            print(f"conformance replay: cannot write the report: {exc}", file=sys.stderr)
+            return 2
         print(f"report: {args.report}")
     if args.plot is not None and result.cases:
         from lattice_conformance.plots import plot_replay_errors
