@@ -2,6 +2,7 @@
 
     .venv/bin/python examples/train_segmentation.py   # both models: ~3 min, 1 core
     .venv/bin/python examples/train_segmentation.py --model minkunet --steps 100 --out /tmp/x
+    .venv/bin/python examples/train_segmentation.py --fixtures-only   # re-export, no training
 
 The task: label every voxel (MinkUNet) or point (SPVCNN) of a procedural room
 scene (``benchmarks/scenes.py``) by the primitive it lies on -- plane,
@@ -14,7 +15,9 @@ voxels and mIoU weighs every class equally.
 Writes, into ``--out`` (default: the package's shipped data directory):
 ``<model>.safetensors`` (float32 state dict), ``<model>.json`` (architecture,
 training record, validation IoU) and, unless ``--no-fixtures``, the fixture
-archives ``<model>-f16.tar.gz`` and ``<model>-int8.tar.gz``.
+archives ``<model>-f16.tar.gz`` and ``<model>-int8.tar.gz``.  ``--fixtures-only``
+skips training and re-exports the fixture archives from the shipped weights
+(after a change of the dialect or of the exporter).
 """
 
 from __future__ import annotations
@@ -156,12 +159,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=seg.DATA_DIR)
     parser.add_argument("--no-fixtures", action="store_true")
+    parser.add_argument(
+        "--fixtures-only",
+        action="store_true",
+        help="re-export the fixture archives from the shipped weights, without training",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     names = seg.MODELS if args.model == "all" else (args.model,)
     start = time.perf_counter()
     for name in names:
-        train(name, args)
+        if args.fixtures_only:
+            for path in seg.write_model_fixtures(name, seg.load_trained_model(name), args.out):
+                print(f"[{name}] wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", flush=True)
+        else:
+            train(name, args)
     print(f"done in {time.perf_counter() - start:.1f}s")
 
 

@@ -15,7 +15,9 @@ at several sizes in a 256^3 grid (Level 8), then:
   endian, float32 x, y, z) for ``conformance geometry-profile``.
 
 Run from the repository root: ``.venv/bin/python examples/geometry/train.py``.
-Training is deterministic for a given seed and thread count.
+Training is deterministic for a given seed and thread count.  ``--reexport``
+skips training and re-exports ``model.lattice/`` from its own weights (after a
+change of the dialect or of the exporter).
 """
 
 from __future__ import annotations
@@ -133,8 +135,21 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument(
+        "--reexport",
+        action="store_true",
+        help="re-export OUT/model.lattice from its own weights, without training",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.reexport:
+        from torch_lattice.geometry import load_geometry_model
+
+        bundle = args.out / "model.lattice"
+        model = load_geometry_model(bundle / "weights.safetensors")  # read before replacing
+        export_geometry_artifact(model, bundle)  # the exporter swaps the bundle atomically
+        print(f"re-exported {bundle}")
+        return 0
     model, summary = train(args)
     summary["held_out"] = evaluate(model)
     summary.update(

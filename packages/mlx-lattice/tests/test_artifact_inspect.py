@@ -57,7 +57,7 @@ def test_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "  logits                 tensor           tensor<?x4xf16>",
         "ops: 7",
         "lattice.conv3d(v0, v1, v2) {kernel_size=3 stride=2 padding=1 dilation=1}",
-        "<- enc.conv i4[16x3x3x3x32] packed int4 group 32 scales f16",
+        "<- enc.conv i4[16x27x32] packed int4 group 32 scales f16",  # (C_out, taps, padded C_in)
         "<- enc.bias f16[16]",
         "<- head f16[4x16]",
         f"parameters: {16 * 27 * 32 + 16 + 64:,} in 3 weight(s)",

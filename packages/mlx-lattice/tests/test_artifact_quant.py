@@ -17,7 +17,7 @@ SETTINGS = [
     ("int4", 32, "f16"),
     ("int4", 64, "f32"),
     ("int8", 32, "f16"),
-    ("int8", 128, "bf16"),
+    ("int8", 128, "f32"),  # the builder writes f16 or f32 scales (upstream rejects bf16)
 ]
 
 
@@ -33,6 +33,7 @@ def _exact_dequantized(packed: QuantizedWeight) -> mx.array:
         packed.biases.astype(mx.float32),
         packed.bits,
         packed.group_size,
+        packed.shape,
     )
     return wide.dequantize()
 
@@ -115,27 +116,27 @@ def test_packed_linear_matches_dequantized(
     assert isinstance(program.compiled.weights["head"].value, QuantizedWeight)
 
 
-def test_group_size_the_runtime_cannot_run_names_the_storage_key(tmp_path: Path) -> None:
-    """group_size 16 passes the verifier and the plan but not MLX's quantized kernels.
+def test_scales_that_do_not_fit_the_packing_name_the_storage_key(tmp_path: Path) -> None:
+    """Scales grouped by 16 under a group_size-32 packing (upstream's stored layout).
 
-    The rejection must be a contract error naming the weight, not a bare
-    ValueError from deep inside the runtime's packed type.
+    The rejection must be a contract error naming the weight and the shape it
+    needs, not a bare ValueError from deep inside the runtime's packed type.
     """
     from lattice_contract.lowering import WeightContractError
 
     rng = np.random.default_rng(5)
     c_in, c_out = 64, 8
     words = quantize_weight(weight(rng, c_out, c_in), bits=8, group_size=32).weight
-    groups = mx.ones((c_out, c_in // 16), dtype=mx.float16)
+    groups = mx.ones((1, c_out, c_in // 16), dtype=mx.float16)  # 16-wide groups: too many
     b = MLIRModuleBuilder()
     x = b.add_input("x", "tensor<?x64xf16>")
     wv = b.weight(
         storage_key="head",
         layout="linear_o_i",
         shape=(c_out, c_in),
-        packing=_packing("int8", 16, "f16"),
+        packing=_packing("int8", 32, "f16"),
     )
     b.add_output("y", b.linear(input=x, weight=wv))
     weights = {"head.weight": words, "head.scales": groups, "head.biases": groups}
-    with pytest.raises(WeightContractError, match=r"packed weight 'head'.*group_size"):
+    with pytest.raises(WeightContractError, match=r"packed weight 'head'.*group_size 32 need"):
         save_and_load(tmp_path, b, weights)

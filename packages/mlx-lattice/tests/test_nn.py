@@ -212,10 +212,10 @@ def test_quantized_modules(bits: int) -> None:
     dense_out = np.array(conv(x).feats)
     conv.quantize(bits=bits, group_size=32)
     assert conv.quantized and isinstance(conv.weight_operand(), QuantizedWeight)
-    assert shapes(conv) == {
-        "weight": (8, 3, 3, 3, 32 * bits // 32),
-        "scales": (8, 3, 3, 3, 1),
-        "biases": (8, 3, 3, 3, 1),
+    assert shapes(conv) == {  # upstream's stored layout: (K, words, C_out) for K > 1
+        "weight": (27, 32 * bits // 32, 8),
+        "scales": (27, 1, 8),
+        "biases": (27, 1, 8),
         "bias": (8,),
     }
     assert {k for k, _ in _flat(conv.trainable_parameters())} == {"bias"}
@@ -299,9 +299,9 @@ def test_activation_modules(module: nn.Activation, kind: str, params: dict[str, 
         (lambda: nn.Sequential(nn.ReLU())[3], IndexError, "out of range"),
         (lambda: nn.Conv3d(4, 4, 3)(sparse(0, 5)), ValueError, "C_in"),
         (
-            lambda: nn.Linear(4, 4, bias=True).quantize(bits=4, group_size=32),
+            lambda: nn.Linear(4, 4, bias=True).quantize(bits=4, group_size=16),
             ValueError,
-            "multiple",
+            "group_size",
         ),
     ],
 )
@@ -345,3 +345,21 @@ def test_torch_lattice_state_dict_loads_and_agrees() -> None:
     got, want = got.canonical(), want.canonical()
     np.testing.assert_array_equal(np.array(got.coords), want.coords.numpy())
     np.testing.assert_allclose(np.array(got.feats), want.feats.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_full_modules_mirror_torch_names_and_follow_the_full_ops() -> None:
+    x = sparse(5, 3)
+    full, conv = nn.FullConv3d(3, 4, 3), nn.Conv3d(3, 4, 3)
+    conv.weight, conv.bias = full.weight, full.bias
+    ref = ops.full_conv3d(x, full.weight, full.bias, kernel_size=3)
+    np.testing.assert_array_equal(np.array(full(x).feats), np.array(ref.feats))
+    assert conv(x).num_rows == x.num_rows < full(x).num_rows  # conv3d keeps the input rows
+    for module, mode in (
+        (nn.FullMaxPool3d(3, stride=1), "max"),
+        (nn.FullAvgPool3d(3, stride=1), "avg"),
+        (nn.FullSumPool3d(3, stride=1), "sum"),
+    ):
+        got = module(x)
+        want = ops.full_pool3d(x, mode=mode, kernel_size=3)
+        np.testing.assert_array_equal(np.array(got.feats), np.array(want.feats))
+    assert nn.GlobalPool("sum")(x).shape[0] == x.batch_size  # -1: inferred per call

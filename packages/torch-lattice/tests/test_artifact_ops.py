@@ -114,6 +114,7 @@ def _conv_case(
     b.add_output("y", b.emit(op, **kwargs))
     fn = {
         "conv3d": ops.conv3d,
+        "full_conv3d": ops.full_conv3d,
         "target_conv3d": ops.conv3d,
         "subm_conv3d": ops.subm_conv3d,
         "conv_transpose3d": ops.conv_transpose3d,
@@ -131,6 +132,11 @@ def _conv_case(
 @case
 def conv3d(gen: torch.Generator) -> Case:
     return _conv_case(gen, "conv3d", s=2, p=1)
+
+
+@case
+def full_conv3d(gen: torch.Generator) -> Case:
+    return _conv_case(gen, "full_conv3d", s=2, p=1)
 
 
 @case
@@ -166,15 +172,19 @@ def pools(gen: torch.Generator) -> Case:
     b.add_output("mx", b.pool3d(input=sx, mode="max", kernel_size=2, stride=2))
     b.add_output("avg", b.pool3d(input=sx, mode="avg", kernel_size=3, stride=1, padding=1))
     b.add_output("g", b.global_pool(input=sx, mode="sum", batch_size=3))
+    b.add_output("full", b.full_pool3d(input=sx, mode="sum", kernel_size=3, stride=2, padding=1))
+    b.add_output("inferred", b.global_pool(input=sx, mode="max", batch_size=-1))
 
     def expected(x: SparseTensor) -> Any:
         return (
             ops.pool3d(x, mode="max", kernel_size=2, stride=2),
             ops.pool3d(x, mode="avg", kernel_size=3, stride=1, padding=1),
             ops.global_pool(x, mode="sum", batch_size=3),
+            ops.full_pool3d(x, mode="sum", kernel_size=3, stride=2, padding=1),
+            ops.global_pool(x, mode="max", batch_size=-1),
         )
 
-    return Case(b, {}, (x,), expected, ("pool3d", "global_pool"))
+    return Case(b, {}, (x,), expected, ("pool3d", "full_pool3d", "global_pool"))
 
 
 @case
@@ -186,16 +196,25 @@ def points(gen: torch.Generator) -> Case:
     vp = b.add_input("points", tensor_type([None, 3], "f32"))
     vf = b.add_input("features", tensor_type([None, 5], "f32"))
     vb = b.add_input("batch", tensor_type([None], "i32"))
-    vox = b.voxelize(points=vp, features=vf, batch=vb, voxel_size=0.5, reduction="max")
+    va = b.add_input("active", tensor_type([1], "i32"))
+    grid = {"voxel_size": (0.5, 0.25, 0.5), "origin": (0.1, 0.0, -0.2)}
+    vox = b.voxelize(
+        points=vp, features=vf, batch_indices=vb, active_rows=va, reduction="max",
+        stride=(2, 1, 1), **grid,
+    )  # fmt: skip
     b.add_output("v", vox)
-    dev = b.devoxelize(input=vox, points=vp, batch=vb, voxel_size=0.5, interpolation="trilinear")
+    dev = b.devoxelize(
+        points=vp, voxels=vox, batch_indices=vb, point_active_rows=va, interpolation="linear",
+        **grid,
+    )  # fmt: skip
     b.add_output("d", dev)
 
-    def expected(p: torch.Tensor, f: torch.Tensor, bt: torch.Tensor) -> Any:
-        v = ops.voxelize(p, f, bt, voxel_size=0.5, reduction="max")
-        return v, ops.devoxelize(v, p, bt, voxel_size=0.5, interpolation="trilinear")
+    def expected(p: torch.Tensor, f: torch.Tensor, bt: torch.Tensor, a: torch.Tensor) -> Any:
+        v = ops.voxelize(p, f, bt, a, reduction="max", stride=(2, 1, 1), **grid)
+        return v, ops.devoxelize(p, v, bt, a, interpolation="linear", **grid)
 
-    return Case(b, {}, (pts, feats, batch), expected, ("voxelize", "devoxelize"))
+    active = torch.tensor([70], dtype=torch.int32)
+    return Case(b, {}, (pts, feats, batch, active), expected, ("voxelize", "devoxelize"))
 
 
 @case

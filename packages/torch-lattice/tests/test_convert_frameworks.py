@@ -108,7 +108,7 @@ def _converted(module: torch.nn.Module, declaration: dict[str, Any]) -> dict[str
         ),
         (
             lambda: spconv.SparseConv3d(4, 8, 3, stride=2, padding=1, bias=False),
-            lambda: nn.Conv3d(4, 8, 3, stride=2, padding=1, bias=False),
+            lambda: nn.FullConv3d(4, 8, 3, stride=2, padding=1, bias=False),
             {"framework": "spconv-2"},
             2,
         ),
@@ -120,13 +120,13 @@ def _converted(module: torch.nn.Module, declaration: dict[str, Any]) -> dict[str
         ),
         (
             lambda: spconv.SparseConv3d(4, 8, 1, bias=False),
-            lambda: nn.Conv3d(4, 8, 1, bias=False),
+            lambda: nn.FullConv3d(4, 8, 1, bias=False),
             {"framework": "spconv-2", "stride": 1},
             1,
         ),
         (
             lambda: spconv.SparseConv3d(4, 8, 1, stride=2, bias=False),
-            lambda: nn.Conv3d(4, 8, 1, stride=2, bias=False),
+            lambda: nn.FullConv3d(4, 8, 1, stride=2, bias=False),
             {"framework": "spconv-2", "stride": 2},
             2,
         ),
@@ -176,7 +176,7 @@ class _LatticeNet(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.stem = nn.SubmConv3d(4, 8, 3, bias=False)
-        self.down = nn.Conv3d(8, 16, 3, stride=2, padding=1, bias=False)
+        self.down = nn.FullConv3d(8, 16, 3, stride=2, padding=1, bias=False)
         self.mix = nn.SubmConv3d(16, 16, 1, bias=False)
         self.up = nn.TargetConvTranspose3d(16, 8, 3, stride=2, padding=1, bias=False)
 
@@ -300,6 +300,10 @@ def test_minkowski_conv_phase(size: tuple[int, int, int]) -> None:
             target = nn.TargetConv3d(4, 6, size, stride=1, padding=0, bias=False)
             target.load_state_dict({"weight": w})
             got = target(x, x)
+            # conv3d's centred rule reads 0..K-1 on even axes and keeps the input rows
+            plain = nn.Conv3d(4, 6, size, bias=False)
+            plain.load_state_dict({"weight": w})
+            torch.testing.assert_close(plain(x).feats, want, atol=1e-5, rtol=1e-5)
             # SubmConv3d reads k - floor((K-1)/2): the same as 0..K-1 for K = 2, but
             # other neighbours once an even axis has K >= 4.
             subm = nn.SubmConv3d(4, 6, size, bias=False)

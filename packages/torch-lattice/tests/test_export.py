@@ -227,7 +227,7 @@ def test_quantized_export(tmp_path: Path, bits: int, device: str) -> None:
     assert {"mid.weight.weight", "mid.weight.scales", "mid.weight.biases"} <= set(stored)
     assert "mid.weight" not in stored and "stem.weight" in stored
     assert stored["mid.weight.weight"].dtype == torch.uint32
-    assert stored["mid.weight.weight"].shape == (64, 2, 2, 2, 32 * bits // 32)
+    assert stored["mid.weight.weight"].shape == (8, 32 * bits // 32, 64)  # (K, words, C_out)
     assert stored["mid.bias"].dtype == torch.float32  # biases stay dense
     # The exporter put the model back exactly as it was.
     for key, value in model.state_dict().items():
@@ -241,7 +241,7 @@ def test_quantized_export(tmp_path: Path, bits: int, device: str) -> None:
                 stored[key + ".weight"], stored[key + ".scales"], stored[key + ".biases"],
                 bits, 32,
             )  # fmt: skip
-            module.weight.copy_(q.dequantize(torch.float32).to(device))
+            module.weight.copy_(q.dequantize_as(tuple(module.weight.shape)).to(device))
     program = load_lattice_program(path, device=device)
     _same(program(x), _eager(reference, x))
     # ... which differs measurably from the unquantized model at 4 bits.
@@ -418,3 +418,30 @@ def test_bad_inputs(tmp_path: Path) -> None:
         save_lattice_model_artifact(ops.subm_conv3d, _sparse(), tmp_path / "a")  # type: ignore[arg-type]
     with pytest.raises(ExportError, match="empty"):
         save_lattice_model_artifact(nn.SubmConv3d(4, 4, 3), (), tmp_path / "a")
+
+
+def test_global_pool_exports_batch_size_minus_one_and_serves_any_batch(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.SubmConv3d(4, 6, 3), nn.GlobalPool("avg"), nn.Linear(6, 3))
+    report = save_lattice_model_artifact(model, _sparse(), tmp_path / "g.lattice")
+    assert "batch_size = -1" in report.graph
+    program = load_lattice_program(tmp_path / "g.lattice")
+    for batches in (1, 2, 5):
+        x = _sparse(80, seed=batches)
+        coords = x.coords.clone()
+        coords[:, 0] = torch.arange(len(coords), dtype=torch.int32) % batches
+        coords[:, 1] += 16 * x.coords[:, 0]  # keep rows distinct after re-batching
+        x = SparseTensor(coords, x.feats)
+        got = program(x)
+        assert got.shape == (batches, 3)
+        _same(got, _eager(model, x))
+
+
+def test_spconv_style_full_ops_export(tmp_path: Path) -> None:
+    """full_conv3d / full_pool3d trace to their own ops and reproduce the eager model."""
+    model = nn.Sequential(
+        nn.FullConv3d(4, 8, 3, stride=2, padding=1), nn.FullMaxPool3d(2), nn.Conv3d(8, 4, 3)
+    )
+    x = _sparse()
+    report = save_lattice_model_artifact(model, x, tmp_path / "f.lattice")
+    assert {"lattice.full_conv3d", "lattice.full_pool3d", "lattice.conv3d"} <= set(report.ops)
+    _same(load_lattice_program(tmp_path / "f.lattice")(x), _eager(model, x))

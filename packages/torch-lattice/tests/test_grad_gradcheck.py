@@ -96,7 +96,7 @@ def test_voxelize_gradcheck(device: str, reduction: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("interpolation", ["nearest", "trilinear"])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "trilinear"])
 def test_devoxelize_gradcheck(device: str, interpolation: str) -> None:
     x = _x(device, stride=(2, 2, 2), seed=9)
     g = torch.Generator().manual_seed(10)
@@ -104,7 +104,7 @@ def test_devoxelize_gradcheck(device: str, interpolation: str) -> None:
     batch = torch.randint(0, 2, (25,), generator=g, dtype=torch.int32).to(device)
     f = x.feats.clone().requires_grad_(True)
     fn = lambda f: ops.devoxelize(  # noqa: E731
-        x.with_feats(f), points, batch, voxel_size=1.0, interpolation=interpolation
+        points, x.with_feats(f), batch, voxel_size=2.0, interpolation=interpolation
     )
     assert torch.autograd.gradcheck(fn, (f,))
 

@@ -77,7 +77,7 @@ def _dequantized_copy(model: torch.nn.Module, path: Path, packed: tuple[str, ...
             q = QuantizedWeight(
                 stored[key + ".weight"], stored[key + ".scales"], stored[key + ".biases"], 8, 32
             )
-            params[key].copy_(q.dequantize(params[key].dtype))
+            params[key].copy_(q.dequantize_as(tuple(params[key].shape), params[key].dtype))
     return reference.eval()
 
 

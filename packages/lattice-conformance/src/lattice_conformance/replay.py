@@ -285,14 +285,23 @@ def replay_archive(
     progress: bool | None = None,
     progress_stream: IO[str] | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
+    coords: str = "physical",
 ) -> ReplayResult:
     """Replay every case of ``archive`` on ``runtime`` and return the verdicts.
 
     Never raises for a bad archive, artifact or case: the problem is recorded
     in ``ReplayResult.error`` (archive-wide) or in a case's ``reasons``, so a
     report can always be written.  ``progress=None`` shows the bar for suites
-    of at least :data:`PROGRESS_MIN_CASES` cases.
+    of at least :data:`PROGRESS_MIN_CASES` cases.  An upstream fixture tree
+    (directory or ``.tar.gz``) is replayed by
+    :func:`lattice_conformance.upstream_tree.replay_tree`, with ``coords``.
     """
+    from lattice_conformance import upstream_tree
+
+    if upstream_tree.is_upstream_tree(archive):
+        return upstream_tree.replay_tree(
+            archive, runtime=runtime, device=device, coords=coords, on_case=on_case
+        )
     path = Path(archive)
     result = ReplayResult(archive=path, runtime=runtime, device=device)
     started = time.perf_counter()
@@ -461,7 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
             "check exact coordinates and feature errors against the stored outputs."
         ),
     )
-    parser.add_argument("archive", type=Path, help="fixture archive (.tar.gz)")
+    parser.add_argument(
+        "archive",
+        type=Path,
+        help="fixture archive (.tar.gz), or an upstream fixture tree (directory or .tar.gz)",
+    )
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the error distributions here")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
@@ -470,6 +483,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("mlx", "torch"),
         default="mlx",
         help="runtime to replay on (default mlx; torch replays the producer's own runtime)",
+    )
+    parser.add_argument(
+        "--coords",
+        choices=("physical", "lattice-units"),
+        default="physical",
+        help="upstream trees only: lattice-units multiplies sparse coordinates by the stride",
     )
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--progress", action="store_true", help="always show the progress bar")
@@ -482,9 +501,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     progress = True if args.progress else (False if args.no_progress else None)
     result = replay_archive(
-        args.archive, runtime=args.runtime, device=args.device, progress=progress
+        args.archive,
+        runtime=args.runtime,
+        device=args.device,
+        progress=progress,
+        coords=args.coords,
     )
     print(format_table(result))
+    if result.producer.get("coords") == "lattice-units":
+        print("coordinates: sparse coordinates read in lattice units (multiplied by the stride)")
     if args.report is not None:
         try:
             write_json_atomic(args.report, result.as_dict())

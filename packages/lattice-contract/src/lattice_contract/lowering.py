@@ -43,11 +43,13 @@ module never imports a backend.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
+from lattice_contract.options import packed_geometry
 from lattice_contract.plan import PlanError
 from lattice_contract.schema import SCHEMA, Op, OpDef, TypeKind, WeightLayout
 from lattice_contract.typecheck import ValueType
@@ -197,9 +199,11 @@ def resolve_weight(
 
     Dense weights read ``store[storage_key]`` and must have the declared dtype
     and the layout's rank.  Packed weights read the ``.weight``/``.scales``/
-    ``.biases`` triplet: uint32 words of ``32 / bits`` values each along the
-    last axis, scales and biases of the declared scale dtype with one entry
-    per ``group_size`` logical values.  Every violation raises
+    ``.biases`` triplet in the stored layout of
+    :func:`lattice_contract.options.packed_geometry` (uint32 words, scales and
+    biases of the declared scale dtype); their ``logical_shape`` is
+    ``(C_out, padded C_in)`` for a linear weight and ``(C_out, K, padded C_in)``
+    for a conv weight, refined by the consuming op.  Every violation raises
     :class:`WeightContractError` naming the key.
     """
     rank = _LAYOUT_RANK[layout]
@@ -244,7 +248,6 @@ def resolve_weight(
     bits = _BITS[packing["bits"]]
     group_size = int(packing["group_size"])
     scale_dtype = packing["scale_dtype"]
-    per_word = 32 // bits
     if backend.dtype_name(words) != "u32":
         raise WeightContractError(
             f"{parts['weight']} is {backend.dtype_name(words)}; packed {packing['bits']} "
@@ -260,28 +263,25 @@ def resolve_weight(
     word_shape = backend.shape(words)
     scale_shape = backend.shape(scales)
     bias_shape = backend.shape(biases)
-    if len(word_shape) != rank:
+    try:
+        taps, c_out, padded = packed_geometry(word_shape, scale_shape, bits, group_size)
+    except ValueError as error:
         raise WeightContractError(
-            f"{parts['weight']} has shape {word_shape}; layout {layout} needs rank {rank} "
-            f"{axes} with the last axis packed"
-        )
-    logical = (*word_shape[:-1], word_shape[-1] * per_word)
-    groups = logical[-1] // group_size
-    want_scales = (*word_shape[:-1], groups)
-    if logical[-1] % group_size:
+            f"packed weight {storage_key!r} ({parts['weight']} {word_shape}, "
+            f"{parts['scales']} {scale_shape}): {error}"
+        ) from None
+    if bias_shape != scale_shape:
         raise WeightContractError(
-            f"packed weight {storage_key!r} has {logical[-1]} input channels, not a multiple "
-            f"of group_size {group_size}"
+            f"{parts['biases']} has shape {bias_shape}; it must match the scales {scale_shape}"
         )
-    if scale_shape != want_scales:
+    if rank == 2 and taps != 1:
         raise WeightContractError(
-            f"{parts['scales']} has shape {scale_shape}; {parts['weight']} {word_shape} with "
-            f"group_size {group_size} needs {want_scales}"
+            f"packed weight {storage_key!r} has {taps} tap matrices but layout {layout} is one "
+            f"matrix {axes}; its words must be (1, C_out, words)"
         )
-    if bias_shape != want_scales:
-        raise WeightContractError(
-            f"{parts['biases']} has shape {bias_shape}; it must match the scales {want_scales}"
-        )
+    # The stored triplet fixes K, C_out and the padded C_in; the consuming op
+    # supplies the kernel's three sizes and the real C_in (WeightSpec checks).
+    logical = (c_out, padded) if rank == 2 else (c_out, taps, padded)
     try:
         value = backend.make_packed(words, scales, biases, bits, group_size)
     except (TypeError, ValueError) as error:
@@ -321,7 +321,14 @@ class WeightSpec:
         """Checks that need only the graph and the weights (run at compile time)."""
         shape = weight.logical_shape
         key = weight.storage_key
-        if self.kind == "conv" and "kernel_size" in attrs:
+        if self.kind == "conv" and "kernel_size" in attrs and weight.packing is not None:
+            kernel = tuple(attrs["kernel_size"])
+            if shape[1] != math.prod(kernel):
+                raise WeightContractError(
+                    f"{where}: packed weight {key!r} holds {shape[1]} tap matrices but "
+                    f"kernel_size {kernel} has {math.prod(kernel)} taps"
+                )
+        elif self.kind == "conv" and "kernel_size" in attrs:
             kernel = tuple(attrs["kernel_size"])
             if tuple(shape[1:4]) != kernel:
                 raise WeightContractError(
@@ -348,6 +355,15 @@ class WeightSpec:
         channels = backend.channels(value)
         shape = weight.logical_shape
         want = shape[0] if self.kind == "channel" else shape[-1]
+        if weight.packing is not None and self.kind in ("conv", "linear"):
+            group = int(weight.packing["group_size"])
+            if -(-channels // group) * group != want:
+                raise WeightContractError(
+                    f"{where}: packed weight {weight.storage_key!r} is {want} input channels "
+                    f"wide (C_in padded to group_size {group}) but operand {self.input!r} has "
+                    f"{channels} channels"
+                )
+            return
         if channels != want:
             what = "channels" if self.kind == "channel" else "input channels"
             raise WeightContractError(

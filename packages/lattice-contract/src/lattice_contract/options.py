@@ -23,8 +23,10 @@ __all__ = [
     "QUANT_BITS",
     "Window",
     "as_enum",
+    "check_logical_shape",
     "check_quantization",
     "int_triple",
+    "packed_geometry",
     "positive_float",
     "positive_int",
     "resolve_batch_size",
@@ -196,3 +198,59 @@ def voxel_grid(voxel_size: object, origin: object, op: str) -> tuple[FloatTriple
     if min(size) <= 0:
         raise ValueError(f"{op}: voxel_size must be > 0 on every axis, got {voxel_size!r}")
     return size, triple_of(origin, "origin")
+
+
+def packed_geometry(
+    weight_shape: Sequence[int], scale_shape: Sequence[int], bits: int, group_size: int
+) -> tuple[int, int, int]:
+    """``(K, C_out, padded C_in)`` of a packed triplet in the stored (upstream) layout.
+
+    ``weight`` is ``(K, C_out, words)`` and ``scales``/``biases`` ``(K, C_out,
+    groups)`` when K = 1, or ``(K, words, C_out)`` and ``(K, groups, C_out)``
+    when K > 1; ``words * 32 / bits`` and ``groups * group_size`` must agree
+    on one padded C_in.  Raises ValueError naming the mismatch.
+    """
+    ws, ss = tuple(int(d) for d in weight_shape), tuple(int(d) for d in scale_shape)
+    if len(ws) != 3 or ws[0] < 1:
+        raise ValueError(
+            f"packed words have shape {ws}; the stored layout is (K, C_out, words) for one "
+            "tap matrix or (K, words, C_out) for K > 1"
+        )
+    k = ws[0]
+    c_out, words = (ws[1], ws[2]) if k == 1 else (ws[2], ws[1])
+    padded = words * 32 // bits
+    if padded % group_size:
+        raise ValueError(
+            f"packed words {ws} hold {padded} input channels, not a multiple of group_size "
+            f"{group_size}"
+        )
+    groups = padded // group_size
+    want = (k, c_out, groups) if k == 1 else (k, groups, c_out)
+    if ss != want:
+        raise ValueError(
+            f"scales have shape {ss}; words {ws} with group_size {group_size} need {want}"
+        )
+    return k, c_out, padded
+
+
+def check_logical_shape(
+    shape: Sequence[int], geometry: tuple[int, int, int], group_size: int
+) -> None:
+    """Check that a packed ``(K, C_out, padded C_in)`` can hold the logical weight ``shape``.
+
+    ``shape`` is ``(C_out, C_in)`` (K = 1) or ``(C_out, Kx, Ky, Kz, C_in)``
+    (K = Kx*Ky*Kz); C_in padded to the group size must be the packed width.
+    """
+    k, c_out, padded = geometry
+    dims = tuple(int(d) for d in shape)
+    taps = math.prod(dims[1:-1]) if len(dims) > 2 else 1
+    if len(dims) not in (2, 5) or dims[0] != c_out or taps != k:
+        raise ValueError(
+            f"a packed weight of {k} tap matrices with {c_out} output channels cannot hold "
+            f"shape {dims}"
+        )
+    if -(-dims[-1] // group_size) * group_size != padded:
+        raise ValueError(
+            f"a packed weight {padded} input channels wide (C_in padded to a multiple of "
+            f"group_size {group_size}) cannot hold C_in = {dims[-1]}"
+        )

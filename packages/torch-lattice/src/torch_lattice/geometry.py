@@ -149,8 +149,8 @@ class GeometryModel(torch.nn.Module):
         """``(logits, bits)``: candidate logits and the bits ``sum(-log2 p)`` per batch item."""
         logits = self.candidate_logits(parents)
         nats = self.candidate_nats(logits, children)
-        batch = max(parents.batch_size, children.batch_size, 1)
-        bits = self.coder.bits(ops.global_pool(nats, mode="sum", batch_size=batch))
+        # batch_size -1: one row per batch item present, so an artifact serves any batch
+        bits = self.coder.bits(ops.global_pool(nats, mode="sum", batch_size=-1))
         return logits, bits
 
 
@@ -264,7 +264,7 @@ def export_geometry_artifact(model: GeometryModel, path: str | os.PathLike[str])
     """Export ``model`` as a verified artifact directory (inputs parents/children).
 
     Returns the exporter's report.  The artifact's ``global_pool`` has
-    ``batch_size = 1``: it computes the bits of one cloud's transition.
+    ``batch_size = -1``: it computes the bits of every cloud in the batch.
     """
     from torch_lattice.export import save_lattice_model_artifact
 

@@ -1,4 +1,4 @@
-"""MLX lowerings of the normalised convolutions, the upsampling ops, embedding_lookup and elementwise.
+"""MLX lowerings of the normalised convs, upsampling ops, embedding_lookup and elementwise.
 
 Registered on :data:`mlx_lattice.artifact.lowerings.MLX_LOWERINGS` like every other MLX lowering
 (parameters named after the op's operands and attributes, checked against the

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import mlx.core as mx
-from lattice_contract.options import as_enum, positive_int, window
+from lattice_contract.options import as_enum, positive_int, resolve_batch_size, window
 from lattice_contract.schema import PoolMode
 
 from mlx_lattice.nn.module import LatticeModule, WeightedModule
@@ -24,16 +24,21 @@ from mlx_lattice.ops.conv import (
     IntOrTriple,
     conv3d,
     conv_transpose3d,
+    full_conv3d,
     generative_conv_transpose3d,
     subm_conv3d,
 )
-from mlx_lattice.ops.pool import global_pool, pool3d
+from mlx_lattice.ops.pool import full_pool3d, global_pool, pool3d
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = [
     "AvgPool3d",
     "Conv3d",
     "ConvTranspose3d",
+    "FullAvgPool3d",
+    "FullConv3d",
+    "FullMaxPool3d",
+    "FullSumPool3d",
     "GenerativeConvTranspose3d",
     "GlobalPool",
     "MaxPool3d",
@@ -89,10 +94,20 @@ class _Conv(WeightedModule):
 
 
 class Conv3d(_Conv):
-    """Support-generating sparse convolution (``lattice.conv3d``); output stride ``t * s``."""
+    """Sparse conv on the coarsened support, centred taps (``lattice.conv3d``); stride ``t * s``.
+
+    For spconv's SparseConv3d, whose support grows, use :class:`FullConv3d`.
+    """
 
     def __call__(self, x: SparseTensor) -> SparseTensor:
         return self._apply(conv3d, x)
+
+
+class FullConv3d(_Conv):
+    """spconv's regular sparse conv (``lattice.full_conv3d``): every o an input reaches."""
+
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        return self._apply(full_conv3d, x)
 
 
 class TargetConv3d(_Conv):
@@ -162,6 +177,7 @@ class _Pool(LatticeModule):
     """Local sparse pooling; ``stride`` defaults to ``kernel_size`` as in torch.nn pools."""
 
     mode: PoolMode
+    _op: ClassVar[Callable[..., SparseTensor]] = staticmethod(pool3d)
 
     def __init__(
         self,
@@ -175,7 +191,7 @@ class _Pool(LatticeModule):
         self.kernel_size, self.stride, self.padding, self.dilation = geometry
 
     def __call__(self, x: SparseTensor) -> SparseTensor:
-        return pool3d(
+        return type(self)._op(
             x,
             mode=self.mode,
             kernel_size=self.kernel_size,
@@ -209,23 +225,40 @@ class SumPool3d(_Pool):
     mode = PoolMode.sum
 
 
-class GlobalPool(LatticeModule):
-    """Per-batch-item reduction to a dense ``(batch_size, C)`` array.
+class FullMaxPool3d(MaxPool3d):
+    """spconv's max pool (``lattice.full_pool3d``): the indexed relation, growing support."""
 
-    ``batch_size`` fixed at construction (what an exported graph records) or,
-    when None, taken per call (argument, else the input's largest batch index
-    + 1, at least 1).
+    _op = staticmethod(full_pool3d)
+
+
+class FullAvgPool3d(AvgPool3d):
+    """spconv-style mean pool (``lattice.full_pool3d``)."""
+
+    _op = staticmethod(full_pool3d)
+
+
+class FullSumPool3d(SumPool3d):
+    """spconv-style sum pool (``lattice.full_pool3d``)."""
+
+    _op = staticmethod(full_pool3d)
+
+
+class GlobalPool(LatticeModule):
+    """Per-batch-item reduction to a dense ``(B, C)`` array.
+
+    ``batch_size=-1`` (the default; None means the same) infers B as the
+    largest batch index + 1 per call; a positive value fixes B, 0 gives an
+    empty result.  A call may override it with its own ``batch_size``.
     """
 
-    def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = None):
+    def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = -1):
         super().__init__()
         self.mode = as_enum(mode, PoolMode, "mode")
-        self.batch_size = batch_size
+        self.batch_size = -1 if batch_size is None else batch_size
+        resolve_batch_size(self.batch_size, None, "GlobalPool")
 
     def __call__(self, x: SparseTensor, batch_size: int | None = None) -> mx.array:
         size = batch_size if batch_size is not None else self.batch_size
-        if size is None:
-            size = max(x.batch_size, 1)
         return global_pool(x, mode=self.mode, batch_size=size)
 
     def _extra_repr(self) -> str:

@@ -126,6 +126,7 @@ class WeightedModule(LatticeModule):
         super().__init__()
         self.bits: int | None = None
         self.group_size: int | None = None
+        self.logical_shape: tuple[int, ...] | None = None
 
     @property
     def quantized(self) -> bool:
@@ -149,13 +150,16 @@ class WeightedModule(LatticeModule):
         )
         self.weight, self.scales, self.biases = packed.weight, packed.scales, packed.biases
         self.bits, self.group_size = packed.bits, packed.group_size
+        self.logical_shape = packed.shape
         self.freeze(keys=["weight", "scales", "biases"], recurse=False)
 
     def weight_operand(self) -> mx.array | QuantizedWeight:
         """The weight as the functional op takes it (a QuantizedWeight when packed)."""
         if self.bits is None or self.group_size is None:
             return self.weight
-        return QuantizedWeight(self.weight, self.scales, self.biases, self.bits, self.group_size)
+        return QuantizedWeight(
+            self.weight, self.scales, self.biases, self.bits, self.group_size, self.logical_shape
+        )
 
     def bias_operand(self) -> mx.array | None:
         """The bias, or None when the module was made without one."""

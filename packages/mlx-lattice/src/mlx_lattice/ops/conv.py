@@ -119,19 +119,13 @@ def _tap_weights(
     volume = kernel_volume(kernel_size)
     product: TapProduct
     if isinstance(weight, QuantizedWeight):
-        shape = weight.shape
-        if len(shape) != 5 or tuple(shape[1:]) != (*kernel_size, c_in):
-            raise ValueError(
-                f"{op}: packed weight has logical shape {shape}, expected {expected} "
-                f"(layout conv3d_o_xyz_i, C_in = the input's {c_in} channels)"
-            )
-        taps = [weight.tap_matrix(k) for k in range(volume)]
+        c_out = weight.out_channels
+        weight.check_shape((c_out, *kernel_size, c_in), op)
 
         def quantized(k: int, rows: mx.array) -> mx.array:
-            return quantized_matmul(rows, taps[k])
+            return quantized_matmul(rows, weight, k)
 
         product = quantized
-        c_out = shape[0]
     elif isinstance(weight, mx.array):
         if weight.dtype not in (mx.float32, mx.float16, mx.bfloat16):
             raise TypeError(f"{op}: weight must be f32, f16 or bf16, got {weight.dtype}")

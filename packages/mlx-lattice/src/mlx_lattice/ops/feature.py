@@ -81,12 +81,7 @@ def linear(
     x = features_array(x, "linear")
     c_in = x.shape[-1]
     if isinstance(weight, QuantizedWeight):
-        shape = weight.shape
-        if len(shape) != 2 or shape[1] != c_in:
-            raise ValueError(
-                f"linear: quantized weight has logical shape {shape}; it must be "
-                f"(C_out, {c_in}) for an input with {c_in} channels"
-            )
+        weight.check_shape((weight.out_channels, c_in), "linear")
         out = quantized_matmul(x, weight)
     else:
         if not isinstance(weight, mx.array) or weight.dtype not in _FLOATS:

@@ -1,26 +1,35 @@
-"""Packed int4 / int8 affine weights in MLX's format.
+"""Packed int4 / int8 affine weights in upstream's (mlx-lattice 0.6) payload layout.
 
-A packed weight stores a float weight ``W`` of logical shape ``(..., C_in)`` as
-groups of ``group_size`` consecutive input channels, each with a scale and a
-bias: ``W = scale * q + bias`` with ``q`` unsigned in ``[0, 2^bits)``.  The
-``q`` values are packed into uint32 words along the last axis, element ``j`` of
-a word in bits ``[j * bits, (j + 1) * bits)`` -- exactly the output of
-``mx.quantize``, so ``mx.quantized_matmul`` consumes it directly.  Leading axes
-are kept: a conv weight ``(C_out, Kx, Ky, Kz, C_in)`` packs to
-``(C_out, Kx, Ky, Kz, C_in * bits / 32)`` with scales and biases
-``(C_out, Kx, Ky, Kz, C_in / group_size)``; a linear weight ``(C_out, C_in)``
-to ``(C_out, C_in * bits / 32)``.  These are the three safetensors entries
-``<key>.weight``, ``<key>.scales``, ``<key>.biases`` of an artifact.
+A float weight is seen as its ``K`` tap matrices ``W_k`` of shape ``(C_out,
+C_in)`` in tap order (``K = Kx*Ky*Kz`` for a conv weight ``(C_out, Kx, Ky, Kz,
+C_in)``; a linear weight ``(C_out, C_in)`` is ``K = 1``).  ``C_in`` is padded
+with zeros to a multiple of ``group_size`` and every row is packed by
+``mx.quantize`` (``W = scale * q + bias``, codes little-endian in uint32
+words).  The stored arrays -- the safetensors entries ``<key>.weight``,
+``<key>.scales``, ``<key>.biases`` -- are ``(K, C_out, words)`` and ``(K, C_out,
+groups)`` when K = 1, and ``(K, words, C_out)`` and ``(K, groups, C_out)`` when
+K > 1.  Tap ``k``'s rows are handed to ``mx.quantized_matmul`` directly, with
+the input padded to the packed width.
+
+The stored arrays do not say the kernel's three sizes nor how much of the
+padded ``C_in`` is real: a :class:`QuantizedWeight` read from a file learns
+them from the op that uses it; one made by :func:`quantize_weight` remembers
+its logical ``shape``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import mlx.core as mx
-from lattice_contract.options import GROUP_SIZES, QUANT_BITS, check_quantization
+from lattice_contract.options import (
+    GROUP_SIZES,
+    QUANT_BITS,
+    check_logical_shape,
+    check_quantization,
+    packed_geometry,
+)
 
 __all__ = [
     "GROUP_SIZES",
@@ -35,11 +44,12 @@ _SCALE_DTYPES = (mx.float16, mx.bfloat16, mx.float32)
 
 @dataclass(frozen=True)
 class QuantizedWeight:
-    """A packed affine int4 / int8 weight: ``weight`` (uint32 words), ``scales``, ``biases``.
+    """A packed affine int4 / int8 weight in the stored layout: ``weight``, ``scales``, ``biases``.
 
-    Construction validates the triplet (dtypes, matching leading axes, the
-    packed and grouped widths agreeing on one ``C_in``), so a malformed
-    safetensors triplet is rejected before any op runs.
+    ``shape`` is the logical (unpacked) shape when known.  Construction
+    validates the triplet (dtypes, rank 3, the packed and grouped widths
+    agreeing on one padded ``C_in``), so a malformed safetensors triplet is
+    rejected before any op runs.
     """
 
     weight: mx.array
@@ -47,6 +57,7 @@ class QuantizedWeight:
     biases: mx.array
     bits: int
     group_size: int
+    shape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         bits, group = check_quantization(self.bits, self.group_size)
@@ -63,139 +74,149 @@ class QuantizedWeight:
                 f"QuantizedWeight.biases dtype {b.dtype} differs from scales dtype {s.dtype}; "
                 "both must use the packing's scale_dtype"
             )
-        if w.ndim < 2:
-            raise ValueError(f"QuantizedWeight.weight must have rank >= 2, got {tuple(w.shape)}")
+        geometry = packed_geometry(tuple(w.shape), tuple(s.shape), bits, group)
         if tuple(s.shape) != tuple(b.shape):
             raise ValueError(
                 f"QuantizedWeight.scales {tuple(s.shape)} and biases {tuple(b.shape)} must match"
             )
-        if s.ndim != w.ndim or tuple(s.shape[:-1]) != tuple(w.shape[:-1]):
-            raise ValueError(
-                f"QuantizedWeight: scales {tuple(s.shape)} must keep the weight's leading axes "
-                f"{tuple(w.shape[:-1])}"
-            )
-        c_in = w.shape[-1] * 32 // bits
-        if s.shape[-1] * group != c_in:
-            raise ValueError(
-                f"QuantizedWeight: {w.shape[-1]} words of {bits}-bit values hold {c_in} input "
-                f"channels, but {s.shape[-1]} groups of {group} hold {s.shape[-1] * group}"
-            )
+        if self.shape is not None:
+            check_logical_shape(self.shape, geometry, group)
+
+    def _geometry(self) -> tuple[int, int, int]:
+        return packed_geometry(
+            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
+        )
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        """Logical (unpacked) shape, e.g. ``(C_out, Kx, Ky, Kz, C_in)``."""
-        return (*self.weight.shape[:-1], self.weight.shape[-1] * 32 // self.bits)
-
-    @property
-    def ndim(self) -> int:
-        """Logical rank (same as the packed rank)."""
-        return self.weight.ndim
-
-    @property
-    def in_channels(self) -> int:
-        """C_in: the last logical axis."""
-        return self.shape[-1]
+    def taps(self) -> int:
+        """K: the number of tap matrices (1 for a linear weight)."""
+        return int(self.weight.shape[0])
 
     @property
     def out_channels(self) -> int:
-        """C_out: the first axis."""
-        return self.shape[0]
+        """C_out."""
+        return self._geometry()[1]
+
+    @property
+    def padded_in_channels(self) -> int:
+        """C_in rounded up to the group size (the width the codes cover)."""
+        return self._geometry()[2]
 
     @property
     def dtype(self) -> mx.Dtype:
         """The float type dequantization produces (the scale dtype)."""
         return self.scales.dtype
 
-    def dequantize(self) -> mx.array:
-        """The float weight ``scale * q + bias`` in the logical shape, in the scale dtype."""
-        flat = self.matrix()
-        dense = mx.dequantize(
-            flat.weight, flat.scales, flat.biases, group_size=self.group_size, bits=self.bits
-        )
-        return dense.reshape(self.shape)
+    def check_shape(self, shape: tuple[int, ...], op: str) -> None:
+        """Raise ValueError (naming ``op``) unless this packing holds the logical ``shape``."""
+        try:
+            check_logical_shape(shape, self._geometry(), self.group_size)
+        except ValueError as error:
+            raise ValueError(f"{op}: {error}") from None
 
-    def _map(self, fn: Callable[[mx.array], mx.array]) -> QuantizedWeight:
-        """The same packing with ``fn`` applied to the words, scales and biases alike."""
-        return QuantizedWeight(
-            fn(self.weight), fn(self.scales), fn(self.biases), self.bits, self.group_size
-        )
+    def tap_rows(self, tap: int) -> tuple[mx.array, mx.array, mx.array]:
+        """``(words, scales, biases)`` of tap ``tap`` as ``(C_out, n)`` rows, MLX's layout."""
+        if not 0 <= tap < self.taps:
+            raise IndexError(f"tap {tap} out of range for a packing of {self.taps} taps")
+        parts = (self.weight[tap], self.scales[tap], self.biases[tap])
+        if self.taps == 1:
+            return parts
+        return (parts[0].T, parts[1].T, parts[2].T)
 
-    def matrix(self) -> QuantizedWeight:
-        """The same packing viewed as a 2-D ``(prod(leading axes), C_in)`` matrix."""
-        return self._map(lambda a: a.reshape(-1, a.shape[-1]))
+    def dequantize_as(self, shape: tuple[int, ...]) -> mx.array:
+        """The float weight of logical ``shape``, computed and returned in f32.
 
-    def tap_matrix(self, tap: int) -> QuantizedWeight:
-        """The ``(C_out, C_in)`` packed slice of flattened kernel tap ``tap``.
-
-        For a conv weight ``(C_out, Kx, Ky, Kz, C_in)`` the taps are numbered
-        ``(kx * Ky + ky) * Kz + kz`` (``lattice_contract.kernel`` order).  Slicing
-        whole rows of words is exact because groups never straddle taps.
+        ``shape`` is ``(C_out, C_in)`` or ``(C_out, Kx, Ky, Kz, C_in)``.  f32 is
+        what :func:`quantized_matmul` multiplies with (scales widened exactly).
         """
-        if self.ndim != 5:
-            raise ValueError(f"tap_matrix needs a conv weight of rank 5, got shape {self.shape}")
-        volume = math.prod(self.shape[1:4])
-        if not 0 <= tap < volume:
-            raise IndexError(f"tap {tap} out of range for a kernel of {volume} taps")
-        return self._map(lambda a: a.reshape(a.shape[0], volume, a.shape[-1])[:, tap, :])
+        self.check_shape(shape, "dequantize")
+        taps = []
+        for k in range(self.taps):
+            words, scales, biases = self.tap_rows(k)
+            taps.append(
+                mx.dequantize(
+                    words,
+                    scales.astype(mx.float32),
+                    biases.astype(mx.float32),
+                    group_size=self.group_size,
+                    bits=self.bits,
+                )
+            )
+        dense = mx.stack(taps)[:, :, : shape[-1]]  # (K, C_out, C_in)
+        return dense.transpose(1, 0, 2).reshape(shape)
+
+    def dequantize(self) -> mx.array:
+        """The f32 weight in its logical shape (known when made by :func:`quantize_weight`)."""
+        if self.shape is None:
+            raise ValueError(
+                "this packed weight does not record its logical shape (it was read from a "
+                "file); use dequantize_as(shape) with the shape the consuming op expects"
+            )
+        return self.dequantize_as(self.shape)
 
 
 def quantize_weight(
     w: mx.array, *, bits: int, group_size: int, scale_dtype: mx.Dtype | None = None
 ) -> QuantizedWeight:
-    """Pack a float weight ``(..., C_in)`` with ``mx.quantize`` along C_in, keeping leading axes.
+    """Pack a conv ``(C_out, Kx, Ky, Kz, C_in)`` or linear ``(C_out, C_in)`` weight.
 
-    ``scale_dtype`` (default: ``w``'s dtype) is the type scales and biases are
-    computed and stored in; the weight is converted to it first so that MLX
-    derives scales in the declared type.
+    C_in is padded with zeros to a multiple of ``group_size``; each tap matrix
+    is packed with ``mx.quantize``.  ``scale_dtype`` (default: ``w``'s dtype) is
+    the type scales and biases are computed and stored in; the weight is
+    converted to it first so that MLX derives scales in the declared type.
     """
     bits, group_size = check_quantization(bits, group_size)
     if not isinstance(w, mx.array) or w.dtype not in _SCALE_DTYPES:
         raise TypeError("quantize_weight expects a float mx.array (f16, bf16 or f32)")
-    if w.ndim < 2:
-        raise ValueError(f"quantize_weight needs a weight of rank >= 2, got {tuple(w.shape)}")
-    c_in = w.shape[-1]
-    if c_in % group_size:
+    if w.ndim not in (2, 5):
         raise ValueError(
-            f"C_in = {c_in} is not a multiple of group_size = {group_size}; pick a group size "
-            "that divides the input channels or keep this weight dense"
+            "quantize_weight packs a linear (C_out, C_in) or conv (C_out, Kx, Ky, Kz, C_in) "
+            f"weight, got shape {tuple(w.shape)}"
         )
     if scale_dtype is not None:
         if scale_dtype not in _SCALE_DTYPES:
             raise TypeError(f"scale_dtype must be f16, bf16 or f32, got {scale_dtype}")
         w = w.astype(scale_dtype)
-    packed, scales, biases = mx.quantize(w.reshape(-1, c_in), group_size=group_size, bits=bits)
-    lead = tuple(w.shape[:-1])
+    c_out, c_in = int(w.shape[0]), int(w.shape[-1])
+    k = math.prod(w.shape[1:-1]) if w.ndim == 5 else 1
+    padded = -(-c_in // group_size) * group_size
+    rows = w.reshape(c_out, k, c_in).transpose(1, 0, 2)
+    if padded != c_in:
+        rows = mx.pad(rows, [(0, 0), (0, 0), (0, padded - c_in)])
+    packed, scales, biases = mx.quantize(
+        rows.reshape(k * c_out, padded), group_size=group_size, bits=bits
+    )
+    parts = [a.reshape(k, c_out, a.shape[-1]) for a in (packed, scales, biases)]
+    if k > 1:  # upstream stores K > 1 tap matrices transposed: (K, n, C_out)
+        parts = [mx.contiguous(a.transpose(0, 2, 1)) for a in parts]
     return QuantizedWeight(
-        packed.reshape(*lead, packed.shape[-1]),
-        scales.reshape(*lead, scales.shape[-1]),
-        biases.reshape(*lead, biases.shape[-1]),
-        bits=bits,
-        group_size=group_size,
+        parts[0], parts[1], parts[2], bits=bits, group_size=group_size, shape=tuple(w.shape)
     )
 
 
-def quantized_matmul(x: mx.array, weight: QuantizedWeight) -> mx.array:
-    """``x @ W.T`` in f32 for a packed 2-D ``W`` of logical shape ``(C_out, C_in)``.
+def quantized_matmul(x: mx.array, weight: QuantizedWeight, tap: int = 0) -> mx.array:
+    """``x @ W_tap.T`` in f32 for tap ``tap`` of a packed weight (tap 0 of a linear weight).
 
-    The input and the scales are widened to f32 (exactly), so the sum runs in
-    f32 whatever the storage dtype; the caller casts the result back.  A rank-5
-    conv weight is not accepted here: take ``weight.tap_matrix(k)`` first.
+    The input is zero-padded to the packed width and widened to f32 with the
+    scales, so the sum runs in f32 whatever the storage dtype; the caller
+    casts the result back.
     """
-    if weight.ndim != 2:
+    padded = weight.padded_in_channels
+    c_in = int(x.shape[-1])
+    if c_in > padded or padded - c_in >= weight.group_size:
         raise ValueError(
-            f"quantized_matmul needs a 2-D packed weight (C_out, C_in), got logical shape "
-            f"{weight.shape}; use tap_matrix(k) for conv taps"
+            f"quantized_matmul: input has {c_in} channels, the packed weight is {padded} wide "
+            f"(C_in padded to group_size {weight.group_size})"
         )
-    if x.shape[-1] != weight.in_channels:
-        raise ValueError(
-            f"quantized_matmul: input has {x.shape[-1]} channels, weight expects "
-            f"{weight.in_channels}"
-        )
+    rows = x.astype(mx.float32)
+    if padded != c_in:
+        rows = mx.pad(rows, [(0, 0)] * (rows.ndim - 1) + [(0, padded - c_in)])
+    words, scales, biases = weight.tap_rows(tap)
     return mx.quantized_matmul(
-        x.astype(mx.float32),
-        weight.weight,
-        weight.scales.astype(mx.float32),
-        weight.biases.astype(mx.float32),
+        rows,
+        words,
+        scales.astype(mx.float32),
+        biases.astype(mx.float32),
         transpose=True,
         group_size=weight.group_size,
         bits=weight.bits,

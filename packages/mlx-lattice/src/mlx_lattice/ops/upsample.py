@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import mlx.core as mx
+from lattice_contract.kernel import Triple
 from lattice_contract.op_rules import (
     TRILINEAR_MIN_WEIGHT,
     transposed_stride,
@@ -28,6 +29,7 @@ from lattice_contract.op_rules import (
     trilinear_window,
 )
 
+from mlx_lattice.coords import SupportCache
 from mlx_lattice.kernel_map import KernelMap, target_transpose_map, transpose_support
 from mlx_lattice.ops.conv import Geometry, IntOrTriple, _target, chunks, sparse_input
 from mlx_lattice.sparse import SparseTensor
@@ -58,7 +60,7 @@ def _weighted_sums(
 
 def _resample(
     op: str, input: object, g: Geometry, coordinates: object
-) -> tuple[SparseTensor, KernelMap, mx.array, tuple[int, int, int], object]:
+) -> tuple[SparseTensor, KernelMap, mx.array, Triple, SupportCache]:
     x = sparse_input(input, op)
     out_stride = transposed_stride(x.stride, g.stride, op)
     geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
@@ -93,7 +95,7 @@ def pool_transpose3d(
     num, den = _weighted_sums(x.feats, kmap, None)
     # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
     feats = (num / mx.maximum(den, 1.0)).astype(x.dtype)
-    return SparseTensor._from_parts(coords, feats, out_stride, cache)  # type: ignore[arg-type]
+    return SparseTensor._from_parts(coords, feats, out_stride, cache)
 
 
 def trilinear_upsample3d(
@@ -115,4 +117,4 @@ def trilinear_upsample3d(
     x, kmap, coords, out_stride, cache = _resample(op, input, g, coordinates)
     num, den = _weighted_sums(x.feats, kmap, trilinear_tap_weights(s))
     feats = (num / mx.maximum(den, TRILINEAR_MIN_WEIGHT)).astype(x.dtype)
-    return SparseTensor._from_parts(coords, feats, out_stride, cache)  # type: ignore[arg-type]
+    return SparseTensor._from_parts(coords, feats, out_stride, cache)

@@ -1,4 +1,4 @@
-"""Torch lowerings of the normalised convolutions, the upsampling ops, embedding_lookup and elementwise.
+"""Torch lowerings of the normalised convs, upsampling ops, embedding_lookup and elementwise.
 
 Registered on :data:`torch_lattice.artifact.lowerings.LOWERINGS` like every other Torch lowering
 (parameters named after the op's operands and attributes, checked against the

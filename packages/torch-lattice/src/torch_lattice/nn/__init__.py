@@ -49,6 +49,7 @@ from torch_lattice.nn.normalized import (
     NormalizedSubmConv3d,
     TargetNormalizedConvTranspose3d,
 )
+from torch_lattice.nn.sync_batchnorm import SyncBatchNorm
 from torch_lattice.nn.upsample import Embedding, PoolTranspose3d, TrilinearUpsample3d
 
 __all__ = [
@@ -90,6 +91,7 @@ __all__ = [
     "SparseReindex",
     "SubmConv3d",
     "SumPool3d",
+    "SyncBatchNorm",
     "Tanh",
     "TargetConv3d",
     "TargetConvTranspose3d",

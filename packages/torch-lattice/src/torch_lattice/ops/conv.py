@@ -474,7 +474,10 @@ def _check_weight(
     weight: Any, bias: Any, kernel: Triple, c_in: int, op: str
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(weight, QuantizedWeight):
-        dense = weight.dequantize(torch.float32)
+        try:
+            dense = weight.dequantize_as((weight.out_channels, *kernel, c_in))
+        except ValueError as error:
+            raise ValueError(f"{op}: {error}") from None
     elif isinstance(weight, torch.Tensor):
         if not weight.is_floating_point():
             raise TypeError(

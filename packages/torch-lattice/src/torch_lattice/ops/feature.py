@@ -39,7 +39,10 @@ def linear(
     x = require_features(x, "linear")
     dtype = compute_dtype(x.dtype)
     if isinstance(weight, QuantizedWeight):
-        w = weight.dequantize(dtype)
+        try:
+            w = weight.dequantize_as((weight.out_channels, int(x.shape[1])), dtype)
+        except ValueError as error:
+            raise ValueError(f"linear: {error}") from None
     elif isinstance(weight, torch.Tensor) and weight.is_floating_point():
         w = weight.to(dtype)
     else:

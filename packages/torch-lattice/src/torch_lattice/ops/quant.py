@@ -1,18 +1,25 @@
-"""Packed int4 / int8 affine weights in MLX's format, on torch.
+"""Packed int4 / int8 affine weights in upstream's (mlx-lattice 0.6) payload layout, on torch.
 
-A float weight of logical shape ``(..., C_in)`` is cut into groups of
-``group_size`` consecutive input channels; each group stores a scale and a
-bias and unsigned codes ``q`` in ``[0, 2^bits)`` with ``w = scale * q + bias``.
-Codes are packed into uint32 words along the last axis, element ``j`` of a
-word occupying bits ``[j*bits, (j+1)*bits)`` (little-endian within the word),
-which is the layout ``mx.quantize`` writes; so an artifact written here loads
-unchanged into MLX's quantized kernels.  The codes themselves match
+A float weight is seen as its ``K`` tap matrices ``W_k`` of shape ``(C_out,
+C_in)`` in tap order (``K = Kx*Ky*Kz`` for a conv weight ``(C_out, Kx, Ky, Kz,
+C_in)``; a linear weight ``(C_out, C_in)`` is ``K = 1``).  ``C_in`` is padded
+with zeros to a multiple of ``group_size``; each row is cut into groups of
+``group_size`` input channels with a scale and a bias, ``w = scale * q + bias``
+with unsigned codes ``q`` in ``[0, 2^bits)``, packed little-endian into uint32
+words (element ``j`` of a word in bits ``[j*bits, (j+1)*bits)``), which is
+what ``mx.quantize`` writes.  The three stored arrays are
+
+- ``weight``: ``(K, C_out, words)`` when K = 1, ``(K, words, C_out)`` when K > 1;
+- ``scales`` / ``biases``: ``(K, C_out, groups)`` when K = 1, ``(K, groups,
+  C_out)`` when K > 1.
+
+The stored arrays do not say the kernel's three sizes nor how much of the
+padded ``C_in`` is real: a :class:`QuantizedWeight` read from a file learns
+them from the op that uses it (:meth:`QuantizedWeight.dequantize_as`); one made
+by :func:`quantize_weight` remembers its logical ``shape``.  The codes match
 ``mx.quantize`` bit for bit for f32 weights; for f16/bf16 weights a code can
 differ by one where the two round a half-way value differently, which changes
-nothing downstream because every consumer decodes the stored words.  Leading
-axes are kept: a conv weight ``(C_out, Kx, Ky, Kz, C_in)`` packs to
-``(C_out, Kx, Ky, Kz, C_in*bits/32)`` uint32 with scales and biases
-``(C_out, Kx, Ky, Kz, C_in/group_size)``.
+nothing downstream because every consumer decodes the stored words.
 
 torch's uint32 supports few kernels, so words are manipulated as int64 and
 only viewed as uint32 at the boundary.
@@ -23,7 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from lattice_contract.options import GROUP_SIZES, QUANT_BITS, check_quantization
+from lattice_contract.options import (
+    GROUP_SIZES,
+    QUANT_BITS,
+    check_logical_shape,
+    check_quantization,
+    packed_geometry,
+)
 
 __all__ = ["GROUP_SIZES", "QUANT_BITS", "QuantizedWeight", "dequantize", "quantize_weight"]
 
@@ -41,11 +54,13 @@ def _int64_to_words(values: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class QuantizedWeight:
-    """A packed affine weight: ``weight`` (uint32 words), ``scales``, ``biases``, bits, group size.
+    """A packed affine weight in the stored layout: ``weight``, ``scales``, ``biases``.
 
-    Construction checks the triplet (dtypes, matching leading axes, packed and
-    grouped widths agreeing on one C_in) so a malformed safetensors triplet is
-    rejected before any op runs.
+    ``shape`` is the logical (unpacked) shape when known (``(C_out, Kx, Ky, Kz,
+    C_in)`` or ``(C_out, C_in)``).  Construction checks the triplet (dtypes,
+    rank 3, the packed and grouped widths agreeing on one padded C_in, and
+    ``shape`` against it), so a malformed safetensors triplet is rejected
+    before any op runs.
     """
 
     weight: torch.Tensor
@@ -53,6 +68,7 @@ class QuantizedWeight:
     biases: torch.Tensor
     bits: int
     group_size: int
+    shape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         bits, group = check_quantization(self.bits, self.group_size)
@@ -68,29 +84,32 @@ class QuantizedWeight:
             raise TypeError(
                 f"QuantizedWeight.biases dtype {b.dtype} differs from scales dtype {s.dtype}"
             )
-        if w.ndim < 2:
-            raise ValueError(f"QuantizedWeight.weight must have rank >= 2, got {tuple(w.shape)}")
-        if s.shape != b.shape or s.ndim != w.ndim or s.shape[:-1] != w.shape[:-1]:
+        geometry = packed_geometry(tuple(w.shape), tuple(s.shape), bits, group)
+        if tuple(b.shape) != tuple(s.shape):
             raise ValueError(
-                f"QuantizedWeight: scales {tuple(s.shape)} and biases {tuple(b.shape)} must "
-                f"match each other and keep the weight's leading axes {tuple(w.shape[:-1])}"
+                f"QuantizedWeight: biases {tuple(b.shape)} must match the scales {tuple(s.shape)}"
             )
-        c_in = w.shape[-1] * 32 // bits
-        if s.shape[-1] * group != c_in:
-            raise ValueError(
-                f"QuantizedWeight: {w.shape[-1]} words of {bits}-bit codes hold {c_in} input "
-                f"channels, but {s.shape[-1]} groups of {group} hold {s.shape[-1] * group}"
-            )
+        if self.shape is not None:
+            check_logical_shape(self.shape, geometry, group)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        """Logical (unpacked) shape, e.g. ``(C_out, Kx, Ky, Kz, C_in)``."""
-        return (*self.weight.shape[:-1], self.weight.shape[-1] * 32 // self.bits)
+    def taps(self) -> int:
+        """K: the number of tap matrices (1 for a linear weight)."""
+        return int(self.weight.shape[0])
 
     @property
-    def ndim(self) -> int:
-        """Logical rank."""
-        return int(self.weight.ndim)
+    def out_channels(self) -> int:
+        """C_out."""
+        return packed_geometry(
+            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
+        )[1]
+
+    @property
+    def padded_in_channels(self) -> int:
+        """C_in rounded up to the group size (the width the codes cover)."""
+        return packed_geometry(
+            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
+        )[2]
 
     @property
     def dtype(self) -> torch.dtype:
@@ -102,23 +121,49 @@ class QuantizedWeight:
         """Device of the payload."""
         return self.weight.device
 
+    def _rows(self, a: torch.Tensor) -> torch.Tensor:
+        """``(K, C_out, n)`` view of a stored array (K > 1 stores ``(K, n, C_out)``)."""
+        return a if self.taps == 1 else a.transpose(1, 2)
+
     def codes(self) -> torch.Tensor:
-        """The unsigned codes q, int64, in the logical shape."""
+        """The unsigned codes q, int64, ``(K, C_out, padded C_in)``."""
         per_word = 32 // self.bits
-        words = _words_to_int64(self.weight)
+        words = _words_to_int64(self._rows(self.weight))
         shifts = torch.arange(per_word, device=words.device, dtype=torch.int64) * self.bits
         q = (words[..., None] >> shifts) & ((1 << self.bits) - 1)
-        return q.reshape(self.shape)
+        return q.reshape(*words.shape[:-1], -1)
 
-    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """``scale * q + bias`` in the logical shape, computed in f32, returned as ``dtype``."""
+    def tap_matrices(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """``scale * q + bias`` as ``(K, C_out, padded C_in)``, computed in f32."""
         q = self.codes().to(torch.float32)
         groups = q.reshape(*q.shape[:-1], -1, self.group_size)
-        w = (
-            groups * self.scales.to(torch.float32)[..., None]
-            + self.biases.to(torch.float32)[..., None]
+        scales = self._rows(self.scales).to(torch.float32)
+        biases = self._rows(self.biases).to(torch.float32)
+        w = groups * scales[..., None] + biases[..., None]
+        return w.reshape(q.shape).to(dtype)
+
+    def dequantize_as(
+        self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
+        """The dense weight of logical ``shape`` (linear or conv3d_o_xyz_i layout).
+
+        Raises ValueError naming the mismatch when the packing cannot hold that shape.
+        """
+        geometry = packed_geometry(
+            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
         )
-        return w.reshape(self.shape).to(dtype)
+        check_logical_shape(shape, geometry, self.group_size)
+        taps = self.tap_matrices(dtype)[:, :, : shape[-1]]  # (K, C_out, C_in)
+        return taps.permute(1, 0, 2).reshape(shape)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The dense weight in its logical shape (known when made by :func:`quantize_weight`)."""
+        if self.shape is None:
+            raise ValueError(
+                "this packed weight does not record its logical shape (it was read from a "
+                "file); use dequantize_as(shape) with the shape the consuming op expects"
+            )
+        return self.dequantize_as(self.shape, dtype)
 
     def to(self, device: torch.device | str) -> QuantizedWeight:
         """The same packing on another device."""
@@ -128,6 +173,7 @@ class QuantizedWeight:
             self.biases.to(device),
             self.bits,
             self.group_size,
+            self.shape,
         )
 
 
@@ -145,30 +191,33 @@ def quantize_weight(
     group_size: int,
     scale_dtype: torch.dtype | None = None,
 ) -> QuantizedWeight:
-    """Pack a float weight ``(..., C_in)`` along C_in, keeping its leading axes.
+    """Pack a float conv ``(C_out, Kx, Ky, Kz, C_in)`` or linear ``(C_out, C_in)`` weight.
 
-    Scales follow MLX's affine rule: the group's edge of larger magnitude is
-    represented exactly, the step is ``(max - min) / (2^bits - 1)``.  Scales
-    and biases are rounded to ``scale_dtype`` (default ``w.dtype``) first and
-    the codes are chosen against the rounded values, so the dequantized weight
-    is the best this packing can express for the stored scale.
+    C_in is padded with zeros to a multiple of ``group_size`` (so every weight
+    can be packed).  Scales follow MLX's affine rule: the group's edge of larger
+    magnitude is represented exactly, the step is ``(max - min) / (2^bits - 1)``.
+    Scales and biases are rounded to ``scale_dtype`` (default ``w.dtype``) first
+    and the codes are chosen against the rounded values, so the dequantized
+    weight is the best this packing can express for the stored scale.
     """
     bits, group_size = check_quantization(bits, group_size)
     if not isinstance(w, torch.Tensor) or w.dtype not in (*_SCALE_DTYPES, torch.float64):
         raise TypeError("quantize_weight expects a float torch.Tensor")
-    if w.ndim < 2:
-        raise ValueError(f"quantize_weight needs a weight of rank >= 2, got {tuple(w.shape)}")
-    c_in = int(w.shape[-1])
-    if c_in % group_size:
+    if w.ndim not in (2, 5):
         raise ValueError(
-            f"C_in = {c_in} is not a multiple of group_size = {group_size}; pick a group size "
-            "that divides the input channels or keep this weight dense"
+            "quantize_weight packs a linear (C_out, C_in) or conv (C_out, Kx, Ky, Kz, C_in) "
+            f"weight, got shape {tuple(w.shape)}"
         )
     sdtype = scale_dtype if scale_dtype is not None else w.dtype
     if sdtype not in _SCALE_DTYPES:
         raise TypeError(f"scale_dtype must be float16, bfloat16 or float32, got {sdtype}")
+    c_out, c_in = int(w.shape[0]), int(w.shape[-1])
+    k = int(w[0, ..., 0].numel())
+    padded = -(-c_in // group_size) * group_size
+    rows = w.detach().to(sdtype).to(torch.float32).reshape(c_out, k, c_in).permute(1, 0, 2)
+    rows = torch.nn.functional.pad(rows, (0, padded - c_in))
     n_bins = (1 << bits) - 1
-    g = w.detach().to(sdtype).to(torch.float32).reshape(*w.shape[:-1], -1, group_size)
+    g = rows.reshape(k, c_out, -1, group_size)
     w_max = g.amax(dim=-1)
     w_min = g.amin(dim=-1)
     mask = w_min.abs() > w_max.abs()
@@ -181,7 +230,13 @@ def quantize_weight(
     scales_s = scales.to(sdtype)
     biases_s = biases.to(sdtype)
     q = torch.round((g - biases_s.float()[..., None]) / scales_s.float()[..., None])
-    q = q.clamp(0, n_bins).to(torch.int64).reshape(*w.shape[:-1], c_in // (32 // bits), 32 // bits)
+    q = q.clamp(0, n_bins).to(torch.int64).reshape(k, c_out, padded // (32 // bits), 32 // bits)
     shifts = torch.arange(32 // bits, device=w.device, dtype=torch.int64) * bits
-    words = (q << shifts).sum(dim=-1)
-    return QuantizedWeight(_int64_to_words(words), scales_s, biases_s, bits, group_size)
+    words = _int64_to_words((q << shifts).sum(dim=-1))
+    if k > 1:  # upstream stores K > 1 tap matrices transposed: (K, words, C_out)
+        words, scales_s, biases_s = (
+            a.transpose(1, 2).contiguous() for a in (words, scales_s, biases_s)
+        )
+    return QuantizedWeight(
+        words, scales_s, biases_s, bits, group_size, tuple(int(d) for d in w.shape)
+    )
