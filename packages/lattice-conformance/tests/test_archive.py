@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -237,14 +239,27 @@ def test_reader_rejects_hostile_members(
     tmp_path: Path, good_archive: Path, extra: tarfile.TarInfo, data: bytes | None, reason: str
 ) -> None:
     members = _members_of(good_archive)
-    # Hostile members first: the reader must refuse before writing anything.
-    path = _write_tar(tmp_path / "bad.tar.gz", [(extra, data), *members])
+    assert members[0][0].name == "manifest.json"
+    # Hostile members right after the manifest (which must come first): the
+    # reader must refuse before writing them.
+    path = _write_tar(tmp_path / "bad.tar.gz", [members[0], (extra, data), *members[1:]])
     dest = tmp_path / "dest"
     with pytest.raises(FixtureArchiveError) as info:
         open_fixture_archive(path, into=dest)
     assert info.value.reason == reason, str(info.value)
     assert not (tmp_path / "escaped.txt").exists()
     assert not Path("/tmp/lattice-absolute-escape.txt").exists()
+    assert sorted(p.name for p in dest.iterdir()) == ["manifest.json"]
+
+
+def test_reader_wants_the_manifest_first(tmp_path: Path, good_archive: Path) -> None:
+    members = _members_of(good_archive)
+    path = _write_tar(tmp_path / "late.tar.gz", [*members[1:], members[0]])
+    dest = tmp_path / "dest"
+    with pytest.raises(FixtureArchiveError) as info:
+        open_fixture_archive(path, into=dest)
+    assert info.value.reason == "manifest_not_first"
+    assert list(dest.iterdir()) == []
 
 
 def test_reader_rejects_truncated_archive(tmp_path: Path, good_archive: Path) -> None:
@@ -320,10 +335,14 @@ def test_reader_enforces_size_caps(tmp_path: Path, good_archive: Path) -> None:
 
 
 def test_reader_rejects_file_under_file(tmp_path: Path, good_archive: Path) -> None:
-    members = _members_of(good_archive)
+    def listed(manifest: dict[str, Any]) -> None:
+        for name, data in (("a", b"x"), ("a/b", b"y")):
+            manifest["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": 1}
+
+    members = _members_of(_with_manifest(tmp_path, good_archive, listed))
     path = _write_tar(
         tmp_path / "bad.tar.gz",
-        [(_extra("a"), b"x"), (_extra("a/b"), b"y"), *members],
+        [members[0], (_extra("a"), b"x"), (_extra("a/b"), b"y"), *members[1:]],
     )
     with pytest.raises(FixtureArchiveError) as info:
         open_fixture_archive(path)

@@ -267,9 +267,9 @@ def test_large_model_archive_shows_progress_bar(
     assert "2/2" in stream.getvalue()
 
 
-def test_runtime_refusal_is_a_failed_case_not_a_crash(tmp_path: Path) -> None:
+def test_runtime_refusal_is_a_rejected_case_not_a_crash(tmp_path: Path) -> None:
     # Inputs that violate SPEC §4 (duplicate rows) are refused by the MLX ABI
-    # check; replay records it as that case's failure and goes on.
+    # check; replay records that case as rejected (exit 2) and goes on.
     archive = write_torch_fixture_archive(
         tmp_path / "a.tar.gz", _tiny_model(), _tiny_inputs(2, 300), atol=1e-4, rtol=1e-4
     )
@@ -281,7 +281,8 @@ def test_runtime_refusal_is_a_failed_case_not_a_crash(tmp_path: Path) -> None:
         cases[0] = dataclasses.replace(cases[0], inputs=dict(cases[0].inputs, x_coords=bad_coords))
         tampered = write_fixture_archive(tmp_path / "b.tar.gz", artifact, cases)
     result = replay_archive(tampered)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
+    assert result.cases[0].status == "rejected" and result.summary()["rejected"] == 1
     assert result.cases[0].reasons[0].startswith("runtime: ")
     assert "duplicate" in result.cases[0].reasons[0]
     assert result.cases[1].passed

@@ -16,12 +16,16 @@ float32), so the reader needs neither torch nor MLX.  bfloat16 values are
 stored as float32 (which represents them exactly) and the manifest records
 their logical dtype; the replayer casts back before calling the program.
 
-Archives come from elsewhere, so the reader treats them as hostile: it
-streams the tar once, refuses absolute paths, ``..`` components, links,
-devices and FIFOs, duplicate (or case-colliding) names, oversized members or
-archives and unlisted files, and checks every file against the SHA-256 and
-size recorded in the manifest.  Each refusal is a :class:`FixtureArchiveError`
-whose ``reason`` is a short machine-readable code.
+Archives come from elsewhere, so the reader treats them as hostile
+(:mod:`lattice_conformance.safe_extract`): it streams the tar once with the
+manifest first, so every size is known and capped before anything is
+written; it refuses absolute paths, ``..`` components, links, devices and
+FIFOs, duplicate (or case-colliding) names, oversized members, gzip bombs
+and unlisted files; bounds the manifest's size, nesting and numbers; checks
+every file against the SHA-256 and size recorded in the manifest and every
+array file against the safetensors reader policy.  Each refusal is a
+:class:`FixtureArchiveError` whose ``reason`` is a short machine-readable
+code.
 
 The writer is deterministic (sorted members, zero mtimes and owners) so the
 same fixtures give the same bytes, and atomic (a temporary file in the
@@ -31,7 +35,6 @@ half-written archive under the final name.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import io
@@ -42,17 +45,38 @@ import re
 import shutil
 import tarfile
 import tempfile
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import safetensors.numpy as stnp
+from lattice_contract.atomic import atomic_write_file
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
+from lattice_contract.safetensors_header import WeightFileError, check_safetensors_bytes
+
+from lattice_conformance.safe_extract import (
+    ArchiveLimits,
+    FixtureArchiveError,
+    extract_members,
+    load_bounded_json,
+)
+
+__all__ = [
+    "ArchiveLimits",
+    "CaseSpec",
+    "FixtureArchive",
+    "FixtureArchiveError",
+    "FixtureCase",
+    "OutputSpec",
+    "SparseArrays",
+    "copy_artifact",
+    "open_fixture_archive",
+    "write_fixture_archive",
+]
 
 FORMAT_NAME: Final = "lattice-conformance-fixtures"
 """Value of the manifest's ``format`` key."""
@@ -80,20 +104,6 @@ _CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=@-]{0,127}$")
 _ABI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 Array = npt.NDArray[Any]
-
-
-class FixtureArchiveError(ValueError):
-    """A fixture archive (or the data given to the writer) is unusable.
-
-    ``reason`` is a stable short code (``"parent_reference"``, ``"link"``,
-    ``"checksum_mismatch"``, ...) so that callers and tests can tell failures
-    apart without matching message text; the message says what is wrong and
-    what to do about it.
-    """
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{message} [{reason}]")
-        self.reason = reason
 
 
 # ---------------------------------------------------------------------------
@@ -156,16 +166,6 @@ class CaseSpec:
     inputs_file: str
     outputs: tuple[OutputSpec, ...]
     expected_file: str
-
-
-@dataclass(frozen=True)
-class ArchiveLimits:
-    """Caps that bound what a hostile archive can make the reader do."""
-
-    max_archive_bytes: int = 1 << 30
-    max_member_bytes: int = 512 << 20
-    max_total_bytes: int = 2 << 30
-    max_members: int = 100_000
 
 
 # ---------------------------------------------------------------------------
@@ -312,13 +312,6 @@ def _case_payload(index: int, case: FixtureCase) -> tuple[dict[str, Any], bytes,
     return entry, stnp.save(input_arrays), stnp.save(expected_arrays)
 
 
-def default_file_mode() -> int:
-    """``0o666`` minus the umask: the mode ``open()`` would give a new file."""
-    current = os.umask(0)
-    os.umask(current)
-    return 0o666 & ~current
-
-
 def _tar_add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(payload)
@@ -381,185 +374,21 @@ def write_fixture_archive(
     }
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            with (
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                _tar_add(tar, MANIFEST_NAME, manifest_bytes)
-                for name in sorted(files):
-                    _tar_add(tar, name, files[name])
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.chmod(tmp_name, default_file_mode())  # mkstemp creates 0600; use the usual mode
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
-    return target
+    def write(tmp: Path) -> None:
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            _tar_add(tar, MANIFEST_NAME, manifest_bytes)
+            for name in sorted(files):
+                _tar_add(tar, name, files[name])
+
+    return atomic_write_file(target, write)
 
 
 # ---------------------------------------------------------------------------
 # Reader.
-
-
-def _member_path(raw_name: str) -> PurePosixPath:
-    """Check a member name and return it as a relative path; refuse anything unsafe."""
-    if not raw_name or "\x00" in raw_name:
-        raise FixtureArchiveError(
-            "bad_name", f"archive member with an empty or NUL name {raw_name!r}"
-        )
-    if "\\" in raw_name:
-        raise FixtureArchiveError(
-            "bad_name", f"archive member {raw_name!r} contains a backslash; use '/' separators"
-        )
-    if raw_name.startswith("/") or re.match(r"^[A-Za-z]:", raw_name):
-        raise FixtureArchiveError(
-            "absolute_path",
-            f"archive member {raw_name!r} is an absolute path; fixture archives hold "
-            "relative paths only",
-        )
-    parts = [p for p in raw_name.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise FixtureArchiveError(
-            "parent_reference",
-            f"archive member {raw_name!r} contains '..', which would escape the extraction "
-            "directory; rebuild the archive with write_fixture_archive",
-        )
-    if not parts:
-        raise FixtureArchiveError("bad_name", f"archive member {raw_name!r} names no file")
-    return PurePosixPath(*parts)
-
-
-def _copy_limited(
-    source: io.BufferedReader | Any, dest: Path, size: int, limits: ArchiveLimits
-) -> str:
-    digest = hashlib.sha256()
-    written = 0
-    with open(dest, "xb") as out:
-        while True:
-            chunk = source.read(1 << 20)
-            if not chunk:
-                break
-            written += len(chunk)
-            if written > size or written > limits.max_member_bytes:
-                raise FixtureArchiveError(
-                    "member_too_large", f"member {dest.name} is larger than its header says"
-                )
-            digest.update(chunk)
-            out.write(chunk)
-    if written != size:
-        raise FixtureArchiveError(
-            "truncated", f"member {dest.name} ended after {written} of {size} bytes"
-        )
-    return digest.hexdigest()
-
-
-def _extract(archive: Path, dest: Path, limits: ArchiveLimits) -> dict[str, tuple[int, str]]:
-    """Stream-extract regular files into ``dest``; return {name: (size, sha256)}."""
-    try:
-        archive_size = archive.stat().st_size
-    except OSError as exc:
-        raise FixtureArchiveError(
-            "missing", f"cannot read fixture archive {archive}: {exc}"
-        ) from exc
-    if archive_size > limits.max_archive_bytes:
-        raise FixtureArchiveError(
-            "archive_too_large",
-            f"{archive} is {archive_size} bytes, over the {limits.max_archive_bytes}-byte cap",
-        )
-    seen: dict[str, str] = {}
-    files: dict[str, tuple[int, str]] = {}
-    total = 0
-    count = 0
-    try:
-        with (
-            open(archive, "rb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="rb") as gz,
-            tarfile.open(fileobj=gz, mode="r|") as tar,
-        ):
-            for member in tar:
-                count += 1
-                if count > limits.max_members:
-                    raise FixtureArchiveError(
-                        "too_many_members",
-                        f"archive has more than {limits.max_members} members",
-                    )
-                rel = _member_path(member.name)
-                key = rel.as_posix()
-                folded = key.casefold()
-                if folded in seen:
-                    raise FixtureArchiveError(
-                        "duplicate_member",
-                        f"archive member {member.name!r} appears twice (or collides with "
-                        f"{seen[folded]!r} on a case-insensitive file system)",
-                    )
-                seen[folded] = member.name
-                if member.issym() or member.islnk():
-                    raise FixtureArchiveError(
-                        "link",
-                        f"archive member {member.name!r} is a link (to {member.linkname!r}); "
-                        "fixture archives hold regular files only",
-                    )
-                if member.isdir():
-                    continue
-                if not member.isreg():
-                    raise FixtureArchiveError(
-                        "special_file",
-                        f"archive member {member.name!r} is a device, FIFO or other special "
-                        "file; fixture archives hold regular files only",
-                    )
-                if member.size > limits.max_member_bytes:
-                    raise FixtureArchiveError(
-                        "member_too_large",
-                        f"archive member {member.name!r} is {member.size} bytes, over the "
-                        f"{limits.max_member_bytes}-byte cap",
-                    )
-                total += member.size
-                if total > limits.max_total_bytes:
-                    raise FixtureArchiveError(
-                        "archive_too_large",
-                        f"archive expands past the {limits.max_total_bytes}-byte cap",
-                    )
-                out = dest.joinpath(*rel.parts)
-                try:
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                except (FileExistsError, NotADirectoryError) as exc:
-                    raise FixtureArchiveError(
-                        "conflicting_member",
-                        f"archive member {member.name!r} lies under a file of the same name",
-                    ) from exc
-                if out.exists():
-                    raise FixtureArchiveError(
-                        "conflicting_member",
-                        f"archive member {member.name!r} collides with a directory",
-                    )
-                source = tar.extractfile(member)
-                assert source is not None
-                files[key] = (member.size, _copy_limited(source, out, member.size, limits))
-            # tar stops at its end-of-archive blocks; read the gzip stream to its
-            # end as well so that a cut-off trailer (CRC, length) is noticed.
-            trailing = 0
-            while chunk := gz.read(1 << 20):
-                trailing += len(chunk)
-                if total + trailing > limits.max_total_bytes:
-                    raise FixtureArchiveError(
-                        "archive_too_large",
-                        f"archive expands past the {limits.max_total_bytes}-byte cap",
-                    )
-    except FixtureArchiveError:
-        raise
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise FixtureArchiveError(
-            "truncated_or_corrupt",
-            f"{archive} is truncated or not a gzip-compressed tar file ({exc}); "
-            "copy the archive again",
-        ) from exc
-    return files
 
 
 def _require(cond: bool, message: str) -> None:
@@ -567,11 +396,8 @@ def _require(cond: bool, message: str) -> None:
         raise FixtureArchiveError("bad_manifest", message)
 
 
-def _parse_manifest(raw: bytes) -> dict[str, Any]:
-    try:
-        manifest = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FixtureArchiveError("bad_manifest", f"{MANIFEST_NAME} is not JSON: {exc}") from exc
+def _parse_manifest(raw: bytes, limits: ArchiveLimits) -> dict[str, Any]:
+    manifest = load_bounded_json(raw, MANIFEST_NAME, limits)
     _require(isinstance(manifest, dict), f"{MANIFEST_NAME} must hold a JSON object")
     if manifest.get("format") != FORMAT_NAME:
         raise FixtureArchiveError(
@@ -712,21 +538,34 @@ class FixtureArchive:
             raise
 
     def _open(self, limits: ArchiveLimits) -> None:
-        files = _extract(self.path, self.root, limits)
+        parsed: dict[str, Any] = {}
+
+        def declared(raw: bytes) -> dict[str, int]:
+            manifest = _parse_manifest(raw, limits)
+            listed: Any = manifest.get("files")
+            _require(isinstance(listed, dict), "manifest has no files table")
+            for name, meta in listed.items():
+                _require(
+                    isinstance(meta, dict)
+                    and isinstance(meta.get("sha256"), str)
+                    and isinstance(meta.get("size"), int)
+                    and not isinstance(meta.get("size"), bool)
+                    and meta["size"] >= 0,
+                    f"manifest files entry {name!r} needs sha256 and a size >= 0",
+                )
+            parsed["manifest"], parsed["listed"] = manifest, listed
+            return {name: meta["size"] for name, meta in listed.items()}
+
+        files = extract_members(
+            self.path, self.root, limits, manifest=MANIFEST_NAME, declared=declared
+        )
         if MANIFEST_NAME not in files:
             raise FixtureArchiveError(
                 "bad_manifest", f"{self.path} has no {MANIFEST_NAME}; not a fixture archive"
             )
-        manifest = _parse_manifest((self.root / MANIFEST_NAME).read_bytes())
-        listed: Any = manifest.get("files")
-        _require(isinstance(listed, dict), "manifest has no files table")
+        manifest: dict[str, Any] = parsed["manifest"]
+        listed: dict[str, Any] = parsed["listed"]
         for name, meta in listed.items():
-            _require(
-                isinstance(meta, dict)
-                and isinstance(meta.get("sha256"), str)
-                and isinstance(meta.get("size"), int),
-                f"manifest files entry {name!r} needs sha256 and size",
-            )
             if name not in files:
                 raise FixtureArchiveError(
                     "missing_member", f"manifest lists {name!r} but the archive lacks it"
@@ -738,12 +577,6 @@ class FixtureArchive:
                     f"{name!r} does not match its manifest checksum (size {size}, expected "
                     f"{meta['size']}); the archive was modified or damaged in transit",
                 )
-        unlisted = sorted(set(files) - set(listed) - {MANIFEST_NAME})
-        if unlisted:
-            raise FixtureArchiveError(
-                "unlisted_member",
-                f"archive members {unlisted[:5]} are not in the manifest; refusing extra files",
-            )
         artifact = manifest.get("artifact")
         _require(artifact == ARTIFACT_DIR, f"manifest artifact must be {ARTIFACT_DIR!r}")
         for file_name in (GRAPH_FILE, WEIGHT_FILE):
@@ -767,8 +600,13 @@ class FixtureArchive:
         return self.root / ARTIFACT_DIR
 
     def _load(self, rel: str, where: str) -> dict[str, Array]:
+        data = (self.root / rel).read_bytes()
         try:
-            return stnp.load((self.root / rel).read_bytes())
+            check_safetensors_bytes(data, rel)
+        except WeightFileError as exc:
+            raise FixtureArchiveError("bad_arrays", f"{where}: {exc}") from exc
+        try:
+            return stnp.load(data)
         except Exception as exc:  # safetensors raises its own error types
             raise FixtureArchiveError(
                 "bad_arrays", f"{where}: {rel} is not a readable safetensors file ({exc})"

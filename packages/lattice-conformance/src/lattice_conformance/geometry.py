@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from lattice_contract.atomic import WriterLockedError, atomic_write_file
 from lattice_contract.verify import ArtifactCapabilityError
 
 from lattice_conformance.ply import PlyFormatError, read_ply
@@ -502,14 +503,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(_table(result))
     if args.report is not None:
-        tmp = args.report.with_name(f".{args.report.name}.tmp")
+        text = json.dumps(result.as_dict(), indent=2) + "\n"
         try:
-            tmp.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-            os.replace(tmp, args.report)
-        except OSError as exc:
+            atomic_write_file(args.report, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        except (OSError, WriterLockedError) as exc:
             print(f"conformance geometry-profile: cannot write the report: {exc}", file=sys.stderr)
             return 2
-        finally:
-            if tmp.exists():
-                tmp.unlink()
     return 0

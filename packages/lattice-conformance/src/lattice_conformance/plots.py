@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
+from lattice_contract.atomic import atomic_write_file
 
 if TYPE_CHECKING:
     from lattice_conformance.replay import ReplayResult
@@ -249,7 +250,8 @@ def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:
     plt = pyplot()
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=dpi)
+    kind = target.suffix.lstrip(".") or "png"  # the temporary name has no suffix to go by
+    atomic_write_file(target, lambda tmp: fig.savefig(tmp, dpi=dpi, format=kind))
     plt.close(fig)
     return target
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from lattice_contract.atomic import atomic_write_file
 from plyfile import PlyData, PlyElement, PlyParseError
 
 __all__ = ["PlyFormatError", "read_ply", "write_ply"]
@@ -84,11 +85,4 @@ def write_ply(
     record["x"], record["y"], record["z"] = arr[:, 0], arr[:, 1], arr[:, 2]
     element = PlyElement.describe(record, "vertex")
     ply = PlyData([element], text=encoding == "ascii", byte_order=order)
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
-        ply.write(str(tmp))
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    atomic_write_file(path, lambda tmp: ply.write(str(tmp)))

@@ -12,9 +12,14 @@ dense: exact shape, then values).  A table goes to stdout, a progress bar to
 stderr for suites of ten cases or more, and the JSON report (format in
 ``docs/conformance-report.md``) to ``--report``.
 
-Exit status: 0 when every case passes, 1 when any case fails, 2 when the
-archive or artifact cannot be used at all (the reason is printed and, with
-``--report``, recorded).
+Exit status: 0 when every case passes, 1 when any case fails its
+comparison, 2 when the archive or artifact cannot be used at all or a case
+is rejected (its arrays unreadable, the runtime refusing the call) -- the
+reason is printed and, with ``--report``, recorded; a report is written
+whatever happens, even on an internal error.  The graph is first verified
+natively in a child process (:mod:`lattice_conformance.native_check`), so a
+graph that crashes the parser is a recorded failure, not a dead replayer,
+and the extraction directory is always removed.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,15 +38,16 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
+from lattice_contract.atomic import WriterLockedError, atomic_write_file
 from lattice_contract.constants import WEIGHT_FILE
 
 from lattice_conformance.archive import (
     FixtureArchiveError,
     SparseArrays,
-    default_file_mode,
     open_fixture_archive,
 )
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
+from lattice_conformance.native_check import native_verification_crash
 from lattice_conformance.runners import Runner, RuntimeUnavailable, make_runner
 
 REPORT_FORMAT: Final = "lattice-conformance-report"
@@ -72,6 +77,13 @@ class CaseResult:
     compute_s: float = 0.0
     convert_s: float = 0.0
     compare_s: float = 0.0
+    rejected: bool = False
+    """The case could not run at all (unreadable arrays, a runtime refusal)."""
+
+    @property
+    def status(self) -> str:
+        """``passed``, ``failed`` (outputs off) or ``rejected`` (never compared)."""
+        return "passed" if self.passed else ("rejected" if self.rejected else "failed")
 
     @property
     def overhead_s(self) -> float:
@@ -83,6 +95,7 @@ class CaseResult:
             "name": self.name,
             "description": self.description,
             "passed": self.passed,
+            "status": self.status,
             "reasons": self.reasons,
             "atol": self.atol,
             "rtol": self.rtol,
@@ -120,7 +133,7 @@ class ReplayResult:
 
     @property
     def exit_code(self) -> int:
-        if self.error is not None:
+        if self.error is not None or any(c.rejected for c in self.cases):
             return 2
         return 0 if self.passed else 1
 
@@ -140,6 +153,7 @@ class ReplayResult:
             "cases": len(self.cases),
             "passed": sum(c.passed for c in self.cases),
             "failed": sum(not c.passed for c in self.cases),
+            "rejected": sum(c.rejected for c in self.cases),
             "all_passed": self.passed,
             "sparse_outputs": len(sparse),
             "coordinates_equal": all(
@@ -303,6 +317,10 @@ def replay_archive(
             result.producer = fixtures.producer
             result.open_s = time.perf_counter() - started
             t0 = time.perf_counter()
+            crash = native_verification_crash(fixtures.artifact_dir / "graph.mlir")
+            if crash is not None:
+                result.error = crash
+                return result
             try:
                 runner: Runner = make_runner(runtime, fixtures.artifact_dir, device)
             except RuntimeUnavailable as exc:
@@ -330,6 +348,8 @@ def replay_archive(
                 bar.update(index + 1, spec.name, sum(not c.passed for c in result.cases))
     except FixtureArchiveError as exc:
         result.error = str(exc)
+    except Exception as exc:  # never lose the report to an unforeseen failure
+        result.error = f"replay failed: {type(exc).__name__}: {exc}"
     finally:
         result.total_s = time.perf_counter() - started
     return result
@@ -342,13 +362,15 @@ def _replay_case(fixtures: Any, spec: Any, runner: Runner) -> CaseResult:
         case = fixtures.load_case(spec)
     except FixtureArchiveError as exc:
         outcome.reasons.append(f"fixture: {exc}")
+        outcome.rejected = True
         return outcome
     outcome.load_s = time.perf_counter() - t0
     dtypes = [spec.input_dtypes[name] for name in spec.input_names]
     try:
         run = runner.run([case.inputs[n] for n in spec.input_names], dtypes)
-    except Exception as exc:  # a runtime refusal is a failed case, not a crash
+    except Exception as exc:  # a runtime refusal is a rejected case, not a crash
         outcome.reasons.append(f"runtime: {type(exc).__name__}: {exc}")
+        outcome.rejected = True
         return outcome
     outcome.prepare_s, outcome.compute_s, outcome.convert_s = (
         run.prepare_s,
@@ -435,20 +457,10 @@ def format_table(result: ReplayResult) -> str:
 
 
 def write_json_atomic(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
-    """Write JSON to ``path`` via a temporary file and a rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, allow_nan=False)
-            f.write("\n")
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    """Write JSON to ``path`` atomically (:func:`lattice_contract.atomic.atomic_write_file`)."""
+    text = json.dumps(payload, indent=2, allow_nan=False) + "\n"
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------------
@@ -504,7 +516,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if result.producer.get("coords") == "lattice-units":
         print("coordinates: sparse coordinates read in lattice units (multiplied by the stride)")
     if args.report is not None:
-        write_json_atomic(args.report, result.as_dict())
+        try:
+            write_json_atomic(args.report, result.as_dict())
+        except (OSError, ValueError, WriterLockedError) as exc:
+            print(f"conformance replay: cannot write the report: {exc}", file=sys.stderr)
+            return 2
         print(f"report: {args.report}")
     if args.plot is not None and result.cases:
         from lattice_conformance.plots import plot_replay_errors

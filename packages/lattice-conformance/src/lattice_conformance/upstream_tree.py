@@ -22,7 +22,6 @@ reports; its coordinates are still compared exactly.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tarfile
@@ -39,15 +38,12 @@ import numpy.typing as npt
 from lattice_contract.constants import GRAPH_FILE, KNOWN_PRODUCER_DIGESTS, WEIGHT_FILE
 from safetensors import numpy as stnp
 
-from lattice_conformance.archive import (
-    ArchiveLimits,
-    FixtureArchiveError,
-    SparseArrays,
-    _extract,
-)
+from lattice_conformance.archive import ArchiveLimits, FixtureArchiveError, SparseArrays
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
+from lattice_conformance.native_check import native_verification_crash
 from lattice_conformance.replay import CaseResult, ReplayResult
 from lattice_conformance.runners import Runner, RuntimeUnavailable, make_runner
+from lattice_conformance.safe_extract import extract_members, load_bounded_json
 
 Array = npt.NDArray[Any]
 
@@ -80,9 +76,9 @@ class TreeCase:
 
 
 def _manifest_of(raw: bytes, where: str) -> dict[str, Any] | None:
-    try:
-        manifest = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    try:  # bounded: a hostile manifest's depth or numbers must not crash the sniffing
+        manifest = load_bounded_json(raw, where, ArchiveLimits())
+    except FixtureArchiveError:
         return None
     if isinstance(manifest, dict) and manifest.get("schema") == TREE_SCHEMA:
         return manifest
@@ -176,7 +172,7 @@ def open_upstream_tree(
         yield p, _parse_cases(p)
         return
     with tempfile.TemporaryDirectory(prefix="lattice-upstream-") as tmp:
-        _extract(p, Path(tmp), limits or ArchiveLimits())
+        extract_members(p, Path(tmp), limits or ArchiveLimits())
         root = _root_of(Path(tmp))
         yield root, _parse_cases(root)
 
@@ -317,6 +313,11 @@ def _replay_case(
             f"{KNOWN_PRODUCER_DIGESTS[digest]} ({digest[:12]}...); run `lattice migrate SRC DST` "
             "on the tree first and replay DST"
         )
+        return outcome, None
+    crash = native_verification_crash(case.directory / GRAPH_FILE)
+    if crash is not None:  # the parser died in the child: one failed case, no dead replayer
+        outcome.reasons.append(f"artifact: {crash}")
+        outcome.rejected = True
         return outcome, None
     try:
         runner = make_runner(runtime, _stage(case, staging), device)

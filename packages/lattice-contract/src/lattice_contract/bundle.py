@@ -11,8 +11,9 @@ Loading rejects, each with its own message:
   be silently ignored.
 
 Saving goes through :func:`atomic_bundle_write`: the bundle is written into
-a temporary sibling directory and renamed into place, so a failed save
-leaves no half-written artifact (and an existing bundle survives intact).
+a temporary sibling directory and swapped into place
+(:mod:`lattice_contract.atomic`), so a failed or killed save leaves no
+half-written artifact and an existing bundle survives intact.
 :func:`flatten_bundle_weights` turns a runtime's storage-key mapping into the
 flat safetensors entries both runtimes write.
 """
@@ -20,13 +21,12 @@ flat safetensors entries both runtimes write.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from lattice_contract.atomic import atomic_write_dir
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
 
 __all__ = [
@@ -110,49 +110,29 @@ def check_bundle_dir(path: str | os.PathLike[str]) -> BundlePaths:
     return BundlePaths(root=root, graph=graph, weights=weights)
 
 
+def _refuse_foreign_directory(target: Path) -> None:
+    if not target.is_dir():
+        raise BundleError(f"cannot save to {str(target)!r}: it exists and is not a directory")
+    if any(target.iterdir()) and not (target / GRAPH_FILE).exists():
+        raise BundleError(
+            f"refusing to overwrite {str(target)!r}: it is a non-empty directory that is "
+            "not a lattice artifact"
+        )
+
+
 def atomic_bundle_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
     """Create the artifact directory ``path`` by calling ``write(tmp_dir)``, atomically.
 
-    ``write`` fills a fresh temporary directory next to ``path``.  Only when it
-    returns does the directory get renamed into place; an existing artifact at
-    ``path`` is replaced only then (and restored if the swap fails).  An
+    ``write`` fills a fresh temporary directory next to ``path``; the swap,
+    the writer lock, the clean-up of earlier interrupted saves and the file
+    modes are :func:`lattice_contract.atomic.atomic_write_dir`'s.  An
     existing non-artifact directory with contents is never overwritten.
     """
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise BundleError(f"cannot save to {str(target)!r}: {str(parent)!r} is not a directory")
-    if target.exists():
-        if not target.is_dir():
-            raise BundleError(f"cannot save to {str(target)!r}: it exists and is not a directory")
-        contents = list(target.iterdir())
-        if contents and not (target / GRAPH_FILE).exists():
-            raise BundleError(
-                f"refusing to overwrite {str(target)!r}: it is a non-empty directory that is "
-                "not a lattice artifact"
-            )
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
-    try:
-        write(tmp)
-        for item in tmp.iterdir():
-            with open(item, "rb") as handle:
-                os.fsync(handle.fileno())
-        if target.exists():
-            backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
-            backup.rmdir()
-            os.replace(target, backup)
-            try:
-                os.replace(tmp, target)
-            except BaseException:
-                os.replace(backup, target)
-                raise
-            shutil.rmtree(backup, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    return atomic_write_dir(target, write, check_existing=_refuse_foreign_directory)
 
 
 ArrayT = TypeVar("ArrayT")

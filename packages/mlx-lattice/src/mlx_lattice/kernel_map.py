@@ -40,6 +40,7 @@ from lattice_contract.kernel import (
     tap_offsets,
 )
 
+from mlx_lattice.coord_range import check_emitted
 from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, flat_nonzero
 
 
@@ -145,7 +146,8 @@ def _physical(coords: mx.array, stride: Triple) -> mx.array:
 
 
 def _shifted(coords: mx.array, delta: Sequence[int]) -> mx.array:
-    return coords + mx.array((0, *delta), dtype=mx.int32)
+    # int64: a read position past the int32 limits must miss, not wrap onto a real row.
+    return coords.astype(mx.int64) + mx.array((0, *delta), dtype=mx.int64)
 
 
 def _index(cache: SupportCache, coords: mx.array, stride: Triple) -> SupportIndex:
@@ -287,10 +289,16 @@ def _generate(
         return generated
     in_rows = flat % n
     taps = flat // n
-    table = mx.array([(0, *shift) for shift in shifts], dtype=mx.int32)
-    s = mx.array((1, *op_stride), dtype=mx.int32)
-    base = logical[in_rows]
+    # In int64: near the int32 limits c*s + k*d (or c + p) is not an int32, and
+    # must be refused (lattice_contract.coord_range), never wrapped.
+    table = mx.array([(0, *shift) for shift in shifts], dtype=mx.int64)
+    s = mx.array((1, *op_stride), dtype=mx.int64)
+    base = logical[in_rows].astype(mx.int64)
     out = (base + table[taps]) // s if forward else base * s + table[taps]
+    in_stride = tuple(
+        (o // a if forward else o * a) for o, a in zip(out_stride, op_stride, strict=True)
+    )
+    check_emitted(out, out_stride, in_rows, logical, in_stride)  # type: ignore[arg-type]
     keys = out_space.pack(out)
     order = mx.argsort(keys)
     sorted_keys = keys[order]

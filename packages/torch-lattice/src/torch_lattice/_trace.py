@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from lattice_contract.coord_range import Int32CoordinateError
+
 __all__ = ["Tracer", "active_tracer", "traced", "tracing"]
 
 P = ParamSpec("P")
@@ -64,10 +66,15 @@ def traced(op_name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             tracer = _TRACER.get()
             if tracer is None:
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                except Int32CoordinateError as err:  # the kernel map cannot name the op
+                    raise err.with_op(op_name) from None
             token = _TRACER.set(None)
             try:
                 result = fn(*args, **kwargs)
+            except Int32CoordinateError as err:
+                raise err.with_op(op_name) from None
             finally:
                 _TRACER.reset(token)
             tracer.record(op_name, fn, signature.bind(*args, **kwargs), result)

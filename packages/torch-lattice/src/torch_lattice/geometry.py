@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from lattice_contract.atomic import atomic_write_file
 from safetensors.torch import load_file, save_file
 
 from torch_lattice import nn, ops
@@ -221,7 +222,7 @@ def hierarchy_bits(model: GeometryModel, hierarchy: OccupancyHierarchy) -> list[
 def save_geometry_weights(model: GeometryModel, path: str | os.PathLike[str]) -> None:
     """Write the state dict as safetensors (the artifact's storage keys)."""
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(path))
+    atomic_write_file(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
 def load_geometry_model(

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_offsets, tap_offsets
 
+from torch_lattice.coord_range import check_emitted
 from torch_lattice.coords import Packing, bounds
 from torch_lattice.sparse import Support
 
@@ -281,6 +282,7 @@ def full_conv_map(
         o = torch.div(shifted, s, rounding_mode="floor")
         k = torch.tensor(kernel, dtype=torch.int64, device=device)
         valid = (tap3 < k).all(dim=1)
+        check_emitted(o[valid], out_stride, rows[valid], support)
         tap = (tap3[:, 0] * kernel[1] + tap3[:, 1]) * kernel[2] + tap3[:, 2]
         tap = torch.where(valid, tap, torch.full_like(tap, kernel_volume(kernel)))
         order = torch.sort(tap, stable=True).indices
@@ -309,6 +311,7 @@ def full_conv_map(
             ok = (torch.remainder(num, s) == 0).all(dim=1)
             r = ok.nonzero().squeeze(1)
             o = torch.div(num[r], s, rounding_mode="floor")
+        check_emitted(o, out_stride, r, support)
         cand_rows.append(r)
         cand_keys.append(packing.pack(torch.cat([logical[r, :1], o], dim=1)))
     counts = [int(r.numel()) for r in cand_rows]
@@ -477,6 +480,7 @@ def transpose_map(
     rows = torch.arange(n, device=device)
     if disjoint:
         cand = (base[:, None, :] + off[None, :, :]).reshape(-1, 4)
+        check_emitted(cand, out_stride, rows.repeat_interleave(volume), support)
         out = Support.from_logical(cand, out_stride)
         pairs = [(rows, rows * volume + k) for k in range(volume)]
         kmap = _assemble(pairs, n, n * volume, device)
@@ -484,7 +488,9 @@ def transpose_map(
         lo, hi = bounds(base)
         hi = [hi[0]] + [hi[a + 1] + (kernel[a] - 1) * dilation[a] for a in range(3)]
         packing = Packing.covering(lo, hi, margin=0)
-        keys = packing.pack((base[None, :, :] + off[:, None, :]).reshape(-1, 4))
+        cand = (base[None, :, :] + off[:, None, :]).reshape(-1, 4)
+        check_emitted(cand, out_stride, rows.repeat(volume), support)
+        keys = packing.pack(cand)
         out_keys, inverse = torch.unique(keys, sorted=True, return_inverse=True)
         out = Support.from_logical(packing.unpack(out_keys), out_stride)
         pairs = list(zip([rows] * volume, torch.split(inverse, n), strict=True))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 from lattice_contract.bundle import (
     BundleError,
     atomic_bundle_write,
@@ -21,10 +22,22 @@ from lattice_contract.bundle import (
     flatten_bundle_weights,
 )
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
+from lattice_contract.safetensors_header import (
+    FLOAT_DTYPES,
+    WeightFileError,
+    check_safetensors_file,
+    non_finite_error,
+)
 
 from mlx_lattice.ops.quant import QuantizedWeight
 
-__all__ = ["BundleError", "LatticeArtifact", "load_lattice_artifact", "save_lattice_artifact"]
+__all__ = [
+    "BundleError",
+    "LatticeArtifact",
+    "WeightFileError",
+    "load_lattice_artifact",
+    "save_lattice_artifact",
+]
 
 
 @dataclass
@@ -68,11 +81,15 @@ def load_lattice_artifact(path: str | os.PathLike[str]) -> LatticeArtifact:
     """Read an artifact directory, enforcing the bundle rules.
 
     Rejects legacy JSON manifests, other weight files and missing files
-    (:class:`~lattice_contract.bundle.BundleError`).  Weights are read with
-    ``mx.load``, which maps the safetensors payload lazily instead of copying
-    it through Python.
+    (:class:`~lattice_contract.bundle.BundleError`).  The weight file's header
+    is checked against the shared reader policy first
+    (:func:`lattice_contract.safetensors_header.check_safetensors_file`:
+    ``mx.load`` alone accepts aliased, trailing, truncated-dimension and
+    negative-dimension entries), then read with ``mx.load``, which maps the
+    payload lazily; a float entry holding NaN or infinity is refused.
     """
     paths = check_bundle_dir(path)
+    layout = check_safetensors_file(paths.weights)
     try:
         graph = paths.graph.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -85,4 +102,19 @@ def load_lattice_artifact(path: str | os.PathLike[str]) -> LatticeArtifact:
         ) from None
     if not isinstance(loaded, dict):  # pragma: no cover - mx.load of .safetensors is a dict
         raise BundleError(f"{paths.weights} did not load as a safetensors mapping")
+    for name, entry in layout.entries.items():
+        got = tuple(loaded[name].shape) if name in loaded else None
+        if got != entry.shape:
+            raise WeightFileError(
+                str(paths.weights),
+                name,
+                f"has shape {list(entry.shape)} but MLX read it as {got}; MLX dimensions are "
+                "32-bit, so this weight cannot be loaded here",
+            )
+    floats = [name for name, entry in layout.entries.items() if entry.dtype in FLOAT_DTYPES]
+    if floats:
+        counts = np.asarray(mx.stack([mx.sum(~mx.isfinite(loaded[name])) for name in floats]))
+        for name, count in zip(floats, counts.tolist(), strict=True):
+            if count:
+                raise non_finite_error(str(paths.weights), name, int(count))
     return LatticeArtifact(graph=graph, weights=dict(loaded))

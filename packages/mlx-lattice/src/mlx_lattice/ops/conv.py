@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from lattice_contract.coord_range import Int32CoordinateError
 from lattice_contract.kernel import Triple, kernel_volume
 
 from mlx_lattice.kernel_map import (
@@ -251,7 +252,10 @@ def _strided(
         feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
         return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
     generate = transpose_support if transposed else full_conv_support if full else conv_support
-    gen = generate(x.cache, x.coords, x.stride, *geometry)
+    try:
+        gen = generate(x.cache, x.coords, x.stride, *geometry)
+    except Int32CoordinateError as err:  # the kernel map serves several ops
+        raise err.with_op(op) from None
     feats = apply_kernel_map(x.feats, gen.kmap, product, c_out, b, x.dtype)
     return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
 
@@ -362,6 +366,5 @@ def generative_conv_transpose3d(
     decoders); where s < K makes two (c, k) land on one o they are summed.
     """
     g = Geometry.of(kernel_size, stride, 0, 1)
-    return conv_transpose3d(
-        input, weight, bias, kernel_size=g.kernel_size, stride=g.stride, padding=0, dilation=1
-    )
+    op = "generative_conv_transpose3d"
+    return _strided(op, input, weight, bias, g, None, transposed=True)

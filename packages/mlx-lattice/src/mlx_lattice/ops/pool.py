@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import mlx.core as mx
+from lattice_contract.coord_range import Int32CoordinateError
 from lattice_contract.options import as_enum, resolve_batch_size
 from lattice_contract.schema import PoolMode
 
@@ -60,7 +61,10 @@ def _pool(
 ) -> SparseTensor:
     x = sparse_input(input, op)
     pool_mode = as_enum(mode, PoolMode, "mode")
-    gen = generate(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
+    try:
+        gen = generate(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
+    except Int32CoordinateError as err:  # the kernel map serves several ops
+        raise err.with_op(op) from None
     feats = _reduce_pairs(x.feats, gen.kmap, pool_mode).astype(x.dtype)
     return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
 

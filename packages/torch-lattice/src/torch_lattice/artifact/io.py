@@ -20,6 +20,11 @@ from lattice_contract.bundle import (
     flatten_bundle_weights,
 )
 from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
+from lattice_contract.safetensors_header import (
+    WeightFileError,
+    check_safetensors_file,
+    non_finite_error,
+)
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
@@ -28,6 +33,7 @@ from torch_lattice.ops.quant import QuantizedWeight
 __all__ = [
     "BundleError",
     "LatticeArtifact",
+    "WeightFileError",
     "flatten_weights",
     "load_lattice_artifact",
     "save_lattice_artifact",
@@ -95,8 +101,15 @@ def save_lattice_artifact(
 
 
 def load_lattice_artifact(path: str | os.PathLike[str]) -> LatticeArtifact:
-    """Read an artifact directory, enforcing the bundle rules (on the CPU)."""
+    """Read an artifact directory, enforcing the bundle rules (on the CPU).
+
+    The weight file's header is checked against the reader policy both
+    runtimes share (:func:`lattice_contract.safetensors_header.check_safetensors_file`)
+    before ``safetensors`` reads it; a float entry holding NaN or infinity is
+    refused.
+    """
     paths = check_bundle_dir(path)
+    check_safetensors_file(paths.weights)
     try:
         graph = paths.graph.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -107,4 +120,12 @@ def load_lattice_artifact(path: str | os.PathLike[str]) -> LatticeArtifact:
         raise BundleError(
             f"{paths.weights} is not a readable safetensors file ({exc}); re-save the artifact"
         ) from None
+    floats = [name for name, tensor in weights.items() if tensor.is_floating_point()]
+    if floats:
+        counts = torch.stack(
+            [(~torch.isfinite(weights[name].float())).sum() for name in floats]
+        ).tolist()
+        for name, count in zip(floats, counts, strict=True):
+            if count:
+                raise non_finite_error(str(paths.weights), name, int(count))
     return LatticeArtifact(graph=graph, weights=dict(weights))

@@ -15,13 +15,13 @@ import fnmatch
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from lattice_contract.atomic import WriterLockedError, atomic_write_file
 from lattice_contract.version import version_report
 
 from .layouts import convert_kernel
@@ -167,18 +167,6 @@ def load_state_dict(
     return dict(obj)
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def default_manifest_path(dst: str | os.PathLike[str]) -> Path:
     """``weights.safetensors`` -> ``weights.manifest.json`` beside it."""
     return Path(dst).with_suffix(".manifest.json")
@@ -210,8 +198,10 @@ def convert_checkpoint(
     manifest["destination"] = str(dst_path)
     mpath = Path(manifest_path) if manifest_path is not None else default_manifest_path(dst_path)
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    _atomic_write(dst_path, lambda tmp: save_file(result.tensors, tmp))
-    _atomic_write(mpath, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    dst_path.parent.mkdir(parents=True, exist_ok=True)
+    mpath.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_file(dst_path, lambda tmp: save_file(result.tensors, str(tmp)))
+    atomic_write_file(mpath, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return manifest
 
 
@@ -244,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             manifest_path=args.manifest,
             state_dict_key=args.state_dict_key,
         )
-    except ConversionError as exc:
+    except (ConversionError, WriterLockedError) as exc:
         print(f"convert-checkpoint: error: {exc}", file=sys.stderr)
         return 2
     print(

@@ -117,12 +117,19 @@ def _pick(kmap: KernelMap, feats: torch.Tensor, dtype: torch.dtype) -> str:
     segmented schedule beats tap-major by ~1.5x and output-major needs a fill
     above ~0.8 to beat it (output-major spends a gather and a GEMM row on every
     empty slot, segmented about 1.2 of them per real pair).
+
+    The choice never depends on the thread count.  The schedules sum a row's
+    products in different orders, so picking by thread count (as an earlier
+    version did) made CPU results differ between 1 and 2 threads; each
+    schedule on its own is thread-count independent (its GEMMs, gathers,
+    ``index_add_`` and ``embedding_bag`` sum every row in a fixed order), so
+    a fixed choice gives bitwise-equal results at any ``torch.set_num_threads``.
     """
     forced = _SCHEDULE.get()
     segmented = _segmented_ok(kmap, feats, dtype)
     if forced == "segmented":
         return "segmented" if segmented else "tap_major"
-    if forced == "auto" and segmented and torch.get_num_threads() == 1 and kmap.fill < 0.8:
+    if forced == "auto" and segmented and kmap.fill < 0.8:
         return "segmented"
     if _output_major(kmap, feats.device):
         return "output_major"
@@ -139,7 +146,8 @@ def _output_major(kmap: KernelMap, device: torch.device) -> bool:
     scatter-add per tap) touches only real pairs but its scatter is serial on
     CPU and atomic on GPU.  Measured on a 100k-voxel surface scene (fill 0.47):
     one CPU thread favours tap-major slightly, several threads and CUDA favour
-    output-major clearly; the thresholds below encode that.
+    output-major clearly.  The CPU threshold is the single-thread one whatever
+    the thread count, so that results do not depend on it (see :func:`_pick`).
     """
     if kmap.num_out == 0:
         return False
@@ -148,25 +156,81 @@ def _output_major(kmap: KernelMap, device: torch.device) -> bool:
         return forced == "output_major"
     if kmap.volume == 1:
         return False
-    if device.type == "cuda":
-        threshold = 0.15
-    elif torch.get_num_threads() > 1:
-        threshold = 0.3
-    else:
-        threshold = 0.55
+    threshold = 0.15 if device.type == "cuda" else 0.55
     return kmap.fill >= threshold
 
 
+_K_CHUNK = 128
+"""Longest reduction (K) one CPU GEMM call gets; longer ones are cut (see :func:`_fixed_mm`).
+
+MKL's sgemm splits long K axes across threads and sums the pieces in a
+thread-count-dependent order: measured with torch 2.13's MKL, ``(M, K) @
+(K, N)`` differs between 1, 2 and 16 threads for K >= 256 at small M and for
+almost every shape at K >= 864 (the output-major schedule's K is
+``volume * C_in``, 1728 for 3x3x3 at 64 channels; a weight gradient's is the
+row count), and never for K <= 128.
+"""
+
+
+def _fixed_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` with the K axis cut into ``_K_CHUNK`` pieces summed in a fixed order.
+
+    Every GEMM call sees K <= ``_K_CHUNK``, which MKL never splits across
+    threads, and the pieces are summed in an order fixed by the shapes alone,
+    so the result is bitwise the same at every thread count.  A few pieces
+    (the output-major schedule's stacked taps) accumulate left to right with
+    in-place ``addmm``, which costs about what one long GEMM does; many
+    pieces (a weight gradient, whose K is a chunk of rows) go through batched
+    GEMMs reduced by a pairwise tree of adds, in groups that keep the batch
+    buffer under ``_CHUNK_BYTES``.  Zero padding of the last piece adds
+    exact zeros.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    if k <= _K_CHUNK or a.is_cuda:
+        return a @ b
+    if k <= 16 * _K_CHUNK:
+        out = a[:, :_K_CHUNK] @ b[:_K_CHUNK]
+        for lo in range(_K_CHUNK, k, _K_CHUNK):
+            torch.addmm(out, a[:, lo : lo + _K_CHUNK], b[lo : lo + _K_CHUNK], out=out)
+        return out
+    group = max(1, min(_CHUNK_BYTES // (4 * m * n), _CHUNK_BYTES // (4 * m * _K_CHUNK)))
+    span = group * _K_CHUNK
+    total: torch.Tensor | None = None
+    for lo in range(0, k, span):
+        hi = min(lo + span, k)
+        pieces = -(-(hi - lo) // _K_CHUNK)
+        pad = pieces * _K_CHUNK - (hi - lo)
+        a_part, b_part = a[:, lo:hi], b[lo:hi]
+        if pad:
+            a_part = torch.nn.functional.pad(a_part, (0, pad))
+            b_part = torch.nn.functional.pad(b_part, (0, 0, 0, pad))
+        parts = torch.bmm(
+            a_part.reshape(m, pieces, _K_CHUNK).transpose(0, 1),
+            b_part.reshape(pieces, _K_CHUNK, n),
+        )
+        while parts.shape[0] > 1:
+            if parts.shape[0] % 2:
+                parts = torch.cat([parts, parts.new_zeros(1, m, n)])
+            parts = parts[0::2] + parts[1::2]
+        total = parts[0] if total is None else total + parts[0]
+    assert total is not None
+    return total
+
+
 def _mm(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """a @ b summed in ``dtype`` (f32 for half storage; on CUDA without widening the inputs)."""
+    """a @ b summed in ``dtype`` (f32 for half storage; on CUDA without widening the inputs).
+
+    On CPU the sum order does not depend on the thread count (:func:`_fixed_mm`).
+    """
     if a.dtype == dtype:
-        return a @ b.to(dtype)
+        return _fixed_mm(a, b.to(dtype))
     if a.is_cuda and b.dtype == a.dtype:
         try:
             return torch.mm(a, b, out_dtype=dtype)
         except (TypeError, RuntimeError):
             pass
-    return a.to(dtype) @ b.to(dtype)
+    return _fixed_mm(a.to(dtype), b.to(dtype))
 
 
 def _padded(feats: torch.Tensor) -> torch.Tensor:
@@ -289,7 +353,10 @@ def _apply_segmented(
             if b > a:
                 rows = slice(at, at + b - a)
                 torch.index_select(feats, 0, kmap.in_idx[a:b], out=gathered[rows])
-                torch.mm(gathered[rows], w[k], out=products[rows])
+                if c_in <= _K_CHUNK:
+                    torch.mm(gathered[rows], w[k], out=products[rows])
+                else:
+                    products[rows] = _fixed_mm(gathered[rows], w[k])
                 at += b - a
         first = plan.offsets[lo : hi + 1]
         base = int(first[0])
@@ -303,8 +370,10 @@ def _apply_segmented(
             )
         else:
             sums = out.new_zeros(hi - lo, c_out)
-        if identity is not None:
+        if identity is not None and c_in <= _K_CHUNK:
             torch.addmm(sums, feats[lo:hi], w[identity], out=out[lo:hi])
+        elif identity is not None:
+            out[lo:hi] = sums + _fixed_mm(feats[lo:hi], w[identity])
         else:
             out[lo:hi] = sums
     return out

@@ -1,0 +1,319 @@
+"""Writes that never lose the destination: bundles, converted weights, reports, archives.
+
+Every writer of a user-visible file or directory goes through
+:func:`atomic_write_file` or :func:`atomic_write_dir`.  Both:
+
+* take a **lock** beside the destination (``.<name>.lock``, ``flock``), so a
+  second process saving the same path at the same time gets
+  :class:`WriterLockedError` ("another writer holds this path") at once
+  instead of a bare ``OSError`` from a rename that lost a race; the kernel
+  drops the lock when its holder dies, even under ``kill -9``;
+* **clean up** the hidden leftovers (``.<name>.tmp-*``, ``.<name>.old-*``) of
+  earlier interrupted saves to the same path, once the lock is held and only
+  those older than it: a temporary tree of a writer killed mid-save would
+  otherwise stay on disk forever;
+* write into a hidden sibling, ``fsync`` every file and the directory, and
+  only then make it the destination, in one step: ``os.replace`` for a file,
+  and for a directory that already exists ``renameat2(RENAME_EXCHANGE)``
+  (Linux, through ctypes), which swaps the two trees atomically so the
+  destination is the complete old tree or the complete new one at every
+  instant, killed or not.  Where the exchange is unavailable (another OS, a
+  file system without it) the old tree is renamed aside only after the new
+  one is complete and synced, and put back if the second rename fails; a
+  writer killed exactly between those two renames leaves the old tree in
+  ``.<name>.old-*``, which the next save (or :func:`recover_interrupted`)
+  moves back before doing anything else;
+* give the result the **modes** ``open()``/``mkdir()`` would: ``0o666`` and
+  ``0o777`` minus the umask (``mkstemp``/``mkdtemp`` create 0600/0700, which
+  other accounts, a serving container or CI, cannot read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "WriterLockedError",
+    "atomic_write_dir",
+    "atomic_write_file",
+    "default_dir_mode",
+    "default_file_mode",
+    "path_lock",
+    "recover_interrupted",
+]
+
+_AT_FDCWD: Final = -100
+_RENAME_EXCHANGE: Final = 2
+
+_test_hook: Callable[[str], None] | None = None
+"""Called with a step name (``"before_swap"``, ``"between_renames"``, ``"after_swap"``).
+
+Tests set it in a child process to pause a writer at an exact point of the
+swap and kill it there; it is never set in normal use.
+"""
+
+
+class WriterLockedError(RuntimeError):
+    """Another process (or thread) is saving to the same destination right now."""
+
+
+def _umask() -> int:
+    # /proc avoids os.umask(0)'s window, in which another thread's new file
+    # would be created world-writable.
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+def default_file_mode() -> int:
+    """``0o666`` minus the umask: the mode ``open()`` would give a new file."""
+    return 0o666 & ~_umask()
+
+
+def default_dir_mode() -> int:
+    """``0o777`` minus the umask: the mode ``mkdir()`` would give a new directory."""
+    return 0o777 & ~_umask()
+
+
+def _hook(step: str) -> None:
+    if _test_hook is not None:
+        _test_hook(step)
+
+
+def _fsync_path(path: Path, *, directory: bool = False) -> None:
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def _parent(target: Path) -> Path:
+    return target.parent if str(target.parent) else Path(".")
+
+
+def _lock_path(target: Path) -> Path:
+    return _parent(target) / f".{target.name}.lock"
+
+
+@contextlib.contextmanager
+def path_lock(path: str | os.PathLike[str]) -> Iterator[float]:
+    """Hold the writer lock of ``path``; yields the time it was taken.
+
+    Non-blocking: a held lock raises :class:`WriterLockedError` at once.  The
+    lock file is removed on release (while still held, and a new holder
+    checks that the file it locked is still the one on disk, so no two
+    writers ever both believe they hold it).
+    """
+    import fcntl
+
+    target = Path(path)
+    lock = _lock_path(target)
+    for _ in range(100):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise WriterLockedError(
+                f"another writer holds {str(target)!r} (lock {lock.name} is taken): a second "
+                "save to the same path is running; wait for it to finish, or save elsewhere"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder removed this file as we locked it; retry
+    else:  # pragma: no cover - would need 100 lost races in a row
+        raise WriterLockedError(f"could not take the writer lock of {str(target)!r}")
+    try:
+        yield time.time()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def _leftovers(target: Path) -> list[Path]:
+    parent = _parent(target)
+    prefixes = (f".{target.name}.tmp-", f".{target.name}.old-")
+    try:
+        return [p for p in parent.iterdir() if p.name.startswith(prefixes)]
+    except OSError:
+        return []
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def recover_interrupted(path: str | os.PathLike[str], *, before: float | None = None) -> None:
+    """Undo what an interrupted save to ``path`` left behind (call with the lock held).
+
+    If the destination is missing but an old tree survives in a backup, the
+    newest backup is moved back; then every leftover temporary or backup
+    sibling older than ``before`` (default: now) is removed.
+    """
+    target = Path(path)
+    cutoff = time.time() if before is None else before
+    stale = []
+    for item in _leftovers(target):
+        try:
+            if item.lstat().st_mtime <= cutoff:
+                stale.append(item)
+        except OSError:
+            continue
+    if not os.path.lexists(target):
+        backups = [p for p in stale if p.name.startswith(f".{target.name}.old-")]
+        if backups:
+            newest = max(backups, key=lambda p: p.lstat().st_mtime)
+            os.rename(newest, target)
+            stale.remove(newest)
+    for item in stale:
+        _remove(item)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc_name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(libc_name, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    renameat2.argtypes += [ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+_exchange_impl: Callable[[Path, Path], bool] = _exchange
+
+
+def _apply_modes(root: Path) -> None:
+    file_mode, dir_mode = default_file_mode(), default_dir_mode()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames:
+            item = Path(dirpath) / name
+            os.chmod(item, file_mode)
+            _fsync_path(item)
+        for name in dirnames:
+            os.chmod(Path(dirpath) / name, dir_mode)
+        _fsync_path(Path(dirpath), directory=True)
+    os.chmod(root, dir_mode)
+
+
+def atomic_write_dir(
+    path: str | os.PathLike[str],
+    write: Callable[[Path], object],
+    *,
+    check_existing: Callable[[Path], None] | None = None,
+) -> Path:
+    """Create or replace the directory ``path`` with what ``write(tmp)`` puts in ``tmp``.
+
+    ``check_existing(path)`` runs under the lock when ``path`` exists and may
+    raise to refuse the overwrite.  On any error (or kill) the destination is
+    the old complete tree; see the module docstring for the swap.
+    """
+    target = Path(path)
+    parent = _parent(target)
+    with path_lock(target) as locked_at:
+        recover_interrupted(target, before=locked_at)
+        exists = os.path.lexists(target)
+        if exists and check_existing is not None:
+            check_existing(target)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+        try:
+            write(tmp)
+            _apply_modes(tmp)
+            _hook("before_swap")
+            if not exists:
+                os.rename(tmp, target)
+            elif _exchange_impl(tmp, target):
+                _hook("after_swap")
+                shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old tree
+            else:
+                backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
+                backup.rmdir()
+                os.rename(target, backup)
+                _hook("between_renames")
+                try:
+                    os.rename(tmp, target)
+                except BaseException:
+                    os.rename(backup, target)
+                    raise
+                shutil.rmtree(backup, ignore_errors=True)
+            _fsync_path(parent, directory=True)
+        except BaseException:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return target
+
+
+def atomic_write_file(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
+    """Create or replace the file ``path`` with what ``write(tmp)`` writes to ``tmp``.
+
+    ``write`` receives the path of a fresh hidden sibling file and may
+    reopen it by name (safetensors and PLY writers do).  The file is synced
+    and given the umask's mode before ``os.replace`` moves it into place.
+    """
+    target = Path(path)
+    parent = _parent(target)
+    with path_lock(target) as locked_at:
+        recover_interrupted(target, before=locked_at)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            write(tmp)
+            os.chmod(tmp, default_file_mode())
+            _fsync_path(tmp)
+            _hook("before_swap")
+            os.replace(tmp, target)
+            _fsync_path(parent, directory=True)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+    return target
