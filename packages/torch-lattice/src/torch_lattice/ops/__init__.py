@@ -12,6 +12,7 @@ from torch_lattice.ops.conv import (
     conv3d,
     conv_transpose3d,
     generative_conv_transpose3d,
+    schedule,
     subm_conv3d,
 )
 from torch_lattice.ops.feature import activation, batch_norm, layer_norm, linear, rms_norm, softmax
@@ -35,6 +36,7 @@ __all__ = [
     "pool3d",
     "quantize_weight",
     "rms_norm",
+    "schedule",
     "softmax",
     "sparse_binary",
     "sparse_cat",
