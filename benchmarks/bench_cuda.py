@@ -44,6 +44,7 @@ for _name, _module in (("spconv", "spconv.pytorch"), ("spconv-triton", "spconv_t
 
 
 DEVICE = "cuda"
+START = time.perf_counter()
 """Where everything runs; ``--dry-run`` sets ``cpu`` (Triton interpreter, tiny scene)."""
 
 
@@ -442,7 +443,7 @@ def _bench_net(
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 200_000])
-    parser.add_argument("--no-unet", action="store_true")
+    parser.add_argument("--unet-sizes", type=int, nargs="*", default=[200_000])
     parser.add_argument("--no-layers", action="store_true")
     parser.add_argument(
         "--dry-run", action="store_true", help="CPU, Triton interpreter, one tiny scene, no timing"
@@ -451,7 +452,7 @@ def main() -> None:
     if args.dry_run:
         global DEVICE
         DEVICE = "cpu"
-        args.sizes = [300]
+        args.sizes = args.unet_sizes = [300]
         os.environ["TRITON_INTERPRET"] = "1"
     where = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
     print(f"torch {torch.__version__} on {where}; peers: {sorted(PEERS)}")
@@ -470,8 +471,14 @@ def run(args: argparse.Namespace) -> None:
         print(f"\nscene: {coords.shape[0]} voxels, f16 layers")
         if not args.no_layers:
             bench_layers(coords, shape, bw, rate)
-        if not args.no_unet:
+        if n in args.unet_sizes:
             bench_unet(coords, shape)
+        print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
+    from torch_lattice.triton import kernels
+
+    print("tile shapes chosen by the autotune:", flush=True)
+    for key, cfg in sorted(kernels._TUNED.items(), key=str):
+        print(f"  {key[:5]} -> {cfg}")
 
 
 if __name__ == "__main__":

@@ -277,7 +277,8 @@ def test_empty_input_and_f64_are_handled() -> None:
         assert ops.conv3d(empty, w, b, kernel_size=3, stride=2).num_rows == 0
         x64 = _input(18, torch.float64)
         with pytest.raises(TypeError, match="f16, bf16 and f32"):
-            ops.subm_conv3d(x64, torch.randn(2, 3, 3, 3, C_IN, dtype=torch.float64), kernel_size=3)
+            w64 = torch.randn(2, 3, 3, 3, C_IN, dtype=torch.float64, device=DEVICE)
+            ops.subm_conv3d(x64, w64, kernel_size=3)
 
 
 def test_tf32_is_off_by_default_and_switchable() -> None:

@@ -80,56 +80,69 @@ def _probe_kernel(
     lo0,
     lo1,
     lo2,
-    lo3,  # packing box origin (batch, x, y, z)
+    lo3,  # packing box origin (batch, x, y, z), pre-multiplied by the divisors
     sz0,
     sz1,
     sz2,
     sz3,  # packing box extent
     K: tl.constexpr,
+    RUN: tl.constexpr,
     STEPS: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """slots[o, k] = row of ``(b, (o * a + B_k) / d)`` in the table, -1 if absent or inexact."""
+    """slots[o, k] = row of ``(b, (o * a + B_k) / d)`` in the table, -1 if absent or inexact.
+
+    Taps come in runs of RUN consecutive z offsets (step 1, divisor 1): their
+    keys are consecutive integers, so one binary search finds the first and
+    each next one is either the next sorted key or absent.
+    """
+    G: tl.constexpr = K // RUN
     e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = e < m_rows * K
-    o = e // K
-    k = e % K
+    live = e < m_rows * G
+    o = e // G
+    k0 = (e % G) * RUN
     b = tl.load(out_ptr + o * 4, mask=live, other=0)
-    n0 = tl.load(out_ptr + o * 4 + 1, mask=live, other=0) * a0 + tl.load(
-        tap_ptr + k * 3, mask=live, other=0
-    )
-    n1 = tl.load(out_ptr + o * 4 + 2, mask=live, other=0) * a1 + tl.load(
-        tap_ptr + k * 3 + 1, mask=live, other=0
-    )
-    n2 = tl.load(out_ptr + o * 4 + 3, mask=live, other=0) * a2 + tl.load(
-        tap_ptr + k * 3 + 2, mask=live, other=0
-    )
-    # Floor division of possibly negative numerators: exactness is what matters.
-    ok = live & (n0 % d0 == 0) & (n1 % d1 == 0) & (n2 % d2 == 0)
+    t0 = tl.load(tap_ptr + k0 * 3, mask=live, other=0)
+    t1 = tl.load(tap_ptr + k0 * 3 + 1, mask=live, other=0)
+    n0 = tl.load(out_ptr + o * 4 + 1, mask=live, other=0) * a0 + t0
+    n1 = tl.load(out_ptr + o * 4 + 2, mask=live, other=0) * a1 + t1
+    oz = tl.load(out_ptr + o * 4 + 3, mask=live, other=0) * a2
+    # Exact multiples only; then (n - lo*d) // d is the box-relative coordinate.
+    ok = live & (n0 % d0 == 0) & (n1 % d1 == 0)
     x = (n0 - lo1) // d0
     y = (n1 - lo2) // d1
-    z = (n2 - lo3) // d2
-    # The numerators are exact multiples here, so (n - lo*d) // d == n // d - lo when
-    # lo is pre-multiplied; the launcher passes lo scaled by d to keep this a single divide.
     bb = b - lo0
     ok = ok & (bb >= 0) & (bb < sz0) & (x >= 0) & (x < sz1) & (y >= 0) & (y < sz2)
-    ok = ok & (z >= 0) & (z < sz3)
-    key = ((bb * sz1 + x) * sz2 + y) * sz3 + z
-    key = tl.where(ok, key, -1)
-    lo = tl.zeros([BLOCK], dtype=tl.int64)
-    hi = tl.zeros([BLOCK], dtype=tl.int64) + n_keys
-    for _ in range(STEPS):  # lower bound, all lanes in lock step
-        active = ok & (lo < hi)
-        mid = (lo + hi) // 2
-        v = tl.load(keys_ptr + mid, mask=active, other=0)
-        right = active & (v < key)
-        left = active & (v >= key)
-        lo = tl.where(right, mid + 1, lo)
-        hi = tl.where(left, mid, hi)
-    at = tl.minimum(lo, n_keys - 1)
-    found = ok & (lo < n_keys) & (tl.load(keys_ptr + at, mask=ok, other=-2) == key)
-    row = tl.load(order_ptr + at, mask=found, other=-1)
-    tl.store(slots_ptr + e, tl.where(found, row, -1).to(tl.int32), mask=live)
+    row_key = ((bb * sz1 + x) * sz2 + y) * sz3
+    pos = tl.zeros([BLOCK], dtype=tl.int64)
+    first = tl.zeros([BLOCK], dtype=tl.int64)
+    for j in tl.static_range(RUN):
+        n2 = oz + tl.load(tap_ptr + (k0 + j) * 3 + 2, mask=live, other=0)
+        z = (n2 - lo3) // d2
+        okj = ok & (n2 % d2 == 0) & (z >= 0) & (z < sz3)
+        key = row_key + z
+        if j == 0:
+            first = key
+            lo = tl.zeros([BLOCK], dtype=tl.int64)
+            hi = tl.zeros([BLOCK], dtype=tl.int64) + n_keys
+            for _ in range(STEPS):  # lower bound of the run's first key, lanes in lock step
+                active = ok & (lo < hi)
+                mid = (lo + hi) // 2
+                v = tl.load(keys_ptr + mid, mask=active, other=0)
+                right = active & (v < key)
+                left = active & (v >= key)
+                lo = tl.where(right, mid + 1, lo)
+                hi = tl.where(left, mid, hi)
+            pos = lo
+        else:
+            key = first + j
+        inside = ok & (pos < n_keys)
+        at = tl.minimum(pos, n_keys - 1)
+        same = inside & (tl.load(keys_ptr + at, mask=inside, other=-2) == key)
+        found = same & okj
+        row = tl.load(order_ptr + at, mask=found, other=-1)
+        tl.store(slots_ptr + o * K + k0 + j, tl.where(found, row, -1).to(tl.int32), mask=live)
+        pos = pos + same.to(tl.int64)
 
 
 def launch_probe(
@@ -141,8 +154,13 @@ def launch_probe(
     size: tuple[int, int, int, int],
     mul: tuple[int, int, int],
     div: tuple[int, int, int],
+    run: int = 1,
 ) -> torch.Tensor:
-    """(M, K) int32 slot table of a relation ``c = (o * mul + terms[k]) / div`` (exact)."""
+    """(M, K) int32 slot table of a relation ``c = (o * mul + terms[k]) / div`` (exact).
+
+    ``run`` > 1 promises that taps come in runs of that many whose z terms
+    step by one (divisor 1 on z): one search serves a whole run.
+    """
     m = int(out_logical.shape[0])
     k = int(terms.shape[0])
     slots = torch.empty(m, k, dtype=torch.int32, device=out_logical.device)
@@ -151,11 +169,11 @@ def launch_probe(
         return slots
     if n == 0:
         return slots.fill_(-1)
-    block = 256 if interpreting() else 1024
+    block = 256 if interpreting() else 512
     # The box origin is in units of the searched support; scale it by the divisor so
     # the kernel compares (n - lo*d) // d, i.e. n // d - lo, for exact n.
     lo_scaled = (lo[0], lo[1] * div[0], lo[2] * div[1], lo[3] * div[2])
-    grid = (triton.cdiv(m * k, block),)
+    grid = (triton.cdiv(m * (k // run), block),)
     _probe_kernel[grid](
         out_logical.contiguous(),
         terms.contiguous(),
@@ -169,6 +187,7 @@ def launch_probe(
         *lo_scaled,
         *size,
         K=k,
+        RUN=run,
         STEPS=max(1, n.bit_length()),
         BLOCK=block,
     )
@@ -295,9 +314,7 @@ def _pow2(n: int, lo: int, hi: int) -> int:
 _CONV_CANDIDATES: tuple[tuple[int, int, int, bool], ...] = (
     (64, 4, 3, False),
     (128, 4, 3, False),
-    (128, 8, 3, False),
     (64, 4, 2, True),
-    (128, 4, 2, True),
 )
 _TUNED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
@@ -471,7 +488,7 @@ def _wgrad_kernel(
     )
 
 
-_WGRAD_CANDIDATES: tuple[tuple[Any, ...], ...] = ((64, 4, 2), (128, 4, 3), (32, 4, 2))
+_WGRAD_CANDIDATES: tuple[tuple[Any, ...], ...] = ((64, 4, 2), (128, 4, 3))
 
 
 def _run_wgrad(

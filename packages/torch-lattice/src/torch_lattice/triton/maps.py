@@ -133,19 +133,31 @@ class _Table:
     order: torch.Tensor  # int64 row of each sorted key
 
 
+def _packing(support: Support) -> Packing:
+    """The support's bounding box as a packing (one host read per support), cached on it."""
+    found = support.maps.get((_TAG, "box"))
+    if isinstance(found, Packing):
+        return found
+    if support.num_rows == 0:
+        packing = Packing((0, 0, 0, 0), (1, 1, 1, 1))
+    else:
+        lo, hi = bounds(support.logical)
+        packing = Packing.covering(lo, hi, margin=0)
+    support.maps[(_TAG, "box")] = packing
+    return packing
+
+
 def _table(support: Support) -> _Table:
-    """The sorted key table of a support (its bounding box read once), cached on it."""
+    """The sorted key table of a support, cached on it."""
     found = support.maps.get((_TAG, "table"))
     if isinstance(found, _Table):
         return found
-    logical = support.logical
+    packing = _packing(support)
     if support.num_rows == 0:
-        empty = torch.empty(0, dtype=torch.int64, device=logical.device)
-        table = _Table(Packing((0, 0, 0, 0), (1, 1, 1, 1)), empty, empty)
+        empty = torch.empty(0, dtype=torch.int64, device=support.logical.device)
+        table = _Table(packing, empty, empty)
     else:
-        lo, hi = bounds(logical)
-        packing = Packing.covering(lo, hi, margin=0)
-        keys, order = torch.sort(packing.pack(logical))
+        keys, order = torch.sort(packing.pack(support.logical))
         table = _Table(packing, keys, order)
     support.maps[(_TAG, "table")] = table
     return table
@@ -156,6 +168,7 @@ def _generated(keys: torch.Tensor, packing: Packing, stride: Triple) -> Support:
     out = Support.from_logical(packing.unpack(keys), stride)
     order = torch.arange(keys.numel(), device=keys.device)
     out.maps[(_TAG, "table")] = _Table(packing, keys, order)
+    out.maps[(_TAG, "box")] = packing
     return out
 
 
@@ -183,7 +196,25 @@ def _probe(
     table = _table(source)
     t = torch.tensor(list(terms), dtype=torch.int64, device=out_logical.device).reshape(-1, 3)
     p = table.packing
-    return launch_probe(out_logical, t, table.keys, table.order, p.lo, p.size, mul, div)
+    run = _z_run(terms, div)
+    return launch_probe(out_logical, t, table.keys, table.order, p.lo, p.size, mul, div, run)
+
+
+def _z_run(terms: Sequence[Triple], div: Triple) -> int:
+    """Length of the runs of consecutive taps that share x, y and step z by +1 (else 1)."""
+    if div[2] != 1:
+        return 1
+    for run in range(len(terms), 1, -1):
+        if len(terms) % run:
+            continue
+        groups = [terms[g : g + run] for g in range(0, len(terms), run)]
+        if all(
+            t[j][0] == t[0][0] and t[j][1] == t[0][1] and t[j][2] == t[0][2] + j
+            for t in groups
+            for j in range(run)
+        ):
+            return run
+    return 1
 
 
 def _scatter_slots(
@@ -277,10 +308,17 @@ def build(
     ref = None if target is None else weakref.ref(target)
     key = (_TAG, kind, kernel, stride, padding, dilation, ref)
     found = support.maps.get(key)
+    if isinstance(found, _Adjoint):  # registered by the forward conv; transposed on first use
+        found = found.forward.transposed()
+        support.maps[key] = found
+    if target is not None and isinstance(found, SlotMap):
+        return target, found
     if isinstance(found, tuple):
         return found
     result = _build(kind, support, kernel, stride, padding, dilation, target)
-    support.maps[key] = result
+    # A target's map is cached without the target itself: the cache holds it by a weak
+    # reference only, so supports never keep each other alive.
+    support.maps[key] = result[1] if target is not None else result
     return result
 
 
@@ -325,8 +363,7 @@ def _build(
             _register_back(out, support, kernel, stride, padding, dilation, smap)
             return out, smap
         elif kind == "centred":
-            table = _table(support)
-            box = _box(table.packing, ones, (0, 0, 0), (0, 0, 0), stride)
+            box = _box(_packing(support), ones, (0, 0, 0), (0, 0, 0), stride)
             cand, _ = _candidates(support, [(0, 0, 0)], ones, (0, 0, 0), stride)
             out, _ = _unique_support(cand, None, box, out_stride)
         elif dilation == ones and all(kernel[a] <= stride[a] for a in range(3)):
@@ -338,10 +375,9 @@ def _build(
         else:
             # Indexed: every o = (c + p - k*d) / s (exact) of an active c; the candidates
             # are exactly the pairs, so their unique() inverse is the map (no search).
-            table = _table(support)
             span = [(kernel[a] - 1) * dilation[a] for a in range(3)]
             box = _box(
-                table.packing, ones, [padding[a] - span[a] for a in range(3)], padding, stride
+                _packing(support), ones, [padding[a] - span[a] for a in range(3)], padding, stride
             )
             neg = [(-o[0], -o[1], -o[2]) for o in offsets]
             cand, valid = _candidates(support, neg, ones, padding, stride)
@@ -381,9 +417,8 @@ def _build(
             out = Support.from_logical(cand.reshape(-1, 4), t_stride)
             inverse = torch.arange(n * volume, device=cand.device).view(n, volume)
             return out, SlotMap(_scatter_slots(inverse, None, n * volume, volume), n)
-        table = _table(support)
         span = [(kernel[a] - 1) * dilation[a] for a in range(3)]
-        box = _box(table.packing, stride, neg_p, [span[a] - padding[a] for a in range(3)], ones)
+        box = _box(_packing(support), stride, neg_p, [span[a] - padding[a] for a in range(3)], ones)
         out, inverse = _unique_support(cand, None, box, t_stride)
         return out, SlotMap(_scatter_slots(inverse, None, out.num_rows, volume), n)
     raise ValueError(f"unknown conv kind {kind!r}")
@@ -399,9 +434,8 @@ def _disjoint_down(
     """
     n = support.num_rows
     volume = kernel_volume(kernel)
-    table = _table(support)
     ones: Triple = (1, 1, 1)
-    box = _box(table.packing, ones, padding, padding, stride)
+    box = _box(_packing(support), ones, padding, padding, stride)
     cand, _ = _candidates(support, [(0, 0, 0)], ones, padding, stride)
     logical = support.logical
     device = logical.device
@@ -435,4 +469,11 @@ def _register_back(
     as the indexed forward relation, so its map is this one transposed.
     """
     key = (_TAG, "transpose", kernel, stride, padding, dilation, weakref.ref(support))
-    out.maps[key] = (support, smap.transposed())
+    out.maps[key] = _Adjoint(smap)
+
+
+@dataclass(frozen=True)
+class _Adjoint:
+    """A transposed conv's map still to be derived from its forward conv's (see :func:`build`)."""
+
+    forward: SlotMap
