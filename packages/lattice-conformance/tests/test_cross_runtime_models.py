@@ -137,6 +137,7 @@ def test_spvcnn_mlx_matches_torch(
 ) -> None:
     torch.manual_seed(1)
     model = _randomise_norms(SPVCNN(4, 5, voxel_size=1.0), seed=3)
-    inputs = (scene["points"], scene["feats"], scene["batch"])
-    half = (scene["points"], scene["feats"].half(), scene["batch"])  # points stay f32
+    active = torch.tensor([scene["points"].shape[0]], dtype=torch.int32)
+    inputs = (scene["points"], scene["feats"], scene["batch"], active)
+    half = (scene["points"], scene["feats"].half(), scene["batch"], active)  # points stay f32
     _cross_check(model, inputs, half, tmp_path / f"spv-{flavour}.lattice", flavour)

@@ -82,7 +82,8 @@ def _r_make(b):
     a = b.add_input("a", "tensor<1xi32>")
     y = b.sparse_make(coords=c, features=f, active=a, stride=(2, 4, 2))
     line = (
-        "%0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 4, 2>} : "
+        "%0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, "
+        "stride = array<i64: 2, 4, 2>} : "
         f"(tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> {S32}"
     )
     return y, line, [y]
@@ -115,7 +116,9 @@ def _r_reindex(b):
     t = b.add_sparse_input("t", channels=3, dtype="f32", stride=2)
     y = b.sparse_reindex(input=x, target=t)
     assert y.type.channels == 8 and y.type.stride == (2, 2, 2)
-    return y, f"%2 = lattice.sparse.reindex %0, %1 : ({S32}, {S32}) -> {S32}", [y]
+    fill = "{fill = 0.000000e+00 : f32}"
+    line = f"%2 = lattice.sparse.reindex %0, %1 {fill} : ({S32}, {S32}) -> {S32}"
+    return y, line, [y]
 
 
 @recipe("weight")
@@ -124,13 +127,13 @@ def _r_weight(b):
     w = b.weight(
         storage_key="enc.qweight",
         layout="conv3d_o_xyz_i",
-        packing={"bits": "int8", "group_size": 64, "scale_dtype": "bf16"},
+        packing={"bits": "int8", "group_size": 64, "scale_dtype": "f32"},
         shape=(16, 3, 3, 3, 64),
     )
     y = b.subm_conv3d(input=x, weight=w, kernel_size=3)
     line = (
         f"%1 = lattice.weight @enc.qweight {{layout = {CONV_LAYOUT}, "
-        "packing = #lattice.packing<int8, group_size = 64, scale_dtype = bf16, mode = affine>, "
+        "packing = #lattice.packing<int8, group_size = 64, scale_dtype = f32, mode = affine>, "
         'storage_key = "enc.qweight"} : !lattice.weight<conv3d, i8>'
     )
     return w, line, [y]
@@ -150,6 +153,21 @@ def _r_conv3d(b):
         "dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 1, 3>, "
         "padding = array<i64: 1, 0, 1>, stride = array<i64: 2, 1, 2>} : "
         f"({S32}, !lattice.weight<conv3d, f32>, !lattice.weight<bias, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("full_conv3d")
+def _r_full_conv3d(b):
+    x = b.add_sparse_input("x", channels=4, dtype="f32")
+    w = conv_weight(b, "conv.weight", 6, (3, 2, 3), 4)
+    y = b.full_conv3d(input=x, weight=w, kernel_size=(3, 2, 3), stride=2, dilation=(1, 2, 1))
+    assert y.type.stride == (2, 2, 2) and y.type.channels == 6
+    line = (
+        '%2 = lattice.full_conv3d %0, %1 {accumulation = "canonical_f32", '
+        "dilation = array<i64: 1, 2, 1>, kernel_size = array<i64: 3, 2, 3>, "
+        "padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : "
+        f"({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
     )
     return y, line, [y]
 
@@ -226,8 +244,7 @@ def _r_generative(b):
     assert y.type.stride == (1, 1, 1)
     line = (
         '%2 = lattice.generative_conv_transpose3d %0, %1 {accumulation = "canonical_f32", '
-        "dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 2, 2, 2>, "
-        "padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : "
+        "kernel_size = array<i64: 2, 2, 2>, stride = array<i64: 2, 2, 2>} : "
         f"({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
     )
     return y, line, [y]
@@ -239,9 +256,25 @@ def _r_pool(b):
     y = b.pool3d(input=x, mode=PoolMode.max, kernel_size=2, stride=2)
     assert y.type.stride == (4, 4, 4) and y.type.channels == 8
     line = (
-        '%1 = lattice.pool3d %0 {accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, '
+        "%1 = lattice.pool3d %0 {dilation = array<i64: 1, 1, 1>, "
         "kernel_size = array<i64: 2, 2, 2>, mode = #lattice.pool_mode<max>, "
         f"padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>}} : ({S32}) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("full_pool3d")
+def _r_full_pool(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    y = b.full_pool3d(
+        input=x, mode=PoolMode.avg, kernel_size=3, stride=2, padding=1, accumulation="canonical_f32"
+    )
+    assert y.type.stride == (4, 4, 4) and y.type.channels == 8
+    line = (
+        '%1 = lattice.full_pool3d %0 {accumulation = "canonical_f32", '
+        "dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 3, 3>, "
+        "mode = #lattice.pool_mode<avg>, padding = array<i64: 1, 1, 1>, "
+        f"stride = array<i64: 2, 2, 2>}} : ({S32}) -> {S32}"
     )
     return y, line, [y]
 
@@ -249,10 +282,10 @@ def _r_pool(b):
 @recipe("global_pool")
 def _r_global_pool(b):
     x = b.add_sparse_input("x", channels=8, dtype="f16")
-    y = b.global_pool(input=x, mode="avg", batch_size=3)
+    y = b.global_pool(input=x, mode="avg", batch_size=-1)
     line = (
-        '%1 = lattice.global_pool %0 {accumulation = "canonical_f32", batch_size = 3 : i64, '
-        f"mode = #lattice.pool_mode<avg>}} : ({S16}) -> tensor<3x8xf16>"
+        "%1 = lattice.global_pool %0 {batch_size = -1 : i64, "
+        f"mode = #lattice.pool_mode<avg>}} : ({S16}) -> tensor<?x8xf16>"
     )
     return y, line, [y]
 
@@ -262,12 +295,23 @@ def _r_voxelize(b):
     p = b.add_input("points", "tensor<?x3xf32>")
     f = b.add_input("feats", "tensor<?x5xf32>")
     i = b.add_input("batch", "tensor<?xi32>")
-    y = b.voxelize(points=p, features=f, batch=i, voxel_size=0.05, reduction="mean")
-    assert y.type.stride == (1, 1, 1) and y.type.channels == 5
+    a = b.add_input("active_rows", "tensor<1xi32>")
+    y = b.voxelize(
+        points=p,
+        features=f,
+        batch_indices=i,
+        active_rows=a,
+        voxel_size=(0.05, 0.1, 0.05),
+        reduction="mean",
+        stride=2,
+    )
+    assert y.type.stride == (2, 2, 2) and y.type.channels == 5
     line = (
-        "%0 = lattice.voxelize %arg0, %arg1, %arg2 {reduction = #lattice.voxel_reduction<mean>, "
-        "voxel_size = 5.000000e-02 : f32} : "
-        f"(tensor<?x3xf32>, tensor<?x5xf32>, tensor<?xi32>) -> {S32}"
+        "%0 = lattice.voxelize %arg0, %arg1, %arg2, %arg3 {origin = array<f64: 0.000000e+00, "
+        "0.000000e+00, 0.000000e+00>, reduction = #lattice.voxel_reduction<mean>, "
+        "stride = array<i64: 2, 2, 2>, voxel_size = array<f64: 5.000000e-02, 1.000000e-01, "
+        "5.000000e-02>} : "
+        f"(tensor<?x3xf32>, tensor<?x5xf32>, tensor<?xi32>, tensor<1xi32>) -> {S32}"
     )
     return y, line, [y]
 
@@ -277,11 +321,22 @@ def _r_devoxelize(b):
     x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
     p = b.add_input("points", "tensor<?x3xf32>")
     i = b.add_input("batch", "tensor<?xi32>")
-    y = b.devoxelize(input=x, points=p, batch=i, voxel_size=0.1, interpolation="trilinear")
+    a = b.add_input("point_active_rows", "tensor<1xi32>")
+    y = b.devoxelize(
+        points=p,
+        voxels=x,
+        batch_indices=i,
+        point_active_rows=a,
+        voxel_size=0.1,
+        origin=(0.5, 0.0, -0.5),
+        interpolation="linear",
+    )
     line = (
-        "%1 = lattice.devoxelize %0, %arg3, %arg4 {interpolation = "
-        "#lattice.interpolation<trilinear>, voxel_size = 1.000000e-01 : f32} : "
-        f"({S32}, tensor<?x3xf32>, tensor<?xi32>) -> tensor<?x8xf32>"
+        "%1 = lattice.devoxelize %arg3, %0, %arg4, %arg5 {interpolation = "
+        "#lattice.point_interpolation<linear>, origin = array<f64: 5.000000e-01, "
+        "0.000000e+00, -5.000000e-01>, voxel_size = array<f64: 1.000000e-01, 1.000000e-01, "
+        "1.000000e-01>} : "
+        f"(tensor<?x3xf32>, {S32}, tensor<?xi32>, tensor<1xi32>) -> tensor<?x8xf32>"
     )
     return y, line, [y]
 
@@ -294,7 +349,7 @@ def _r_linear(b):
     bias = vector(b, "head.bias", "bias_c", 5)
     y = b.linear(input=f, weight=w, bias=bias)
     line = (
-        '%3 = lattice.linear %features, %1, %2 {accumulation = "canonical_f32"} : '
+        "%3 = lattice.linear %features, %1, %2 : "
         "(tensor<?x8xf32>, !lattice.weight<linear, f32>, !lattice.weight<bias, f32>) "
         "-> tensor<?x5xf32>"
     )
@@ -369,17 +424,19 @@ def _r_rms_norm(b):
 def _r_softmax(b):
     f = b.add_input("logits", "tensor<?x10xf32>")
     y = b.softmax(input=f)
-    return y, "%0 = lattice.softmax %arg0 : (tensor<?x10xf32>) -> tensor<?x10xf32>", [y]
+    line = "%0 = lattice.softmax %arg0 {axis = -1 : i64} : (tensor<?x10xf32>) -> tensor<?x10xf32>"
+    return y, line, [y]
 
 
 @recipe("sparse.binary")
 def _r_binary(b):
     x = b.add_sparse_input("x", channels=8, dtype="f32")
     z = b.add_sparse_input("z", channels=8, dtype="f32")
-    y = b.sparse_binary(lhs=x, rhs=z, op="mul", join=Join.outer)
+    y = b.sparse_binary(lhs=x, rhs=z, op="max", join=Join.right, rhs_fill=-2.0)
     line = (
-        "%2 = lattice.sparse.binary %0, %1 {join = #lattice.join<outer>, "
-        f"op = #lattice.binary_op<mul>}} : ({S32}, {S32}) -> {S32}"
+        "%2 = lattice.sparse.binary %0, %1 {join = #lattice.join<right>, "
+        "lhs_fill = 0.000000e+00 : f32, op = #lattice.binary_op<maximum>, "
+        f"rhs_fill = -2.000000e+00 : f32}} : ({S32}, {S32}) -> {S32}"
     )
     return y, line, [y]
 
@@ -415,6 +472,124 @@ def _r_call(b):
     y = b.call(inputs=[g], callee="argmax")
     assert g.type_text == "tensor<?x?xf32>"
     line = '%1 = lattice.call %0 {callee = "argmax"} : (tensor<?x?xf32>) -> tensor<?xi32>'
+    return y, line, [y]
+
+
+# Recipes of the weight-normalised, upsampling and lookup ops (issue 12).
+
+
+@recipe("normalized_subm_conv3d")
+def _r_normalized_subm(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32")
+    w = conv_weight(b, "enc.weight", 4, (3, 1, 1), 8)
+    y = b.normalized_subm_conv3d(input=x, weight=w, kernel_size=(3, 1, 1), eps=0.5)
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 4
+    line = (
+        '%2 = lattice.normalized_subm_conv3d %0, %1 {accumulation = "canonical_f32", '
+        "dilation = array<i64: 1, 1, 1>, eps = 5.000000e-01 : f32, "
+        "kernel_size = array<i64: 3, 1, 1>} : "
+        f"({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("normalized_conv_transpose3d")
+def _r_normalized_transpose(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    w = conv_weight(b, "up.weight", 4, (3, 3, 3), 8)
+    y = b.normalized_conv_transpose3d(
+        input=x, weight=w, kernel_size=3, stride=2, padding=1, eps=0.25
+    )
+    assert y.type.stride == (1, 1, 1)
+    line = (
+        '%2 = lattice.normalized_conv_transpose3d %0, %1 {accumulation = "canonical_f32", '
+        "dilation = array<i64: 1, 1, 1>, eps = 2.500000e-01 : f32, "
+        "kernel_size = array<i64: 3, 3, 3>, padding = array<i64: 1, 1, 1>, "
+        f"stride = array<i64: 2, 2, 2>}} : ({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("target_normalized_conv_transpose3d")
+def _r_target_normalized_transpose(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    t = b.add_sparse_input("t", channels=1, dtype="f32")
+    w = conv_weight(b, "up.weight", 4, (2, 2, 2), 8)
+    bias = vector(b, "up.bias", "bias_c", 4)
+    y = b.target_normalized_conv_transpose3d(
+        input=x, target=t, weight=w, bias=bias, kernel_size=2, stride=2, eps=0.5
+    )
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 4
+    line = (
+        "%4 = lattice.target_normalized_conv_transpose3d %0, %1, %2, %3 "
+        '{accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, '
+        "eps = 5.000000e-01 : f32, kernel_size = array<i64: 2, 2, 2>, "
+        "padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : "
+        f"({S32}, {S32}, !lattice.weight<conv3d, f32>, !lattice.weight<bias, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("normalized_generative_conv_transpose3d")
+def _r_normalized_generative(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    w = conv_weight(b, "gen.weight", 8, (2, 2, 2), 8)
+    y = b.normalized_generative_conv_transpose3d(
+        input=x, weight=w, kernel_size=2, stride=2, eps=2.0
+    )
+    line = (
+        "%2 = lattice.normalized_generative_conv_transpose3d %0, %1 "
+        '{accumulation = "canonical_f32", eps = 2.000000e+00 : f32, '
+        "kernel_size = array<i64: 2, 2, 2>, "
+        f"stride = array<i64: 2, 2, 2>}} : ({S32}, !lattice.weight<conv3d, f32>) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("pool_transpose3d")
+def _r_pool_transpose(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=(2, 1, 1))
+    t = b.add_sparse_input("t", channels=1, dtype="f32")
+    y = b.pool_transpose3d(
+        input=x, target=t, kernel_size=(3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0)
+    )
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 8
+    line = (
+        "%2 = lattice.pool_transpose3d %0, %1 {dilation = array<i64: 1, 1, 1>, "
+        "kernel_size = array<i64: 3, 1, 1>, padding = array<i64: 1, 0, 0>, "
+        f"stride = array<i64: 2, 1, 1>}} : ({S32}, {S32}) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("trilinear_upsample3d")
+def _r_trilinear(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
+    y = b.trilinear_upsample3d(input=x, stride=2)
+    assert y.type.stride == (1, 1, 1) and y.type.channels == 8
+    line = (
+        f"%1 = lattice.trilinear_upsample3d %0 {{stride = array<i64: 2, 2, 2>}} : ({S32}) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("embedding_lookup")
+def _r_embedding(b):
+    idx = b.add_input("idx", "tensor<?xi32>")
+    table = b.weight(storage_key="embed.weight", layout="embedding_n_c", dtype="f32", shape=(10, 6))
+    y = b.embedding_lookup(indices=idx, weight=table)
+    line = (
+        "%1 = lattice.embedding_lookup %arg0, %0 : "
+        "(tensor<?xi32>, !lattice.weight<embedding, f32>) -> tensor<?x6xf32>"
+    )
+    return y, line, [y]
+
+
+@recipe("elementwise")
+def _r_elementwise(b):
+    x = b.add_input("x", "tensor<?x8xf32>")
+    y = b.elementwise(input=x, kind="round")
+    line = '%0 = lattice.elementwise %arg0 {kind = "round"} : (tensor<?x8xf32>) -> tensor<?x8xf32>'
     return y, line, [y]
 
 
@@ -526,10 +701,12 @@ def test_whole_module_text():
             header,
             "  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x16xf16>, "
             f"%arg2: tensor<1xi32>) -> {S16} {{",
-            "    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : "
+            "    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = "
+            "#lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : "
             f"(tensor<?x4xi32>, tensor<?x16xf16>, tensor<1xi32>) -> {S16}",
             f"    %1 = lattice.weight @stem.weight {{layout = {CONV_LAYOUT}, "
-            'storage_key = "stem.weight"} : !lattice.weight<conv3d, f16>',
+            'packing = #lattice.packing<dense>, storage_key = "stem.weight"} : '
+            "!lattice.weight<conv3d, f16>",
             '    %2 = lattice.conv3d %0, %1 {accumulation = "canonical_f32", '
             "dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 3, 3>, "
             "padding = array<i64: 1, 1, 1>, stride = array<i64: 2, 2, 2>} : "
@@ -727,7 +904,21 @@ def test_int_float_and_enum_attributes():
     b, x, _ = _ctx()
     f = features_of(b, x)
     scale = _channel(b, 4)
-    _err(lambda: b.global_pool(input=x, mode="max", batch_size=0), "'batch_size'", ">= 1")
+    _err(lambda: b.global_pool(input=x, mode="max", batch_size=-2), "'batch_size'", ">= -1")
+    _err(lambda: b.softmax(input=f, axis=0), "'axis'", "one of -1, 1")
+    _err(lambda: b.sparse_binary(lhs=x, rhs=x, op="add", join="inner", lhs_fill=math.inf), "finite")
+    _err(
+        lambda: b.voxelize(
+            points=b.add_input("p", "tensor<?x3xf32>"),
+            features=f,
+            batch_indices=b.add_input("i", "tensor<?xi32>"),
+            active_rows=b.add_input("n", "tensor<1xi32>"),
+            voxel_size=(0.1, 0.0, 0.1),
+            reduction="mean",
+        ),
+        "'voxel_size'",
+        "> 0.0",
+    )
     _err(lambda: b.global_pool(input=x, mode="max", batch_size=True), "'batch_size'", "an int")
     _err(lambda: b.global_pool(input=x, mode="max", batch_size=2.0), "'batch_size'")
     _err(lambda: b.pool3d(input=x, mode="median", kernel_size=2), "'mode'", "'max', 'avg', 'sum'")
@@ -793,7 +984,7 @@ def test_dtype_homogeneity():
     q = b.weight(
         storage_key="q",
         layout="conv3d_o_xyz_i",
-        packing={"bits": "int4", "group_size": 4, "scale_dtype": "f16"},
+        packing={"bits": "int4", "group_size": 32, "scale_dtype": "f16"},
         shape=(8, 3, 3, 3, 4),
     )
     assert b.conv3d(input=x, weight=q, kernel_size=3).dtype == "f32"
@@ -903,24 +1094,28 @@ def test_feature_op_rules():
         ({"dtype": "f64"}, ("'dtype'",)),
         ({"dtype": "i4"}, ("'dtype'", "packing")),
         (
-            {"packing": {"bits": "int4", "group_size": 4, "scale_dtype": "f16"}, "dtype": "i8"},
-            ("'dtype'", "i4"),
+            {"packing": {"bits": "int4", "group_size": 32, "scale_dtype": "f16"}, "dtype": "i8"},
+            ("'dtype'", "i4", "the float type"),
         ),
         (
-            {"packing": {"bits": "int4", "group_size": 3, "scale_dtype": "f16"}},
-            ("'packing'", "power of two"),
+            {"packing": {"bits": "int4", "group_size": 48, "scale_dtype": "f16"}},
+            ("'packing'", "one of 32, 64, 128"),
         ),
         (
-            {"packing": {"bits": "int4", "group_size": 8, "scale_dtype": "f16"}},
-            ("'packing'", "does not divide"),
+            {"packing": {"bits": "int4", "group_size": 32, "scale_dtype": "bf16"}},
+            ("'packing'", "scale_dtype bf16", "f16 or f32"),
         ),
         (
-            {"packing": {"bits": "int2", "group_size": 4, "scale_dtype": "f16"}},
-            ("'packing'", "'bits'", "'int4', 'int8'"),
+            {"packing": {"bits": "int2", "group_size": 32, "scale_dtype": "f16"}},
+            ("'packing'", "'bits'", "'dense', 'int4', 'int8'"),
         ),
-        ({"packing": {"bits": "int4", "group_size": 4}}, ("'packing'", "'scale_dtype'")),
         (
-            {"packing": {"bits": "int4", "group_size": 4, "scale_dtype": "f16", "zero": 1}},
+            {"packing": {"bits": "dense", "group_size": 32}},
+            ("'packing'", "dense packing has no other field"),
+        ),
+        ({"packing": {"bits": "int4", "group_size": 32}}, ("'packing'", "'scale_dtype'")),
+        (
+            {"packing": {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "zero": 1}},
             ("'packing'", "unknown keys"),
         ),
         ({"packing": "int4"}, ("'packing'", "mapping")),
@@ -947,14 +1142,31 @@ def test_weight_arguments(kwargs, fragments):
 
 def test_weight_packing_only_for_conv_and_linear_and_unique_bindings():
     b = MLIRModuleBuilder()
-    packing = {"bits": "int8", "group_size": 4, "scale_dtype": "f32", "mode": "affine"}
+    packing = {"bits": "int8", "group_size": 32, "scale_dtype": "f32", "mode": "affine"}
     _err(
         lambda: b.weight(storage_key="b", layout="bias_c", packing=packing, shape=(8,)),
         "'packing'",
         "bias weight",
     )
+    _err(
+        lambda: b.weight(
+            storage_key="e", layout="embedding_n_c", dtype="f32", packing=packing, shape=(9, 8)
+        ),
+        "'packing'",
+        "embedding weight",
+    )
+    # C_in need not be a multiple of the group size: the packed layout pads it.
     lin = b.weight(storage_key="lin", layout="linear_o_i", packing=packing, shape=(2, 8))
     assert lin.type_text == "!lattice.weight<linear, i8>"
+    # Upstream's producer declares a packed weight with its dequantized float type.
+    upstream = b.weight(
+        storage_key="up", layout="linear_o_i", dtype="f16", packing=packing, shape=(2, 8)
+    )
+    assert upstream.type_text == "!lattice.weight<linear, f16>"
+    dense = b.weight(
+        storage_key="d", layout="linear_o_i", dtype="f32", packing={"bits": "dense"}, shape=(2, 8)
+    )
+    assert dense.type.packing is None
     _err(
         lambda: b.weight(storage_key="lin", layout="linear_o_i", dtype="f32", shape=(2, 8)),
         "'sym_name'",

@@ -1,4 +1,4 @@
-"""Kernel-offset order: row formula, centred offsets, strided displacements, triples."""
+"""Kernel-offset order: row formula, centred and indexed offset rules, subm offsets, octree bits."""
 
 from __future__ import annotations
 
@@ -8,10 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lattice_contract.kernel import (
+    OCTREE_CHILD_OFFSETS,
     as_triple,
-    centred_offsets,
+    centred_offset,
+    centred_tap_offsets,
+    indexed_offset,
     kernel_taps,
     kernel_volume,
+    octree_child_bit,
+    octree_tap_bits,
+    subm_offsets,
     tap_index,
     tap_offsets,
 )
@@ -58,10 +64,10 @@ def test_int_kernel_sizes_broadcast():
     [(1, [0]), (2, [0, 1]), (3, [-1, 0, 1]), (4, [-1, 0, 1, 2]), (5, [-2, -1, 0, 1, 2])],
 )
 def test_centred_offsets_per_axis(k, expected):
-    offsets = centred_offsets((k, 1, 1))
+    offsets = subm_offsets((k, 1, 1))
     assert [o[0] for o in offsets] == expected
     assert all(o[1:] == (0, 0) for o in offsets)
-    doubled = centred_offsets((1, 1, k), dilation=(1, 1, 2))
+    doubled = subm_offsets((1, 1, k), dilation=(1, 1, 2))
     assert [o[2] for o in doubled] == [2 * e for e in expected]
 
 
@@ -76,7 +82,7 @@ def test_centred_offsets_against_brute_force(size, dilation):
                 expected.append(
                     tuple((tap[i] - (size[i] - 1) // 2) * dilation[i] for i in range(3))
                 )
-    assert centred_offsets(size, dilation) == expected
+    assert subm_offsets(size, dilation) == expected
     # odd kernels are symmetric around the centre; even ones lean positive (K=4 reads -1..2)
     for axis in range(3):
         values = sorted({o[axis] for o in expected})
@@ -102,7 +108,7 @@ def test_stride_one_conv_with_centre_padding_reads_the_subm_neighbours(size, dil
         tuple(t - p for t, p in zip(tap, padding, strict=True))
         for tap in tap_offsets(size, dilation)
     ]
-    assert shifted == centred_offsets(size, dilation)
+    assert shifted == subm_offsets(size, dilation)
 
 
 def test_as_triple():
@@ -116,13 +122,55 @@ def test_as_triple():
             as_triple(bad)  # type: ignore[arg-type]
 
 
-def test_octree_children_are_the_2x2x2_taps() -> None:
-    from lattice_contract.kernel import OCTREE_CHILD_TAPS, octree_parity_to_child
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [(1, [0]), (2, [0, 1]), (3, [-1, 0, 1]), (4, [0, 1, 2, 3]), (5, [-2, -1, 0, 1, 2])],
+)
+def test_centred_rule_per_axis(k, expected):
+    """Odd K: (k - K//2) * d, centred on the output; even K: k * d, reading forward."""
+    assert [centred_offset(t, k) for t in range(k)] == expected
+    assert [centred_offset(t, k, 3) for t in range(k)] == [3 * e for e in expected]
+    assert [o[1] for o in centred_tap_offsets((1, k, 1), (1, 2, 1))] == [2 * e for e in expected]
 
-    assert tuple(kernel_taps(2)) == OCTREE_CHILD_TAPS
-    table = octree_parity_to_child()
-    assert sorted(table) == list(range(8))
-    for px in (0, 1):
-        for py in (0, 1):
-            for pz in (0, 1):
-                assert OCTREE_CHILD_TAPS[table[px * 4 + py * 2 + pz]] == (px, py, pz)
+
+@settings(max_examples=40, deadline=None)
+@given(size=sizes, dilation=dilations)
+def test_centred_and_indexed_rules_against_the_definition(size, dilation):
+    centred, indexed = [], []
+    for tap in kernel_taps(size):
+        centred.append(
+            tuple(
+                (tap[i] - size[i] // 2) * dilation[i] if size[i] % 2 else tap[i] * dilation[i]
+                for i in range(3)
+            )
+        )
+        indexed.append(tuple(tap[i] * dilation[i] for i in range(3)))
+    assert centred_tap_offsets(size, dilation) == centred
+    assert tap_offsets(size, dilation) == indexed
+    assert [indexed_offset(t, size[0], dilation[0]) for t in range(size[0])] == [
+        t * dilation[0] for t in range(size[0])
+    ]
+    # For odd kernels the centred rule is the submanifold rule.
+    if all(k % 2 for k in size):
+        assert centred == subm_offsets(size, dilation)
+
+
+def test_octree_child_bit_is_x_plus_2y_plus_4z() -> None:
+    """Upstream's child bit order: x fastest."""
+    assert octree_child_bit((1, 0, 0)) == 1
+    assert octree_child_bit((0, 1, 0)) == 2
+    assert octree_child_bit((0, 0, 1)) == 4
+    assert octree_child_bit((1, 1, 1)) == 7
+    for bit, offset in enumerate(OCTREE_CHILD_OFFSETS):
+        assert octree_child_bit(offset) == bit
+    with pytest.raises(ValueError, match="0 or 1"):
+        octree_child_bit((2, 0, 0))
+
+
+def test_octree_tap_bits_map_taps_to_bits() -> None:
+    bits = octree_tap_bits()
+    assert sorted(bits) == list(range(8))
+    for t, (a, b, c) in enumerate(kernel_taps(2)):
+        assert t == a * 4 + b * 2 + c
+        assert bits[t] == a + 2 * b + 4 * c
+        assert OCTREE_CHILD_OFFSETS[bits[t]] == (a, b, c)

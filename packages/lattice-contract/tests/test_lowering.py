@@ -84,7 +84,7 @@ def conv_lowering(
     dilation: Any,
     accumulation: str,
 ) -> Any:
-    """A lowering with the signature shared by conv3d, conv_transpose3d and generative."""
+    """A lowering with the signature shared by conv3d, full_conv3d and conv_transpose3d."""
     return input
 
 
@@ -105,7 +105,7 @@ def test_op_can_be_named_by_opdef_class_or_python_name() -> None:
     reg = LoweringRegistry("test")
 
     @reg.artifact_lowering(op=SCHEMA.ops["softmax"])
-    def softmax(input: Any) -> Any:
+    def softmax(input: Any, *, axis: int) -> Any:
         return input
 
     @reg.artifact_lowering(op="sparse_decompose")
@@ -189,7 +189,7 @@ def test_one_lowering_serves_ops_with_identical_signatures() -> None:
     seen: list[str] = []
 
     @reg.artifact_lowering(
-        op=(Conv3d, "conv_transpose3d", "lattice.generative_conv_transpose3d"),
+        op=(Conv3d, "conv_transpose3d", "lattice.full_conv3d"),
         weights={"weight": conv_weight(input="input")},
     )
     def conv(
@@ -207,7 +207,7 @@ def test_one_lowering_serves_ops_with_identical_signatures() -> None:
         seen.append(context.op.name)
         return input
 
-    for name in ("conv3d", "conv_transpose3d", "generative_conv_transpose3d"):
+    for name in ("conv3d", "conv_transpose3d", "full_conv3d"):
         lowering = reg.lowering(name)
         assert lowering.function is conv and lowering.takes_context
         assert lowering.definition is SCHEMA.ops[name]
@@ -218,7 +218,7 @@ def test_one_lowering_serves_ops_with_identical_signatures() -> None:
     context = ExecutionContext(backend=NP, weights={}, primitives={})
     with pytest.raises(LoweringError, match=r"not lowering any op"):
         _ = context.op
-    for name in ("generative_conv_transpose3d", "conv3d"):
+    for name in ("full_conv3d", "conv3d"):
         context.current_op = SCHEMA.ops[name]
         reg.lowering(name).function(
             context,
@@ -230,7 +230,7 @@ def test_one_lowering_serves_ops_with_identical_signatures() -> None:
             dilation=(1, 1, 1),
             accumulation="canonical_f32",
         )
-    assert seen == ["generative_conv_transpose3d", "conv3d"]
+    assert seen == ["full_conv3d", "conv3d"]
 
 
 def test_ops_sharing_a_lowering_must_have_identical_signatures() -> None:
@@ -284,7 +284,7 @@ def test_check_complete_names_every_missing_op() -> None:
     reg = LoweringRegistry("test")
 
     @reg.artifact_lowering(op="softmax")
-    def softmax(input: Any) -> Any:
+    def softmax(input: Any, *, axis: int) -> Any:
         return input
 
     with pytest.raises(LoweringError) as info:

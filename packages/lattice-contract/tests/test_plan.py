@@ -248,10 +248,11 @@ PACKING_CASES: list[tuple[str, Callable[[Payload], None], str]] = [
     ("not a map", _weight_attr("packing", "int4"), r"must be a packing map"),
     ("missing field", _packing(mode=_DELETE), r"missing mode"),
     ("unknown field", _packing(axis=-1), r"unknown 'axis'"),
-    ("bits", _packing(bits="int3"), r"bits must be one of int4, int8"),
+    ("bits", _packing(bits="int3"), r"bits must be one of dense, int4, int8"),
     ("group size zero", _packing(group_size=0), r"group_size must be a positive integer"),
     ("group size bool", _packing(group_size=True), r"group_size must be a positive integer"),
-    ("group size words", _packing(group_size=12), r"multiple of 8"),
+    ("group size", _packing(group_size=16), r"group_size must be one of 32, 64, 128"),
+    ("dense map", _packing(bits="dense"), r"dense weights carry none"),
     ("scale dtype", _packing(scale_dtype="f64"), r"scale_dtype must be one of"),
     ("mode", _packing(mode="symmetric"), r"mode must be one of affine"),
 ]
@@ -424,6 +425,6 @@ def test_i64_attributes(plan_payload: Any) -> None:
         return payload
 
     assert RuntimePlan.from_native(pool(2)).ops[-1].attrs["batch_size"] == 2
-    for bad, message in [(0, r"must be >= 1"), (2.0, r"must be an integer"), (True, "integer")]:
+    for bad, message in [(-2, r"must be >= -1"), (2.0, r"must be an integer"), (True, "integer")]:
         with pytest.raises(PlanError, match=message):
             RuntimePlan.from_native(pool(bad))

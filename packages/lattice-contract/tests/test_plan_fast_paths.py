@@ -287,7 +287,7 @@ def _index_of(plan: RuntimePlan, name: str) -> int:
 @pytest.mark.parametrize(
     ("op_name", "attrs", "message"),
     [
-        ("lattice.weight", {"layout": "linear_o_i"}, "must use layout conv3d_o_xyz_i"),
+        ("lattice.weight", {"layout": "linear_o_i"}, "use layout conv3d_o_xyz_i, not linear_o_i"),
         ("lattice.global_pool", {"batch_size": 3}, "result has 2 rows but batch_size is 3"),
         ("lattice.call", {"callee": "gather_rows"}, r"takes 2 input\(s\), got 1"),
         ("lattice.call", {"callee": "nothing"}, "is not a registered primitive"),

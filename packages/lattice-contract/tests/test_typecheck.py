@@ -201,6 +201,9 @@ def test_packed_weights_take_the_consumer_type(plan_payload: Any) -> None:
     assert typed["v1"].dtype == "i4"
     pack8 = dict(PACK4, bits="int8")
     typecheck_plan(_conv(plan_payload, x="f32", out="f32", w="i8", packing=pack8))
+    # upstream's producer declares a packed weight with its dequantized float type
+    typed = typecheck_plan(_conv(plan_payload, x="f32", out="f32", w="f32", packing=pack8))
+    assert typed["v1"].dtype == "f32"
 
 
 @pytest.mark.parametrize(
@@ -213,7 +216,7 @@ def test_packed_weights_take_the_consumer_type(plan_payload: Any) -> None:
         ),
         ({"out": "f32"}, r"value 'v2'.*element type f32 differs"),
         ({"w": "i4"}, r"weight dtype i4 is packed and needs a #lattice.packing"),
-        ({"packing": PACK4}, r"needs weight dtype i4 or i8, not f16"),
+        ({"packing": PACK4, "w": "f32"}, r"element type f32 differs from f16"),
         ({"w": "i8", "packing": PACK4}, r"packing bits int4 do not match weight dtype i8"),
     ],
 )
@@ -245,7 +248,7 @@ def test_weight_layout_must_fit_family(plan_payload: Any) -> None:
     b.ret(y, "y")
     with pytest.raises(
         PlanTypeError,
-        match=r"value 'v1'.*a conv3d weight must use layout "
+        match=r"value 'v1'.*weights of family conv3d use layout "
         r"conv3d_o_xyz_i, not linear_o_i",
     ):
         typecheck_plan(_plan(b))
@@ -283,11 +286,13 @@ def test_points_and_indices_do_not_join_the_shared_type(plan_payload: Any) -> No
     s = b.sparse_input("x", "f16", 4)
     p = b.arg("points", b.tensor((-1, 3), "f32"), "tensor")
     i = b.arg("batch", b.tensor((-1,), "i32"), "tensor")
+    n = b.arg("point_active_rows", b.tensor((1,), "i32"), "tensor")
     (y,) = b.op(
         "lattice.devoxelize",
-        [s, p, i],
+        [p, s, i, n],
         [b.tensor((-1, 4), "f16")],
-        voxel_size=0.5,
+        voxel_size=[0.5, 0.5, 0.5],
+        origin=[0.0, 0.0, 0.0],
         interpolation="trilinear",
     )
     b.ret(y, "y")
@@ -309,3 +314,22 @@ def test_global_pool_rows_match_batch_size(plan_payload: Any) -> None:
     b.ret(y, "y")
     with pytest.raises(PlanTypeError, match=r"result has 3 rows but batch_size is 2"):
         typecheck_plan(_plan(b))
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "rows", "ok"), [(-1, -1, True), (-1, 2, False), (0, 0, True), (2, -1, True)]
+)
+def test_global_pool_dynamic_rows(plan_payload: Any, batch_size: int, rows: int, ok: bool) -> None:
+    b = plan_payload()
+    s = b.sparse_input("x", "f32", 4)
+    (y,) = b.op(
+        "lattice.global_pool", [s], [b.tensor((rows, 4), "f32")], mode="sum", batch_size=batch_size
+    )
+    b.ret(y, "y")
+    plan = _plan(b)
+    assert plan.ops[-1].attrs["accumulation"] == "canonical_f32"  # the optional default
+    if ok:
+        assert typecheck_plan(plan)[y].shape == (rows, 4)
+    else:
+        with pytest.raises(PlanTypeError, match=r"batch_size -1 infers the rows at run time"):
+            typecheck_plan(plan)

@@ -104,6 +104,12 @@ Node attributeValue(Attribute attr) {
       list.push(Node::of(v));
     return list;
   }
+  if (auto array = llvm::dyn_cast<DenseF64ArrayAttr>(attr)) {
+    Node list = Node::makeList();
+    for (double v : array.asArrayRef())
+      list.push(Node::of(v));
+    return list;
+  }
   if (auto integer = llvm::dyn_cast<IntegerAttr>(attr))
     return Node::of(static_cast<int64_t>(integer.getValue().getSExtValue()));
   if (auto real = llvm::dyn_cast<FloatAttr>(attr)) {
@@ -250,8 +256,13 @@ struct PlanBuilder {
       Node attrs = Node::makeDict();
       if (std::optional<RegisteredOperationName> info = op.getRegisteredInfo())
         for (StringAttr name : info->getAttributeNames())
-          if (std::optional<Attribute> attr = op.getInherentAttr(name.getValue()); attr && *attr)
+          if (std::optional<Attribute> attr = op.getInherentAttr(name.getValue()); attr && *attr) {
+            // #lattice.packing<dense> means what an absent packing means.
+            if (auto packing = llvm::dyn_cast<PackingAttr>(*attr);
+                packing && packing.getBits() == PackingBits::dense)
+              continue;
             attrs.add(name.getValue().str(), attributeValue(*attr));
+          }
       record.add("operands", std::move(operands));
       record.add("results", std::move(results));
       record.add("attrs", std::move(attrs));

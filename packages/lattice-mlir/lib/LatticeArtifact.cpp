@@ -94,8 +94,10 @@ LogicalResult verifyModuleAttributes(ModuleOp module) {
                               << " is missing; stamp lattice.ir_version = " << schema::kIrVersion
                               << " : i64 (re-export with this release's builder)";
   auto versionInt = llvm::dyn_cast<IntegerAttr>(version);
-  if (!versionInt || !versionInt.getType().isInteger(64) ||
-      versionInt.getInt() != schema::kIrVersion)
+  // Any integer type spells the version (upstream writes a bare `2`, i64).
+  if (!versionInt || !llvm::isa<IntegerType>(versionInt.getType()) ||
+      versionInt.getValue().getSignificantBits() > 64 ||
+      versionInt.getValue().getSExtValue() != schema::kIrVersion)
     return module.emitError() << "lattice artifact: " << kIrVersionAttr << " = " << version
                               << " is not supported; this release reads only IR version "
                               << schema::kIrVersion << " (" << kIrVersionAttr << " = "

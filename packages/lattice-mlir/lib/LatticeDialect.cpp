@@ -56,16 +56,68 @@ bool mlir::lattice::isDtypeOneOf(Type type, llvm::StringRef names) {
 #define LATTICE_SCHEMA_ATTRS_AND_TYPES
 #include "LatticeSchema.cpp.inc"
 
+//===----------------------------------------------------------------------===//
+// #lattice.packing<dense> | #lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::string groupSizesText() {
+  std::string out;
+  for (int64_t size : schema::kPackingGroupSizes)
+    out += (out.empty() ? "" : ", ") + std::to_string(size);
+  return out;
+}
+} // namespace
+
+Attribute PackingAttr::parse(AsmParser &parser, Type) {
+  if (parser.parseLess())
+    return {};
+  FailureOr<PackingBits> bits = parseLatticeEnum<PackingBits>(parser, "packing_bits");
+  if (failed(bits))
+    return {};
+  // Dense storage carries no quantization parameters; the placeholders below
+  // are never printed or read.
+  if (*bits == PackingBits::dense) {
+    if (parser.parseGreater())
+      return {};
+    return PackingAttr::get(parser.getContext(), *bits, 0, ScaleDtype::f16, PackingMode::affine);
+  }
+  int64_t groupSize = 0;
+  if (parser.parseComma() || parser.parseKeyword("group_size") || parser.parseEqual() ||
+      parser.parseInteger(groupSize) || parser.parseComma() ||
+      parser.parseKeyword("scale_dtype") || parser.parseEqual())
+    return {};
+  FailureOr<ScaleDtype> scale = parseLatticeEnum<ScaleDtype>(parser, "scale_dtype");
+  if (failed(scale) || parser.parseComma() || parser.parseKeyword("mode") ||
+      parser.parseEqual())
+    return {};
+  FailureOr<PackingMode> mode = parseLatticeEnum<PackingMode>(parser, "packing_mode");
+  if (failed(mode) || parser.parseGreater())
+    return {};
+  return PackingAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                                 parser.getContext(), *bits, groupSize, *scale, *mode);
+}
+
+void PackingAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifyEnum(getBits());
+  if (getBits() != PackingBits::dense)
+    printer << ", group_size = " << getGroupSize()
+            << ", scale_dtype = " << stringifyEnum(getScaleDtype())
+            << ", mode = " << stringifyEnum(getMode());
+  printer << '>';
+}
+
 LogicalResult PackingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   PackingBits bits, int64_t groupSize, ScaleDtype scaleDtype,
                                   PackingMode mode) {
-  (void)bits;
   (void)scaleDtype;
   (void)mode;
-  if (groupSize <= 0 || (groupSize & (groupSize - 1)) != 0)
-    return emitError() << "#lattice.packing group_size must be a positive power of two (e.g. "
-                          "32, 64 or 128), got "
-                       << groupSize << "; quantize with a power-of-two group along C_in";
+  if (bits == PackingBits::dense)
+    return success();
+  if (!llvm::is_contained(schema::kPackingGroupSizes, groupSize))
+    return emitError() << "#lattice.packing group_size must be one of " << groupSizesText()
+                       << " (the group sizes MLX's affine quantization supports), got "
+                       << groupSize << "; re-quantize with one of them along C_in";
   return success();
 }
 

@@ -18,7 +18,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticeVerifyExtraOps.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -189,9 +192,44 @@ LogicalResult verifyAttributeValue(Operation *op, const schema::AttrInfo &spec, 
   }
   case AttrKind::i64: {
     auto integer = llvm::dyn_cast<IntegerAttr>(attr);
-    if (integer && spec.hasMinimum && static_cast<double>(integer.getInt()) < spec.minimum)
+    if (!integer)
+      return success();
+    if (spec.hasMinimum && static_cast<double>(integer.getInt()) < spec.minimum)
       return op->emitOpError() << "attribute '" << spec.name << "' = " << integer.getInt()
                                << " must be >= " << static_cast<int64_t>(spec.minimum);
+    if (spec.numAllowed == 0)
+      return success();
+    std::string text = std::to_string(integer.getInt());
+    for (unsigned i = 0; i < spec.numAllowed; ++i)
+      if (text == spec.allowed[i])
+        return success();
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "attribute '" << spec.name << "' = " << text
+                              << " is not allowed; it must be ";
+    for (unsigned i = 0; i < spec.numAllowed; ++i)
+      diag << (i ? " or " : "") << spec.allowed[i];
+    return diag;
+  }
+  case AttrKind::f64_triple: {
+    auto array = llvm::dyn_cast<DenseF64ArrayAttr>(attr);
+    if (!array)
+      return success(); // ODS reports the wrong attribute type.
+    if (array.size() != 3)
+      return op->emitOpError() << "attribute '" << spec.name
+                               << "' must be a triple array<f64: x, y, z> (one value per axis), "
+                                  "got "
+                               << array.size() << " values; write all three axes";
+    for (double v : array.asArrayRef()) {
+      if (!std::isfinite(v))
+        return op->emitOpError() << "attribute '" << spec.name
+                                 << "' must hold finite values, got a NaN or infinity";
+      if (spec.hasMinimum &&
+          (spec.exclusiveMinimum ? !(v > spec.minimum) : !(v >= spec.minimum)))
+        return op->emitOpError() << "attribute '" << spec.name << "' has component "
+                                 << numberText(v) << "; every component must be "
+                                 << (spec.exclusiveMinimum ? "> " : ">= ")
+                                 << numberText(spec.minimum);
+    }
     return success();
   }
   case AttrKind::f32: {
@@ -348,9 +386,6 @@ std::optional<Triple> tripleAttr(Operation *op, llvm::StringRef name) {
 }
 
 constexpr int64_t kMaxStride = std::numeric_limits<int32_t>::max();
-/// Longest def chain the stride walk follows (each op verifier walks its own
-/// chain, so this bounds verification at O(ops x kMaxStrideWalk)).
-constexpr unsigned kMaxStrideWalk = 1024;
 
 std::optional<Triple> multiply(const Triple &a, const Triple &b) {
   Triple out;
@@ -379,57 +414,99 @@ std::optional<Triple> divide(const Triple &a, const Triple &b) {
 // Static stride propagation.
 //===----------------------------------------------------------------------===//
 
-std::optional<Triple> mlir::lattice::staticStrideOf(Value value) {
-  // Walk up the def chain to the op that fixes the stride, remembering the
-  // scale steps on the way, then replay them.  Iterative and bounded, so a
-  // long chain cannot exhaust the stack and a cyclic (not yet
-  // dominance-checked) chain cannot loop forever.
-  enum class Step { multiply, divide };
-  llvm::SmallVector<std::pair<Step, Triple>, 16> steps;
-  std::optional<Triple> root;
-  for (unsigned walked = 0; !root; ++walked) {
-    Operation *def = value ? value.getDefiningOp() : nullptr;
-    // Chains longer than any real network, and cycles (possible before the
-    // dominance check has run), end the walk with "unknown".
-    if (!def || walked > kMaxStrideWalk)
-      return std::nullopt;
-    if (isa<SparseMakeOp>(def)) {
-      root = tripleAttr(def, "stride");
-      if (!root)
-        return std::nullopt;
-    } else if (isa<VoxelizeOp>(def)) {
-      root = Triple{1, 1, 1};
-    } else if (isa<Conv3dOp, Pool3dOp>(def)) {
-      std::optional<Triple> s = tripleAttr(def, "stride");
-      if (!s)
-        return std::nullopt;
-      steps.push_back({Step::multiply, *s});
-      value = operandNamed(def, "input");
-    } else if (isa<ConvTranspose3dOp, GenerativeConvTranspose3dOp>(def)) {
-      std::optional<Triple> s = tripleAttr(def, "stride");
-      if (!s)
-        return std::nullopt;
-      steps.push_back({Step::divide, *s});
-      value = operandNamed(def, "input");
-    } else if (isa<SubmConv3dOp, SparseWithFeaturesOp>(def)) {
-      value = operandNamed(def, "input");
-    } else if (isa<TargetConv3dOp, TargetConvTranspose3dOp, SparseReindexOp>(def)) {
-      value = operandNamed(def, "target");
-    } else if (isa<SparseBinaryOp, SparseCatOp>(def)) {
-      value = operandNamed(def, "lhs");
-    } else {
-      return std::nullopt;
+namespace {
+
+/// The static stride of every sparse value defined in one block, from one
+/// forward pass over the block in program order: each op's result stride
+/// follows from its operands' (looked up by value) by the op's schema stride
+/// rule.  No walk, no cap: a use before its definition (possible before the
+/// dominance check has run) simply finds no entry and stays unknown, so
+/// cycles cannot loop, and a chain of any length is followed.
+struct BlockStrides {
+  Block *block = nullptr;
+  llvm::DenseMap<Value, Triple> strides;
+  llvm::DenseSet<Operation *> ops; // the ops the pass saw, to detect a changed block
+
+  void build(Block *b) {
+    block = b;
+    strides.clear();
+    ops.clear();
+    for (Operation &op : *b) {
+      ops.insert(&op);
+      if (std::optional<Triple> stride = resultStride(&op))
+        strides[op.getResult(0)] = *stride;
     }
   }
-  Triple stride = *root;
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    std::optional<Triple> next =
-        it->first == Step::multiply ? multiply(stride, it->second) : divide(stride, it->second);
-    if (!next)
+
+  std::optional<Triple> lookup(Value value) const {
+    auto it = strides.find(value);
+    if (it == strides.end())
       return std::nullopt;
-    stride = *next;
+    return it->second;
   }
-  return stride;
+
+  /// The stride of the op's sparse result, from operands already in the table.
+  std::optional<Triple> resultStride(Operation *op) const {
+    const schema::OpInfo *info = schemaInfo(op);
+    if (!info || info->stride == schema::StrideRule::none || op->getNumResults() == 0 ||
+        !llvm::isa<SparseTensorType>(op->getResult(0).getType()))
+      return std::nullopt;
+    if (Value target = operandNamed(op, "target"))
+      return lookup(target);
+    switch (info->stride) {
+    case schema::StrideRule::none:
+      return std::nullopt;
+    case schema::StrideRule::attribute:
+      return tripleAttr(op, "stride");
+    case schema::StrideRule::input:
+      return lookup(operandNamed(op, "input"));
+    case schema::StrideRule::lhs:
+      return lookup(operandNamed(op, "lhs"));
+    case schema::StrideRule::target: // handled above; the target is not an operand here
+      return std::nullopt;
+    case schema::StrideRule::multiply:
+    case schema::StrideRule::divide: {
+      std::optional<Triple> in = lookup(operandNamed(op, "input"));
+      std::optional<Triple> s = tripleAttr(op, "stride");
+      if (!in || !s)
+        return std::nullopt;
+      return info->stride == schema::StrideRule::multiply ? multiply(*in, *s) : divide(*in, *s);
+    }
+    }
+    return std::nullopt;
+  }
+};
+
+/// One table per thread (MLIR verifies the ops of a block in order on one
+/// thread; isolated regions may run on others).
+BlockStrides &threadStrides() {
+  thread_local BlockStrides table;
+  return table;
+}
+
+} // namespace
+
+void mlir::lattice::detail::beginStrideVerification(Operation *op) {
+  // Verification visits a block's ops in order, so its first lattice op marks
+  // a new verification of that block: drop whatever an earlier run (or an
+  // earlier module whose block reused this address) left in the table.
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    if (prev->getDialect() == op->getDialect())
+      return;
+  BlockStrides &table = threadStrides();
+  if (table.block == op->getBlock())
+    table.block = nullptr;
+}
+
+std::optional<Triple> mlir::lattice::staticStrideOf(Value value) {
+  Operation *def = value ? value.getDefiningOp() : nullptr;
+  Block *block = def ? def->getBlock() : nullptr;
+  if (!block)
+    return std::nullopt;
+  BlockStrides &table = threadStrides();
+  if (table.block != block || !table.ops.contains(def))
+    table.build(block);
+  return table.lookup(value);
 }
 
 //===----------------------------------------------------------------------===//
@@ -442,6 +519,15 @@ namespace {
 LogicalResult verifyRules(Operation *) { return success(); }
 /// Ops without rules that must run before the schema checks.
 LogicalResult preRules(Operation *) { return success(); }
+
+LogicalResult preRules(GenerativeConvTranspose3dOp op) {
+  if (op->getDiscardableAttr("padding") || op->getDiscardableAttr("dilation"))
+    return op.emitOpError()
+           << "takes no padding or dilation: the generative transpose emits o = c*s + k for "
+              "every tap (padding 0, dilation 1 implied); drop the attribute, or use "
+              "lattice.conv_transpose3d for a padded or dilated transpose";
+  return success();
+}
 
 LogicalResult preRules(SubmConv3dOp op) {
   if (op->getDiscardableAttr("stride") || op->getDiscardableAttr("padding"))
@@ -462,6 +548,8 @@ WeightLayout expectedLayout(WeightFamily family) {
     return WeightLayout::bias_c;
   case WeightFamily::channel:
     return WeightLayout::channel_c;
+  case WeightFamily::embedding:
+    return WeightLayout::embedding_n_c;
   }
   return WeightLayout::conv3d_o_xyz_i;
 }
@@ -472,7 +560,7 @@ LogicalResult verifyRules(WeightOp op) {
   if (op.getLayout() != expectedLayout(family))
     return op.emitOpError() << "declares layout " << stringifyEnum(op.getLayout())
                             << " for a weight of family " << stringifyEnum(family)
-                            << "; a " << stringifyEnum(family) << " weight must use layout "
+                            << "; weights of family " << stringifyEnum(family) << " use layout "
                             << stringifyEnum(expectedLayout(family));
   if (op.getStorageKey().empty())
     return op.emitOpError() << "has an empty storage_key; name the safetensors entry it reads";
@@ -480,30 +568,30 @@ LogicalResult verifyRules(WeightOp op) {
     return op.emitOpError() << "has an empty symbol name";
   std::string dtype = describeDtype(type.getDtype());
   std::optional<PackingAttr> packing = op.getPacking();
+  bool packed = packing && packing->getBits() != PackingBits::dense;
   bool packedDtype = !isFloatDtype(type.getDtype());
-  if (packedDtype && !packing)
+  if (packedDtype && !packed)
     return op.emitOpError() << "has packed element type " << dtype
-                            << " but no packing attribute; add packing = #lattice.packing<"
+                            << " but no packed packing attribute; add packing = "
+                               "#lattice.packing<"
                             << (dtype == "i4" ? "int4" : "int8")
                             << ", group_size = N, scale_dtype = T, mode = affine>";
-  if (!packing)
+  if (!packed)
     return success();
-  if (!packedDtype)
-    return op.emitOpError() << "has a packing attribute but element type " << dtype
-                            << "; packing applies only to i4/i8 weights (declare the weight as "
-                               "!lattice.weight<"
-                            << stringifyEnum(family) << ", i4|i8> or drop the packing)";
   if (family != WeightFamily::conv3d && family != WeightFamily::linear)
-    return op.emitOpError() << "packs a " << stringifyEnum(family)
-                            << " weight; only conv3d and linear weights are quantized (groups run "
+    return op.emitOpError() << "packs a weight of family " << stringifyEnum(family)
+                            << "; only conv3d and linear weights are quantized (groups run "
                                "along C_in), store "
-                            << stringifyEnum(family) << " weights dense";
+                            << stringifyEnum(family)
+                            << " weights dense (packing = #lattice.packing<dense>)";
+  // A packed weight declares its packed integer type, or (as upstream's
+  // producer writes) the float type its values dequantize to.
   const char *want = schema::packedDtypeOfBits(stringifyEnum(packing->getBits()));
-  if (!want || dtype != want)
+  if (packedDtype && (!want || dtype != want))
     return op.emitOpError() << "packing bits " << stringifyEnum(packing->getBits())
                             << " do not match element type " << dtype << "; use "
                             << (want ? want : "?") << " for " << stringifyEnum(packing->getBits())
-                            << " packing";
+                            << " packing, or the float type the weight dequantizes to";
   return success();
 }
 
@@ -536,7 +624,9 @@ LogicalResult verifyScaledStride(OpT op) {
 }
 
 LogicalResult verifyRules(Conv3dOp op) { return verifyScaledStride(op); }
+LogicalResult verifyRules(FullConv3dOp op) { return verifyScaledStride(op); }
 LogicalResult verifyRules(Pool3dOp op) { return verifyScaledStride(op); }
+LogicalResult verifyRules(FullPool3dOp op) { return verifyScaledStride(op); }
 
 LogicalResult verifyRules(TargetConv3dOp op) {
   std::optional<Triple> in = staticStrideOf(op.getInput());
@@ -572,20 +662,7 @@ LogicalResult verifyRules(TargetConvTranspose3dOp op) {
   return success();
 }
 
-LogicalResult verifyRules(GenerativeConvTranspose3dOp op) {
-  for (int64_t p : op.getPadding())
-    if (p != 0)
-      return op.emitOpError() << "requires padding = array<i64: 0, 0, 0>, got "
-                              << tripleText(op.getPadding())
-                              << "; the generative transpose emits o = c*s + k for every tap, "
-                                 "use lattice.conv_transpose3d for padded transposes";
-  for (int64_t d : op.getDilation())
-    if (d != 1)
-      return op.emitOpError() << "requires dilation = array<i64: 1, 1, 1>, got "
-                              << tripleText(op.getDilation())
-                              << "; use lattice.conv_transpose3d for dilated transposes";
-  return verifyTransposeStride(op);
-}
+LogicalResult verifyRules(GenerativeConvTranspose3dOp op) { return verifyTransposeStride(op); }
 
 template <typename OpT>
 LogicalResult verifySameStride(OpT op, Value lhs, Value rhs, llvm::StringRef lhsName,
@@ -666,11 +743,15 @@ LogicalResult verifyRules(LinearOp op) {
 
 LogicalResult verifyRules(GlobalPoolOp op) {
   auto out = llvm::cast<RankedTensorType>(op.getResult().getType());
-  if (out.getDimSize(0) != static_cast<int64_t>(op.getBatchSize()))
-    return op.emitOpError() << "result " << typeText(out) << " must have batch_size = "
-                            << op.getBatchSize()
-                            << " static rows (one per batch item); write tensor<"
-                            << op.getBatchSize() << "xCxT>";
+  int64_t batch = static_cast<int64_t>(op.getBatchSize());
+  if (batch == -1 && !out.isDynamicDim(0))
+    return op.emitOpError() << "result " << typeText(out)
+                            << " has static rows but batch_size = -1 infers the batch count at "
+                               "run time; write tensor<?xCxT>";
+  if (batch >= 0 && !out.isDynamicDim(0) && out.getDimSize(0) != batch)
+    return op.emitOpError() << "result " << typeText(out) << " must have batch_size = " << batch
+                            << " rows (one per batch item); write tensor<" << batch
+                            << "xCxT> or tensor<?xCxT>";
   return success();
 }
 
@@ -685,11 +766,11 @@ LogicalResult verifyRowsPerPoint(Operation *op, llvm::ArrayRef<Value> values) {
 }
 
 LogicalResult verifyRules(VoxelizeOp op) {
-  return verifyRowsPerPoint(op, {op.getPoints(), op.getFeatures(), op.getBatch()});
+  return verifyRowsPerPoint(op, {op.getPoints(), op.getFeatures(), op.getBatchIndices()});
 }
 
 LogicalResult verifyRules(DevoxelizeOp op) {
-  return verifyRowsPerPoint(op, {op.getPoints(), op.getBatch(), op.getResult()});
+  return verifyRowsPerPoint(op, {op.getPoints(), op.getBatchIndices(), op.getResult()});
 }
 
 LogicalResult verifyRules(CastOp op) {
@@ -750,6 +831,7 @@ LogicalResult verifyAgainstSchemaChecked(Operation *op, const schema::OpInfo &in
 namespace mlir::lattice::detail {
 template <typename OpT>
 LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info) {
+  beginStrideVerification(op.getOperation());
   if (failed(preRules(op)) || failed(verifyAgainstSchemaChecked(op.getOperation(), info)))
     return failure();
   return verifyRules(op);

@@ -23,7 +23,7 @@ REPO = HERE.parents[2]
 config.name = "lattice-mlir"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
-config.excludes = ["regenerate_valid.py", "lit.cfg.py"]
+config.excludes = ["regenerate_valid.py", "lit.cfg.py", "long_stride_chain.py"]
 config.test_source_root = str(HERE)
 config.test_exec_root = str(Path(os.environ.get("LATTICE_LIT_OUT", REPO / "out" / "lit")))
 
@@ -62,3 +62,4 @@ def built_digest() -> str:
 
 config.substitutions.append(("%{digest}", built_digest()))
 config.substitutions.append(("FileCheck", filecheck))
+config.substitutions.append(("%{python}", sys.executable))

@@ -64,7 +64,11 @@ def features(b: MLIRModuleBuilder, x: Value) -> Value:
     return b.sparse_decompose(input=x)[1]
 
 
-@program("sparse_make", "lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 4, 2>}")
+@program(
+    "sparse_make",
+    "lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, "
+    "stride = array<i64: 2, 4, 2>}",
+)
 def _make(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     c = b.add_input("c", "tensor<?x4xi32>")
     f = b.add_input("f", "tensor<?x8xf32>")
@@ -86,11 +90,18 @@ def _with_features(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     return [("y", b.sparse_with_features(input=x, features=f))]
 
 
-@program("sparse_reindex", "lattice.sparse.reindex %0, %1")
+@program(
+    "sparse_reindex",
+    "lattice.sparse.reindex %0, %1 {fill = 0.000000e+00 : f32}",
+    "lattice.sparse.reindex %0, %1 {fill = -7.500000e-01 : f32}",
+)
 def _reindex(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
     t = b.add_sparse_input("t", channels=3, dtype="f32", stride=2)
-    return [("y", b.sparse_reindex(input=x, target=t))]
+    return [
+        ("y", b.sparse_reindex(input=x, target=t)),
+        ("z", b.sparse_reindex(input=x, target=t, fill=-0.75)),
+    ]
 
 
 @program(
@@ -98,8 +109,11 @@ def _reindex(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     "lattice.weight @stem.qweight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, "
     "packing = #lattice.packing<int4, group_size = 32, scale_dtype = f16, mode = affine>",
     ": !lattice.weight<conv3d, i4>",
-    "#lattice.packing<int8, group_size = 64, scale_dtype = bf16, mode = affine>",
+    "#lattice.packing<int8, group_size = 64, scale_dtype = f32, mode = affine>",
     ": !lattice.weight<linear, i8>",
+    "#lattice.packing<int8, group_size = 128, scale_dtype = f16, mode = affine>",
+    ": !lattice.weight<linear, f16>",
+    "packing = #lattice.packing<dense>",
 )
 def _weight_packed(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=64, dtype="f16")
@@ -114,11 +128,33 @@ def _weight_packed(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     wl = b.weight(
         storage_key="head.qweight",
         layout="linear_o_i",
-        packing={"bits": "int8", "group_size": 64, "scale_dtype": "bf16"},
+        packing={"bits": "int8", "group_size": 64, "scale_dtype": "f32"},
         shape=(128, 16 * 4),
     )
+    # A packed weight may declare the float type it dequantizes to (upstream's
+    # producer does); C_in need not be a multiple of the group size (padded).
+    wf = b.weight(
+        storage_key="proj.qweight",
+        layout="linear_o_i",
+        dtype="f16",
+        packing={"bits": "int8", "group_size": 128, "scale_dtype": "f16"},
+        shape=(4, 16),
+    )
+    bias = vector(b, "proj.bias", "bias_c", 4, "f16")
+    g = b.linear(input=f, weight=wf, bias=bias)
     del wl
-    return [("y", y), ("f", f)]
+    return [("y", y), ("f", f), ("g", g)]
+
+
+@program(
+    "weight_embedding",
+    "layout = #lattice.weight_layout<embedding_n_c>, packing = #lattice.packing<dense>",
+    ": !lattice.weight<embedding, f32>",
+)
+def _weight_embedding(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
+    x = b.add_sparse_input("x", channels=8, dtype="f32")
+    b.weight(storage_key="table", layout="embedding_n_c", dtype="f32", shape=(100, 8))
+    return [("y", x)]
 
 
 @program("conv3d", 'lattice.conv3d %0, %1, %2 {accumulation = "canonical_f32"')
@@ -137,6 +173,19 @@ def _subm(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=4, dtype="bf16", stride=2)
     w = conv_weight(b, "subm.weight", 8, (3, 3, 3), 4, "bf16")
     return [("y", b.subm_conv3d(input=x, weight=w, kernel_size=3, dilation=2))]
+
+
+@program(
+    "full_conv3d",
+    'lattice.full_conv3d %0, %1 {accumulation = "canonical_f32", dilation = array<i64: 1, 2, 1>',
+)
+def _full_conv3d(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
+    x = b.add_sparse_input("x", channels=4, dtype="f16", stride=(1, 2, 1))
+    w = conv_weight(b, "full.weight", 6, (3, 2, 3), 4, "f16")
+    y = b.full_conv3d(
+        input=x, weight=w, kernel_size=(3, 2, 3), stride=2, padding=(1, 0, 1), dilation=(1, 2, 1)
+    )
+    return [("y", y)]
 
 
 @program("target_conv3d", "lattice.target_conv3d %0, %1, %2")
@@ -173,7 +222,12 @@ def _generative(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     return [("y", b.generative_conv_transpose3d(input=x, weight=w, kernel_size=2, stride=2))]
 
 
-@program("pool3d", "mode = #lattice.pool_mode<max>", "mode = #lattice.pool_mode<avg>")
+@program(
+    "pool3d",
+    "lattice.pool3d %0 {dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 2, 2, 2>, "
+    "mode = #lattice.pool_mode<max>",
+    "mode = #lattice.pool_mode<avg>",
+)
 def _pool(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
     y = b.pool3d(input=x, mode="max", kernel_size=2, stride=2)
@@ -181,30 +235,91 @@ def _pool(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     return [("y", z)]
 
 
-@program("global_pool", 'lattice.global_pool %0 {accumulation = "canonical_f32", batch_size = 3')
+@program(
+    "full_pool3d",
+    "lattice.full_pool3d %0 {dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 3, 3>, "
+    "mode = #lattice.pool_mode<sum>",
+)
+def _full_pool(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
+    x = b.add_sparse_input("x", channels=8, dtype="f32")
+    return [("y", b.full_pool3d(input=x, mode="sum", kernel_size=3, stride=2, padding=1))]
+
+
+@program(
+    "global_pool",
+    "lattice.global_pool %0 {batch_size = 3 : i64, mode = #lattice.pool_mode<sum>}",
+    "-> tensor<3x8xf16>",
+    "lattice.global_pool %0 {batch_size = -1 : i64, mode = #lattice.pool_mode<max>}",
+    "-> tensor<?x8xf16>",
+    "lattice.global_pool %0 {batch_size = 0 : i64, mode = #lattice.pool_mode<avg>}",
+    "-> tensor<0x8xf16>",
+)
 def _global_pool(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f16")
-    return [("y", b.global_pool(input=x, mode="sum", batch_size=3))]
+    return [
+        ("y", b.global_pool(input=x, mode="sum", batch_size=3)),
+        ("dynamic", b.global_pool(input=x, mode="max", batch_size=-1)),
+        ("empty", b.global_pool(input=x, mode="avg", batch_size=0)),
+    ]
 
 
-@program("voxelize", "lattice.voxelize %arg0, %arg1, %arg2", "#lattice.voxel_reduction<mean>")
+@program(
+    "voxelize",
+    "lattice.voxelize %arg0, %arg1, %arg2, %arg3 {origin = array<f64: -1.000000e+00, "
+    "0.000000e+00, 2.500000e-01>, reduction = #lattice.voxel_reduction<mean>, "
+    "stride = array<i64: 2, 2, 2>, voxel_size = array<f64: 5.000000e-02, 1.000000e-01, "
+    "5.000000e-02>}",
+    "#lattice.voxel_reduction<max>",
+)
 def _voxelize(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     p = b.add_input("points", "tensor<?x3xf32>")
     f = b.add_input("feats", "tensor<?x5xf32>")
     i = b.add_input("batch", "tensor<?xi32>")
-    return [("y", b.voxelize(points=p, features=f, batch=i, voxel_size=0.05, reduction="mean"))]
+    a = b.add_input("active_rows", "tensor<1xi32>")
+    v = b.voxelize(
+        points=p,
+        features=f,
+        batch_indices=i,
+        active_rows=a,
+        voxel_size=(0.05, 0.1, 0.05),
+        origin=(-1.0, 0.0, 0.25),
+        reduction="mean",
+        stride=2,
+    )
+    w = b.voxelize(
+        points=p, features=f, batch_indices=i, active_rows=a, voxel_size=0.2, reduction="max"
+    )
+    return [("y", v), ("z", w)]
 
 
-@program("devoxelize", "lattice.devoxelize %0, %arg3, %arg4", "#lattice.interpolation<trilinear>")
+@program(
+    "devoxelize",
+    "lattice.devoxelize %arg3, %0, %arg4, %arg5 {interpolation = "
+    "#lattice.point_interpolation<linear>, origin = array<f64: 0.000000e+00, 0.000000e+00, "
+    "0.000000e+00>, voxel_size = array<f64: 1.000000e-01, 1.000000e-01, 1.000000e-01>}",
+    "#lattice.point_interpolation<nearest>",
+    "#lattice.point_interpolation<trilinear>",
+)
 def _devoxelize(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f32", stride=2)
     p = b.add_input("points", "tensor<?x3xf32>")
     i = b.add_input("batch", "tensor<?xi32>")
-    y = b.devoxelize(input=x, points=p, batch=i, voxel_size=0.1, interpolation="trilinear")
-    return [("y", y)]
+    a = b.add_input("point_active_rows", "tensor<1xi32>")
+    out = []
+    for mode in ("linear", "nearest", "trilinear"):
+        y = b.devoxelize(
+            points=p,
+            voxels=x,
+            batch_indices=i,
+            point_active_rows=a,
+            voxel_size=0.1,
+            interpolation=mode,
+        )
+        out.append((mode, y))
+    return out
 
 
-@program("linear", 'lattice.linear %features, %1, %2 {accumulation = "canonical_f32"}')
+@program("linear", "lattice.linear %features, %1, %2 : (tensor<?x8xf32>")
 def _linear(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f32")
     f = features(b, x)
@@ -217,11 +332,15 @@ def _linear(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     "activation",
     "approximate = #lattice.gelu_approx<tanh>",
     "kind = #lattice.activation<gelu>",
+    "approximate = #lattice.gelu_approx<precise>",
+    "approximate = #lattice.gelu_approx<fast>",
     "kind = #lattice.activation<softplus>",
 )
 def _activation(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     f = b.add_input("f", "tensor<?x16xf32>")
     g = b.activation(input=f, kind="gelu", approximate="tanh")
+    g = b.activation(input=g, kind="gelu", approximate="precise")
+    g = b.activation(input=g, kind="gelu", approximate="fast")
     s = b.activation(input=g, kind="softplus", beta=2.0, threshold=10.0)
     return [("y", s)]
 
@@ -254,24 +373,44 @@ def _rms_norm(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     return [("y", b.rms_norm(input=f, scale=scale, eps=2.0))]
 
 
-@program("softmax", "lattice.softmax %arg0 : (tensor<?x10xf32>) -> tensor<?x10xf32>")
+@program(
+    "softmax",
+    "lattice.softmax %arg0 {axis = -1 : i64} : (tensor<?x10xf32>) -> tensor<?x10xf32>",
+    "lattice.softmax %0 {axis = 1 : i64}",
+)
 def _softmax(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     f = b.add_input("logits", "tensor<?x10xf32>")
-    return [("y", b.softmax(input=f))]
+    return [("y", b.softmax(input=b.softmax(input=f), axis=1))]
 
 
-@program("sparse_binary", "join = #lattice.join<outer>, op = #lattice.binary_op<mul>")
+@program(
+    "sparse_binary",
+    "join = #lattice.join<outer>, lhs_fill = 0.000000e+00 : f32, op = #lattice.binary_op<mul>, "
+    "rhs_fill = 0.000000e+00 : f32",
+    "join = #lattice.join<right>, lhs_fill = -1.000000e+00 : f32, "
+    "op = #lattice.binary_op<maximum>, rhs_fill = 2.500000e-01 : f32",
+    "op = #lattice.binary_op<minimum>",
+)
 def _binary(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f32")
     z = b.add_sparse_input("z", channels=8, dtype="f32")
-    return [("y", b.sparse_binary(lhs=x, rhs=z, op="mul", join="outer"))]
+    y = b.sparse_binary(lhs=x, rhs=z, op="mul", join="outer")
+    m = b.sparse_binary(lhs=y, rhs=z, op="max", join="right", lhs_fill=-1.0, rhs_fill=0.25)
+    return [("y", b.sparse_binary(lhs=m, rhs=x, op="minimum", join="inner"))]
 
 
-@program("sparse_cat", "lattice.sparse.cat %0, %1 {join = #lattice.join<left>}")
+@program(
+    "sparse_cat",
+    "lattice.sparse.cat %0, %1 {join = #lattice.join<left>}",
+    "lattice.sparse.cat %0, %1 {join = #lattice.join<right>}",
+)
 def _cat(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     x = b.add_sparse_input("x", channels=8, dtype="f32")
     z = b.add_sparse_input("z", channels=3, dtype="f32")
-    return [("y", b.sparse_cat(lhs=x, rhs=z, join="left"))]
+    return [
+        ("y", b.sparse_cat(lhs=x, rhs=z, join="left")),
+        ("r", b.sparse_cat(lhs=x, rhs=z, join="right")),
+    ]
 
 
 @program("cast", "lattice.cast %arg0 {rounding = #lattice.rounding<toward_zero>}")

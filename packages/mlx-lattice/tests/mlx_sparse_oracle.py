@@ -171,14 +171,13 @@ def triples(lo: int, hi: int) -> st.SearchStrategy[Triple]:
     return st.one_of(one.map(lambda v: (v, v, v)), st.tuples(one, one, one))
 
 
-def oracle_pool3d(
+def _dense_pool(
     x: SparseTensor, mode: str, k: Triple, s: Triple, p: Triple, d: Triple
-) -> tuple[np.ndarray, np.ndarray]:
-    """Dense pooling over active inputs: (sorted logical output support, feature rows).
+) -> tuple[np.ndarray, torch.Tensor, Triple, np.ndarray]:
+    """(support, dense window reduction, shift, counts) with :func:`oracle_conv3d`'s placement.
 
-    Same placement as :func:`oracle_conv3d`.  Sum is a depthwise all-ones
-    conv, mean divides it by the all-ones conv of the occupancy, max is
-    ``max_pool3d`` over a grid whose empty cells hold -inf.
+    Sum is a depthwise all-ones conv, mean divides it by the all-ones conv of
+    the occupancy, max is ``max_pool3d`` over a grid whose empty cells hold -inf.
     """
     one_channel = x.with_feats(x.feats[:, :1])
     support, _, m, count = oracle_conv3d(one_channel, mx.ones((1, *k, 1)), k, s, p, d)
@@ -195,4 +194,50 @@ def oracle_pool3d(
         out = F.conv3d(grid, ones, stride=s, dilation=d, groups=c)
         if mode == "avg":
             out = out / torch.as_tensor(count).clamp_min(1.0)
+    return support, out, m, count
+
+
+def oracle_pool3d(
+    x: SparseTensor, mode: str, k: Triple, s: Triple, p: Triple, d: Triple
+) -> tuple[np.ndarray, np.ndarray]:
+    """``full_pool3d``: (sorted logical output support, feature rows) of the dense pooling."""
+    support, out, m, _ = _dense_pool(x, mode, k, s, p, d)
     return support, read_rows(out, support, m)
+
+
+def centred_padding(k: Triple, p: Triple, d: Triple) -> Triple:
+    """Dense padding of the centred rule: ``K//2*d + p`` on odd axes, ``p`` on even ones."""
+    pads = [k[a] // 2 * d[a] + p[a] if k[a] % 2 else p[a] for a in range(3)]
+    return (pads[0], pads[1], pads[2])
+
+
+def coarsened_support(x: SparseTensor, s: Triple) -> np.ndarray:
+    """Sorted logical rows ``(b, floor(c / s))`` of the input rows (conv3d's output support)."""
+    rows = logical_rows(x)
+    return sort_rows(
+        np.unique(np.concatenate([rows[:, :1], rows[:, 1:] // np.asarray(s)], 1), axis=0)
+    )
+
+
+def oracle_centred_conv3d(
+    x: SparseTensor, w: mx.array, k: Triple, s: Triple, p: Triple, d: Triple
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``conv3d``: (coarsened support, dense conv rows there, pair counts there).
+
+    The dense conv with :func:`centred_padding`, read at every ``floor(c / s)``.
+    """
+    support = coarsened_support(x, s)
+    _, dense, shift, count = oracle_conv3d(x, w, k, s, centred_padding(k, p, d), d)
+    counts = read_rows(torch.as_tensor(count), support, shift)[:, 0]
+    return support, read_rows(dense, support, shift), counts
+
+
+def oracle_centred_pool3d(
+    x: SparseTensor, mode: str, k: Triple, s: Triple, p: Triple, d: Triple
+) -> tuple[np.ndarray, np.ndarray]:
+    """``pool3d``: (coarsened support, window reductions there; 0 where no input is reached)."""
+    support = coarsened_support(x, s)
+    _, out, m, count = _dense_pool(x, mode, k, s, centred_padding(k, p, d), d)
+    rows = read_rows(out, support, m)
+    reached = read_rows(torch.as_tensor(count), support, m)[:, :1] > 0
+    return support, np.where(reached, rows, 0.0)

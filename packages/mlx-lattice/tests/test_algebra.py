@@ -51,6 +51,8 @@ def expected_rows(lhs: SparseTensor, rhs: SparseTensor, join: str) -> list[Row]:
         return [r for r in left if r in in_rhs]
     if join == "left":
         return left
+    if join == "right":
+        return right
     return left + [r for r in right if r not in in_lhs]
 
 
@@ -58,8 +60,9 @@ OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
-    "max": np.maximum,
-    "min": np.minimum,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "max": np.maximum,  # Lattice's earlier spelling, a synonym
 }
 
 
@@ -71,13 +74,14 @@ def test_sparse_binary_matches_brute_force(seed: int, join: str, op: str) -> Non
     stride = 1 + seed % 2
     lhs = random_sparse(rng, 40, 3, stride)
     rhs = random_sparse(rng, 35, 3, stride)
-    out = sparse_binary(lhs, rhs, op=op, join=join)
+    lhs_fill, rhs_fill = (0.0, 0.0) if seed < 2 else (0.5 * seed, -1.25)
+    out = sparse_binary(lhs, rhs, op=op, join=join, lhs_fill=lhs_fill, rhs_fill=rhs_fill)
     want_rows = expected_rows(lhs, rhs, join)
     assert rows(out) == want_rows
     assert out.stride == lhs.stride and out.dtype == lhs.dtype
     a, b = as_dict(lhs), as_dict(rhs)
-    zero = np.zeros(3, dtype=np.float32)
-    want = np.array([OPS[op](a.get(r, zero), b.get(r, zero)) for r in want_rows])
+    fa, fb = np.full(3, lhs_fill, np.float32), np.full(3, rhs_fill, np.float32)
+    want = np.array([OPS[op](a.get(r, fa), b.get(r, fb)) for r in want_rows])
     np.testing.assert_allclose(np.array(out.feats), want.reshape(-1, 3), rtol=1e-6, atol=1e-6)
 
 
@@ -100,10 +104,11 @@ def test_sparse_reindex_matches_brute_force(seed: int) -> None:
     rng = np.random.default_rng(20 + seed)
     src = random_sparse(rng, 30, 4, 2, dtype=mx.float16)
     dst = random_sparse(rng, 25, 7, 2)
-    out = sparse_reindex(src, dst)
+    fill = -0.75 * seed
+    out = sparse_reindex(src, dst, fill=fill)
     assert rows(out) == rows(dst) and out.dtype == mx.float16 and out.num_channels == 4
     a = as_dict(src)
-    want = np.array([a.get(r, np.zeros(4)) for r in rows(dst)], dtype=np.float32)
+    want = np.array([a.get(r, np.full(4, fill)) for r in rows(dst)], dtype=np.float32)
     np.testing.assert_array_equal(np.array(out.feats.astype(mx.float32)), want)
     # The result keeps target's support: same cache object.
     assert out.cache is dst.cache

@@ -13,9 +13,11 @@ from mlx_lattice.ops import conv as conv_module
 from mlx_lattice.ops.quant import quantize_weight
 from mlx_sparse_oracle import (
     Triple,
+    centred_padding,
     densify,
     logical_rows,
     make_sparse,
+    oracle_centred_conv3d,
     oracle_conv3d,
     oracle_conv_transpose3d,
     random_weight,
@@ -55,7 +57,32 @@ def _rows_in_order(y: SparseTensor, rows: np.ndarray) -> np.ndarray:
 
 @EXAMPLES
 @given(g=geometry(), dtype=DTYPES, t=st.sampled_from([1, 2]), bias=st.booleans())
-def test_conv3d_matches_dense_torch(g: dict, dtype: mx.Dtype, t: int, bias: bool) -> None:
+def test_full_conv3d_matches_dense_torch(g: dict, dtype: mx.Dtype, t: int, bias: bool) -> None:
+    rng = np.random.default_rng(g["seed"])
+    k, s, p, d = g["k"], g["s"], g["p"], g["d"]
+    x = make_sparse(
+        rng, batch=g["batch"], extent=5, stride=(t, t, t), channels=g["c_in"], density=0.15,
+        dtype=dtype,
+    )  # fmt: skip
+    w = random_weight(rng, g["c_out"], k, g["c_in"], dtype)
+    b = mx.array(rng.standard_normal(g["c_out"]).astype(np.float32)).astype(dtype) if bias else None
+    y = ops.full_conv3d(x, w, b, kernel_size=k, stride=s, padding=p, dilation=d)
+    assert y.stride == (t * s[0], t * s[1], t * s[2])
+    assert y.dtype == dtype
+    support, dense, shift, _ = oracle_conv3d(x, w, k, s, p, d)
+    feats = _rows_in_order(y, support)
+    expected = read_rows(dense, support, shift)
+    if b is not None:
+        expected = expected + to_np(b)
+    np.testing.assert_allclose(feats, expected, **tolerance(dtype))
+
+
+@EXAMPLES
+@given(g=geometry(), dtype=DTYPES, t=st.sampled_from([1, 2]), bias=st.booleans())
+def test_conv3d_is_dense_centred_conv_on_the_coarsened_support(
+    g: dict, dtype: mx.Dtype, t: int, bias: bool
+) -> None:
+    """conv3d == dense conv with padding K//2*d + p (odd K; p for even K) at every floor(c/s)."""
     rng = np.random.default_rng(g["seed"])
     k, s, p, d = g["k"], g["s"], g["p"], g["d"]
     x = make_sparse(
@@ -66,10 +93,10 @@ def test_conv3d_matches_dense_torch(g: dict, dtype: mx.Dtype, t: int, bias: bool
     b = mx.array(rng.standard_normal(g["c_out"]).astype(np.float32)).astype(dtype) if bias else None
     y = ops.conv3d(x, w, b, kernel_size=k, stride=s, padding=p, dilation=d)
     assert y.stride == (t * s[0], t * s[1], t * s[2])
-    assert y.dtype == dtype
-    support, dense, shift, _ = oracle_conv3d(x, w, k, s, p, d)
+    if s == (1, 1, 1):  # stride 1 keeps exactly the input rows, in input order
+        np.testing.assert_array_equal(to_np(y.coords), to_np(x.coords))
+    support, expected, _ = oracle_centred_conv3d(x, w, k, s, p, d)
     feats = _rows_in_order(y, support)
-    expected = read_rows(dense, support, shift)
     if b is not None:
         expected = expected + to_np(b)
     np.testing.assert_allclose(feats, expected, **tolerance(dtype))
@@ -94,9 +121,13 @@ def test_subm_conv3d_matches_dense_and_padded_conv3d(g: dict, dtype: mx.Dtype, t
     expected = read_rows(dense, logical_rows(x), shift)
     np.testing.assert_allclose(to_np(y.feats), expected, **tolerance(dtype))
     # SPEC §5 identity: conv3d(s=1, p=floor((K-1)/2)*d) on the input rows equals subm.
-    full = ops.conv3d(x, w, kernel_size=k, stride=1, padding=half, dilation=d)
-    on_rows = ops.conv3d(x, w, kernel_size=k, padding=half, dilation=d, coordinates=x)
-    np.testing.assert_allclose(to_np(on_rows.feats), to_np(y.feats), rtol=1e-6, atol=1e-6)
+    full = ops.full_conv3d(x, w, kernel_size=k, stride=1, padding=half, dilation=d)
+    on_rows = ops.conv3d(x, w, kernel_size=k, dilation=d, coordinates=x)
+    if all(v % 2 for v in k):  # odd kernels: the centred rule is the subm rule
+        np.testing.assert_allclose(to_np(on_rows.feats), to_np(y.feats), rtol=1e-6, atol=1e-6)
+        same = ops.conv3d(x, w, kernel_size=k, dilation=d)
+        np.testing.assert_array_equal(to_np(same.coords), to_np(x.coords))
+        np.testing.assert_array_equal(to_np(same.feats), to_np(y.feats))
     rows = logical_rows(full)
     key = {tuple(r): i for i, r in enumerate(rows.tolist())}
     pick = np.asarray([key[tuple(r)] for r in logical_rows(x).tolist()])
@@ -139,7 +170,7 @@ def test_target_conv3d_matches_dense_at_every_target_row(g: dict, dtype: mx.Dtyp
     y = ops.conv3d(x, w, b, kernel_size=k, stride=s, padding=p, dilation=d, coordinates=target)
     np.testing.assert_array_equal(to_np(y.coords), to_np(target.coords))
     assert y.stride == target.stride
-    _, dense, shift, _ = oracle_conv3d(x, w, k, s, p, d)
+    _, dense, shift, _ = oracle_conv3d(x, w, k, s, centred_padding(k, p, d), d)
     pad = np.zeros((dense.shape[0], dense.shape[1], *(n + 8 for n in dense.shape[2:])))
     pad[:, :, : dense.shape[2], : dense.shape[3], : dense.shape[4]] = dense.numpy()
     rows = logical_rows(target)
@@ -200,7 +231,7 @@ def test_generative_conv_transpose3d_emits_every_tap(
 
 
 @EXAMPLES
-@given(g=geometry(), family=st.sampled_from(["conv", "subm", "transpose"]))
+@given(g=geometry(), family=st.sampled_from(["full", "conv", "subm", "transpose"]))
 def test_all_ones_counts_contributing_pairs(g: dict, family: str) -> None:
     """On all-ones features and weights each output row equals its number of (input, tap) pairs."""
     rng = np.random.default_rng(g["seed"])
@@ -209,8 +240,13 @@ def test_all_ones_counts_contributing_pairs(g: dict, family: str) -> None:
     x = make_sparse(rng, batch=g["batch"], extent=5, stride=t, channels=g["c_in"], density=0.25)
     x = x.with_feats(mx.ones((x.num_rows, g["c_in"])))
     w = mx.ones((1, *k, g["c_in"]))
-    if family == "conv":
+    if family == "conv":  # every coarsened row holds its count (possibly 0)
         y = ops.conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
+        support, _, counts = oracle_centred_conv3d(x, w, k, s, p, d)
+        np.testing.assert_array_equal(_rows_in_order(y, support)[:, 0], counts * g["c_in"])
+        return
+    if family == "full":
+        y = ops.full_conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
         support, _, shift, count = oracle_conv3d(x, w, k, s, p, d)
     elif family == "subm":
         y = ops.subm_conv3d(x, w, kernel_size=k, dilation=d)
@@ -232,21 +268,21 @@ def test_all_ones_counts_contributing_pairs(g: dict, family: str) -> None:
 
 @EXAMPLES
 @given(g=geometry(), dtype=DTYPES)
-def test_transpose_is_adjoint_of_forward(g: dict, dtype: mx.Dtype) -> None:
-    """<conv3d(x), y> == <x, conv_transpose3d(y)> with matching supports and swapped channels."""
+def test_transpose_is_adjoint_of_full_conv3d(g: dict, dtype: mx.Dtype) -> None:
+    """<full_conv3d(x), y> == <x, conv_transpose3d(y)>, matching supports, swapped channels."""
     rng = np.random.default_rng(g["seed"])
     k, s, p, d = g["k"], g["s"], g["p"], g["d"]
     x = make_sparse(rng, batch=g["batch"], extent=5, stride=(1, 1, 1), channels=g["c_in"],
                     density=0.2)  # fmt: skip
     w = random_weight(rng, g["c_out"], k, g["c_in"])
-    fx = ops.conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
+    fx = ops.full_conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
     y = fx.with_feats(mx.array(rng.standard_normal(fx.shape).astype(np.float32)).astype(dtype))
     w_t = w.transpose(4, 1, 2, 3, 0).astype(dtype)  # (C_in, K..., C_out)
     back = ops.conv_transpose3d(y, w_t, kernel_size=k, stride=s, padding=p, dilation=d,
                                 coordinates=x)  # fmt: skip
     lhs = float(np.sum(to_np(fx.feats) * to_np(y.feats)))
     rhs = float(np.sum(to_np(x.feats) * to_np(back.feats)))
-    scale = 1.0 + float(np.abs(to_np(fx.feats)).sum() * np.abs(to_np(y.feats)).max())
+    scale = 1.0 + float(np.abs(to_np(fx.feats)).sum() * np.abs(to_np(y.feats)).max(initial=0.0))
     assert abs(lhs - rhs) <= (1e-5 if dtype == mx.float32 else 5e-3) * scale
     # The derived-support transpose restricted to x's rows gives the same values.
     free = ops.conv_transpose3d(y, w_t, kernel_size=k, stride=s, padding=p, dilation=d)
@@ -366,13 +402,13 @@ def test_empty_input_gives_empty_outputs() -> None:
         ),
         (
             lambda x, w: ops.generative_conv_transpose3d(x, w, kernel_size=3, padding=1),
-            ValueError,
-            "padding 0",
+            TypeError,
+            "padding",
         ),
         (
             lambda x, w: ops.generative_conv_transpose3d(x, w, kernel_size=3, dilation=2),
-            ValueError,
-            "dilation 1",
+            TypeError,
+            "dilation",
         ),
         (lambda x, w: ops.subm_conv3d(x, w, kernel_size=2), ValueError, "expected (C_out, 2"),
     ],
@@ -419,3 +455,19 @@ def test_gathered_rows_stay_within_the_buffer_bound(
     assert unbounded > 20 * 2**20
     assert transient < unbounded / 5, (transient, unbounded)
     np.testing.assert_allclose(to_np(again.feats), to_np(y.feats), rtol=1e-6, atol=1e-6)
+
+
+def test_upstream_example_kernel_3_1_1_keeps_the_input_rows() -> None:
+    """Upstream: x = 0, 1, 2, features 1, 2, 3, weights 1, 2, 3 give rows {0,1,2} = [8,14,8]."""
+    x = SparseTensor(
+        mx.array([[0, 0, 0, 0], [0, 1, 0, 0], [0, 2, 0, 0]], dtype=mx.int32),
+        mx.array([[1.0], [2.0], [3.0]]),
+    )
+    w = mx.array([1.0, 2.0, 3.0]).reshape(1, 3, 1, 1, 1)
+    y = ops.conv3d(x, w, kernel_size=(3, 1, 1))
+    np.testing.assert_array_equal(to_np(y.coords), to_np(x.coords))
+    assert to_np(y.feats)[:, 0].tolist() == [8.0, 14.0, 8.0]
+    full = ops.full_conv3d(x, w, kernel_size=(3, 1, 1), padding=(1, 0, 0))
+    assert sorted(to_np(full.feats)[:, 0].tolist()) == [3.0, 3.0, 8.0, 8.0, 14.0]
+    pooled = ops.pool3d(x, mode="max", kernel_size=(3, 1, 1))
+    assert to_np(pooled.feats)[:, 0].tolist() == [2.0, 3.0, 3.0]

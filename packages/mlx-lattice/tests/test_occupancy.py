@@ -32,10 +32,11 @@ def morton_rank(row: Row) -> tuple[int, str]:
 
 def brute_children(parent: Row, code: int) -> list[Row]:
     b, x, y, z = parent
+    # Bit x + 2y + 4z of a code is the child at offset (x, y, z) (x fastest, upstream's order).
     return [
         (b, 2 * x + d[0], 2 * y + d[1], 2 * z + d[2])
-        for k, d in enumerate(kernel_taps(2))
-        if code & (1 << k)
+        for d in kernel_taps(2)
+        if code & (1 << (d[0] + 2 * d[1] + 4 * d[2]))
     ]
 
 
@@ -132,7 +133,8 @@ def test_candidates_are_the_generative_transposed_conv_taps() -> None:
     for i, row in enumerate(rows_of(candidate_children(parents))):
         assert value[row] == i % 8 + 1
         assert row[1:] == tuple(
-            2 * p + d for p, d in zip(rows_of(parents)[i // 8][1:], CHILD_TAPS[i % 8], strict=True)
+            2 * p + d
+            for p, d in zip(rows_of(parents)[i // 8][1:], kernel_taps(2)[i % 8], strict=True)
         )
 
 
@@ -178,3 +180,14 @@ def test_bad_inputs_name_the_problem() -> None:
         quantize_points(np.array([[np.inf, 0.0, 0.0]]), 3)
     with pytest.raises(ValueError, match="levels"):
         occupancy_hierarchy(mx.zeros((1, 4), dtype=mx.int32), 31)
+
+
+def test_code_bits_are_upstreams_x_fastest_order() -> None:
+    """Bit x + 2y + 4z: a lone child at (1, 0, 0) sets bit 1, (0, 1, 0) bit 2, (0, 0, 1) bit 4."""
+    cases = (((0, 0, 0), 1), ((1, 0, 0), 2), ((0, 1, 0), 4), ((0, 0, 1), 16), ((1, 1, 1), 128))
+    for offset, code in cases:
+        row = (0, 6 + offset[0], 2 + offset[1], 4 + offset[2])
+        parents, codes = downsample_occupancy(mx.array([row], dtype=mx.int32))
+        assert rows_of(parents) == [(0, 3, 1, 2)] and np.asarray(codes).tolist() == [code]
+        assert CHILD_TAPS[code.bit_length() - 1] == offset
+        assert rows_of(expand_occupancy(parents, codes)) == [row]

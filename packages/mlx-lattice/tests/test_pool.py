@@ -1,4 +1,4 @@
-"""Sparse pooling against dense PyTorch pooling restricted to the support (SPEC §5)."""
+"""Sparse pooling against dense PyTorch pooling: full_pool3d at its support, pool3d centred."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lattice_contract.schema import PoolMode
 from mlx_lattice import SparseTensor, ops
-from mlx_sparse_oracle import logical_rows, make_sparse, oracle_pool3d, to_np, tolerance, triples
+from mlx_sparse_oracle import (
+    logical_rows,
+    make_sparse,
+    oracle_centred_pool3d,
+    oracle_pool3d,
+    to_np,
+    tolerance,
+    triples,
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -31,13 +39,14 @@ def test_pool3d_matches_dense_torch(
     rng = np.random.default_rng(seed)
     x = make_sparse(rng, batch=batch, extent=5, stride=(t, t, t), channels=3, density=0.2,
                     dtype=dtype)  # fmt: skip
-    y = ops.pool3d(x, mode=mode, kernel_size=k, stride=s, padding=p, dilation=d)
-    assert y.stride == (t * s[0], t * s[1], t * s[2]) and y.dtype == dtype
-    support, expected = oracle_pool3d(x, mode, k, s, p, d)
-    got = logical_rows(y)
-    order = np.lexsort(got.T[::-1])
-    np.testing.assert_array_equal(got[order], support)
-    np.testing.assert_allclose(to_np(y.feats)[order], expected, **tolerance(dtype))
+    for op, oracle in ((ops.full_pool3d, oracle_pool3d), (ops.pool3d, oracle_centred_pool3d)):
+        y = op(x, mode=mode, kernel_size=k, stride=s, padding=p, dilation=d)
+        assert y.stride == (t * s[0], t * s[1], t * s[2]) and y.dtype == dtype
+        support, expected = oracle(x, mode, k, s, p, d)
+        got = logical_rows(y)
+        order = np.lexsort(got.T[::-1])
+        np.testing.assert_array_equal(got[order], support)
+        np.testing.assert_allclose(to_np(y.feats)[order], expected, **tolerance(dtype))
 
 
 def test_pool3d_shares_the_conv3d_support_and_map(rng: np.random.Generator) -> None:
@@ -77,10 +86,17 @@ def test_global_pool_per_batch_with_empty_items(rng: np.random.Generator, dtype:
 
 def test_global_pool_rejects_rows_beyond_batch_size() -> None:
     x = SparseTensor(mx.array([[2, 0, 0, 0]], dtype=mx.int32), mx.ones((1, 2)))
-    with pytest.raises(ValueError, match="batch_size >= 3"):
+    with pytest.raises(ValueError, match="batch_size > every batch index"):
         ops.global_pool(x, mode="sum", batch_size=2)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="batch_size > every batch index"):
         ops.global_pool(x, mode="sum", batch_size=0)
+    with pytest.raises(ValueError, match="-1"):
+        ops.global_pool(x, mode="sum", batch_size=-3)
+    assert ops.global_pool(x, mode="sum", batch_size=-1).shape == (3, 2)
+    assert ops.global_pool(x, mode="sum").shape == (3, 2)  # -1 is the default
+    empty = SparseTensor(mx.zeros((0, 4), dtype=mx.int32), mx.zeros((0, 2)))
+    assert ops.global_pool(empty, mode="max", batch_size=0).shape == (0, 2)
+    assert ops.global_pool(empty, mode="max", batch_size=-1).shape == (0, 2)
     with pytest.raises(ValueError, match="'max', 'avg', 'sum'"):
         ops.global_pool(x, mode="mean", batch_size=3)
     with pytest.raises(ValueError, match="'max', 'avg', 'sum'"):

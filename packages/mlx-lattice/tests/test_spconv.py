@@ -85,7 +85,7 @@ def compare(y: SparseTensor, out: object, *, same_order: bool = False) -> None:
     k=triples(2, 4), s=triples(1, 2), p=triples(0, 2), d=triples(1, 2),
     batch=st.integers(1, 3), seed=st.integers(0, 2**31 - 1),
 )  # fmt: skip
-def test_sparse_conv3d_matches_spconv(
+def test_sparse_conv3d_matches_spconv_as_full_conv3d(
     k: Triple, s: Triple, p: Triple, d: Triple, batch: int, seed: int
 ) -> None:
     x = scene(seed, batch, (1, 1, 1), 3)
@@ -94,7 +94,7 @@ def test_sparse_conv3d_matches_spconv(
     load_weight(conv, w)
     with torch.no_grad():
         out = conv(to_spconv(x, batch))
-    y = ops.conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
+    y = ops.full_conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
     compare(y, out)
 
 
@@ -134,7 +134,7 @@ def test_inverse_conv_matches_target_conv_transpose3d(
     with torch.no_grad():
         mid = down(to_spconv(x, batch))
         out = up(mid)
-    y_mid = ops.conv3d(x, w_down, kernel_size=k, stride=s, padding=p)
+    y_mid = ops.full_conv3d(x, w_down, kernel_size=k, stride=s, padding=p)
     compare(y_mid, mid)
     y = ops.conv_transpose3d(y_mid, w_up, kernel_size=k, stride=s, padding=p, coordinates=x)
     compare(y, out, same_order=True)  # spconv returns the paired input's rows, by position

@@ -46,6 +46,23 @@ def test_joins_and_row_order(device: str) -> None:
     assert reidx.support is b.support and reidx.feats.cpu().tolist() == [[0.0], [3.0], [1.0]]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_right_join_fills_and_reindex_fill(device: str) -> None:
+    """join right keeps rhs order; a missing side contributes its fill; reindex fills gaps."""
+    a, b = _pair(device)
+    right = ops.sparse_binary(a, b, op="sub", join="right", lhs_fill=100.0, rhs_fill=-1.0)
+    assert right.support is b.support
+    assert right.feats.cpu().tolist() == [[90.0], [-17.0], [-29.0]]
+    outer = ops.sparse_binary(a, b, op="maximum", join="outer", lhs_fill=50.0, rhs_fill=-5.0)
+    assert outer.feats.cpu().tolist() == [[30.0], [2.0], [20.0], [50.0]]
+    left = ops.sparse_binary(a, b, op="minimum", join="left", rhs_fill=-7.0)
+    assert left.feats.cpu().tolist() == [[1.0], [-7.0], [3.0]]
+    cat = ops.sparse_cat(a, b, join="right")
+    assert cat.feats.cpu().tolist() == [[0.0, 10.0], [3.0, 20.0], [1.0, 30.0]]
+    reidx = ops.sparse_reindex(a, b, fill=-0.75)
+    assert reidx.feats.cpu().tolist() == [[-0.75], [3.0], [1.0]]
+
+
 def test_identical_supports_share_the_cache() -> None:
     a, _ = _pair("cpu")
     twice = ops.sparse_binary(a, a.with_feats(a.feats * 2), op="add", join="outer")

@@ -324,6 +324,110 @@ def packed_conv_and_linear(gen: torch.Generator) -> Case:
     return Case(b, {"conv": qc, "head": ql}, (x,), expected, ("subm_conv3d", "linear"))
 
 
+# The weight-normalised, upsampling and lookup ops (issue 12).
+
+
+def _normalized_case(
+    gen: torch.Generator, op: str, *, in_stride: int, target: bool, k: int, s: int, p: int
+) -> Case:
+    b = MLIRModuleBuilder()
+    x = random_sparse(gen, 50, 4, stride=in_stride)
+    sx = b.add_sparse_input("x", channels=4, dtype="f32", stride=in_stride)
+    w = weight(gen, 6, k, k, k, 4)
+    bias = weight(gen, 6)
+    wv = b.weight(storage_key="w", layout="conv3d_o_xyz_i", dtype="f32", shape=tuple(w.shape))
+    bv = b.weight(storage_key="b", layout="bias_c", dtype="f32", shape=(6,))
+    geometry: dict[str, Any] = {"kernel_size": k, "eps": 1e-6}
+    if op != "normalized_subm_conv3d":
+        geometry["stride"] = s
+    if op in ("normalized_conv_transpose3d", "target_normalized_conv_transpose3d"):
+        geometry["padding"] = p
+    kwargs: dict[str, Any] = {"input": sx, "weight": wv, "bias": bv, **geometry}
+    args: tuple[Any, ...] = (x,)
+    if target:
+        args = (x, random_sparse(gen, 30, 2, stride=in_stride // s))
+        kwargs["target"] = b.add_sparse_input("t", channels=2, dtype="f32", stride=in_stride // s)
+    b.add_output("y", b.emit(op, **kwargs))  # type: ignore[arg-type]
+    direct = {
+        "normalized_subm_conv3d": ops.normalized_subm_conv3d,
+        "normalized_conv_transpose3d": ops.normalized_conv_transpose3d,
+        "target_normalized_conv_transpose3d": ops.normalized_conv_transpose3d,
+        "normalized_generative_conv_transpose3d": ops.normalized_generative_conv_transpose3d,
+    }[op]
+
+    def expected(x: SparseTensor, *rest: Any, w: torch.Tensor, b: torch.Tensor) -> Any:
+        extra = {"coordinates": rest[0]} if rest else {}
+        return direct(x, w, b, **geometry, **extra)
+
+    return Case(b, {"w": w, "b": bias}, args, expected, (op,))
+
+
+@case
+def normalized_subm_conv3d(gen: torch.Generator) -> Case:
+    return _normalized_case(gen, "normalized_subm_conv3d", in_stride=1, target=False, k=3, s=1, p=0)
+
+
+@case
+def normalized_conv_transpose3d(gen: torch.Generator) -> Case:
+    op = "normalized_conv_transpose3d"
+    return _normalized_case(gen, op, in_stride=2, target=False, k=3, s=2, p=1)
+
+
+@case
+def target_normalized_conv_transpose3d(gen: torch.Generator) -> Case:
+    op = "target_normalized_conv_transpose3d"
+    return _normalized_case(gen, op, in_stride=2, target=True, k=2, s=2, p=0)
+
+
+@case
+def normalized_generative_conv_transpose3d(gen: torch.Generator) -> Case:
+    op = "normalized_generative_conv_transpose3d"
+    return _normalized_case(gen, op, in_stride=2, target=False, k=3, s=2, p=0)
+
+
+@case
+def pool_transpose_and_trilinear(gen: torch.Generator) -> Case:
+    b = MLIRModuleBuilder()
+    x = random_sparse(gen, 40, 4, stride=2)
+    t = random_sparse(gen, 60, 1, stride=1, extent=12)
+    sx = b.add_sparse_input("x", channels=4, dtype="f32", stride=2)
+    st = b.add_sparse_input("t", channels=1, dtype="f32")
+    b.add_output(
+        "pool", b.pool_transpose3d(input=sx, target=st, kernel_size=3, stride=2, padding=1)
+    )
+    b.add_output("pool_derived", b.pool_transpose3d(input=sx, kernel_size=2, stride=2))
+    b.add_output("tri", b.trilinear_upsample3d(input=sx, target=st, stride=2))
+    b.add_output("tri_derived", b.trilinear_upsample3d(input=sx, stride=(2, 1, 2)))
+
+    def expected(x: SparseTensor, t: SparseTensor) -> Any:
+        return (
+            ops.pool_transpose3d(x, kernel_size=3, stride=2, padding=1, coordinates=t),
+            ops.pool_transpose3d(x, kernel_size=2, stride=2),
+            ops.trilinear_upsample3d(x, stride=2, coordinates=t),
+            ops.trilinear_upsample3d(x, stride=(2, 1, 2)),
+        )
+
+    return Case(b, {}, (x, t), expected, ("pool_transpose3d", "trilinear_upsample3d"))
+
+
+@case
+def embedding_and_elementwise(gen: torch.Generator) -> Case:
+    b = MLIRModuleBuilder()
+    table = weight(gen, 9, 5)
+    idx = torch.randint(0, 9, (20,), generator=gen).to(torch.int32)
+    iv = b.add_input("idx", tensor_type([None], "i32"))
+    tv = b.weight(storage_key="table", layout="embedding_n_c", dtype="f32", shape=(9, 5))
+    rows = b.embedding_lookup(indices=iv, weight=tv)
+    b.add_output("rows", rows)
+    b.add_output("round", b.elementwise(input=b.elementwise(input=rows, kind="exp"), kind="round"))
+
+    def expected(idx: torch.Tensor, table: torch.Tensor) -> Any:
+        looked = ops.embedding_lookup(idx, table)
+        return looked, ops.elementwise(ops.elementwise(looked, kind="exp"), kind="round")
+
+    return Case(b, {"table": table}, (idx,), expected, ("embedding_lookup", "elementwise"))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_matches_direct_call(name: str, device: str, tmp_path: Path) -> None:

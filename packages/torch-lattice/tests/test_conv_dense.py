@@ -1,5 +1,9 @@
 """Every sparse conv against PyTorch's dense conv on small random supports, and the identities
-SPEC §5 pins: all-ones pair counts, subm as a stride-1 conv, adjointness, map reuse."""
+docs/semantics.md pins: all-ones pair counts, subm as a stride-1 conv, adjointness, map reuse.
+
+``full_conv3d`` (spconv's conv) is the dense conv at every output it reaches;
+``conv3d``/``target_conv3d`` are the dense conv with the centred padding at the
+coarsened support (test_conv_centred.py holds their upstream examples)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,9 @@ from torch_lattice import SparseTensor, ops
 from torch_lattice.ops.conv import schedule
 from torch_lattice.ops.reference import (
     available_devices,
+    centred_padding,
+    coarsened_rows,
+    dense_centred_conv3d,
     dense_conv3d,
     dense_conv_transpose3d,
     random_sparse,
@@ -57,18 +64,48 @@ def _check(out: SparseTensor, ref_coords: torch.Tensor, ref_feats: torch.Tensor)
     dtype=dtypes,
     in_stride=st.sampled_from([(1, 1, 1), (2, 1, 2)]),
 )
-def test_conv3d_matches_dense(sched, device, seed, k, s, p, d, batch, dtype, in_stride) -> None:
+def test_full_conv3d_matches_dense(
+    sched, device, seed, k, s, p, d, batch, dtype, in_stride
+) -> None:
     with schedule(sched):
         g = torch.Generator().manual_seed(seed)
         x = random_sparse(
             g, 12, 3, batch=batch, extent=5, stride=in_stride, dtype=dtype, device=device
         )
         w = torch.randn(2, *k, 3, generator=g).to(dtype).to(device)
-        out = ops.conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
+        out = ops.full_conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
         assert out.stride == tuple(a * b for a, b in zip(in_stride, s, strict=True))
         ref = dense_conv3d(x, w, k, s, p, d)
         _check(out, ref.coords, ref.feats)
         assert out.dtype == dtype
+
+
+@pytest.mark.parametrize("sched", SCHEDULES)
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=25, deadline=None)
+@given(
+    **GEOMETRY,
+    batch=st.integers(1, 3),
+    dtype=dtypes,
+    in_stride=st.sampled_from([(1, 1, 1), (2, 1, 2)]),
+)
+def test_conv3d_is_dense_centred_conv_on_the_coarsened_support(
+    sched, device, seed, k, s, p, d, batch, dtype, in_stride
+) -> None:
+    """conv3d == dense conv3d with padding K//2*d + p (odd K; p for even K) at every floor(c/s)."""
+    with schedule(sched):
+        g = torch.Generator().manual_seed(seed)
+        x = random_sparse(
+            g, 12, 3, batch=batch, extent=5, stride=in_stride, dtype=dtype, device=device
+        )
+        w = torch.randn(2, *k, 3, generator=g).to(dtype).to(device)
+        bias = torch.randn(2, generator=g).to(dtype).to(device)
+        out = ops.conv3d(x, w, bias, kernel_size=k, stride=s, padding=p, dilation=d)
+        assert out.stride == tuple(a * b for a, b in zip(in_stride, s, strict=True))
+        ref = dense_centred_conv3d(x, w, k, s, p, d)
+        _check(out, ref.coords, ref.feats + bias.double().cpu())
+        if s == (1, 1, 1):  # stride 1 keeps exactly the input rows, in input order
+            assert torch.equal(out.coords, x.coords)
 
 
 @pytest.mark.parametrize("sched", SCHEDULES)
@@ -117,7 +154,7 @@ def test_subm_equals_stride1_conv_on_input_rows(sched, device, seed, k, d, batch
         sub = ops.subm_conv3d(x, w, bias, kernel_size=k, dilation=d)
         assert torch.equal(sub.coords, x.coords)  # same rows, same order
         pad = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
-        full = ops.conv3d(x, w, bias, kernel_size=k, stride=1, padding=pad, dilation=d)
+        full = ops.full_conv3d(x, w, bias, kernel_size=k, stride=1, padding=pad, dilation=d)
         restricted = ops.sparse_reindex(full, x)
         torch.testing.assert_close(sub.feats.double(), restricted.feats.double(), **_tol(dtype))
         # and against the dense oracle, restricted to the input rows
@@ -132,6 +169,7 @@ def test_subm_equals_stride1_conv_on_input_rows(sched, device, seed, k, d, batch
 @settings(max_examples=30, deadline=None)
 @given(**GEOMETRY)
 def test_target_conv_matches_dense_at_target_rows(sched, device, seed, k, s, p, d) -> None:
+    """target_conv3d: the conv3d relation (centred padding) evaluated at the target's rows."""
     with schedule(sched):
         g = torch.Generator().manual_seed(seed)
         x = random_sparse(g, 14, 2, batch=2, extent=6, device=device)
@@ -142,7 +180,7 @@ def test_target_conv_matches_dense_at_target_rows(sched, device, seed, k, s, p, 
             x, w, bias, kernel_size=k, stride=s, padding=p, dilation=d, coordinates=target
         )
         assert out.coords is target.coords
-        ref = dense_conv3d(x, w, k, s, p, d)
+        ref = dense_conv3d(x, w, k, s, centred_padding(k, p, d), d)
         on_target = ops.sparse_reindex(
             SparseTensor(ref.coords.to(device), ref.feats.to(device), s),
             target.with_feats(target.feats.double()),
@@ -185,7 +223,7 @@ def test_all_ones_counts_contributing_pairs(device, seed, k, s, p, d) -> None:
     x = random_sparse(g, 25, 1, batch=2, extent=6, device=device)
     ones = x.with_feats(torch.ones_like(x.feats))
     w = torch.ones(1, *k, 1, device=device)
-    out = ops.conv3d(ones, w, kernel_size=k, stride=s, padding=p, dilation=d)
+    out = ops.full_conv3d(ones, w, kernel_size=k, stride=s, padding=p, dilation=d)
     ref = dense_conv3d(ones, w, k, s, p, d)
     coords, feats = sorted_rows(out.coords.cpu(), out.feats.cpu())
     assert torch.equal(coords, ref.coords)
@@ -204,16 +242,24 @@ def test_all_ones_counts_contributing_pairs(device, seed, k, s, p, d) -> None:
     sub = ops.subm_conv3d(ones, w, kernel_size=k, dilation=d)
     assert float(back.feats.sum()) == float(out.feats.sum())  # same pairs, seen from the inputs
     assert bool((sub.feats >= 1).all())  # the centre tap always reads the row itself
+    # conv3d: each coarsened row holds its count of (input, tap) pairs under the centred rule
+    centred = ops.conv3d(ones, w, kernel_size=k, stride=s, padding=p, dilation=d)
+    cref = dense_centred_conv3d(ones, w, k, s, p, d)
+    coords, feats = sorted_rows(centred.coords.cpu(), centred.feats.cpu())
+    assert torch.equal(coords, cref.coords)
+    expected_rows = coarsened_rows(ones, s) * torch.tensor((1, *s))
+    assert torch.equal(coords, sorted_rows(expected_rows.to(torch.int32), expected_rows)[0])
+    assert torch.equal(feats[:, 0].double(), cref.counts)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=25, deadline=None)
 @given(**GEOMETRY)
-def test_transpose_is_adjoint_of_conv(device, seed, k, s, p, d) -> None:
+def test_transpose_is_adjoint_of_full_conv(device, seed, k, s, p, d) -> None:
     g = torch.Generator().manual_seed(seed)
     x = random_sparse(g, 20, 3, batch=2, extent=6, dtype=torch.float64, device=device)
     w = torch.randn(2, *k, 3, generator=g, dtype=torch.float64).to(device)
-    y_support = ops.conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
+    y_support = ops.full_conv3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
     y = y_support.with_feats(
         torch.randn(y_support.feats.shape, generator=g, dtype=torch.float64).to(device)
     )
@@ -260,8 +306,8 @@ def test_target_stride_mismatch_is_rejected() -> None:
         ops.conv_transpose3d(y, w, kernel_size=3, stride=2, coordinates=y)
     with pytest.raises(ValueError, match="divide"):
         ops.conv_transpose3d(x, w, kernel_size=3, stride=2)
-    with pytest.raises(ValueError, match="padding=0"):
-        ops.generative_conv_transpose3d(y, w, kernel_size=3, stride=2, padding=1)
+    with pytest.raises(TypeError, match="padding"):
+        ops.generative_conv_transpose3d(y, w, kernel_size=3, stride=2, padding=1)  # type: ignore[call-arg]
 
 
 def test_weight_and_bias_shapes_are_checked() -> None:

@@ -56,12 +56,12 @@ def _compare(ours: SparseTensor, theirs: object) -> None:
 
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), k=kernels, s=strides, p=paddings, d=dilations)
-def test_sparse_conv3d_matches_spconv(seed, k, s, p, d) -> None:
+def test_sparse_conv3d_matches_spconv_as_full_conv3d(seed, k, s, p, d) -> None:
     x, sp = _inputs(seed)
     conv = spconv.SparseConv3d(3, 4, k, stride=s, padding=p, dilation=d, bias=False)
     with torch.no_grad():
         theirs = conv(sp)
-        ours = ops.conv3d(x, conv.weight, kernel_size=k, stride=s, padding=p, dilation=d)
+        ours = ops.full_conv3d(x, conv.weight, kernel_size=k, stride=s, padding=p, dilation=d)
     _compare(ours, theirs)
 
 
@@ -85,7 +85,7 @@ def test_inverse_conv3d_matches_spconv(seed, k, s, p) -> None:
     with torch.no_grad():
         y_sp = down(sp)
         theirs = inv(y_sp)
-        y = ops.conv3d(x, down.weight, kernel_size=k, stride=s, padding=p)
+        y = ops.full_conv3d(x, down.weight, kernel_size=k, stride=s, padding=p)
         ours = ops.conv_transpose3d(
             y, inv.weight, kernel_size=k, stride=s, padding=p, coordinates=x
         )

@@ -154,8 +154,10 @@ class Points(torch.nn.Module):
         self.devox = nn.Devoxelize(0.5, "nearest")
         self.head = nn.Linear(8, 2)
 
-    def forward(self, p: torch.Tensor, f: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        y = self.head(self.devox(self.conv(self.vox(p, f, b)), p, b))
+    def forward(
+        self, p: torch.Tensor, f: torch.Tensor, b: torch.Tensor, a: torch.Tensor
+    ) -> torch.Tensor:
+        y = self.head(self.devox(self.conv(self.vox(p, f, b, a)), p, b, a))
         return ops.cast(y, torch.bfloat16, rounding="nearest_away")
 
 
@@ -164,13 +166,25 @@ def test_dense_point_inputs(tmp_path: Path) -> None:
     p = torch.rand(100, 3, generator=gen) * 3
     f = torch.randn(100, 3, generator=gen)
     b = torch.randint(0, 2, (100,), generator=gen).to(torch.int32)
+    a = torch.tensor([90], dtype=torch.int32)  # upstream's form: only the active points count
     model = Points()
-    report = save_lattice_model_artifact(model, (p, f, b), tmp_path / "p.lattice")
+    report = save_lattice_model_artifact(model, (p, f, b, a), tmp_path / "p.lattice")
     assert "lattice.cast" in report.ops and "lattice.voxelize" in report.ops
     program = load_lattice_program(tmp_path / "p.lattice")
-    got = program(p, f, b)
+    got = program(p, f, b, a)
     assert got.dtype == torch.bfloat16 and got.shape == (100, 2)
-    _same(got, _eager(model, p, f, b))
+    _same(got, _eager(model, p, f, b, a))
+    with pytest.raises(ExportError, match="active-row count"):
+        save_lattice_model_artifact(_NoActive(), (p, f, b), tmp_path / "q.lattice")
+
+
+class _NoActive(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.vox = nn.Voxelize(0.5)
+
+    def forward(self, p: torch.Tensor, f: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return ops.global_pool(self.vox(p, f, b), mode="avg")
 
 
 def test_half_model(tmp_path: Path) -> None:
@@ -360,8 +374,8 @@ def test_mismatch_writes_nothing_and_keeps_old_artifact(
 def test_tolerance_is_the_callers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     original = LOWERINGS.lowering("softmax")
 
-    def nudged(input: torch.Tensor) -> torch.Tensor:
-        return original.function(input) * (1 + 1e-3)
+    def nudged(input: torch.Tensor, *, axis: int | None = None) -> torch.Tensor:
+        return original.function(input, axis=axis) * (1 + 1e-3)
 
     monkeypatch.setitem(
         LOWERINGS._lowerings, "softmax", dataclasses.replace(original, function=nudged)

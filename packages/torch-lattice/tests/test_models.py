@@ -168,28 +168,29 @@ def test_spvcnn_exports_f16_and_int8(
 ) -> None:
     model, _ = trained_spvcnn
     p, f, b = (scene[k].to(device) for k in ("points", "feats", "batch"))
+    a = torch.tensor([p.shape[0]], dtype=torch.int32, device=device)
 
     half = copy.deepcopy(model).half().to(device)
     report = save_lattice_model_artifact(
         half,
-        (p, f.half(), b),
+        (p, f.half(), b, a),
         tmp_path / "f16.lattice",
-        input_names=["points", "features", "batch"],
+        input_names=["points", "features", "batch", "active"],
     )
     for op in ("voxelize", "devoxelize", "sparse.binary", "target_conv_transpose3d", "linear"):
         assert f"lattice.{op}" in report.ops
     program = load_lattice_program(tmp_path / "f16.lattice", device=device)
-    assert program.input_names == ("points", "features", "batch")
-    got = program(points=p, features=f.half(), batch=b)
+    assert program.input_names == ("points", "features", "batch", "active")
+    got = program(points=p, features=f.half(), batch=b, active=a)
     with torch.no_grad():
-        torch.testing.assert_close(got, half(p, f.half(), b), atol=2e-2, rtol=1e-2)
+        torch.testing.assert_close(got, half(p, f.half(), b, a), atol=2e-2, rtol=1e-2)
 
     f32 = copy.deepcopy(model).to(device)
     report = save_lattice_model_artifact(
-        f32, (p, f, b), tmp_path / "i8.lattice", quantize={"bits": 8, "group_size": 32}
+        f32, (p, f, b, a), tmp_path / "i8.lattice", quantize={"bits": 8, "group_size": 32}
     )
     assert report.packed_weights
     reference = _dequantized_copy(f32, tmp_path / "i8.lattice", report.packed_weights)
-    got = load_lattice_program(tmp_path / "i8.lattice", device=device)(p, f, b)
+    got = load_lattice_program(tmp_path / "i8.lattice", device=device)(p, f, b, a)
     with torch.no_grad():
-        torch.testing.assert_close(got, reference(p, f, b), atol=1e-4, rtol=1e-3)
+        torch.testing.assert_close(got, reference(p, f, b, a), atol=1e-4, rtol=1e-3)

@@ -38,16 +38,17 @@ def brute_downsample(rows: list[Row]) -> list[tuple[Row, int]]:
     codes: dict[Row, int] = {}
     for b, x, y, z in set(rows):
         parent = (b, x // 2, y // 2, z // 2)  # Python's // is floor division
-        tap = tap_index((x - 2 * parent[1], y - 2 * parent[2], z - 2 * parent[3]), 2)
-        codes[parent] = codes.get(parent, 0) | (1 << tap)
+        dx, dy, dz = x - 2 * parent[1], y - 2 * parent[2], z - 2 * parent[3]
+        bit = dx + 2 * dy + 4 * dz  # upstream's child bit order: x fastest
+        codes[parent] = codes.get(parent, 0) | (1 << bit)
     return sorted(codes.items(), key=lambda item: morton_key(item[0]))
 
 
 def brute_expand(parents: list[Row], codes: list[int]) -> list[Row]:
     out = []
     for (b, x, y, z), code in zip(parents, codes, strict=True):
-        for k, (dx, dy, dz) in enumerate(kernel_taps(2)):
-            if code >> k & 1:
+        for dx, dy, dz in kernel_taps(2):  # Morton order within a parent
+            if code >> (dx + 2 * dy + 4 * dz) & 1:
                 out.append((b, 2 * x + dx, 2 * y + dy, 2 * z + dz))
     return out
 
@@ -121,8 +122,8 @@ def test_morton_order_refines_across_the_offset_boundaries() -> None:
 
 
 def test_candidate_children_follow_generative_transposed_conv_taps() -> None:
-    # Bit k of a code must be the candidate that generative_conv_transpose3d's
-    # tap k writes: give tap k the weight k + 1 and read it back per child.
+    # Candidate 8i + t must be the row generative_conv_transpose3d's tap t writes:
+    # give tap t the weight t + 1 and read it back per child.
     parents = torch.tensor([[0, 0, 0, 0], [0, 3, -2, 5], [1, -4, 1, 0]], dtype=torch.int32)
     x = SparseTensor(parents * torch.tensor([1, 2, 2, 2], dtype=torch.int32), torch.ones(3, 1), 2)
     weight = torch.zeros(1, 2, 2, 2, 1)
@@ -136,7 +137,7 @@ def test_candidate_children_follow_generative_transposed_conv_taps() -> None:
     for i, row in enumerate(cand):
         assert value[row] == i % 8 + 1
         b, x0, y0, z0 = as_rows(parents)[i // 8]
-        dx, dy, dz = CHILD_TAPS[i % 8]
+        dx, dy, dz = kernel_taps(2)[i % 8]
         assert row == (b, 2 * x0 + dx, 2 * y0 + dy, 2 * z0 + dz)
 
 
@@ -198,3 +199,14 @@ def test_empty_level() -> None:
     parents, codes = downsample_occupancy(torch.zeros((0, 4), dtype=torch.int32))
     assert parents.shape == (0, 4) and codes.shape == (0,)
     assert expand_occupancy(parents, codes).shape == (0, 4)
+
+
+def test_code_bits_are_upstreams_x_fastest_order() -> None:
+    """Bit x + 2y + 4z: a lone child at (1, 0, 0) sets bit 1, (0, 1, 0) bit 2, (0, 0, 1) bit 4."""
+    cases = (((0, 0, 0), 1), ((1, 0, 0), 2), ((0, 1, 0), 4), ((0, 0, 1), 16), ((1, 1, 1), 128))
+    for offset, code in cases:
+        child = torch.tensor([[0, 6 + offset[0], 2 + offset[1], 4 + offset[2]]], dtype=torch.int32)
+        parents, codes = downsample_occupancy(child)
+        assert as_rows(parents) == [(0, 3, 1, 2)] and codes.tolist() == [code]
+        assert CHILD_TAPS[code.bit_length() - 1] == offset
+        assert as_rows(expand_occupancy(parents, codes)) == as_rows(child)

@@ -1,4 +1,4 @@
-"""pool3d and global_pool against dense per-window references."""
+"""pool3d, full_pool3d and global_pool against dense per-window references."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_lattice import SparseTensor, ops
-from torch_lattice.ops.reference import available_devices, dense_pool3d, random_sparse, sorted_rows
+from torch_lattice.ops.reference import (
+    available_devices,
+    dense_centred_pool3d,
+    dense_pool3d,
+    random_sparse,
+    sorted_rows,
+)
 
 DEVICES = available_devices()
 small = st.integers(min_value=1, max_value=3)
@@ -24,16 +30,18 @@ small = st.integers(min_value=1, max_value=3)
     d=st.tuples(st.integers(1, 2), st.integers(1, 2), st.integers(1, 2)),
     dtype=st.sampled_from([torch.float32, torch.float16]),
 )
-def test_pool3d_matches_dense_windows(device, seed, mode, k, s, p, d, dtype) -> None:
+def test_pools_match_dense_windows(device, seed, mode, k, s, p, d, dtype) -> None:
+    """full_pool3d: every reached window (spconv's); pool3d: centred windows, coarsened support."""
     g = torch.Generator().manual_seed(seed)
     x = random_sparse(g, 20, 3, batch=2, extent=5, dtype=dtype, device=device)
-    out = ops.pool3d(x, mode=mode, kernel_size=k, stride=s, padding=p, dilation=d)
-    ref = dense_pool3d(x, mode, k, s, p, d)
-    coords, feats = sorted_rows(out.coords.cpu(), out.feats.cpu())
-    assert torch.equal(coords, ref.coords)
     tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-2, "rtol": 1e-2}
-    torch.testing.assert_close(feats.double(), ref.feats, **tol)
-    assert out.dtype == dtype
+    for op, oracle in ((ops.full_pool3d, dense_pool3d), (ops.pool3d, dense_centred_pool3d)):
+        out = op(x, mode=mode, kernel_size=k, stride=s, padding=p, dilation=d)
+        ref = oracle(x, mode, k, s, p, d)
+        coords, feats = sorted_rows(out.coords.cpu(), out.feats.cpu())
+        assert torch.equal(coords, ref.coords)
+        torch.testing.assert_close(feats.double(), ref.feats, **tol)
+        assert out.dtype == dtype
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -57,3 +65,25 @@ def test_global_pool_rejects_small_batch_size() -> None:
         ops.global_pool(x, mode="sum", batch_size=2)
     with pytest.raises(ValueError, match="mode"):
         ops.global_pool(x, mode="median", batch_size=4)
+
+
+def test_global_pool_batch_size_minus_one_infers_and_zero_is_empty() -> None:
+    coords = torch.tensor([[0, 0, 0, 0], [2, 5, 5, 5]], dtype=torch.int32)
+    x = SparseTensor(coords, torch.tensor([[1.0], [5.0]]))
+    assert ops.global_pool(x, mode="sum", batch_size=-1).tolist() == [[1.0], [0.0], [5.0]]
+    assert ops.global_pool(x, mode="sum").shape == (3, 1)  # -1 is the default
+    empty = SparseTensor(torch.zeros(0, 4, dtype=torch.int32), torch.zeros(0, 2))
+    assert ops.global_pool(empty, mode="avg", batch_size=0).shape == (0, 2)
+    assert ops.global_pool(empty, mode="avg", batch_size=-1).shape == (0, 2)
+    with pytest.raises(ValueError, match="-1"):
+        ops.global_pool(x, mode="sum", batch_size=-2)
+
+
+def test_pool3d_identity_window_and_unreached_rows() -> None:
+    """Stride-1 odd windows include the row itself; a coarse row no tap reaches gives 0."""
+    coords = torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 3, 0, 0]], dtype=torch.int32)
+    x = SparseTensor(coords, torch.tensor([[-1.0], [-2.0], [-3.0]]))
+    assert ops.pool3d(x, mode="max", kernel_size=(3, 1, 1)).feats[:, 0].tolist() == [-1, -1, -3]
+    # K = 1, s = 2: coarse row 1 holds only x = 3, which tap 0 (x = 2) does not read
+    out = ops.pool3d(x, mode="max", kernel_size=1, stride=2)
+    assert sorted_rows(out.coords, out.feats)[1][:, 0].tolist() == [-1.0, 0.0]

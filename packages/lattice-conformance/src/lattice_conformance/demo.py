@@ -109,8 +109,9 @@ def _abi_inputs(plan: Any, scene: seg.Scene) -> tuple[list[Array], list[str], st
     """ABI arrays for ``scene`` in the plan's argument order, their dtypes, and the kind.
 
     Two ABIs are understood: one sparse input (voxels; features ``[1,
-    position]`` when it has 4 channels, ones otherwise) and three tensors
-    ``(points (P, 3) f32, features (P, C), batch (P,) i32)``.
+    position]`` when it has 4 channels, ones otherwise) and upstream's point
+    form, four tensors ``(points (P, 3) f32, features (P, C), batch (P,) i32,
+    active (1,) i32)``.
     """
     roles = [a.role for a in plan.args]
     infos = [plan.type_info(a.type) for a in plan.args]
@@ -124,11 +125,12 @@ def _abi_inputs(plan: Any, scene: seg.Scene) -> tuple[list[Array], list[str], st
         arrays = [scene.coords, _as_dtype(feats, dtype), np.array([len(scene.coords)], np.int32)]
         return arrays, ["i32", dtype, "i32"], "voxels"
     if (
-        roles == ["tensor"] * 3
+        roles == ["tensor"] * 4
         and infos[0].shape == (-1, 3)
         and infos[0].dtype == "f32"
         and infos[2].shape == (-1,)
         and infos[2].dtype == "i32"
+        and infos[3].shape == (1,)
     ):
         channels, dtype = infos[1].shape[1], infos[1].dtype
         feats = (
@@ -136,12 +138,14 @@ def _abi_inputs(plan: Any, scene: seg.Scene) -> tuple[list[Array], list[str], st
             if channels == seg.IN_CHANNELS
             else np.ones((len(scene.points), channels), np.float32)
         )
-        arrays = [scene.points, _as_dtype(feats, dtype), scene.point_batch]
-        return arrays, ["f32", dtype, "i32"], "points"
+        active = np.array([len(scene.points)], np.int32)
+        arrays = [scene.points, _as_dtype(feats, dtype), scene.point_batch, active]
+        return arrays, ["f32", dtype, "i32", "i32"], "points"
     described = ", ".join(f"{a.abi_name}: {a.type}" for a in plan.args)
     raise DemoError(
         "the demo feeds artifacts taking one sparse input (x_coords, x_features, x_active) or "
-        f"(points (P, 3) f32, features, batch (P,) i32); this one takes {described}"
+        f"(points (P, 3) f32, features, batch (P,) i32, active (1,) i32); this one takes "
+        f"{described}"
     )
 
 

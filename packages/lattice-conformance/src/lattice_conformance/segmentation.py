@@ -286,6 +286,7 @@ def model_inputs(name: str, scene: Scene, dtype: Any = None) -> tuple[Any, ...]:
             torch.from_numpy(scene.points),
             torch.from_numpy(scene.point_features).to(dtype),
             torch.from_numpy(scene.point_batch),
+            torch.tensor([len(scene.points)], dtype=torch.int32),
         )
     raise ValueError(f"unknown model {name!r}; choose one of {MODELS}")
 

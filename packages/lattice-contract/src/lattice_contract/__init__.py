@@ -15,9 +15,10 @@ from lattice_contract.constants import (
 from lattice_contract.digest import SCHEMA_DIGEST, schema_digest
 from lattice_contract.kernel import (
     as_triple,
-    centred_offsets,
+    centred_tap_offsets,
     kernel_taps,
     kernel_volume,
+    subm_offsets,
     tap_index,
     tap_offsets,
 )
@@ -38,10 +39,11 @@ __all__ = [
     "Value",
     "ValueType",
     "as_triple",
-    "centred_offsets",
+    "centred_tap_offsets",
     "kernel_taps",
     "kernel_volume",
     "schema_digest",
+    "subm_offsets",
     "tap_index",
     "tap_offsets",
 ]

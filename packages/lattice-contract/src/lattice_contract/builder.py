@@ -53,6 +53,7 @@ from lattice_contract.schema import (
     INT_DTYPES,
     PACKED_DTYPE_OF_BITS,
     PACKING_FIELDS,
+    PACKING_GROUP_SIZES,
     SCHEMA,
     TYPES,
     WEIGHT_DTYPES,
@@ -61,6 +62,7 @@ from lattice_contract.schema import (
     AttrSpec,
     GeluApprox,
     OpDef,
+    PackingBits,
     SchemaEnum,
     TypeConstraint,
     TypeDef,
@@ -186,6 +188,48 @@ def _f32_round(value: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", value))[0])
 
 
+def _f64_bits(value: float) -> int:
+    return int(struct.unpack("<Q", struct.pack("<d", value))[0])
+
+
+# (bit pattern, exponent bits, mantissa bits, hex digits) of the two IEEE
+# formats attributes use.
+_FLOAT_FORMATS: Mapping[int, tuple[Callable[[float], int], int, int, int]] = MappingProxyType(
+    {32: (_f32_bits, 8, 23, 8), 64: (_f64_bits, 11, 52, 16)}
+)
+
+
+def _mlir_float(value: float, width: int) -> str:
+    """MLIR's ``printFloatValue`` for an IEEE float of ``width`` bits."""
+    to_bits, exp_bits, mant_bits, hex_digits = _FLOAT_FORMATS[width]
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    try:
+        bits = to_bits(value)
+    except OverflowError:
+        raise ValueError(f"{value!r} is outside the f{width} range") from None
+    negative = bool(bits >> (width - 1))
+    biased = (bits >> mant_bits) & ((1 << exp_bits) - 1)
+    mantissa = bits & ((1 << mant_bits) - 1)
+    bias = (1 << (exp_bits - 1)) - 1
+    if biased == (1 << exp_bits) - 1:
+        raise ValueError(f"{value!r} rounds to infinity in f{width}")
+    if biased == 0 and mantissa == 0:
+        return ("-" if negative else "") + "0.000000e+00"
+    if biased == 0:
+        exponent, significand = 1 - bias, mantissa
+    else:
+        exponent, significand = biased - bias, mantissa | (1 << mant_bits)
+    exp = exponent - mant_bits
+    text = _apfloat_digits(negative, exp, significand, mant_bits + 1, 6, 0, False)
+    if to_bits(float(text)) == bits:
+        return text
+    text = _apfloat_digits(negative, exp, significand, mant_bits + 1, 0, 3, True)
+    if "." in text:
+        return text
+    return f"0x{bits:0{hex_digits}X}" if width == 64 else f"0x{bits:X}"
+
+
 def mlir_f32(value: float) -> str:
     """Spell an f32 attribute value as MLIR prints it (without the ``: f32`` suffix).
 
@@ -194,31 +238,12 @@ def mlir_f32(value: float) -> str:
     falls back to the hexadecimal bit pattern.  Raises ValueError on values
     that are not finite in f32.
     """
-    if not math.isfinite(value):
-        raise ValueError(f"{value!r} is not a finite number")
-    try:
-        bits = _f32_bits(value)
-    except OverflowError:
-        raise ValueError(f"{value!r} is outside the f32 range") from None
-    negative = bool(bits >> 31)
-    biased = (bits >> 23) & 0xFF
-    mantissa = bits & 0x7FFFFF
-    if biased == 0xFF:
-        raise ValueError(f"{value!r} rounds to infinity in f32")
-    if biased == 0 and mantissa == 0:
-        return ("-" if negative else "") + "0.000000e+00"
-    if biased == 0:
-        exponent, significand = -126, mantissa
-    else:
-        exponent, significand = biased - 127, mantissa | (1 << 23)
-    exp = exponent - 23
-    text = _apfloat_digits(negative, exp, significand, 24, 6, 0, False)
-    if _f32_bits(float(text)) == bits:
-        return text
-    text = _apfloat_digits(negative, exp, significand, 24, 0, 3, True)
-    if "." in text:
-        return text
-    return f"0x{bits:X}"
+    return _mlir_float(value, 32)
+
+
+def mlir_f64(value: float) -> str:
+    """Spell an f64 element as MLIR prints it (in ``array<f64: ...>``); see :func:`mlir_f32`."""
+    return _mlir_float(value, 64)
 
 
 def mlir_string(text: str) -> str:
@@ -247,8 +272,17 @@ def _triple_text(value: Triple) -> str:
     return "array<i64: " + ", ".join(str(v) for v in value) + ">"
 
 
+def _f64_triple_text(value: tuple[float, float, float]) -> str:
+    return "array<f64: " + ", ".join(mlir_f64(v) for v in value) + ">"
+
+
 def _enum_text(member: SchemaEnum) -> str:
     return f"#{DIALECT}.{type(member).__mnemonic__}<{member.value}>"
+
+
+SPELLED_WHEN_ABSENT: Mapping[str, str] = MappingProxyType({"packing": f"#{DIALECT}.packing<dense>"})
+"""Optional attributes the builder always writes (as upstream does), with the
+text of their absent meaning; the plan shows them absent."""
 
 
 def _packing_text(packing: Mapping[str, object]) -> str:
@@ -662,7 +696,7 @@ def _conv_like(
     return (_sparse_type(vt.dtype, out_stride, channels),)
 
 
-@_rule("conv3d", "pool3d")
+@_rule("conv3d", "full_conv3d", "pool3d", "full_pool3d")
 def _conv3d(call: _Call) -> tuple[ValueType, ...]:
     return _conv_like(call, "multiply", target=False)
 
@@ -689,32 +723,26 @@ def _target_conv_transpose3d(call: _Call) -> tuple[ValueType, ...]:
 
 @_rule("generative_conv_transpose3d")
 def _generative_conv_transpose3d(call: _Call) -> tuple[ValueType, ...]:
-    for name, allowed in (("padding", (0, 0, 0)), ("dilation", (1, 1, 1))):
-        if call.attrs[name] != allowed:
-            call.fail(
-                name,
-                f"is {call.attrs[name]} but the generative transpose requires {allowed}",
-                f"omit {name} (it defaults to {allowed[0]}) or use conv_transpose3d",
-            )
     return _conv_like(call, "divide", target=False)
 
 
 @_rule("global_pool")
 def _global_pool(call: _Call) -> tuple[ValueType, ...]:
     _, vt, _, channels = call.sparse("input")
-    return (_features_type(call.attrs["batch_size"], channels, vt.dtype),)
+    batch = call.attrs["batch_size"]
+    return (_features_type(None if batch == -1 else batch, channels, vt.dtype),)
 
 
 @_rule("voxelize")
 def _voxelize(call: _Call) -> tuple[ValueType, ...]:
     features = call.value("features").type
     assert features.shape is not None and features.shape[1] is not None
-    return (_sparse_type(features.dtype, (1, 1, 1), features.shape[1]),)
+    return (_sparse_type(features.dtype, call.attrs["stride"], features.shape[1]),)
 
 
 @_rule("devoxelize")
 def _devoxelize(call: _Call) -> tuple[ValueType, ...]:
-    _, vt, _, channels = call.sparse("input")
+    _, vt, _, channels = call.sparse("voxels")
     points = call.value("points").type
     assert points.shape is not None
     return (_features_type(points.shape[0], channels, vt.dtype),)
@@ -831,6 +859,9 @@ def _call(call: _Call) -> tuple[ValueType, ...]:
     return (ValueType("tensor", primitive.output, shape=(None,) * primitive.output_rank),)
 
 
+BUILDER_SCALE_DTYPES: tuple[str, ...] = ("f16", "f32")
+"""Scale dtypes the builder writes (every reader, upstream's too, accepts them)."""
+
 _PACKABLE_FAMILIES = (WeightFamily.conv3d, WeightFamily.linear)
 """Families whose weights may be affine-packed (the big matrices; never bias or norm)."""
 
@@ -880,14 +911,22 @@ def _weight(call: _Call) -> tuple[ValueType, ...]:
                 + " and ".join(f.value for f in _PACKABLE_FAMILIES)
                 + " weights can be packed; store this one densely",
             )
+        if packing["scale_dtype"] not in BUILDER_SCALE_DTYPES:
+            call.fail(
+                "packing",
+                f"has scale_dtype {packing['scale_dtype']}",
+                "write scales as " + " or ".join(BUILDER_SCALE_DTYPES) + " (Lattice reads bf16 "
+                "scales, but upstream's verifier rejects them, so the builder never writes them)",
+            )
         packed = PACKED_DTYPE_OF_BITS[str(packing["bits"])]
         if dtype is None:
             dtype = packed
-        elif dtype != packed:
+        elif dtype != packed and dtype not in FLOAT_DTYPES:
             call.fail(
                 "dtype",
                 f"is {dtype!r} but packing bits {packing['bits']} store {packed}",
-                f"omit dtype or pass dtype={packed!r}",
+                f"omit dtype (the builder writes {packed!r}) or pass the float type the "
+                "weight dequantizes to",
             )
     elif dtype is None:
         call.fail("dtype", "is missing", f"pass dtype= one of {', '.join(FLOAT_DTYPES)}")
@@ -915,14 +954,6 @@ def _weight(call: _Call) -> tuple[ValueType, ...]:
             f"({', '.join(axes)})",
         )
     shape = tuple(int(d) for d in raw_shape)
-    if packing is not None:
-        group = int(str(packing["group_size"]))
-        if shape[-1] % group:
-            call.fail(
-                "packing",
-                f"has group_size {group}, which does not divide the last axis {shape[-1]}",
-                "pick a group_size that divides the weight's input-channel axis",
-            )
     return (ValueType("weight", dtype, shape=shape, family=family, layout=layout, packing=packing),)
 
 
@@ -937,6 +968,13 @@ ATTRIBUTE_DEFAULTS: Mapping[str, object] = MappingProxyType(
         "alpha": 0.01,
         "beta": 1.0,
         "threshold": 20.0,
+        # Optional in the dialect but always written, as upstream writes them.
+        "coord_order": "batch_x_y_z",
+        "fill": 0.0,
+        "lhs_fill": 0.0,
+        "rhs_fill": 0.0,
+        "axis": -1,
+        "origin": 0.0,
     }
 )
 
@@ -944,15 +982,16 @@ ATTRIBUTE_DEFAULTS: Mapping[str, object] = MappingProxyType(
 def _attr_default(spec: AttrSpec, name: str) -> Any:
     """The default a user may omit, or _MISSING.
 
-    String attributes whose schema allows exactly one value (``accumulation``)
-    default to it, as do enums with one member (``packing`` mode).
+    Required string attributes whose schema allows exactly one value
+    (``accumulation`` on convolutions) default to it; optional ones are left
+    out (upstream spells pools and ``linear`` without ``accumulation``).
     """
     if name in ATTRIBUTE_DEFAULTS:
         return ATTRIBUTE_DEFAULTS[name]
-    if spec.kind is AttrKind.string and len(spec.allowed) == 1:
-        return spec.allowed[0]
     if not spec.required:
         return None
+    if spec.kind is AttrKind.string and len(spec.allowed) == 1:
+        return spec.allowed[0]
     return _MISSING
 
 
@@ -1025,11 +1064,30 @@ def _normalize_attr(op: OpDef, name: str, spec: AttrSpec, raw: object) -> Any:
         if spec.minimum is not None and min(value) < spec.minimum:
             fail(f"is {raw!r}", f"every component must be >= {spec.minimum}")
         return value
+    if kind is AttrKind.f64_triple:
+        items = (raw, raw, raw) if isinstance(raw, int | float) else raw
+        if (
+            isinstance(items, str | bytes)
+            or not isinstance(items, Sequence)
+            or len(items) != 3
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in items)
+            or not all(math.isfinite(float(v)) for v in items)
+        ):
+            fail(f"is {raw!r}", "pass a finite number or a sequence of three finite numbers")
+        floats = (float(items[0]), float(items[1]), float(items[2]))
+        if spec.minimum is not None and any(
+            v < spec.minimum or (spec.exclusive_minimum and v == spec.minimum) for v in floats
+        ):
+            bound = ">" if spec.exclusive_minimum else ">="
+            fail(f"is {raw!r}", f"every component must be {bound} {spec.minimum}")
+        return floats
     if kind is AttrKind.i64:
         if not isinstance(raw, int) or isinstance(raw, bool):
             fail(f"is {raw!r}", "pass an int")
         if spec.minimum is not None and raw < spec.minimum:
             fail(f"is {raw}", f"it must be >= {spec.minimum}")
+        if spec.allowed and str(raw) not in spec.allowed:
+            fail(f"is {raw}", "it must be one of " + ", ".join(spec.allowed))
         if not -(2**63) <= raw < 2**63:
             fail(f"is {raw}", "it must fit in a signed 64-bit integer")
         return raw
@@ -1080,10 +1138,17 @@ def _enum_member(
     fail(f"is {raw!r}, not a {enum_type.__mnemonic__} value", f"use one of {values}")
 
 
-def _normalize_packing(raw: object, fail: Callable[[str, str], NoReturn]) -> Mapping[str, object]:
+def _normalize_packing(
+    raw: object, fail: Callable[[str, str], NoReturn]
+) -> Mapping[str, object] | None:
+    """A packed weight's packing map; None for dense (``{"bits": "dense"}``)."""
     names = [n for n, _ in PACKING_FIELDS]
     if not isinstance(raw, Mapping):
         fail(f"is {raw!r}", "pass a mapping with keys " + ", ".join(names))
+    if raw.get(names[0]) in (PackingBits.dense, PackingBits.dense.value):
+        if len(raw) != 1:
+            fail(f"is {dict(raw)!r}", "dense packing has no other field; pass {'bits': 'dense'}")
+        return None
     unknown = sorted(set(raw) - set(names))
     if unknown:
         fail(f"has unknown keys {unknown}", "use only " + ", ".join(names))
@@ -1104,10 +1169,12 @@ def _normalize_packing(raw: object, fail: Callable[[str, str], NoReturn]) -> Map
             if (
                 not isinstance(item, int)
                 or isinstance(item, bool)
-                or item <= 0
-                or item & (item - 1)
+                or item not in PACKING_GROUP_SIZES
             ):
-                fail(f"field {name!r} is {item!r}", "pass a positive power of two, e.g. 32 or 64")
+                fail(
+                    f"field {name!r} is {item!r}",
+                    "pass one of " + ", ".join(map(str, PACKING_GROUP_SIZES)),
+                )
             out[name] = item
     return MappingProxyType(out)
 
@@ -1116,6 +1183,8 @@ def _attr_text(spec: AttrSpec, value: Any) -> str:
     kind = spec.kind
     if kind is AttrKind.triple:
         return _triple_text(value)
+    if kind is AttrKind.f64_triple:
+        return _f64_triple_text(value)
     if kind is AttrKind.i64:
         return f"{value} : i64"
     if kind is AttrKind.f32:
@@ -1358,7 +1427,9 @@ class MLIRModuleBuilder:
                     f"{op.mlir_name}: missing attribute {attr.name!r}; pass {attr.name}= "
                     + _attr_hint(attr.spec)
                 )
-            attrs[attr.name] = _normalize_attr(op, attr.name, attr.spec, raw)
+            value = _normalize_attr(op, attr.name, attr.spec, raw)
+            if value is not None:  # dense packing normalizes to "absent"
+                attrs[attr.name] = value
         extras: dict[str, Any] = {}
         for name, default in rule.extras.items():
             raw = kwargs.get(name, default)
@@ -1405,6 +1476,8 @@ class MLIRModuleBuilder:
         dict_items = []
         for attr in sorted(op.attributes, key=lambda a: a.name):
             if attr.name not in call.attrs:
+                if attr.name in SPELLED_WHEN_ABSENT:
+                    dict_items.append(f"{attr.name} = {SPELLED_WHEN_ABSENT[attr.name]}")
                 continue
             if attr.spec.kind is AttrKind.symbol:
                 continue
@@ -1609,5 +1682,8 @@ def _install_methods() -> None:
             raise TypeError(f"schema op {op.name} collides with builder method {op.python_name}")
         setattr(MLIRModuleBuilder, op.python_name, _make_method(op))
 
+
+# The normalised, upsampling and lookup ops' rules register from their own module.
+import lattice_contract.builder_extra  # noqa: E402, F401
 
 _install_methods()

@@ -15,7 +15,14 @@ import json
 from typing import Any
 
 from lattice_contract.constants import CURRENT_IR_VERSION
-from lattice_contract.schema import SCHEMA, AttrSpec, DialectSchema, TypeConstraint
+from lattice_contract.schema import (
+    PACKING_GROUP_SIZES,
+    SCHEMA,
+    AttrSpec,
+    DialectSchema,
+    TypeConstraint,
+    enum_synonyms,
+)
 
 
 def _constraint(c: TypeConstraint) -> dict[str, Any]:
@@ -30,6 +37,7 @@ def _attr(spec: AttrSpec) -> dict[str, Any]:
         "exclusive_minimum": spec.exclusive_minimum,
         "allowed": list(spec.allowed),
         "required": spec.required,
+        "default": spec.default,
     }
 
 
@@ -55,7 +63,11 @@ def canonical_schema(schema: DialectSchema = SCHEMA) -> dict[str, Any]:
             ]
             for t in schema.types
         },
+        "enum_synonyms": {
+            e.__mnemonic__: dict(enum_synonyms(e)) for e in schema.enums if enum_synonyms(e)
+        },
         "packing": [[n, e.__mnemonic__ if e else None] for n, e in schema.packing_fields],
+        "packing_group_sizes": list(PACKING_GROUP_SIZES),
         "ops": {
             name: {
                 "summary": op.summary,
@@ -71,6 +83,7 @@ def canonical_schema(schema: DialectSchema = SCHEMA) -> dict[str, Any]:
                 "results": [{"name": r.name, "type": _constraint(r.type)} for r in op.results],
                 "attributes": [{"name": a.name, "spec": _attr(a.spec)} for a in op.attributes],
                 "traits": list(op.traits),
+                "stride": op.stride.value,
             }
             for name, op in schema.ops.items()
         },

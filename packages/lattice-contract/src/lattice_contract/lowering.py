@@ -79,6 +79,7 @@ _LAYOUT_RANK: Mapping[str, int] = MappingProxyType(
         WeightLayout.linear_o_i.value: 2,
         WeightLayout.bias_c.value: 1,
         WeightLayout.channel_c.value: 1,
+        WeightLayout.embedding_n_c.value: 2,
     }
 )
 _LAYOUT_AXES: Mapping[str, str] = MappingProxyType(
@@ -87,6 +88,7 @@ _LAYOUT_AXES: Mapping[str, str] = MappingProxyType(
         WeightLayout.linear_o_i.value: "(C_out, C_in)",
         WeightLayout.bias_c.value: "(C,)",
         WeightLayout.channel_c.value: "(C,)",
+        WeightLayout.embedding_n_c.value: "(num_embeddings, C)",
     }
 )
 _BITS = MappingProxyType({"int4": 4, "int8": 8})

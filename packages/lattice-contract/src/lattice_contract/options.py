@@ -27,6 +27,9 @@ __all__ = [
     "int_triple",
     "positive_float",
     "positive_int",
+    "resolve_batch_size",
+    "softmax_axis",
+    "voxel_grid",
     "window",
 ]
 
@@ -130,3 +133,66 @@ def window(
         int_triple(padding, "padding", minimum=0),
         int_triple(dilation, "dilation", minimum=1),
     )
+
+
+def resolve_batch_size(batch_size: object, max_batch: int | None, op: str = "global_pool") -> int:
+    """The B of a ``global_pool``: ``batch_size`` itself, or ``max batch + 1`` for -1.
+
+    ``max_batch`` is the largest batch index of the input (None when it has
+    no rows).  -1 infers B at run time, so one artifact serves any batch; 0
+    is an empty batch set; a fixed B must exceed every batch index.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < -1:
+        raise ValueError(
+            f"{op}: batch_size must be an int >= 1, 0 (no batch items) or -1 (inferred as the "
+            f"largest batch index + 1), got {batch_size!r}"
+        )
+    if batch_size == -1:
+        return 0 if max_batch is None else max_batch + 1
+    if max_batch is not None and max_batch >= batch_size:
+        raise ValueError(
+            f"{op}: the input has batch index {max_batch} but batch_size={batch_size}; pass "
+            "batch_size > every batch index, or -1 to infer it"
+        )
+    return batch_size
+
+
+def softmax_axis(axis: object, op: str = "softmax") -> int:
+    """Check a softmax ``axis``: the channel axis of a rank-2 tensor, spelled -1 or 1."""
+    if isinstance(axis, bool) or axis not in (-1, 1):
+        raise ValueError(
+            f"{op}: axis must be -1 or 1 (the channel axis of a rank-2 feature tensor), "
+            f"got {axis!r}"
+        )
+    return -1 if axis == -1 else 1
+
+
+FloatTriple = tuple[float, float, float]
+
+
+def voxel_grid(voxel_size: object, origin: object, op: str) -> tuple[FloatTriple, FloatTriple]:
+    """``(voxel_size, origin)`` of ``voxelize``/``devoxelize`` as float triples.
+
+    Either may be one number (broadcast to the three axes) or three; sizes
+    must be positive and finite, the origin finite.
+    """
+
+    def triple_of(value: object, name: str) -> FloatTriple:
+        items = value if isinstance(value, Sequence) and not isinstance(value, str) else None
+        if items is None:
+            items = (value, value, value)
+        if len(items) != 3:
+            raise ValueError(f"{op}: {name} must be a number or three numbers, got {value!r}")
+        out = []
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise TypeError(f"{op}: {name} must be a number or three numbers, got {value!r}")
+            if not math.isfinite(float(item)):
+                raise ValueError(f"{op}: {name} must be finite, got {value!r}")
+            out.append(float(item))
+        return (out[0], out[1], out[2])
+
+    size = triple_of(voxel_size, "voxel_size")
+    if min(size) <= 0:
+        raise ValueError(f"{op}: voxel_size must be > 0 on every axis, got {voxel_size!r}")
+    return size, triple_of(origin, "origin")

@@ -41,7 +41,9 @@ from lattice_contract.constants import (
 from lattice_contract.digest import SCHEMA_DIGEST
 from lattice_contract.schema import (
     DIALECT,
+    PACKED_DTYPE_OF_BITS,
     PACKING_FIELDS,
+    PACKING_GROUP_SIZES,
     SCHEMA,
     AttrDef,
     AttrKind,
@@ -393,7 +395,27 @@ def _freeze_attr(op: Callable[[], str], attr: AttrDef, value: Any) -> Any:
             raise PlanError(f"{what} must be an integer (i64), got {value!r}")
         if spec.minimum is not None and value < spec.minimum:
             raise PlanError(f"{what} must be >= {spec.minimum}, got {value}")
+        if spec.allowed and str(int(value)) not in spec.allowed:
+            raise PlanError(f"{what} must be one of {', '.join(spec.allowed)}, got {value}")
         return int(value)
+    if kind is AttrKind.f64_triple:
+        if (
+            isinstance(value, (str, bytes))
+            or not isinstance(value, Sequence)
+            or len(value) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            or not all(math.isfinite(v) for v in value)
+        ):
+            raise PlanError(
+                f"{what} must be three finite numbers (array<f64: a, b, c>), got {value!r}"
+            )
+        floats = (float(value[0]), float(value[1]), float(value[2]))
+        if spec.minimum is not None and any(
+            v < spec.minimum or (spec.exclusive_minimum and v == spec.minimum) for v in floats
+        ):
+            bound = ">" if spec.exclusive_minimum else ">="
+            raise PlanError(f"{what} must have every entry {bound} {spec.minimum}, got {floats}")
+        return floats
     if kind is AttrKind.f32:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise PlanError(f"{what} must be a number (f32), got {value!r}")
@@ -457,11 +479,15 @@ def _freeze_packing(what: str, value: Any) -> Mapping[str, Any]:
             if not isinstance(item, str) or item not in allowed:
                 raise PlanError(f"{what}.{name} must be one of {', '.join(allowed)}, got {item!r}")
             frozen[name] = item
-    bits = 4 if frozen["bits"] == "int4" else 8
-    if frozen["group_size"] % (32 // bits):
+    if frozen["bits"] not in PACKED_DTYPE_OF_BITS:
         raise PlanError(
-            f"{what}.group_size {frozen['group_size']} must be a multiple of {32 // bits} so "
-            f"that each group fills whole uint32 words of {frozen['bits']} values"
+            f"{what}.bits is {frozen['bits']!r}; a packing map describes packed storage "
+            f"({', '.join(PACKED_DTYPE_OF_BITS)}), dense weights carry none"
+        )
+    if frozen["group_size"] not in PACKING_GROUP_SIZES:
+        raise PlanError(
+            f"{what}.group_size must be one of {', '.join(map(str, PACKING_GROUP_SIZES))}, "
+            f"got {frozen['group_size']}"
         )
     return MappingProxyType(frozen)
 
@@ -544,6 +570,8 @@ def _freeze_op(index: int, raw: Any) -> PlanOperation:
                     f"{where()} lacks required attribute {attr.name!r} "
                     f"({attr.spec.kind.value}); the producer must emit it"
                 )
+            if attr.spec.default is not None:  # what the absent attribute means
+                attrs[attr.name] = attr.spec.default
             continue
         attrs[attr.name] = _freeze_attr(where, attr, attrs_raw[attr.name])
     return PlanOperation(
@@ -592,6 +620,7 @@ class _AttrCheck(NamedTuple):
     exclusive_minimum: bool
     values: frozenset[str] | None  # closed value set of an enum or string attribute
     required: bool
+    default: Any  # filled in when an optional attribute is absent (None: left out)
 
 
 class _OpCheck(NamedTuple):
@@ -613,7 +642,9 @@ def _attr_check(attr: AttrDef) -> _AttrCheck:
     elif spec.allowed:
         values = frozenset(spec.allowed)
     kind = "text" if spec.kind in _TEXT_KINDS else spec.kind.value
-    return _AttrCheck(attr.name, kind, spec.minimum, spec.exclusive_minimum, values, spec.required)
+    return _AttrCheck(
+        attr.name, kind, spec.minimum, spec.exclusive_minimum, values, spec.required, spec.default
+    )
 
 
 def _op_check(definition: OpDef) -> _OpCheck:
@@ -649,8 +680,22 @@ def _plain_attr(check: _AttrCheck, value: Any) -> Any:
         if type(value) is str and value and (check.values is None or value in check.values):
             return value
     elif kind == "i64":
-        if type(value) is int and (check.minimum is None or value >= check.minimum):
+        if (
+            type(value) is int
+            and (check.minimum is None or value >= check.minimum)
+            and (check.values is None or str(value) in check.values)
+        ):
             return value
+    elif kind == "f64_triple":
+        if type(value) is list and len(value) == 3:
+            a, b, c = value
+            if type(a) is float and type(b) is float and type(c) is float:
+                low = check.minimum
+                if math.isfinite(a) and math.isfinite(b) and math.isfinite(c):
+                    if low is None:
+                        return (a, b, c)
+                    if min(a, b, c) > low or (not check.exclusive_minimum and min(a, b, c) == low):
+                        return (a, b, c)
     elif kind == "f32":
         if type(value) is float and math.isfinite(value):
             try:
@@ -716,15 +761,19 @@ def _plain_op(raw: Any, defined: dict[str, str]) -> PlanOperation | None:
     if type(attrs_raw) is not dict:
         return None
     attrs_dict: dict[str, Any] = {}
+    given = 0
     for attr in check.attrs:
         if attr.name in attrs_raw:
             value = _plain_attr(attr, attrs_raw[attr.name])
             if value is _MISS:
                 return None
             attrs_dict[attr.name] = value
+            given += 1
         elif attr.required:
             return None
-    if len(attrs_dict) != len(attrs_raw):
+        elif attr.default is not None:
+            attrs_dict[attr.name] = attr.default
+    if given != len(attrs_raw):
         return None  # an attribute this op does not take
     attrs = MappingProxyType(attrs_dict) if attrs_dict else _NO_ATTRS
     for label, type_text in zip(operands, operand_types, strict=True):

@@ -38,12 +38,30 @@ DIALECT = "lattice"
 
 
 class SchemaEnum(enum.Enum):
-    """Base of every dialect enum: the value is the keyword spelled in MLIR."""
+    """Base of every dialect enum: the value is the keyword spelled in MLIR.
+
+    A member defined twice with one value is a *synonym*: ``max = "maximum"``
+    after ``maximum = "maximum"`` makes the keyword ``max`` parse as
+    ``maximum`` (Python: ``BinaryOp("max") is BinaryOp.maximum``), while
+    printing, iteration and the digest see only the canonical keyword.
+    """
 
     __mnemonic__: ClassVar[str]
 
     def __str__(self) -> str:
         return str(self.value)
+
+    @classmethod
+    def _missing_(cls, value: object) -> SchemaEnum | None:
+        member = cls.__members__.get(value) if isinstance(value, str) else None
+        return member if isinstance(member, cls) else None
+
+
+def enum_synonyms(enum_type: type[SchemaEnum]) -> Mapping[str, str]:
+    """Synonym keyword -> canonical keyword of an enum (its aliases)."""
+    return MappingProxyType(
+        {name: m.value for name, m in enum_type.__members__.items() if name != m.name}
+    )
 
 
 class WeightFamily(SchemaEnum):
@@ -54,6 +72,7 @@ class WeightFamily(SchemaEnum):
     linear = "linear"
     bias = "bias"
     channel = "channel"
+    embedding = "embedding"
 
 
 class WeightLayout(SchemaEnum):
@@ -64,12 +83,14 @@ class WeightLayout(SchemaEnum):
     linear_o_i = "linear_o_i"
     bias_c = "bias_c"
     channel_c = "channel_c"
+    embedding_n_c = "embedding_n_c"
 
 
 class PackingBits(SchemaEnum):
-    """Bit width of a packed affine-quantized weight."""
+    """Storage of a weight: dense, or the bit width of packed affine quantization."""
 
     __mnemonic__ = "packing_bits"
+    dense = "dense"
     int4 = "int4"
     int8 = "int8"
 
@@ -93,7 +114,7 @@ class PackingMode(SchemaEnum):
 class CoordLayout(SchemaEnum):
     """Column meaning of a sparse coordinate row."""
 
-    __mnemonic__ = "coord_layout"
+    __mnemonic__ = "coord"
     batch_x_y_z = "batch_x_y_z"
 
 
@@ -121,11 +142,13 @@ class ActivationKind(SchemaEnum):
 
 
 class GeluApprox(SchemaEnum):
-    """GELU formula: exact erf form or the tanh approximation."""
+    """GELU formula: erf (none, precise), tanh approximation, or x * sigmoid(1.702 x) (fast)."""
 
     __mnemonic__ = "gelu_approx"
     none = "none"
     tanh = "tanh"
+    precise = "precise"
+    fast = "fast"
 
 
 class PoolMode(SchemaEnum):
@@ -143,6 +166,7 @@ class Join(SchemaEnum):
     __mnemonic__ = "join"
     inner = "inner"
     left = "left"
+    right = "right"
     outer = "outer"
 
 
@@ -153,8 +177,10 @@ class BinaryOp(SchemaEnum):
     add = "add"
     sub = "sub"
     mul = "mul"
-    max = "max"
-    min = "min"
+    maximum = "maximum"
+    minimum = "minimum"
+    max = "maximum"  # Lattice's earlier spelling, read as a synonym
+    min = "minimum"
 
 
 class VoxelReduction(SchemaEnum):
@@ -167,10 +193,11 @@ class VoxelReduction(SchemaEnum):
 
 
 class Interpolation(SchemaEnum):
-    """How ``lattice.devoxelize`` reads voxel features at a point."""
+    """How ``lattice.devoxelize`` reads voxels: nearest, linear corners, trilinear renormalised."""
 
-    __mnemonic__ = "interpolation"
+    __mnemonic__ = "point_interpolation"
     nearest = "nearest"
+    linear = "linear"
     trilinear = "trilinear"
 
 
@@ -203,6 +230,25 @@ ENUMS: tuple[type[SchemaEnum], ...] = (
     Rounding,
 )
 
+
+class StrideRule(enum.Enum):
+    """How an op's sparse result stride follows statically from its operands.
+
+    Not a dialect enum (nothing spells it in MLIR): the verifier's one forward
+    pass over a block and the builder read it.  Whatever the rule, an op whose
+    ``target`` operand is present takes the target's stride (the op's own
+    verifier checks that it equals what the rule derives).
+    """
+
+    none = "none"  # no sparse result
+    attribute = "attribute"  # the op's ``stride`` attribute (sparse.make, voxelize)
+    input = "input"  # the ``input`` operand's stride
+    lhs = "lhs"  # the ``lhs`` operand's stride
+    target = "target"  # the ``target`` operand's stride
+    multiply = "multiply"  # input stride x ``stride`` (strided conv and pool)
+    divide = "divide"  # input stride / ``stride`` (transposes, upsampling)
+
+
 # ---------------------------------------------------------------------------
 # Element types.
 
@@ -213,7 +259,10 @@ INT_DTYPES: tuple[str, ...] = ("i32",)
 """Integer element types a dense tensor may have (coordinates, labels)."""
 
 PACKED_DTYPES: tuple[str, ...] = ("i4", "i8")
-"""Element types of packed weights; each needs a ``packing`` attribute."""
+"""Integer element types of packed weights; each needs a packed ``packing`` attribute.
+
+A packed weight may instead declare the float type of its dequantised values
+(upstream's producer does); the packing attribute then says it is packed."""
 
 WEIGHT_DTYPES: tuple[str, ...] = FLOAT_DTYPES + PACKED_DTYPES
 
@@ -286,6 +335,7 @@ class AttrKind(enum.Enum):
     symbol = "symbol"  # @name (the op's symbol)       -> str
     enum = "enum"  # #lattice.<mnemonic><value>       -> str
     packing = "packing"  # #lattice.packing<...>      -> Mapping[str, Any]
+    f64_triple = "f64_triple"  # array<f64: a, b, c>  -> tuple[float, float, float]
 
 
 @dataclass(frozen=True)
@@ -296,13 +346,24 @@ class AttrSpec:
     enum: type[SchemaEnum] | None = None
     minimum: int | float | None = None  # inclusive, per element for triples
     exclusive_minimum: bool = False
-    allowed: tuple[str, ...] = ()  # for strings with a closed value set
+    allowed: tuple[str, ...] = ()  # closed value set of a string, or of an i64 as decimal text
     required: bool = True
+    default: int | float | str | None = None  # what an absent optional attribute means
 
-    def optional(self) -> AttrSpec:
-        """The same attribute, allowed to be absent."""
+    def optional(self, default: int | float | str | None = None) -> AttrSpec:
+        """The same attribute, allowed to be absent; ``default`` is what absence means.
+
+        The plan fills the default in, so lowerings always see a value; with no
+        default (``packing``) absence is itself the meaning (dense).
+        """
         return AttrSpec(
-            self.kind, self.enum, self.minimum, self.exclusive_minimum, self.allowed, False
+            self.kind,
+            self.enum,
+            self.minimum,
+            self.exclusive_minimum,
+            self.allowed,
+            False,
+            default,
         )
 
 
@@ -314,13 +375,25 @@ def enum_attr(enum_type: type[SchemaEnum]) -> AttrSpec:
 POSITIVE_TRIPLE = AttrSpec(AttrKind.triple, minimum=1)
 NONNEGATIVE_TRIPLE = AttrSpec(AttrKind.triple, minimum=0)
 POSITIVE_I64 = AttrSpec(AttrKind.i64, minimum=1)
+BATCH_SIZE = AttrSpec(AttrKind.i64, minimum=-1)
+"""``global_pool`` rows: B >= 1 fixed, 0 an empty batch set, -1 inferred at run time."""
+AXIS = AttrSpec(AttrKind.i64, allowed=("-1", "1")).optional(default=-1)
+"""``softmax`` over the channel axis of a rank-2 tensor, spelled -1 or 1 (default -1)."""
 F32 = AttrSpec(AttrKind.f32)
+FILL = AttrSpec(AttrKind.f32).optional(default=0.0)
+"""Value an absent row or side contributes (default 0)."""
+POSITIVE_F64_TRIPLE = AttrSpec(AttrKind.f64_triple, minimum=0.0, exclusive_minimum=True)
+F64_TRIPLE = AttrSpec(AttrKind.f64_triple)
 POSITIVE_F32 = AttrSpec(AttrKind.f32, minimum=0.0, exclusive_minimum=True)
 STRING = AttrSpec(AttrKind.string)
 SYMBOL = AttrSpec(AttrKind.symbol)
 PACKING = AttrSpec(AttrKind.packing)
 ACCUMULATION = AttrSpec(AttrKind.string, allowed=("canonical_f32",))
-"""Every conv, pool and linear op sums products in f32 whatever the storage."""
+"""Every conv, pool and linear op sums products in f32 whatever the storage.
+
+Required on convolutions; optional (same single value) on pools,
+``global_pool`` and ``linear``, which upstream spells without it."""
+DEFAULT_ACCUMULATION = ACCUMULATION.optional(default="canonical_f32")
 
 PACKING_FIELDS: tuple[tuple[str, type[SchemaEnum] | None], ...] = (
     ("bits", PackingBits),
@@ -328,7 +401,13 @@ PACKING_FIELDS: tuple[tuple[str, type[SchemaEnum] | None], ...] = (
     ("scale_dtype", ScaleDtype),
     ("mode", PackingMode),
 )
-"""Parameters of ``#lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>``."""
+"""Parameters of ``#lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>``.
+
+``#lattice.packing<dense>`` (bits ``dense``) has no other parameter; a
+packed weight has all four."""
+
+PACKING_GROUP_SIZES: tuple[int, ...] = (32, 64, 128)
+"""Group sizes of packed weights (those MLX's affine quantization supports)."""
 
 # ---------------------------------------------------------------------------
 # Annotation markers.
@@ -403,6 +482,7 @@ class OpDef:
     results: tuple[ResultDef, ...]
     attributes: tuple[AttrDef, ...]
     traits: tuple[str, ...] = ()
+    stride: StrideRule = StrideRule.none
 
     @property
     def mlir_name(self) -> str:
@@ -449,6 +529,7 @@ class Op:
 
     __mnemonic__: ClassVar[str]
     __traits__: ClassVar[tuple[str, ...]] = ()
+    __stride__: ClassVar[StrideRule] = StrideRule.none
     _registry: ClassVar[list[type[Op]]] = []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -461,7 +542,10 @@ def _op_def(cls: type[Op]) -> OpDef:
     operands: list[OperandDef] = []
     results: list[ResultDef] = []
     attributes: list[AttrDef] = []
-    for name in cls.__annotations__:
+    # Base classes first: an op may extend another's declaration (FullConv3d(Conv3d)).
+    declaring = [k for k in reversed(cls.__mro__) if issubclass(k, Op) and k is not Op]
+    names = {n: None for k in declaring for n in vars(k).get("__annotations__", {})}
+    for name in names:
         hint = hints[name]
         base, meta = hint.__origin__, hint.__metadata__
         if base is Operand:
@@ -491,6 +575,7 @@ def _op_def(cls: type[Op]) -> OpDef:
         results=tuple(results),
         attributes=tuple(attributes),
         traits=tuple(cls.__traits__),
+        stride=cls.__stride__,
     )
 
 
@@ -506,6 +591,8 @@ _FeaturesResult = Annotated[Result, FEATURES]
 _Triple = Annotated[Attribute, POSITIVE_TRIPLE]
 _Padding = Annotated[Attribute, NONNEGATIVE_TRIPLE]
 _Accumulation = Annotated[Attribute, ACCUMULATION]
+_DefaultAccumulation = Annotated[Attribute, DEFAULT_ACCUMULATION]
+_Fill = Annotated[Attribute, FILL]
 _Eps = Annotated[Attribute, POSITIVE_F32]
 _Channel = Annotated[Operand, weight_of(WeightFamily.channel)]
 _ChannelBias = Annotated[Operand, weight_of(WeightFamily.bias)]
@@ -515,11 +602,15 @@ class SparseMake(Op):
     """Assemble a sparse value from coordinates, features and an active-row count at a stride."""
 
     __mnemonic__ = "sparse.make"
+    __stride__ = StrideRule.attribute
     coords: Annotated[Operand, COORDS]
     features: _Features
     active: Annotated[Operand, ACTIVE]
     result: _SparseResult
     stride: _Triple
+    coord_order: Annotated[
+        Attribute, enum_attr(CoordLayout).optional(default=CoordLayout.batch_x_y_z.value)
+    ]
 
 
 class SparseDecompose(Op):
@@ -536,18 +627,21 @@ class SparseWithFeatures(Op):
     """Keep a sparse value's support and replace its features row for row."""
 
     __mnemonic__ = "sparse.with_features"
+    __stride__ = StrideRule.input
     input: _Sparse
     features: _Features
     result: _SparseResult
 
 
 class SparseReindex(Op):
-    """Gather features onto the target's exact rows, zero where the input has no row."""
+    """Gather features onto the target's exact rows, ``fill`` where the input has no row."""
 
     __mnemonic__ = "sparse.reindex"
+    __stride__ = StrideRule.target
     input: _Sparse
     target: _Sparse
     result: _SparseResult
+    fill: _Fill
 
 
 class Weight(Op):
@@ -562,9 +656,10 @@ class Weight(Op):
 
 
 class Conv3d(Op):
-    """Support-generating sparse convolution: every output an active input reaches by a tap."""
+    """Strided sparse convolution over the coarsened input support, taps centred on odd axes."""
 
     __mnemonic__ = "conv3d"
+    __stride__ = StrideRule.multiply
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -576,10 +671,17 @@ class Conv3d(Op):
     accumulation: _Accumulation
 
 
+class FullConv3d(Conv3d):
+    """Sparse convolution over every output an active input reaches by a tap (spconv's)."""
+
+    __mnemonic__ = "full_conv3d"
+
+
 class SubmConv3d(Op):
     """Support-preserving (submanifold) sparse convolution centred on each input row."""
 
     __mnemonic__ = "subm_conv3d"
+    __stride__ = StrideRule.input
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -593,6 +695,7 @@ class TargetConv3d(Op):
     """Sparse convolution evaluated exactly at the rows of a target sparse value."""
 
     __mnemonic__ = "target_conv3d"
+    __stride__ = StrideRule.multiply
     input: _Sparse
     target: _Sparse
     weight: _Conv
@@ -609,6 +712,7 @@ class ConvTranspose3d(Op):
     """Transposed sparse convolution over the support its taps derive."""
 
     __mnemonic__ = "conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -624,6 +728,7 @@ class TargetConvTranspose3d(Op):
     """Transposed sparse convolution evaluated exactly at the rows of a target sparse value."""
 
     __mnemonic__ = "target_conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     target: _Sparse
     weight: _Conv
@@ -640,21 +745,21 @@ class GenerativeConvTranspose3d(Op):
     """Transposed convolution that emits every tap of every input row (support expansion)."""
 
     __mnemonic__ = "generative_conv_transpose3d"
+    __stride__ = StrideRule.divide
     input: _Sparse
     weight: _Conv
     bias: _Bias
     result: _SparseResult
     kernel_size: _Triple
     stride: _Triple
-    padding: _Padding
-    dilation: _Triple
     accumulation: _Accumulation
 
 
 class Pool3d(Op):
-    """Local sparse pooling (max, mean or sum) over the support a strided window generates."""
+    """Local sparse pooling (max, mean or sum) over the coarsened support, taps as conv3d's."""
 
     __mnemonic__ = "pool3d"
+    __stride__ = StrideRule.multiply
     input: _Sparse
     result: _SparseResult
     mode: Annotated[Attribute, enum_attr(PoolMode)]
@@ -662,7 +767,13 @@ class Pool3d(Op):
     stride: _Triple
     padding: _Padding
     dilation: _Triple
-    accumulation: _Accumulation
+    accumulation: _DefaultAccumulation
+
+
+class FullPool3d(Pool3d):
+    """Local sparse pooling over every output an active input reaches by a tap (spconv's)."""
+
+    __mnemonic__ = "full_pool3d"
 
 
 class GlobalPool(Op):
@@ -672,31 +783,37 @@ class GlobalPool(Op):
     input: _Sparse
     result: Annotated[Result, FEATURES]
     mode: Annotated[Attribute, enum_attr(PoolMode)]
-    batch_size: Annotated[Attribute, POSITIVE_I64]
-    accumulation: _Accumulation
+    batch_size: Annotated[Attribute, BATCH_SIZE]
+    accumulation: _DefaultAccumulation
 
 
 class Voxelize(Op):
-    """Quantize points to voxels at floor(p / voxel_size), reducing the features that share one."""
+    """Quantize the active points to voxels floor((p - origin) / voxel_size), reducing features."""
 
     __mnemonic__ = "voxelize"
+    __stride__ = StrideRule.attribute
     points: Annotated[Operand, POINTS]
     features: _Features
-    batch: Annotated[Operand, BATCH_INDEX]
+    batch_indices: Annotated[Operand, BATCH_INDEX]
+    active_rows: Annotated[Operand, ACTIVE]
     result: _SparseResult
-    voxel_size: Annotated[Attribute, POSITIVE_F32]
+    voxel_size: Annotated[Attribute, POSITIVE_F64_TRIPLE]
+    origin: Annotated[Attribute, F64_TRIPLE]
     reduction: Annotated[Attribute, enum_attr(VoxelReduction)]
+    stride: _Triple
 
 
 class Devoxelize(Op):
-    """Read sparse voxel features back at points, nearest or trilinear over present voxels."""
+    """Read sparse voxel features back at the active points (nearest, linear or trilinear)."""
 
     __mnemonic__ = "devoxelize"
-    input: _Sparse
     points: Annotated[Operand, POINTS]
-    batch: Annotated[Operand, BATCH_INDEX]
+    voxels: _Sparse
+    batch_indices: Annotated[Operand, BATCH_INDEX]
+    point_active_rows: Annotated[Operand, ACTIVE]
     result: _FeaturesResult
-    voxel_size: Annotated[Attribute, POSITIVE_F32]
+    voxel_size: Annotated[Attribute, POSITIVE_F64_TRIPLE]
+    origin: Annotated[Attribute, F64_TRIPLE]
     interpolation: Annotated[Attribute, enum_attr(Interpolation)]
 
 
@@ -708,7 +825,7 @@ class Linear(Op):
     weight: Annotated[Operand, weight_of(WeightFamily.linear)]
     bias: _Bias
     result: _FeaturesResult
-    accumulation: _Accumulation
+    accumulation: _DefaultAccumulation
 
 
 class Activation(Op):
@@ -764,23 +881,28 @@ class Softmax(Op):
     __mnemonic__ = "softmax"
     input: _Features
     result: _FeaturesResult
+    axis: Annotated[Attribute, AXIS]
 
 
 class SparseBinary(Op):
     """Elementwise op of two coordinate-aligned sparse values at one stride."""
 
     __mnemonic__ = "sparse.binary"
+    __stride__ = StrideRule.lhs
     lhs: _Sparse
     rhs: _Sparse
     result: _SparseResult
     op: Annotated[Attribute, enum_attr(BinaryOp)]
     join: Annotated[Attribute, enum_attr(Join)]
+    lhs_fill: _Fill
+    rhs_fill: _Fill
 
 
 class SparseCat(Op):
     """Channel concatenation of two coordinate-aligned sparse values; a missing side gives zeros."""
 
     __mnemonic__ = "sparse.cat"
+    __stride__ = StrideRule.lhs
     lhs: _Sparse
     rhs: _Sparse
     result: _SparseResult
@@ -803,6 +925,125 @@ class Call(Op):
     inputs: Annotated[Operand, TENSOR, VARIADIC]
     result: Annotated[Result, TENSOR]
     callee: Annotated[Attribute, STRING]
+
+
+# ---------------------------------------------------------------------------
+# The reference system's weight-normalised convolutions, upsampling onto finer
+# supports, embedding lookup and elementwise maps (semantics: docs/extra-ops.md).
+
+ELEMENTWISE_KINDS: tuple[str, ...] = ("exp", "round")
+"""Kinds of ``lattice.elementwise`` (``round`` rounds half to even)."""
+
+_OptionalTarget = Annotated[Operand, SPARSE, OPTIONAL]
+
+
+class NormalizedSubmConv3d(Op):
+    """Submanifold convolution normalised per row by the weight mass its support reaches."""
+
+    __mnemonic__ = "normalized_subm_conv3d"
+    __stride__ = StrideRule.input
+    input: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    dilation: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class NormalizedConvTranspose3d(Op):
+    """Weight-normalised transposed convolution over the support its taps derive."""
+
+    __mnemonic__ = "normalized_conv_transpose3d"
+    __stride__ = StrideRule.divide
+    input: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    padding: _Padding
+    dilation: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class TargetNormalizedConvTranspose3d(Op):
+    """Weight-normalised transposed convolution evaluated exactly at a target's rows."""
+
+    __mnemonic__ = "target_normalized_conv_transpose3d"
+    __stride__ = StrideRule.divide
+    input: _Sparse
+    target: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    padding: _Padding
+    dilation: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class NormalizedGenerativeConvTranspose3d(Op):
+    """Weight-normalised support expansion: every tap of every input row, one row per output."""
+
+    __mnemonic__ = "normalized_generative_conv_transpose3d"
+    __stride__ = StrideRule.divide
+    input: _Sparse
+    weight: _Conv
+    bias: _Bias
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    eps: _Eps
+    accumulation: _DefaultAccumulation
+
+
+class PoolTranspose3d(Op):
+    """Mean of the coarse rows reaching each finer row by the transposed relation."""
+
+    __mnemonic__ = "pool_transpose3d"
+    __stride__ = StrideRule.divide
+    input: _Sparse
+    target: _OptionalTarget
+    result: _SparseResult
+    kernel_size: _Triple
+    stride: _Triple
+    padding: _Padding
+    dilation: _Triple
+    accumulation: _DefaultAccumulation
+
+
+class TrilinearUpsample3d(Op):
+    """Trilinear interpolation onto finer rows, renormalised over the coarse rows present."""
+
+    __mnemonic__ = "trilinear_upsample3d"
+    __stride__ = StrideRule.divide
+    input: _Sparse
+    target: _OptionalTarget
+    result: _SparseResult
+    stride: _Triple
+
+
+class EmbeddingLookup(Op):
+    """Rows of a dense embedding table picked by an i32 index vector."""
+
+    __mnemonic__ = "embedding_lookup"
+    indices: Annotated[Operand, BATCH_INDEX]
+    weight: Annotated[Operand, weight_of(WeightFamily.embedding)]
+    result: _FeaturesResult
+
+
+class Elementwise(Op):
+    """Deterministic unary map of f32 features: exp, or round half to even."""
+
+    __mnemonic__ = "elementwise"
+    input: _Features
+    result: _FeaturesResult
+    kind: Annotated[Attribute, AttrSpec(AttrKind.string, allowed=ELEMENTWISE_KINDS)]
 
 
 # ---------------------------------------------------------------------------

@@ -46,16 +46,19 @@ from lattice_contract.digest import SCHEMA_DIGEST
 from lattice_contract.schema import (
     DIALECT,
     PACKED_DTYPE_OF_BITS,
+    PACKING_GROUP_SIZES,
     SCHEMA,
     AttrKind,
     AttrSpec,
     DialectSchema,
     OpDef,
     SchemaEnum,
+    StrideRule,
     TypeDef,
     TypeKind,
     TypeParamDef,
     WeightFamily,
+    enum_synonyms,
 )
 
 CPP_NAMESPACE = "::mlir::lattice"
@@ -260,24 +263,21 @@ def {_td_enum_param(e)} : EnumParameter<{_ods_enum_def(e)}> {{
 
 def _td_packing(schema: DialectSchema) -> str:
     params: list[str] = []
-    fmt: list[str] = []
-    for i, (name, e) in enumerate(schema.packing_fields):
+    for name, e in schema.packing_fields:
         if e is None:
             params.append(f'"int64_t":${name}')
         else:
             params.append(f"{_td_enum_param(e)}:${name}")
-        sep = "" if i == 0 else "`,` "
-        fmt.append(f"{sep}${name}" if i == 0 else f"{sep}`{name}` `=` ${name}")
     params_text = ",\n    ".join(params)
-    fmt_text = " ".join(fmt)
     return f"""
-// #lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>
+// #lattice.packing<dense> or #lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>
+// (parsed and printed by hand-written C++: dense has no other parameter).
 def Lattice_PackingAttr : AttrDef<Lattice_Dialect, "Packing"> {{
   let mnemonic = "packing";
-  let summary = "Affine packed-weight quantization parameters (w = scale * q + bias).";
+  let summary = "Weight storage: dense, or affine packed quantization (w = scale * q + bias).";
   let parameters = (ins
     {params_text});
-  let assemblyFormat = "`<` {fmt_text} `>`";
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }}
 """
@@ -330,6 +330,7 @@ def _td_attr_type(spec: AttrSpec) -> str:
         AttrKind.string: "StrAttr",
         AttrKind.symbol: "SymbolNameAttr",
         AttrKind.packing: "Lattice_PackingAttr",
+        AttrKind.f64_triple: "DenseF64ArrayAttr",
     }.get(spec.kind)
     if spec.kind is AttrKind.enum:
         assert spec.enum is not None
@@ -438,6 +439,7 @@ def _string_array(name: str, items: Sequence[str]) -> str:
 def render_header(schema: DialectSchema = SCHEMA) -> str:
     """``LatticeSchema.h``: constants and schema table declarations."""
     kinds = ", ".join(_cpp_ident(k.value) for k in TypeKind)
+    stride_rules = ", ".join(_cpp_ident(r.value) for r in StrideRule)
     attr_kinds = ", ".join(_cpp_ident(k.value) for k in AttrKind)
     return f"""//===- LatticeSchema.h - generated, do not edit ---------------------------===//
 //
@@ -475,6 +477,9 @@ inline constexpr unsigned kNumOutputRoles = {len(OUTPUT_ROLES)};
 enum class TypeKind : uint8_t {{ {kinds} }};
 /// How an attribute is spelled (lattice_contract.schema.AttrKind).
 enum class AttrKind : uint8_t {{ {attr_kinds} }};
+/// How a sparse result's static stride follows (lattice_contract.schema.StrideRule);
+/// a present `target` operand overrides the rule.
+enum class StrideRule : uint8_t {{ {stride_rules} }};
 
 struct ValueInfo {{
   const char *name;
@@ -505,6 +510,7 @@ struct OpInfo {{
   unsigned numResults;
   const AttrInfo *attributes;
   unsigned numAttributes;
+  StrideRule stride;
 }};
 
 struct PrimitiveInfo {{
@@ -528,6 +534,12 @@ struct RejectedOpPrefix {{
   const char *fix;
 }};
 
+struct EnumSynonym {{
+  const char *mnemonic;
+  const char *synonym;
+  const char *canonical;
+}};
+
 extern const OpInfo kOps[];
 extern const unsigned kNumOps;
 extern const PrimitiveInfo kPrimitives[];
@@ -536,6 +548,10 @@ extern const RejectedSpelling kRejectedSpellings[];
 extern const unsigned kNumRejectedSpellings;
 extern const RejectedOpPrefix kRejectedOpPrefixes[];
 extern const unsigned kNumRejectedOpPrefixes;
+extern const EnumSynonym kEnumSynonyms[];
+extern const unsigned kNumEnumSynonyms;
+/// Group sizes a packed weight may use.
+inline constexpr int64_t kPackingGroupSizes[] = {{{", ".join(map(str, PACKING_GROUP_SIZES))}}};
 
 /// The schema entry of a full op name, or nullptr.
 const OpInfo *lookupOp(::llvm::StringRef fullName);
@@ -545,6 +561,8 @@ const PrimitiveInfo *lookupPrimitive(::llvm::StringRef name);
 const char *rejectedSpellingFix(::llvm::StringRef mnemonic, ::llvm::StringRef value);
 /// Fix text for a rejected legacy op name (without the dialect prefix), or nullptr.
 const char *rejectedOpFix(::llvm::StringRef opName);
+/// The canonical keyword a synonym of enum `mnemonic` stands for, or nullptr.
+const char *enumSynonym(::llvm::StringRef mnemonic, ::llvm::StringRef keyword);
 /// Readable text of a type kind, for diagnostics.
 const char *describeKind(TypeKind kind);
 /// Element type a packed weight of `bits` must declare, e.g. int4 -> "i4".
@@ -617,7 +635,8 @@ def _cpp_tables(schema: DialectSchema) -> str:
             f"{{{_cpp_string(op.mlir_name)}, {_cpp_string(op.summary)}, "
             f"{f'kOperands_{ident}' if op.operands else 'nullptr'}, {len(op.operands)}, "
             f"kResults_{ident}, {len(op.results)}, "
-            f"{f'kAttributes_{ident}' if op.attributes else 'nullptr'}, {len(op.attributes)}}}"
+            f"{f'kAttributes_{ident}' if op.attributes else 'nullptr'}, {len(op.attributes)}, "
+            f"StrideRule::{_cpp_ident(op.stride.value)}}}"
         )
     out.append("const OpInfo kOps[] = {\n    " + ",\n    ".join(op_entries) + "};\n")
     out.append(f"const unsigned kNumOps = {len(op_entries)};\n\n")
@@ -650,6 +669,20 @@ def _cpp_tables(schema: DialectSchema) -> str:
     )
     out.append(f"const RejectedOpPrefix kRejectedOpPrefixes[] = {{\n    {prefixes}}};\n")
     out.append(f"const unsigned kNumRejectedOpPrefixes = {len(REJECTED_OP_PREFIXES)};\n\n")
+    synonyms = [
+        (e.__mnemonic__, alias, canonical)
+        for e in schema.enums
+        for alias, canonical in enum_synonyms(e).items()
+    ]
+    synonym_rows = ",\n    ".join(
+        f"{{{_cpp_string(m)}, {_cpp_string(a)}, {_cpp_string(c)}}}" for m, a, c in synonyms
+    )
+    out.append(
+        "const EnumSynonym kEnumSynonyms[] = {\n    "
+        + (synonym_rows or "{nullptr, nullptr, nullptr}")
+        + "};\n"
+    )
+    out.append(f"const unsigned kNumEnumSynonyms = {len(synonyms)};\n\n")
 
     describe = "\n".join(
         f"  case TypeKind::{_cpp_ident(k.value)}:\n    return {_cpp_string(_describe_kind(k))};"
@@ -681,6 +714,13 @@ const char *rejectedOpFix(::llvm::StringRef opName) {{
   for (unsigned i = 0; i < kNumRejectedOpPrefixes; ++i)
     if (opName.starts_with(kRejectedOpPrefixes[i].prefix))
       return kRejectedOpPrefixes[i].fix;
+  return nullptr;
+}}
+
+const char *enumSynonym(::llvm::StringRef mnemonic, ::llvm::StringRef keyword) {{
+  for (unsigned i = 0; i < kNumEnumSynonyms; ++i)
+    if (mnemonic == kEnumSynonyms[i].mnemonic && keyword == kEnumSynonyms[i].synonym)
+      return kEnumSynonyms[i].canonical;
   return nullptr;
 }}
 

@@ -57,6 +57,7 @@ LAYOUT_OF_FAMILY: Mapping[str, str] = MappingProxyType(
         WeightFamily.linear.value: WeightLayout.linear_o_i.value,
         WeightFamily.bias.value: WeightLayout.bias_c.value,
         WeightFamily.channel.value: WeightLayout.channel_c.value,
+        WeightFamily.embedding.value: WeightLayout.embedding_n_c.value,
     }
 )
 """The one layout each weight family is stored in."""
@@ -158,37 +159,33 @@ def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
             op,
             index,
             label,
-            f"a {result.family} weight must use layout {want_layout}, not {layout}",
+            f"weights of family {result.family} use layout {want_layout}, not {layout}",
         )
+    # A packed weight declares its packed integer type or (upstream's
+    # producer) the float type it dequantizes to; dense weights carry no packing.
     packing = op.attrs.get("packing")
-    if result.dtype in PACKED_DTYPES:
-        if packing is None:
+    if packing is None:
+        if result.dtype in PACKED_DTYPES:
             raise _fail(
                 op,
                 index,
                 label,
                 f"weight dtype {result.dtype} is packed and needs a #lattice.packing attribute",
             )
-        if PACKED_DTYPE_OF_BITS[packing["bits"]] != result.dtype:
-            raise _fail(
-                op,
-                index,
-                label,
-                f"packing bits {packing['bits']} do not match weight dtype {result.dtype}",
-            )
-        if result.family not in _PACKABLE_FAMILIES:
-            raise _fail(
-                op,
-                index,
-                label,
-                f"{result.family} weights cannot be packed; only conv3d and linear weights are",
-            )
-    elif packing is not None:
+        return
+    if result.dtype in PACKED_DTYPES and PACKED_DTYPE_OF_BITS[packing["bits"]] != result.dtype:
         raise _fail(
             op,
             index,
             label,
-            f"a #lattice.packing attribute needs weight dtype i4 or i8, not {result.dtype}",
+            f"packing bits {packing['bits']} do not match weight dtype {result.dtype}",
+        )
+    if result.family not in _PACKABLE_FAMILIES:
+        raise _fail(
+            op,
+            index,
+            label,
+            f"{result.family} weights cannot be packed; only conv3d and linear weights are",
         )
 
 
@@ -333,13 +330,20 @@ def _check_homogeneous(
 
 
 def _check_global_pool(op: PlanOperation, index: int, result: ValueType) -> None:
+    """Static result rows equal batch_size; batch_size -1 (inferred) needs dynamic rows."""
     shape = result.shape or ()
-    if shape and shape[0] >= 0 and shape[0] != op.attrs["batch_size"]:
+    batch = op.attrs["batch_size"]
+    if shape and shape[0] >= 0 and shape[0] != batch:
         raise _fail(
             op,
             index,
             op.results[0],
-            f"result has {shape[0]} rows but batch_size is {op.attrs['batch_size']}",
+            f"result has {shape[0]} rows but batch_size is {batch}"
+            + (
+                "; batch_size -1 infers the rows at run time, declare tensor<?xCxT>"
+                if batch == -1
+                else ""
+            ),
         )
 
 

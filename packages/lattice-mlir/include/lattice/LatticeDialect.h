@@ -58,6 +58,10 @@ FailureOr<EnumT> parseLatticeEnum(AsmParser &parser, llvm::StringRef mnemonic) {
                                  << allowedEnumKeywords<EnumT>();
   if (std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword))
     return *value;
+  // Synonyms (e.g. binary_op max for maximum) parse as their canonical value.
+  if (const char *canonical = schema::enumSynonym(mnemonic, keyword))
+    if (std::optional<EnumT> value = symbolizeEnum<EnumT>(canonical))
+      return *value;
   InFlightDiagnostic diag = parser.emitError(loc)
                             << "unknown " << mnemonic << " '" << keyword
                             << "'; expected one of: " << allowedEnumKeywords<EnumT>();
@@ -89,6 +93,9 @@ namespace mlir::lattice::detail {
 /// LatticeVerify.cpp, called from each generated Op::verify().
 template <typename OpT>
 LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info);
+/// Called by every lattice op verifier before it reads static strides; the
+/// first lattice op of a block starts a fresh stride table for that block.
+void beginStrideVerification(Operation *op);
 } // namespace mlir::lattice::detail
 
 #define GET_OP_CLASSES
@@ -99,8 +106,9 @@ namespace mlir::lattice {
 using Triple = std::array<int64_t, 3>;
 
 /// The static stride of a sparse value, propagated from lattice.sparse.make
-/// or lattice.voxelize along the def chain; nullopt when it is not known
-/// (a block argument, a malformed chain, or an op whose own check fails).
+/// or lattice.voxelize by one forward pass over its block (each op's schema
+/// stride rule); nullopt when it is not known (a block argument, a use before
+/// its definition, or an op whose own check fails).
 std::optional<Triple> staticStrideOf(Value value);
 
 /// Registers --lattice-verify-artifact.

@@ -1,6 +1,6 @@
 // group_size must be a positive power of two.
 // RUN: not lattice-opt %s 2>&1 | FileCheck %s
-// CHECK: error: #lattice.packing group_size must be a positive power of two (e.g. 32, 64 or 128), got 48
+// CHECK: error: #lattice.packing group_size must be one of 32, 64, 128 (the group sizes MLX's affine quantization supports), got 48
 !s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
 !s32 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
 func.func @forward(%c: tensor<?x4xi32>, %f: tensor<?x8xf16>, %a: tensor<1xi32>) -> !s16 {

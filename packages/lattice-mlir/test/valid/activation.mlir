@@ -8,12 +8,16 @@
 // RUN: FileCheck %s < %t.out
 // CHECK: approximate = #lattice.gelu_approx<tanh>
 // CHECK: kind = #lattice.activation<gelu>
+// CHECK: approximate = #lattice.gelu_approx<precise>
+// CHECK: approximate = #lattice.gelu_approx<fast>
 // CHECK: kind = #lattice.activation<softplus>
 module attributes {lattice.input_names = ["f"], lattice.input_roles = ["tensor"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x16xf32>) -> tensor<?x16xf32> {
     %0 = lattice.activation %arg0 {alpha = 0.00999999977 : f32, approximate = #lattice.gelu_approx<tanh>, beta = 1.000000e+00 : f32, kind = #lattice.activation<gelu>, threshold = 2.000000e+01 : f32} : (tensor<?x16xf32>) -> tensor<?x16xf32>
-    %1 = lattice.activation %0 {alpha = 0.00999999977 : f32, approximate = #lattice.gelu_approx<none>, beta = 2.000000e+00 : f32, kind = #lattice.activation<softplus>, threshold = 1.000000e+01 : f32} : (tensor<?x16xf32>) -> tensor<?x16xf32>
-    return %1 : tensor<?x16xf32>
+    %1 = lattice.activation %0 {alpha = 0.00999999977 : f32, approximate = #lattice.gelu_approx<precise>, beta = 1.000000e+00 : f32, kind = #lattice.activation<gelu>, threshold = 2.000000e+01 : f32} : (tensor<?x16xf32>) -> tensor<?x16xf32>
+    %2 = lattice.activation %1 {alpha = 0.00999999977 : f32, approximate = #lattice.gelu_approx<fast>, beta = 1.000000e+00 : f32, kind = #lattice.activation<gelu>, threshold = 2.000000e+01 : f32} : (tensor<?x16xf32>) -> tensor<?x16xf32>
+    %3 = lattice.activation %2 {alpha = 0.00999999977 : f32, approximate = #lattice.gelu_approx<none>, beta = 2.000000e+00 : f32, kind = #lattice.activation<softplus>, threshold = 1.000000e+01 : f32} : (tensor<?x16xf32>) -> tensor<?x16xf32>
+    return %3 : tensor<?x16xf32>
   }
 }
 

@@ -9,12 +9,12 @@
 // CHECK: lattice.batch_norm %features, %1, %2, %3, %4 {eps = 
 module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf16>, %arg2: tensor<1xi32>) -> tensor<?x8xf16> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
     %coords, %features, %active = lattice.sparse.decompose %0 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16> -> (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>)
-    %1 = lattice.weight @bn.weight {layout = #lattice.weight_layout<channel_c>, storage_key = "bn.weight"} : !lattice.weight<channel, f16>
-    %2 = lattice.weight @bn.bias {layout = #lattice.weight_layout<bias_c>, storage_key = "bn.bias"} : !lattice.weight<bias, f16>
-    %3 = lattice.weight @bn.running_mean {layout = #lattice.weight_layout<channel_c>, storage_key = "bn.running_mean"} : !lattice.weight<channel, f16>
-    %4 = lattice.weight @bn.running_var {layout = #lattice.weight_layout<channel_c>, storage_key = "bn.running_var"} : !lattice.weight<channel, f16>
+    %1 = lattice.weight @bn.weight {layout = #lattice.weight_layout<channel_c>, packing = #lattice.packing<dense>, storage_key = "bn.weight"} : !lattice.weight<channel, f16>
+    %2 = lattice.weight @bn.bias {layout = #lattice.weight_layout<bias_c>, packing = #lattice.packing<dense>, storage_key = "bn.bias"} : !lattice.weight<bias, f16>
+    %3 = lattice.weight @bn.running_mean {layout = #lattice.weight_layout<channel_c>, packing = #lattice.packing<dense>, storage_key = "bn.running_mean"} : !lattice.weight<channel, f16>
+    %4 = lattice.weight @bn.running_var {layout = #lattice.weight_layout<channel_c>, packing = #lattice.packing<dense>, storage_key = "bn.running_var"} : !lattice.weight<channel, f16>
     %5 = lattice.batch_norm %features, %1, %2, %3, %4 {eps = 9.99999974E-6 : f32} : (tensor<?x8xf16>, !lattice.weight<channel, f16>, !lattice.weight<bias, f16>, !lattice.weight<channel, f16>, !lattice.weight<channel, f16>) -> tensor<?x8xf16>
     return %5 : tensor<?x8xf16>
   }

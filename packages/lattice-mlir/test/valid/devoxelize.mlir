@@ -6,13 +6,16 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: lattice.devoxelize %0, %arg3, %arg4
-// CHECK: #lattice.interpolation<trilinear>
-module attributes {lattice.input_names = ["x_coords", "x_features", "x_active", "points", "batch"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active", "tensor", "tensor"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
-  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf32>, %arg2: tensor<1xi32>, %arg3: tensor<?x3xf32>, %arg4: tensor<?xi32>) -> tensor<?x8xf32> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %1 = lattice.devoxelize %0, %arg3, %arg4 {interpolation = #lattice.interpolation<trilinear>, voxel_size = 1.000000e-01 : f32} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, tensor<?x3xf32>, tensor<?xi32>) -> tensor<?x8xf32>
-    return %1 : tensor<?x8xf32>
+// CHECK: lattice.devoxelize %arg3, %0, %arg4, %arg5 {interpolation = #lattice.point_interpolation<linear>, origin = array<f64: 0.000000e+00, 0.000000e+00, 0.000000e+00>, voxel_size = array<f64: 1.000000e-01, 1.000000e-01, 1.000000e-01>}
+// CHECK: #lattice.point_interpolation<nearest>
+// CHECK: #lattice.point_interpolation<trilinear>
+module attributes {lattice.input_names = ["x_coords", "x_features", "x_active", "points", "batch", "point_active_rows"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active", "tensor", "tensor", "tensor"], lattice.ir_version = 2 : i64, lattice.output_names = ["linear", "nearest", "trilinear"], lattice.output_roles = ["tensor", "tensor", "tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
+  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf32>, %arg2: tensor<1xi32>, %arg3: tensor<?x3xf32>, %arg4: tensor<?xi32>, %arg5: tensor<1xi32>) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %1 = lattice.devoxelize %arg3, %0, %arg4, %arg5 {interpolation = #lattice.point_interpolation<linear>, origin = array<f64: 0.000000e+00, 0.000000e+00, 0.000000e+00>, voxel_size = array<f64: 1.000000e-01, 1.000000e-01, 1.000000e-01>} : (tensor<?x3xf32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x8xf32>
+    %2 = lattice.devoxelize %arg3, %0, %arg4, %arg5 {interpolation = #lattice.point_interpolation<nearest>, origin = array<f64: 0.000000e+00, 0.000000e+00, 0.000000e+00>, voxel_size = array<f64: 1.000000e-01, 1.000000e-01, 1.000000e-01>} : (tensor<?x3xf32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x8xf32>
+    %3 = lattice.devoxelize %arg3, %0, %arg4, %arg5 {interpolation = #lattice.point_interpolation<trilinear>, origin = array<f64: 0.000000e+00, 0.000000e+00, 0.000000e+00>, voxel_size = array<f64: 1.000000e-01, 1.000000e-01, 1.000000e-01>} : (tensor<?x3xf32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x8xf32>
+    return %1, %2, %3 : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
   }
 }
 

@@ -6,12 +6,19 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: lattice.global_pool %0 {accumulation = "canonical_f32", batch_size = 3
-module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
-  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf16>, %arg2: tensor<1xi32>) -> tensor<3x8xf16> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
-    %1 = lattice.global_pool %0 {accumulation = "canonical_f32", batch_size = 3 : i64, mode = #lattice.pool_mode<sum>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>) -> tensor<3x8xf16>
-    return %1 : tensor<3x8xf16>
+// CHECK: lattice.global_pool %0 {batch_size = 3 : i64, mode = #lattice.pool_mode<sum>}
+// CHECK: -> tensor<3x8xf16>
+// CHECK: lattice.global_pool %0 {batch_size = -1 : i64, mode = #lattice.pool_mode<max>}
+// CHECK: -> tensor<?x8xf16>
+// CHECK: lattice.global_pool %0 {batch_size = 0 : i64, mode = #lattice.pool_mode<avg>}
+// CHECK: -> tensor<0x8xf16>
+module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y", "dynamic", "empty"], lattice.output_roles = ["tensor", "tensor", "tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
+  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf16>, %arg2: tensor<1xi32>) -> (tensor<3x8xf16>, tensor<?x8xf16>, tensor<0x8xf16>) {
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+    %1 = lattice.global_pool %0 {batch_size = 3 : i64, mode = #lattice.pool_mode<sum>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>) -> tensor<3x8xf16>
+    %2 = lattice.global_pool %0 {batch_size = -1 : i64, mode = #lattice.pool_mode<max>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>) -> tensor<?x8xf16>
+    %3 = lattice.global_pool %0 {batch_size = 0 : i64, mode = #lattice.pool_mode<avg>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>) -> tensor<0x8xf16>
+    return %1, %2, %3 : tensor<3x8xf16>, tensor<?x8xf16>, tensor<0x8xf16>
   }
 }
 

@@ -6,14 +6,14 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: lattice.linear %features, %1, %2 {accumulation = "canonical_f32"}
+// CHECK: lattice.linear %features, %1, %2 : (tensor<?x8xf32>
 module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf32>, %arg2: tensor<1xi32>) -> tensor<?x5xf32> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
     %coords, %features, %active = lattice.sparse.decompose %0 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32> -> (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>)
-    %1 = lattice.weight @head.weight {layout = #lattice.weight_layout<linear_o_i>, storage_key = "head.weight"} : !lattice.weight<linear, f32>
-    %2 = lattice.weight @head.bias {layout = #lattice.weight_layout<bias_c>, storage_key = "head.bias"} : !lattice.weight<bias, f32>
-    %3 = lattice.linear %features, %1, %2 {accumulation = "canonical_f32"} : (tensor<?x8xf32>, !lattice.weight<linear, f32>, !lattice.weight<bias, f32>) -> tensor<?x5xf32>
+    %1 = lattice.weight @head.weight {layout = #lattice.weight_layout<linear_o_i>, packing = #lattice.packing<dense>, storage_key = "head.weight"} : !lattice.weight<linear, f32>
+    %2 = lattice.weight @head.bias {layout = #lattice.weight_layout<bias_c>, packing = #lattice.packing<dense>, storage_key = "head.bias"} : !lattice.weight<bias, f32>
+    %3 = lattice.linear %features, %1, %2 : (tensor<?x8xf32>, !lattice.weight<linear, f32>, !lattice.weight<bias, f32>) -> tensor<?x5xf32>
     return %3 : tensor<?x5xf32>
   }
 }

@@ -6,13 +6,13 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: mode = #lattice.pool_mode<max>
+// CHECK: lattice.pool3d %0 {dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 2, 2, 2>, mode = #lattice.pool_mode<max>
 // CHECK: mode = #lattice.pool_mode<avg>
 module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["sparse_tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf32>, %arg2: tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %1 = lattice.pool3d %0 {accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 2, 2, 2>, mode = #lattice.pool_mode<max>, padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %2 = lattice.pool3d %1 {accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 3, 3>, mode = #lattice.pool_mode<avg>, padding = array<i64: 1, 1, 1>, stride = array<i64: 1, 1, 1>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %1 = lattice.pool3d %0 {dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 2, 2, 2>, mode = #lattice.pool_mode<max>, padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %2 = lattice.pool3d %1 {dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 3, 3>, mode = #lattice.pool_mode<avg>, padding = array<i64: 1, 1, 1>, stride = array<i64: 1, 1, 1>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
     return %2 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
   }
 }

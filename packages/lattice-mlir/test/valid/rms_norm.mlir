@@ -9,9 +9,9 @@
 // CHECK: lattice.rms_norm %features, %1 {eps = 2.000000e+00 : f32}
 module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xbf16>, %arg2: tensor<1xi32>) -> tensor<?x8xbf16> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xbf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xbf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16>
     %coords, %features, %active = lattice.sparse.decompose %0 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16> -> (tensor<?x4xi32>, tensor<?x8xbf16>, tensor<1xi32>)
-    %1 = lattice.weight @rms.weight {layout = #lattice.weight_layout<channel_c>, storage_key = "rms.weight"} : !lattice.weight<channel, bf16>
+    %1 = lattice.weight @rms.weight {layout = #lattice.weight_layout<channel_c>, packing = #lattice.packing<dense>, storage_key = "rms.weight"} : !lattice.weight<channel, bf16>
     %2 = lattice.rms_norm %features, %1 {eps = 2.000000e+00 : f32} : (tensor<?x8xbf16>, !lattice.weight<channel, bf16>) -> tensor<?x8xbf16>
     return %2 : tensor<?x8xbf16>
   }

@@ -6,11 +6,13 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: lattice.softmax %arg0 : (tensor<?x10xf32>) -> tensor<?x10xf32>
+// CHECK: lattice.softmax %arg0 {axis = -1 : i64} : (tensor<?x10xf32>) -> tensor<?x10xf32>
+// CHECK: lattice.softmax %0 {axis = 1 : i64}
 module attributes {lattice.input_names = ["logits"], lattice.input_roles = ["tensor"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x10xf32>) -> tensor<?x10xf32> {
-    %0 = lattice.softmax %arg0 : (tensor<?x10xf32>) -> tensor<?x10xf32>
-    return %0 : tensor<?x10xf32>
+    %0 = lattice.softmax %arg0 {axis = -1 : i64} : (tensor<?x10xf32>) -> tensor<?x10xf32>
+    %1 = lattice.softmax %0 {axis = 1 : i64} : (tensor<?x10xf32>) -> tensor<?x10xf32>
+    return %1 : tensor<?x10xf32>
   }
 }
 

@@ -9,7 +9,7 @@
 // CHECK: %coords, %features, %active = lattice.sparse.decompose %0 :
 module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["coords", "features", "active"], lattice.output_roles = ["tensor", "tensor", "tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf16>, %arg2: tensor<1xi32>) -> (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
     %coords, %features, %active = lattice.sparse.decompose %0 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16> -> (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>)
     return %coords, %features, %active : tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>
   }

@@ -6,10 +6,10 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 4, 2>}
+// CHECK: lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 2, 4, 2>}
 module attributes {lattice.input_names = ["c", "f", "a"], lattice.input_roles = ["tensor", "tensor", "tensor"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["sparse_tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf32>, %arg2: tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 4, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 2, 4, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
     return %0 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
   }
 }

@@ -6,13 +6,15 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: lattice.sparse.reindex %0, %1
-module attributes {lattice.input_names = ["x_coords", "x_features", "x_active", "t_coords", "t_features", "t_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active", "sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["sparse_tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
-  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf32>, %arg2: tensor<1xi32>, %arg3: tensor<?x4xi32>, %arg4: tensor<?x3xf32>, %arg5: tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %1 = lattice.sparse.make %arg3, %arg4, %arg5 {stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x3xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %2 = lattice.sparse.reindex %0, %1 : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    return %2 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+// CHECK: lattice.sparse.reindex %0, %1 {fill = 0.000000e+00 : f32}
+// CHECK: lattice.sparse.reindex %0, %1 {fill = -7.500000e-01 : f32}
+module attributes {lattice.input_names = ["x_coords", "x_features", "x_active", "t_coords", "t_features", "t_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active", "sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y", "z"], lattice.output_roles = ["sparse_tensor", "sparse_tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
+  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x8xf32>, %arg2: tensor<1xi32>, %arg3: tensor<?x4xi32>, %arg4: tensor<?x3xf32>, %arg5: tensor<1xi32>) -> (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) {
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %1 = lattice.sparse.make %arg3, %arg4, %arg5 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x3xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %2 = lattice.sparse.reindex %0, %1 {fill = 0.000000e+00 : f32} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %3 = lattice.sparse.reindex %0, %1 {fill = -7.500000e-01 : f32} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    return %2, %3 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
   }
 }
 

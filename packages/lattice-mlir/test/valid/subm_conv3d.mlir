@@ -9,8 +9,8 @@
 // CHECK: lattice.subm_conv3d %0, %1 {accumulation = "canonical_f32"
 module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["sparse_tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x4xbf16>, %arg2: tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16> {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x4xbf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16>
-    %1 = lattice.weight @subm.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, storage_key = "subm.weight"} : !lattice.weight<conv3d, bf16>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x4xbf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16>
+    %1 = lattice.weight @subm.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, packing = #lattice.packing<dense>, storage_key = "subm.weight"} : !lattice.weight<conv3d, bf16>
     %2 = lattice.subm_conv3d %0, %1 {accumulation = "canonical_f32", dilation = array<i64: 2, 2, 2>, kernel_size = array<i64: 3, 3, 3>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16>, !lattice.weight<conv3d, bf16>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16>
     return %2 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = bf16>
   }

@@ -12,20 +12,20 @@
 // CHECK: lattice.sparse.cat
 module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y", "logits"], lattice.output_roles = ["sparse_tensor", "tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
   func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x4xf32>, %arg2: tensor<1xi32>) -> (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, tensor<?x3xf32>) {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x4xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %1 = lattice.weight @enc0.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, storage_key = "enc0.weight"} : !lattice.weight<conv3d, f32>
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x4xf32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %1 = lattice.weight @enc0.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, packing = #lattice.packing<dense>, storage_key = "enc0.weight"} : !lattice.weight<conv3d, f32>
     %2 = lattice.subm_conv3d %0, %1 {accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 3, 3>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.weight<conv3d, f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
     %coords, %features, %active = lattice.sparse.decompose %2 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32> -> (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>)
     %3 = lattice.activation %features {alpha = 0.00999999977 : f32, approximate = #lattice.gelu_approx<none>, beta = 1.000000e+00 : f32, kind = #lattice.activation<relu>, threshold = 2.000000e+01 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
     %4 = lattice.sparse.with_features %2, %3 : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, tensor<?x8xf32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %5 = lattice.weight @down.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, storage_key = "down.weight"} : !lattice.weight<conv3d, f32>
+    %5 = lattice.weight @down.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, packing = #lattice.packing<dense>, storage_key = "down.weight"} : !lattice.weight<conv3d, f32>
     %6 = lattice.conv3d %4, %5 {accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 2, 2, 2>, padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.weight<conv3d, f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %7 = lattice.weight @up.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, storage_key = "up.weight"} : !lattice.weight<conv3d, f32>
+    %7 = lattice.weight @up.weight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, packing = #lattice.packing<dense>, storage_key = "up.weight"} : !lattice.weight<conv3d, f32>
     %8 = lattice.target_conv_transpose3d %6, %4, %7 {accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 2, 2, 2>, padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.weight<conv3d, f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
     %9 = lattice.sparse.cat %8, %4 {join = #lattice.join<inner>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    %10 = lattice.weight @head.weight {layout = #lattice.weight_layout<linear_o_i>, storage_key = "head.weight"} : !lattice.weight<linear, f32>
+    %10 = lattice.weight @head.weight {layout = #lattice.weight_layout<linear_o_i>, packing = #lattice.packing<dense>, storage_key = "head.weight"} : !lattice.weight<linear, f32>
     %coords_0, %features_1, %active_2 = lattice.sparse.decompose %9 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32> -> (tensor<?x4xi32>, tensor<?x16xf32>, tensor<1xi32>)
-    %11 = lattice.linear %features_1, %10 {accumulation = "canonical_f32"} : (tensor<?x16xf32>, !lattice.weight<linear, f32>) -> tensor<?x3xf32>
+    %11 = lattice.linear %features_1, %10 : (tensor<?x16xf32>, !lattice.weight<linear, f32>) -> tensor<?x3xf32>
     return %9, %11 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, tensor<?x3xf32>
   }
 }

@@ -6,12 +6,13 @@
 // RUN: grep -v '^//' %t.mlir | diff - %t.out
 // RUN: lattice-opt --lattice-verify-artifact %t.out | diff - %t.out
 // RUN: FileCheck %s < %t.out
-// CHECK: lattice.voxelize %arg0, %arg1, %arg2
-// CHECK: #lattice.voxel_reduction<mean>
-module attributes {lattice.input_names = ["points", "feats", "batch"], lattice.input_roles = ["tensor", "tensor", "tensor"], lattice.ir_version = 2 : i64, lattice.output_names = ["y"], lattice.output_roles = ["sparse_tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
-  func.func @forward(%arg0: tensor<?x3xf32>, %arg1: tensor<?x5xf32>, %arg2: tensor<?xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32> {
-    %0 = lattice.voxelize %arg0, %arg1, %arg2 {reduction = #lattice.voxel_reduction<mean>, voxel_size = 5.000000e-02 : f32} : (tensor<?x3xf32>, tensor<?x5xf32>, tensor<?xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-    return %0 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+// CHECK: lattice.voxelize %arg0, %arg1, %arg2, %arg3 {origin = array<f64: -1.000000e+00, 0.000000e+00, 2.500000e-01>, reduction = #lattice.voxel_reduction<mean>, stride = array<i64: 2, 2, 2>, voxel_size = array<f64: 5.000000e-02, 1.000000e-01, 5.000000e-02>}
+// CHECK: #lattice.voxel_reduction<max>
+module attributes {lattice.input_names = ["points", "feats", "batch", "active_rows"], lattice.input_roles = ["tensor", "tensor", "tensor", "tensor"], lattice.ir_version = 2 : i64, lattice.output_names = ["y", "z"], lattice.output_roles = ["sparse_tensor", "sparse_tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
+  func.func @forward(%arg0: tensor<?x3xf32>, %arg1: tensor<?x5xf32>, %arg2: tensor<?xi32>, %arg3: tensor<1xi32>) -> (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>) {
+    %0 = lattice.voxelize %arg0, %arg1, %arg2, %arg3 {origin = array<f64: -1.000000e+00, 0.000000e+00, 2.500000e-01>, reduction = #lattice.voxel_reduction<mean>, stride = array<i64: 2, 2, 2>, voxel_size = array<f64: 5.000000e-02, 1.000000e-01, 5.000000e-02>} : (tensor<?x3xf32>, tensor<?x5xf32>, tensor<?xi32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    %1 = lattice.voxelize %arg0, %arg1, %arg2, %arg3 {origin = array<f64: 0.000000e+00, 0.000000e+00, 0.000000e+00>, reduction = #lattice.voxel_reduction<max>, stride = array<i64: 1, 1, 1>, voxel_size = array<f64: 2.000000e-01, 2.000000e-01, 2.000000e-01>} : (tensor<?x3xf32>, tensor<?x5xf32>, tensor<?xi32>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+    return %0, %1 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>, !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
   }
 }
 

@@ -8,16 +8,22 @@
 // RUN: FileCheck %s < %t.out
 // CHECK: lattice.weight @stem.qweight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, packing = #lattice.packing<int4, group_size = 32, scale_dtype = f16, mode = affine>
 // CHECK: : !lattice.weight<conv3d, i4>
-// CHECK: #lattice.packing<int8, group_size = 64, scale_dtype = bf16, mode = affine>
+// CHECK: #lattice.packing<int8, group_size = 64, scale_dtype = f32, mode = affine>
 // CHECK: : !lattice.weight<linear, i8>
-module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y", "f"], lattice.output_roles = ["sparse_tensor", "tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
-  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x64xf16>, %arg2: tensor<1xi32>) -> (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>, tensor<?x16xf16>) {
-    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x64xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+// CHECK: #lattice.packing<int8, group_size = 128, scale_dtype = f16, mode = affine>
+// CHECK: : !lattice.weight<linear, f16>
+// CHECK: packing = #lattice.packing<dense>
+module attributes {lattice.input_names = ["x_coords", "x_features", "x_active"], lattice.input_roles = ["sparse_coords", "sparse_features", "sparse_active"], lattice.ir_version = 2 : i64, lattice.output_names = ["y", "f", "g"], lattice.output_roles = ["sparse_tensor", "tensor", "tensor"], lattice.schema_digest = "@SCHEMA_DIGEST@", lattice.weight_file = "weights.safetensors"} {
+  func.func @forward(%arg0: tensor<?x4xi32>, %arg1: tensor<?x64xf16>, %arg2: tensor<1xi32>) -> (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>, tensor<?x16xf16>, tensor<?x4xf16>) {
+    %0 = lattice.sparse.make %arg0, %arg1, %arg2 {coord_order = #lattice.coord<batch_x_y_z>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x64xf16>, tensor<1xi32>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
     %1 = lattice.weight @stem.qweight {layout = #lattice.weight_layout<conv3d_o_xyz_i>, packing = #lattice.packing<int4, group_size = 32, scale_dtype = f16, mode = affine>, storage_key = "stem.qweight"} : !lattice.weight<conv3d, i4>
     %2 = lattice.conv3d %0, %1 {accumulation = "canonical_f32", dilation = array<i64: 1, 1, 1>, kernel_size = array<i64: 3, 3, 3>, padding = array<i64: 1, 1, 1>, stride = array<i64: 1, 1, 1>} : (!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>, !lattice.weight<conv3d, i4>) -> !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
     %coords, %features, %active = lattice.sparse.decompose %2 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16> -> (tensor<?x4xi32>, tensor<?x16xf16>, tensor<1xi32>)
-    %3 = lattice.weight @head.qweight {layout = #lattice.weight_layout<linear_o_i>, packing = #lattice.packing<int8, group_size = 64, scale_dtype = bf16, mode = affine>, storage_key = "head.qweight"} : !lattice.weight<linear, i8>
-    return %2, %features : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>, tensor<?x16xf16>
+    %3 = lattice.weight @head.qweight {layout = #lattice.weight_layout<linear_o_i>, packing = #lattice.packing<int8, group_size = 64, scale_dtype = f32, mode = affine>, storage_key = "head.qweight"} : !lattice.weight<linear, i8>
+    %4 = lattice.weight @proj.qweight {layout = #lattice.weight_layout<linear_o_i>, packing = #lattice.packing<int8, group_size = 128, scale_dtype = f16, mode = affine>, storage_key = "proj.qweight"} : !lattice.weight<linear, f16>
+    %5 = lattice.weight @proj.bias {layout = #lattice.weight_layout<bias_c>, packing = #lattice.packing<dense>, storage_key = "proj.bias"} : !lattice.weight<bias, f16>
+    %6 = lattice.linear %features, %4, %5 : (tensor<?x16xf16>, !lattice.weight<linear, f16>, !lattice.weight<bias, f16>) -> tensor<?x4xf16>
+    return %2, %features, %6 : !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>, tensor<?x16xf16>, tensor<?x4xf16>
   }
 }
 

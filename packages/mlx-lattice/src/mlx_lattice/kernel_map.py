@@ -7,11 +7,17 @@ supports of the support-generating ops, with whole-kernel vectorised lookups
 :class:`~mlx_lattice.coords.SupportCache` so that every layer of a forward
 pass that reads the same support with the same geometry reuses one map.
 
-Geometry (SPEC §5), per axis, in logical units (physical / stride), with K
-taps, dilation d, op stride s and padding p:
+Geometry (docs/semantics.md), per axis, in logical units (physical / stride),
+with K taps, dilation d, op stride s and padding p, and the two offset rules of
+:mod:`lattice_contract.kernel` (centred ``off_c(k)``: ``(k - K//2) d`` for odd
+K, ``k d`` for even K; indexed: ``k d``):
 
 * submanifold: output rows = input rows, tap k reads ``c + (k - (K-1)//2) d``;
-* forward: input c reaches output o through tap k when ``c = o s - p + k d``;
+* forward (``conv3d``, ``pool3d``): output rows are the coarsened input
+  support (every distinct ``floor(c / s)``; for s = 1 the input rows), and
+  tap k of o reads ``c = o s + off_c(k) - p``;
+* full (``full_conv3d``, ``full_pool3d``): input c reaches output o through
+  tap k when ``c = o s - p + k d``, and the output is every o reached;
 * transposed: ``o = c s - p + k d`` (generative is the case p = 0, d = 1);
 * target forms: the same relations, evaluated only at a given output support.
 
@@ -26,7 +32,13 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.kernel import Triple, centred_offsets, tap_index, tap_offsets
+from lattice_contract.kernel import (
+    Triple,
+    centred_tap_offsets,
+    subm_offsets,
+    tap_index,
+    tap_offsets,
+)
 
 from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, flat_nonzero
 
@@ -184,7 +196,7 @@ def subm_map(
         return hit
     index = _index(cache, coords, stride)
     n = index.size
-    offsets = centred_offsets(kernel_size, dilation)
+    offsets = subm_offsets(kernel_size, dilation)
     volume = len(offsets)
     centre = tap_index(tuple((k - 1) // 2 for k in kernel_size), kernel_size)
     symmetric = all(k % 2 == 1 for k in kernel_size)
@@ -298,7 +310,7 @@ def _generate(
     return generated
 
 
-def conv_support(
+def full_conv_support(
     cache: SupportCache,
     coords: mx.array,
     stride: Triple,
@@ -307,12 +319,12 @@ def conv_support(
     padding: Triple,
     dilation: Triple,
 ) -> GeneratedSupport:
-    """Output support and map of a support-generating conv (or pool); stride t*s.
+    """Output support and map of ``full_conv3d`` / ``full_pool3d``; stride t*s.
 
     Output o is reached from input c through tap k when ``c = o s - p + k d``,
     i.e. ``o = (c + p - k d) / s`` where that division is exact on every axis.
     """
-    key = ("conv", kernel_size, op_stride, padding, dilation)
+    key = ("full", kernel_size, op_stride, padding, dilation)
     hit = cache.relations.get(key)
     if isinstance(hit, GeneratedSupport):
         return hit
@@ -334,6 +346,97 @@ def conv_support(
         valid = mx.stack(_divisible(logical, shifts, op_stride))
     out_stride = (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
     return _generate(cache, key, logical, valid, shifts, op_stride, True, out_stride, out_space)
+
+
+def _scaled(stride: Triple, op_stride: Triple) -> Triple:
+    return (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
+
+
+def coarsened_support(
+    cache: SupportCache, coords: mx.array, stride: Triple, op_stride: Triple
+) -> tuple[mx.array, SupportCache]:
+    """Physical rows and cache of every distinct ``floor(c / s)`` of the input, at stride t*s.
+
+    For s = 1 this is the input itself (same rows, same order, same cache),
+    so a stride-1 ``conv3d`` shares every map cached on its input.  Coarser
+    rows come out sorted by key, with their index seeded.
+    """
+    if op_stride == (1, 1, 1):
+        return coords, cache
+    key = ("coarsen", op_stride)
+    hit = cache.relations.get(key)
+    if isinstance(hit, tuple):
+        return hit
+    out_stride = _scaled(stride, op_stride)
+    logical = _logical(coords, stride) // mx.array((1, *op_stride), dtype=mx.int32)
+    space = KeySpace.of(logical)
+    n = int(logical.shape[0])
+    if n == 0:
+        empty = mx.zeros((0,), dtype=mx.int32)
+        index = SupportIndex(space=space, keys=mx.zeros((0,), dtype=mx.int64), rows=empty)
+        found = (mx.zeros((0, 4), dtype=mx.int32), SupportCache(index))
+    else:
+        keys = mx.sort(space.pack(logical))
+        first = mx.concatenate([mx.ones((1,), dtype=mx.bool_), keys[1:] != keys[:-1]])
+        unique = keys[flat_nonzero(first)]
+        m = int(unique.shape[0])
+        index = SupportIndex(space=space, keys=unique, rows=mx.arange(m, dtype=mx.int32))
+        found = (_physical(space.unpack(unique), out_stride).reshape(m, 4), SupportCache(index))
+    cache.relations[key] = found
+    return found
+
+
+def _centred_map(
+    index: SupportIndex, target: mx.array, op_stride: Triple, offsets: list[Triple]
+) -> KernelMap:
+    """Pairs ``c = o s + offset`` (offsets already shifted by -p) at logical target rows."""
+    m = int(target.shape[0])
+    scaled = target * mx.array((1, *op_stride), dtype=mx.int32)
+    queries = mx.stack([index.space.pack(_shifted(scaled, off)) for off in offsets])
+    found, rows = index.find_keys(queries)
+    out_rows = mx.broadcast_to(mx.arange(m, dtype=mx.int32), found.shape)
+    return _assemble(found, rows, out_rows, index.size, m)
+
+
+def _centred_shifts(kernel_size: Triple, padding: Triple, dilation: Triple) -> list[Triple]:
+    return [
+        (off[0] - padding[0], off[1] - padding[1], off[2] - padding[2])
+        for off in centred_tap_offsets(kernel_size, dilation)
+    ]
+
+
+def conv_support(
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    kernel_size: Triple,
+    op_stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> GeneratedSupport:
+    """Output support and map of ``conv3d`` / ``pool3d``: the coarsened support; stride t*s.
+
+    Tap k of output o reads ``c = o s + off_c(k) - p`` (centred rule).  With
+    s = 1, p = 0 and an odd kernel that is the submanifold relation, and the
+    (half-searched, identity-tap) ``subm`` map is returned.
+    """
+    key = ("conv", kernel_size, op_stride, padding, dilation)
+    hit = cache.relations.get(key)
+    if isinstance(hit, GeneratedSupport):
+        return hit
+    out_coords, out_cache = coarsened_support(cache, coords, stride, op_stride)
+    out_stride = _scaled(stride, op_stride)
+    if op_stride == (1, 1, 1) and padding == (0, 0, 0) and all(k % 2 for k in kernel_size):
+        kmap = subm_map(cache, coords, stride, kernel_size, dilation)
+    else:
+        index = _index(cache, coords, stride)
+        target = _logical(out_coords, out_stride)
+        kmap = _centred_map(
+            index, target, op_stride, _centred_shifts(kernel_size, padding, dilation)
+        )
+    generated = GeneratedSupport(coords=out_coords, stride=out_stride, cache=out_cache, kmap=kmap)
+    cache.relations[key] = generated
+    return generated
 
 
 def transposed_stride(stride: Triple, op_stride: Triple) -> Triple:
@@ -392,26 +495,19 @@ def target_conv_map(
     padding: Triple,
     dilation: Triple,
 ) -> KernelMap:
-    """Map of a conv evaluated at a target's rows: tap k of target o reads ``o s - p + k d``."""
+    """Map of ``target_conv3d``: tap k of target o reads ``o s + off_c(k) - p`` (centred)."""
     key = ("target_conv", kernel_size, op_stride, padding, dilation, target_cache)
     hit = cache.relations.get(key)
     if isinstance(hit, KernelMap):
         return hit
-    index = _index(cache, coords, stride)
-    target = _logical(target_coords, target_stride)
-    m = int(target.shape[0])
-    scaled = target * mx.array((1, *op_stride), dtype=mx.int32)
-    queries = mx.stack(
-        [
-            index.space.pack(
-                _shifted(scaled, tuple(k - p for k, p in zip(shift, padding, strict=True)))
-            )
-            for shift in tap_offsets(kernel_size, dilation)
-        ]
-    )
-    found, rows = index.find_keys(queries)
-    out_rows = mx.broadcast_to(mx.arange(m, dtype=mx.int32), found.shape)
-    kmap = _assemble(found, rows, out_rows, index.size, m)
+    if target_cache is cache:
+        kmap = conv_support(cache, coords, stride, kernel_size, op_stride, padding, dilation).kmap
+    else:
+        index = _index(cache, coords, stride)
+        target = _logical(target_coords, target_stride)
+        kmap = _centred_map(
+            index, target, op_stride, _centred_shifts(kernel_size, padding, dilation)
+        )
     cache.relations[key] = kmap
     return kmap
 
@@ -438,7 +534,11 @@ def target_transpose_map(
     hit = cache.relations.get(key)
     if isinstance(hit, KernelMap):
         return hit
-    forward = target_cache.relations.get(("conv", kernel_size, op_stride, padding, dilation))
+    geometry = (kernel_size, op_stride, padding, dilation)
+    forward = target_cache.relations.get(("full", *geometry))
+    if not isinstance(forward, GeneratedSupport) and all(k % 2 == 0 or k == 1 for k in kernel_size):
+        # conv3d's centred rule is the indexed one for even and unit kernels.
+        forward = target_cache.relations.get(("conv", *geometry))
     if isinstance(forward, GeneratedSupport) and forward.cache is cache:
         kmap = forward.kmap.transposed()
         cache.relations[key] = kmap
@@ -469,7 +569,9 @@ def kernel_volume(kernel_size: Triple) -> int:
 __all__ = [
     "GeneratedSupport",
     "KernelMap",
+    "coarsened_support",
     "conv_support",
+    "full_conv_support",
     "kernel_volume",
     "subm_map",
     "target_conv_map",

@@ -8,13 +8,14 @@ and inverts that hierarchy on MLX arrays, vectorised over rows; it mirrors
 ``torch_lattice.occupancy`` name for name, and both give identical rows, codes
 and orders.
 
-**Child bit order.**  Child ``k`` of parent ``p`` is the voxel ``2 * p + tap_k``
-where ``tap_k`` is the k-th tap of a 2×2×2 kernel in the contract's kernel-offset
-order (:func:`lattice_contract.kernel.kernel_taps`); bit ``k`` of the code
-(value ``1 << k``) says whether it is occupied.  That is the row order of
-``generative_conv_transpose3d`` with ``kernel_size=2, stride=2`` (output for
-input ``c`` and tap ``k`` is candidate child ``k``), so a model's logit for tap
-``k`` predicts bit ``k``.
+**Child bit order.**  Bit ``b`` of parent ``p``'s code (value ``1 << b``) says
+whether the child ``2 * p + CHILD_TAPS[b]`` is occupied, with the child's
+offset ``(x, y, z)`` giving ``b = x + 2y + 4z`` (x fastest, as upstream, so
+occupancy bytes are interchangeable; :func:`lattice_contract.kernel.octree_child_bit`).
+Candidate children are listed in the other order, the tap order of a 2×2×2
+kernel (z fastest), which is the row order of ``generative_conv_transpose3d``
+with ``kernel_size=2, stride=2`` and the Morton order within a parent; the
+table :func:`lattice_contract.kernel.octree_tap_bits` maps a tap to its bit.
 
 **Morton order refines level by level.**  In canonical order (batch, then the
 Morton code of ``x + 2^31, y + 2^31, z + 2^31``) the children of a parent are
@@ -38,7 +39,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.kernel import OCTREE_CHILD_TAPS, octree_parity_to_child
+from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, kernel_taps, octree_tap_bits
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import canonical_order
@@ -55,14 +56,15 @@ __all__ = [
     "quantize_points",
 ]
 
-CHILD_TAPS = OCTREE_CHILD_TAPS
-"""Offset of child ``k`` from ``2 * parent``; bit ``k`` of an occupancy code is this child."""
+CHILD_TAPS = OCTREE_CHILD_OFFSETS
+"""Offset from ``2 * parent`` of the child that bit ``b`` of an occupancy code describes."""
 
 MAX_LEVELS = 30
 """Deepest grid supported: ``2^30`` still fits int32 coordinates after doubling."""
 
 
-_PARITY_TO_TAP = octree_parity_to_child()
+_TAP_BITS = octree_tap_bits()
+"""Code bit of each 2x2x2 tap (the parity ``px * 4 + py * 2 + pz`` is the tap's index)."""
 
 
 def _check_coords(coords: Any, what: str = "coords") -> mx.array:
@@ -129,7 +131,7 @@ def downsample_occupancy(
     parents = mx.concatenate([coords[:, :1], mx.right_shift(spatial, 1)], axis=1)
     parity = mx.bitwise_and(spatial, 1)
     packed = parity[:, 0] * 4 + parity[:, 1] * 2 + parity[:, 2]
-    taps = mx.array(_PARITY_TO_TAP, dtype=mx.int32)[packed]
+    taps = mx.array(_TAP_BITS, dtype=mx.int32)[packed]
     bits = mx.left_shift(mx.ones_like(taps), taps)
     bits = mx.where(_same_as_previous(coords), 0, bits)  # a repeated row counts once
     first = mx.logical_not(_same_as_previous(parents))
@@ -150,13 +152,14 @@ def child_bits(codes: mx.array) -> mx.array:
 
 
 def candidate_children(parents: Any) -> mx.array:
-    """All eight candidate children: int32 ``(8 M, 4)``, row ``8 i + k`` = child ``k`` of parent i.
+    """All eight candidate children: int32 ``(8 M, 4)``, row ``8 i + t`` = parent i's tap-t child.
 
     This is the support ``generative_conv_transpose3d(kernel_size=2, stride=2)``
-    produces (in logical units), in parent-major, tap-minor order.
+    produces (in logical units), in parent-major, tap-minor order; tap ``t``'s
+    child is described by code bit ``octree_tap_bits()[t]``.
     """
     parents = _check_coords(parents, "parents")
-    offsets = mx.array([(0, *tap) for tap in CHILD_TAPS], dtype=mx.int32)
+    offsets = mx.array([(0, *tap) for tap in kernel_taps(2)], dtype=mx.int32)
     doubled = parents * mx.array([1, 2, 2, 2], dtype=mx.int32)
     children: mx.array = (doubled[:, None, :] + offsets[None, :, :]).reshape(-1, 4)
     return children
@@ -175,7 +178,8 @@ def expand_occupancy(parents: Any, codes: mx.array) -> mx.array:
             f"codes has {occupied.shape[0]} entries but parents has {parents.shape[0]} rows; "
             "one code per parent"
         )
-    children: mx.array = candidate_children(parents)[flat_nonzero(occupied)]
+    per_tap = occupied[:, mx.array(_TAP_BITS, dtype=mx.int32)]  # candidates come in tap order
+    children: mx.array = candidate_children(parents)[flat_nonzero(per_tap)]
     return children
 
 

@@ -94,12 +94,23 @@ _LAYOUT_OF_FAMILY = {
     WeightFamily.linear: "linear_o_i",
     WeightFamily.bias: "bias_c",
     WeightFamily.channel: "channel_c",
+    WeightFamily.embedding: "embedding_n_c",
 }
 _PACKABLE = (WeightFamily.conv3d, WeightFamily.linear)
 # Functional parameter names that differ from the schema's operand names.
 _RENAME = {"x": "input", "self": "input", "feats": "features", "coordinates": "target"}
-_TARGET_VARIANT = {"conv3d": "target_conv3d", "conv_transpose3d": "target_conv_transpose3d"}
+_TARGET_VARIANT = {
+    "conv3d": "target_conv3d",
+    "conv_transpose3d": "target_conv_transpose3d",
+    "normalized_conv_transpose3d": "target_normalized_conv_transpose3d",
+}
 
+# Ops whose target is an optional operand of the one op (``coordinates=`` -> ``target``).
+_OPTIONAL_TARGET = frozenset(
+    op.python_name
+    for op in SCHEMA.ops.values()
+    if any(o.name == "target" and o.optional for o in op.operands)
+)
 
 # ---------------------------------------------------------------------------
 # Report and output comparison.
@@ -363,7 +374,7 @@ class _GraphTracer:
 
     # -- weights --------------------------------------------------------------
 
-    def weight(self, obj: Any, family: WeightFamily, what: str, in_dtype: str) -> Value:
+    def weight(self, obj: Any, family: WeightFamily, what: str, in_dtype: str | None) -> Value:
         if isinstance(obj, QuantizedWeight):
             raise ExportError(
                 f"{what} in {self.where()} is a QuantizedWeight object; keep float "
@@ -389,7 +400,7 @@ class _GraphTracer:
         if not tensor.is_floating_point():
             raise ExportError(f"{what} in {self.where()}: parameter {key!r} is not floating point")
         dtype = dtype_name(tensor.dtype)
-        if dtype != in_dtype:
+        if in_dtype is not None and dtype != in_dtype:
             raise ExportError(
                 f"{what} in {self.where()}: parameter {key!r} is {tensor.dtype} but the "
                 f"features are {in_dtype}; convert the whole model and its example inputs to "
@@ -443,7 +454,7 @@ class _GraphTracer:
         args = dict(bound_arguments.arguments)
         if op_name in _TARGET_VARIANT and args.get("coordinates") is not None:
             op_name = _TARGET_VARIANT[op_name]
-        else:
+        elif op_name not in _OPTIONAL_TARGET:
             args.pop("coordinates", None)
         try:
             definition = SCHEMA.op(op_name)
@@ -471,9 +482,15 @@ class _GraphTracer:
             elif name in operands:
                 operand = operands[name]
                 if raw is None:
-                    if not operand.optional:
-                        raise ExportError(f"{what} in {self.where()} is None but is required")
-                    continue
+                    if operand.optional:
+                        continue
+                    hint = ""
+                    if operand.type.kind is TypeKind.active:
+                        hint = (
+                            "; the artifact reads the active-row count from an input: make it "
+                            "an argument of forward (an int32 tensor of shape (1,)) and pass it"
+                        )
+                    raise ExportError(f"{what} in {self.where()} is None but is required{hint}")
                 if operand.type.kind is TypeKind.weight:
                     pending_weights.append((name, raw, operand.type.families[0]))
                 else:
@@ -492,12 +509,17 @@ class _GraphTracer:
         return kwargs
 
 
-def _input_dtype(kwargs: Mapping[str, Any]) -> str:
+def _input_dtype(kwargs: Mapping[str, Any]) -> str | None:
+    """The float type the op's weights must share; None when it has no float input.
+
+    ``embedding_lookup`` reads only an i32 index vector, so its table's own
+    dtype decides the result's.
+    """
     for key in ("input", "lhs", "features"):
         value = kwargs.get(key)
         if isinstance(value, Value):
             return value.dtype
-    return "f32"
+    return None
 
 
 def _float_dtype_name(raw: Any, what: str) -> str:
@@ -630,7 +652,10 @@ def save_lattice_model_artifact(
                     stride=item.stride,
                 )
             elif isinstance(item, torch.Tensor):
-                shape = [None, *(int(d) for d in item.shape[1:])]
+                # Rows are dynamic, except an int32 (1,) tensor: an active-row count
+                # (tensor<1xi32>, as voxelize / devoxelize read it).
+                count = item.dtype == torch.int32 and tuple(item.shape) == (1,)
+                shape = [1] if count else [None, *(int(d) for d in item.shape[1:])]
                 value = builder.add_input(name, tensor_type(shape, dtype_name(item.dtype)))
             else:
                 raise ExportError(

@@ -6,14 +6,19 @@ equal length, stored back to back, so it holds O(pairs) integers and nothing
 else.  Maps are built vectorised on the tensor's device and cached on the
 input support under ``(kind, kernel, stride, dilation, padding, target)``.
 
-Relations (per axis, logical units; SPEC §5):
+Relations (per axis, logical units; docs/semantics.md), with the two offset
+rules of :mod:`lattice_contract.kernel` (centred ``off_c(k)``: ``(k - K//2)*d``
+for odd K, ``k*d`` for even K; indexed: ``k*d``):
 
-- ``conv``      output o, input c, tap k:  ``c = o*s - p + k*d``
+- ``conv``      (``conv3d``/``pool3d``) ``c = o*s + off_c(k) - p``; the output
+  support is the coarsened input support, every distinct ``floor(c/s)``
+  (for s = 1 the input support itself, same rows, same order)
+- ``full``      (``full_conv3d``/``full_pool3d``) ``c = o*s - p + k*d``; the
+  output support is every o some active input reaches
 - ``subm``      ``c = o + (k - floor((K-1)/2)) * d``, output rows = input rows
 - ``transpose`` ``o = c*s - p + k*d``
 
-The output support of ``conv``/``transpose`` is every o some active input
-reaches; the ``target`` variants evaluate at a given support instead.  Cache
+The ``target`` variants evaluate the same relations at a given support.  Cache
 keys name a target support by a weak reference: a cached map never keeps
 another support alive, so input and output supports form no reference cycle
 and are freed as soon as the values using them are (a dead reference never
@@ -28,14 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from lattice_contract.kernel import centred_offsets, kernel_volume, tap_offsets
+from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_offsets, tap_offsets
 
 from torch_lattice.coords import Packing, bounds
 from torch_lattice.sparse import Support
 
 __all__ = [
     "KernelMap",
+    "coarsened_support",
     "conv_map",
+    "full_conv_map",
     "generative_transpose_map",
     "subm_map",
     "target_conv_map",
@@ -191,7 +198,7 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     if isinstance(found, KernelMap):
         return found
     n = support.num_rows
-    offsets = centred_offsets(kernel, dilation)
+    offsets = subm_offsets(kernel, dilation)
     volume = len(offsets)
     logical = support.logical
     table = support.table
@@ -217,6 +224,11 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     return kmap
 
 
+def _scaled(stride: Triple, op_stride: Triple) -> Triple:
+    """Output stride ``t*s`` of a forward conv or pool."""
+    return (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
+
+
 def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     e = torch.empty(0, dtype=torch.int64, device=like.device)
     return e, e
@@ -225,25 +237,21 @@ def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 # --------------------------------------------------------------------------- conv
 
 
-def conv_map(
+def full_conv_map(
     support: Support, kernel: Triple, stride: Triple, padding: Triple, dilation: Triple
 ) -> tuple[Support, KernelMap]:
-    """Output support and map of a support-generating ``conv3d`` / ``pool3d``.
+    """Output support and map of ``full_conv3d`` / ``full_pool3d`` (indexed rule).
 
     Output rows are sorted by packed key (batch, x, y, z), which is
     deterministic.  The map back (the adjoint relation onto this input) is
     registered on the output support so that a ``target_conv_transpose3d``
     onto this input reuses it.
     """
-    key = ("conv", kernel, stride, padding, dilation)
+    key = ("full", kernel, stride, padding, dilation)
     found = support.maps.get(key)
     if isinstance(found, tuple):
         return found
-    out_stride = (
-        support.stride[0] * stride[0],
-        support.stride[1] * stride[1],
-        support.stride[2] * stride[2],
-    )
+    out_stride = _scaled(support.stride, stride)
     logical = support.logical
     device = logical.device
     n = support.num_rows
@@ -316,6 +324,93 @@ def conv_map(
     return out, kmap
 
 
+def coarsened_support(support: Support, stride: Triple) -> Support:
+    """Every distinct ``floor(c / s)`` of the active rows, at stride ``t*s``; cached.
+
+    For ``s = 1`` this is the input support itself (same rows, same order),
+    so a stride-1 ``conv3d`` shares every map cached on its input.  Coarser
+    rows come out sorted by packed key, which is deterministic.
+    """
+    if stride == (1, 1, 1):
+        return support
+    key = ("coarsen", stride)
+    found = support.maps.get(key)
+    if isinstance(found, Support):
+        return found
+    out_stride = _scaled(support.stride, stride)
+    logical = support.logical
+    s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
+    coarse = torch.div(logical, s, rounding_mode="floor")
+    if coarse.shape[0]:
+        lo, hi = bounds(coarse)
+        packing = Packing.covering(lo, hi, margin=0)
+        coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
+    out = Support.from_logical(coarse, out_stride)
+    support.maps[key] = out
+    return out
+
+
+def _indexed_relation(kernel: Triple) -> bool:
+    """Whether the centred rule equals the indexed one on every axis (each K even or 1)."""
+    return all(k % 2 == 0 or k == 1 for k in kernel)
+
+
+def conv_map(
+    support: Support, kernel: Triple, stride: Triple, padding: Triple, dilation: Triple
+) -> tuple[Support, KernelMap]:
+    """Output support and map of ``conv3d`` / ``pool3d``: coarsened support, centred rule.
+
+    With s = 1, p = 0 and an odd kernel the relation is the submanifold one,
+    so the (symmetric, identity-tap) ``subm`` map is returned.  When the
+    centred rule equals the indexed one (even or unit kernels), the adjoint
+    map is registered on the output support so that a
+    ``target_conv_transpose3d`` back onto this input reuses it.
+    """
+    key = ("conv", kernel, stride, padding, dilation)
+    found = support.maps.get(key)
+    if isinstance(found, tuple):
+        return found
+    out = coarsened_support(support, stride)
+    if stride == (1, 1, 1) and padding == (0, 0, 0) and all(k % 2 for k in kernel):
+        kmap = subm_map(support, kernel, dilation)
+    else:
+        kmap = _centred_map(support, out, kernel, stride, padding, dilation)
+    support.maps[key] = (out, kmap)
+    if _indexed_relation(kernel) and out is not support:
+        back = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
+        out.maps[back] = kmap.transposed()
+    return out, kmap
+
+
+def _centred_map(
+    support: Support,
+    target: Support,
+    kernel: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> KernelMap:
+    """Pairs of the centred relation ``c = o*s + off_c(k) - p`` at the target's rows."""
+    device = support.logical.device
+    offsets = [
+        (off[0] - padding[0], off[1] - padding[1], off[2] - padding[2])
+        for off in centred_tap_offsets(kernel, dilation)
+    ]
+    if target is support:  # s = 1: the queries are the table's own rows
+        found_pairs = support.table.lookup_offsets(support.logical, offsets, base_is_table=True)
+        in_order = support.table.rows_in_key_order()
+        return _assemble(
+            [(r, q) for q, r in found_pairs],
+            support.num_rows,
+            support.num_rows,
+            device,
+            sorted_rows=in_order,
+        )
+    s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
+    found_pairs = support.table.lookup_offsets(target.logical * s, offsets)
+    return _assemble([(r, q) for q, r in found_pairs], support.num_rows, target.num_rows, device)
+
+
 def target_conv_map(
     support: Support,
     target: Support,
@@ -324,19 +419,15 @@ def target_conv_map(
     padding: Triple,
     dilation: Triple,
 ) -> KernelMap:
-    """Map of ``conv3d`` evaluated at the target's rows: input ``c = o*s - p + k*d``."""
+    """Map of ``target_conv3d``: the centred relation evaluated at the target's rows."""
     key = ("target_conv", kernel, stride, padding, dilation, weakref.ref(target))
     found = support.maps.get(key)
     if isinstance(found, KernelMap):
         return found
-    device = support.logical.device
-    o = target.logical
-    s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
-    p = torch.tensor((0, *padding), dtype=torch.int64, device=device)
-    base = o * s - p
-    offsets = tap_offsets(kernel, dilation)
-    found_pairs = support.table.lookup_offsets(base, offsets)
-    kmap = _assemble([(r, q) for q, r in found_pairs], support.num_rows, target.num_rows, device)
+    if target is support or (stride == (1, 1, 1) and torch.equal(target.logical, support.logical)):
+        kmap = conv_map(support, kernel, stride, padding, dilation)[1]
+    else:
+        kmap = _centred_map(support, target, kernel, stride, padding, dilation)
     support.maps[key] = kmap
     return kmap
 

@@ -126,11 +126,13 @@ class MinkUNet(torch.nn.Module):
 
 
 class SPVCNN(torch.nn.Module):
-    """A small point-voxel CNN: ``forward(points, features, batch) -> (P, num_classes)``.
+    """A small point-voxel CNN: ``forward(points, features, batch, active) -> (P, num_classes)``.
 
     ``points`` are float32 ``(P, 3)`` positions, ``features`` ``(P,
-    in_channels)``, ``batch`` int32 ``(P,)``.  ``channels = (c0, c1)`` are the
-    widths at voxel strides 1 and 2.
+    in_channels)``, ``batch`` int32 ``(P,)`` and ``active`` the int32 ``(1,)``
+    count of leading points that take part (upstream's point ABI; rows past it
+    read zeros before the head).  ``channels = (c0, c1)`` are the widths at
+    voxel strides 1 and 2.
     """
 
     def __init__(
@@ -160,13 +162,23 @@ class SPVCNN(torch.nn.Module):
         self.head = nn.Linear(c0, num_classes, **f)
 
     def forward(
-        self, points: torch.Tensor, features: torch.Tensor, batch: torch.Tensor
+        self,
+        points: torch.Tensor,
+        features: torch.Tensor,
+        batch: torch.Tensor,
+        active: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Per-point logits, in the order of ``points``."""
-        v0 = self.voxelize(points, features, batch)
+        """Per-point logits, in the order of ``points``.
+
+        ``active`` defaults to every point; an exported artifact takes it as
+        its fourth input.
+        """
+        if active is None:
+            active = torch.tensor([points.shape[0]], dtype=torch.int32, device=points.device)
+        v0 = self.voxelize(points, features, batch, active)
         x0 = self.stem(v0)
         y0 = self.up(self.mid(self.down(x0)), x0)
-        point_branch = self.scatter(points, self.point_act(self.point(features)), batch)
+        point_branch = self.scatter(points, self.point_act(self.point(features)), batch, active)
         fused = self.fused(self.fuse(y0, point_branch))
-        logits: torch.Tensor = self.head(self.devoxelize(fused, points, batch))
+        logits: torch.Tensor = self.head(self.devoxelize(fused, points, batch, active))
         return logits

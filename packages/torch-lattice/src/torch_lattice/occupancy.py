@@ -8,13 +8,14 @@ code per occupied voxel of every coarser level.  This module builds and
 inverts that hierarchy on torch tensors, vectorised over rows (no loop runs
 over points or voxels); it mirrors ``mlx_lattice.occupancy`` name for name.
 
-**Child bit order.**  Child ``k`` of parent ``p`` is the voxel ``2 * p + tap_k``
-where ``tap_k`` is the k-th tap of a 2×2×2 kernel in the contract's kernel-offset
-order (:func:`lattice_contract.kernel.kernel_taps`), and bit ``k`` of the code
-(value ``1 << k``) says whether it is occupied.  This is exactly the row order of
-``generative_conv_transpose3d`` with ``kernel_size=2, stride=2``: its output row
-for input ``c`` and tap ``k`` is candidate child ``k`` of ``c``, so a model's
-logit for tap ``k`` predicts bit ``k``.
+**Child bit order.**  Bit ``b`` of parent ``p``'s code (value ``1 << b``) says
+whether the child ``2 * p + CHILD_TAPS[b]`` is occupied, with the child's
+offset ``(x, y, z)`` giving ``b = x + 2y + 4z`` (x fastest, as upstream, so
+occupancy bytes are interchangeable; :func:`lattice_contract.kernel.octree_child_bit`).
+Candidate children are listed in the other order, the tap order of a 2×2×2
+kernel (z fastest), which is the row order of ``generative_conv_transpose3d``
+with ``kernel_size=2, stride=2`` and the Morton order within a parent; the
+table :func:`lattice_contract.kernel.octree_tap_bits` maps a tap to its bit.
 
 **Morton order refines level by level.**  The canonical order (batch, then the
 Morton code of ``x + 2^31, y + 2^31, z + 2^31``) of a level lists the children
@@ -36,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from lattice_contract.kernel import OCTREE_CHILD_TAPS, octree_parity_to_child
+from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, kernel_taps, octree_tap_bits
 
 from torch_lattice.coords import canonical_order
 
@@ -52,14 +53,15 @@ __all__ = [
     "quantize_points",
 ]
 
-CHILD_TAPS = OCTREE_CHILD_TAPS
-"""Offset of child ``k`` from ``2 * parent``; bit ``k`` of an occupancy code is this child."""
+CHILD_TAPS = OCTREE_CHILD_OFFSETS
+"""Offset from ``2 * parent`` of the child that bit ``b`` of an occupancy code describes."""
 
 MAX_LEVELS = 30
 """Deepest grid supported: ``2^30`` still fits int32 coordinates after doubling."""
 
 
-_PARITY_TO_TAP = octree_parity_to_child()
+_TAP_BITS = octree_tap_bits()
+"""Code bit of each 2x2x2 tap (the parity ``px * 4 + py * 2 + pz`` is the tap's index)."""
 
 
 def _check_coords(coords: object, what: str = "coords") -> torch.Tensor:
@@ -121,7 +123,7 @@ def downsample_occupancy(
     parents[:, 1:] = torch.bitwise_right_shift(coords[:, 1:], 1)  # floor(c / 2), also below 0
     parity = coords[:, 1:] & 1
     packed = parity[:, 0] * 4 + parity[:, 1] * 2 + parity[:, 2]
-    table = torch.tensor(_PARITY_TO_TAP, dtype=torch.int32, device=device)
+    table = torch.tensor(_TAP_BITS, dtype=torch.int32, device=device)
     bits = torch.bitwise_left_shift(torch.ones_like(packed), table[packed.long()])
     bits = torch.where(_same_as_previous(coords), torch.zeros_like(bits), bits)  # repeats: once
     first = ~_same_as_previous(parents)
@@ -143,14 +145,15 @@ def child_bits(codes: torch.Tensor) -> torch.Tensor:
 
 
 def candidate_children(parents: torch.Tensor) -> torch.Tensor:
-    """All eight candidate children: int32 ``(8 M, 4)``, row ``8 i + k`` = child ``k`` of parent i.
+    """All eight candidate children: int32 ``(8 M, 4)``, row ``8 i + t`` = parent i's tap-t child.
 
     This is the support ``generative_conv_transpose3d(kernel_size=2, stride=2)``
-    produces (in logical units), in parent-major, tap-minor order.
+    produces (in logical units), in parent-major, tap-minor order; tap ``t``'s
+    child is described by code bit ``octree_tap_bits()[t]``.
     """
     parents = _check_coords(parents, "parents")
     offsets = torch.zeros((8, 4), dtype=torch.int32, device=parents.device)
-    offsets[:, 1:] = torch.tensor(CHILD_TAPS, dtype=torch.int32, device=parents.device)
+    offsets[:, 1:] = torch.tensor(kernel_taps(2), dtype=torch.int32, device=parents.device)
     doubled = parents.clone()
     doubled[:, 1:] *= 2
     return (doubled[:, None, :] + offsets[None, :, :]).reshape(-1, 4)
@@ -169,7 +172,8 @@ def expand_occupancy(parents: torch.Tensor, codes: torch.Tensor) -> torch.Tensor
             f"codes has {occupied.shape[0]} entries but parents has {parents.shape[0]} rows; "
             "one code per parent"
         )
-    return candidate_children(parents)[occupied.reshape(-1)]
+    per_tap = occupied[:, list(_TAP_BITS)]  # candidates come in tap order
+    return candidate_children(parents)[per_tap.reshape(-1)]
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from mlx_lattice.ops.cast import cast
 from mlx_lattice.ops.conv import (
     conv3d,
     conv_transpose3d,
+    full_conv3d,
     generative_conv_transpose3d,
     subm_conv3d,
 )
@@ -45,7 +46,7 @@ from mlx_lattice.ops.feature import (
     softmax,
 )
 from mlx_lattice.ops.points import devoxelize, voxelize
-from mlx_lattice.ops.pool import global_pool, pool3d
+from mlx_lattice.ops.pool import full_pool3d, global_pool, pool3d
 from mlx_lattice.ops.quant import QuantizedWeight
 from mlx_lattice.sparse import SparseTensor
 
@@ -75,6 +76,7 @@ def sparse_make_from_artifact(
     active: mx.array,
     *,
     stride: Triple,
+    coord_order: str | None = None,
 ) -> SparseTensor:
     """Validate the ABI arrays (SPEC §4) into a SparseTensor at the declared stride."""
     if context.trusted_sparse_inputs:
@@ -95,9 +97,11 @@ def sparse_with_features_from_artifact(input: SparseTensor, features: mx.array) 
 
 
 @artifact_lowering(op="sparse.reindex")
-def sparse_reindex_from_artifact(input: SparseTensor, target: SparseTensor) -> SparseTensor:
-    """Features gathered onto the target's rows."""
-    return sparse_reindex(input, target)
+def sparse_reindex_from_artifact(
+    input: SparseTensor, target: SparseTensor, *, fill: float | None = None
+) -> SparseTensor:
+    """Features gathered onto the target's rows, ``fill`` (default 0) where absent."""
+    return sparse_reindex(input, target, fill=0.0 if fill is None else fill)
 
 
 @artifact_lowering(op="weight")
@@ -120,15 +124,15 @@ def weight_from_artifact(
 
 _CONVOLUTIONS: dict[str, Callable[..., SparseTensor]] = {
     "conv3d": conv3d,
+    "full_conv3d": full_conv3d,
     "conv_transpose3d": conv_transpose3d,
-    "generative_conv_transpose3d": generative_conv_transpose3d,
     "target_conv3d": conv3d,
     "target_conv_transpose3d": conv_transpose3d,
 }
 """The ``mlx_lattice.ops`` function behind each strided convolution op."""
 
 
-@artifact_lowering(op=("conv3d", "conv_transpose3d", "generative_conv_transpose3d"), weights=_CONV)
+@artifact_lowering(op=("conv3d", "full_conv3d", "conv_transpose3d"), weights=_CONV)
 def conv_from_artifact(
     context: ExecutionContext,
     input: SparseTensor,
@@ -151,6 +155,20 @@ def conv_from_artifact(
         padding=padding,
         dilation=dilation,
     )
+
+
+@artifact_lowering(op="generative_conv_transpose3d", weights=_CONV)
+def generative_conv_transpose3d_from_artifact(
+    input: SparseTensor,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Support expansion ``o = c*s + k``."""
+    return generative_conv_transpose3d(input, weight, bias, kernel_size=kernel_size, stride=stride)
 
 
 @artifact_lowering(op=("target_conv3d", "target_conv_transpose3d"), weights=_CONV)
@@ -194,8 +212,12 @@ def subm_conv3d_from_artifact(
     return subm_conv3d(input, weight, bias, kernel_size=kernel_size, dilation=dilation)
 
 
-@artifact_lowering(op="pool3d")
+_POOLS = {"pool3d": pool3d, "full_pool3d": full_pool3d}
+
+
+@artifact_lowering(op=("pool3d", "full_pool3d"))
 def pool3d_from_artifact(
+    context: ExecutionContext,
     input: SparseTensor,
     *,
     mode: str,
@@ -203,10 +225,10 @@ def pool3d_from_artifact(
     stride: Triple,
     padding: Triple,
     dilation: Triple,
-    accumulation: str,
+    accumulation: str | None = None,
 ) -> SparseTensor:
-    """Local max / avg / sum pooling."""
-    return pool3d(
+    """Local max / avg / sum pooling (centred on the coarsened support, or spconv's)."""
+    return _POOLS[context.op.name](
         input,
         mode=mode,
         kernel_size=kernel_size,
@@ -218,9 +240,9 @@ def pool3d_from_artifact(
 
 @artifact_lowering(op="global_pool")
 def global_pool_from_artifact(
-    input: SparseTensor, *, mode: str, batch_size: int, accumulation: str
+    input: SparseTensor, *, mode: str, batch_size: int, accumulation: str | None = None
 ) -> mx.array:
-    """Per-batch-item pooling to a dense ``(batch_size, C)`` array."""
+    """Per-batch-item pooling to a dense ``(B, C)`` array (B inferred when batch_size is -1)."""
     return global_pool(input, mode=mode, batch_size=batch_size)
 
 
@@ -232,26 +254,48 @@ def global_pool_from_artifact(
 def voxelize_from_artifact(
     points: mx.array,
     features: mx.array,
-    batch: mx.array,
+    batch_indices: mx.array,
+    active_rows: mx.array,
     *,
-    voxel_size: float,
+    voxel_size: tuple[float, float, float],
+    origin: tuple[float, float, float],
     reduction: str,
+    stride: Triple,
 ) -> SparseTensor:
-    """Points to stride-1 voxels."""
-    return voxelize(points, features, batch, voxel_size=voxel_size, reduction=reduction)
+    """The active points merged into voxels at ``stride``."""
+    return voxelize(
+        points,
+        features,
+        batch_indices,
+        active_rows,
+        voxel_size=voxel_size,
+        origin=origin,
+        reduction=reduction,
+        stride=stride,
+    )
 
 
 @artifact_lowering(op="devoxelize")
 def devoxelize_from_artifact(
-    input: SparseTensor,
     points: mx.array,
-    batch: mx.array,
+    voxels: SparseTensor,
+    batch_indices: mx.array,
+    point_active_rows: mx.array,
     *,
-    voxel_size: float,
+    voxel_size: tuple[float, float, float],
+    origin: tuple[float, float, float],
     interpolation: str,
 ) -> mx.array:
-    """Voxel features read back at points."""
-    return devoxelize(input, points, batch, voxel_size=voxel_size, interpolation=interpolation)
+    """Voxel features read back at the active points."""
+    return devoxelize(
+        points,
+        voxels,
+        batch_indices,
+        point_active_rows,
+        voxel_size=voxel_size,
+        origin=origin,
+        interpolation=interpolation,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -262,7 +306,11 @@ def devoxelize_from_artifact(
     op="linear", weights={"weight": linear_weight(input="input"), "bias": bias_weight(of="weight")}
 )
 def linear_from_artifact(
-    input: mx.array, weight: Weight, bias: mx.array | None = None, *, accumulation: str
+    input: mx.array,
+    weight: Weight,
+    bias: mx.array | None = None,
+    *,
+    accumulation: str | None = None,
 ) -> mx.array:
     """Dense projection of feature rows."""
     return linear(input, weight, bias)
@@ -316,9 +364,9 @@ def rms_norm_from_artifact(input: mx.array, scale: mx.array, *, eps: float) -> m
 
 
 @artifact_lowering(op="softmax")
-def softmax_from_artifact(input: mx.array) -> mx.array:
-    """Softmax over channels."""
-    return softmax(input)
+def softmax_from_artifact(input: mx.array, *, axis: int | None = None) -> mx.array:
+    """Softmax over channels (``axis`` -1 or 1)."""
+    return softmax(input, axis=-1 if axis is None else axis)
 
 
 # ---------------------------------------------------------------------------
@@ -327,10 +375,23 @@ def softmax_from_artifact(input: mx.array) -> mx.array:
 
 @artifact_lowering(op="sparse.binary")
 def sparse_binary_from_artifact(
-    lhs: SparseTensor, rhs: SparseTensor, *, op: str, join: str
+    lhs: SparseTensor,
+    rhs: SparseTensor,
+    *,
+    op: str,
+    join: str,
+    lhs_fill: float | None = None,
+    rhs_fill: float | None = None,
 ) -> SparseTensor:
-    """Coordinate-aligned elementwise op."""
-    return sparse_binary(lhs, rhs, op=op, join=join)
+    """Coordinate-aligned elementwise op; a missing side contributes its fill (default 0)."""
+    return sparse_binary(
+        lhs,
+        rhs,
+        op=op,
+        join=join,
+        lhs_fill=0.0 if lhs_fill is None else lhs_fill,
+        rhs_fill=0.0 if rhs_fill is None else rhs_fill,
+    )
 
 
 @artifact_lowering(op="sparse.cat")
@@ -375,3 +436,7 @@ def gather_rows_primitive(x: mx.array, index: mx.array) -> mx.array:
                 f"gather_rows: index values span [{low}, {high}] but the matrix has {rows} rows"
             )
     return mx.take(x, index, axis=0)
+
+
+# The normalised, upsampling and lookup ops register from their own module.
+import mlx_lattice.artifact.lowerings_extra  # noqa: E402, F401

@@ -37,6 +37,12 @@ from mlx_lattice.nn.feature import (
     Tanh,
 )
 from mlx_lattice.nn.module import LatticeModule, Sequential, WeightedModule, map_features
+from mlx_lattice.nn.normalized import (
+    NormalizedConvTranspose3d,
+    NormalizedGenerativeConvTranspose3d,
+    NormalizedSubmConv3d,
+    TargetNormalizedConvTranspose3d,
+)
 from mlx_lattice.nn.points import (
     Devoxelize,
     SparseAdd,
@@ -45,6 +51,7 @@ from mlx_lattice.nn.points import (
     SparseReindex,
     Voxelize,
 )
+from mlx_lattice.nn.upsample import Embedding, PoolTranspose3d, TrilinearUpsample3d
 
 __all__ = [
     "ELU",
@@ -55,6 +62,7 @@ __all__ = [
     "Conv3d",
     "ConvTranspose3d",
     "Devoxelize",
+    "Embedding",
     "GenerativeConvTranspose3d",
     "GlobalPool",
     "Hardswish",
@@ -64,6 +72,10 @@ __all__ = [
     "LeakyReLU",
     "Linear",
     "MaxPool3d",
+    "NormalizedConvTranspose3d",
+    "NormalizedGenerativeConvTranspose3d",
+    "NormalizedSubmConv3d",
+    "PoolTranspose3d",
     "RMSNorm",
     "ReLU",
     "Sequential",
@@ -80,6 +92,8 @@ __all__ = [
     "Tanh",
     "TargetConv3d",
     "TargetConvTranspose3d",
+    "TargetNormalizedConvTranspose3d",
+    "TrilinearUpsample3d",
     "Voxelize",
     "WeightedModule",
     "map_features",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract.options import as_enum
+from lattice_contract.kernel import as_triple
+from lattice_contract.options import as_enum, voxel_grid
 from lattice_contract.schema import BinaryOp, Interpolation, Join, VoxelReduction
 
 from mlx_lattice.nn.module import LatticeModule
@@ -15,18 +16,41 @@ __all__ = ["Devoxelize", "SparseAdd", "SparseBinary", "SparseCat", "SparseReinde
 
 
 class Voxelize(LatticeModule):
-    """Points to a stride-1 sparse value: ``m(points, features, batch)`` (``lattice.voxelize``)."""
+    """Points to a sparse value: ``m(points, features, batch)`` (``lattice.voxelize``).
+
+    Cells ``floor((p - origin) / voxel_size)``; the result sits at ``stride``
+    (coordinates ``cell * stride``), rows in first-occurrence order.
+    """
 
     def __init__(
-        self, voxel_size: float, reduction: VoxelReduction | str = VoxelReduction.mean
+        self,
+        voxel_size: float | tuple[float, float, float],
+        reduction: VoxelReduction | str = VoxelReduction.mean,
+        *,
+        origin: float | tuple[float, float, float] = 0.0,
+        stride: int | tuple[int, int, int] = 1,
     ) -> None:
         super().__init__()
-        self.voxel_size = float(voxel_size)
+        self.voxel_size, self.origin = voxel_grid(voxel_size, origin, "Voxelize")
         self.reduction = as_enum(reduction, VoxelReduction, "reduction")
+        self.stride = as_triple(stride, "stride")
 
-    def __call__(self, points: mx.array, features: mx.array, batch: mx.array) -> SparseTensor:
+    def __call__(
+        self,
+        points: mx.array,
+        features: mx.array,
+        batch: mx.array,
+        active_rows: mx.array | int | None = None,
+    ) -> SparseTensor:
         return voxelize(
-            points, features, batch, voxel_size=self.voxel_size, reduction=self.reduction
+            points,
+            features,
+            batch,
+            active_rows,
+            voxel_size=self.voxel_size,
+            origin=self.origin,
+            reduction=self.reduction,
+            stride=self.stride,
         )
 
     def _extra_repr(self) -> str:
@@ -37,15 +61,31 @@ class Devoxelize(LatticeModule):
     """Sparse features read back at points: ``m(x, points, batch)`` -> dense ``(P, C)``."""
 
     def __init__(
-        self, voxel_size: float, interpolation: Interpolation | str = Interpolation.trilinear
+        self,
+        voxel_size: float | tuple[float, float, float],
+        interpolation: Interpolation | str = Interpolation.linear,
+        *,
+        origin: float | tuple[float, float, float] = 0.0,
     ) -> None:
         super().__init__()
-        self.voxel_size = float(voxel_size)
+        self.voxel_size, self.origin = voxel_grid(voxel_size, origin, "Devoxelize")
         self.interpolation = as_enum(interpolation, Interpolation, "interpolation")
 
-    def __call__(self, x: SparseTensor, points: mx.array, batch: mx.array) -> mx.array:
+    def __call__(
+        self,
+        x: SparseTensor,
+        points: mx.array,
+        batch: mx.array,
+        active_rows: mx.array | int | None = None,
+    ) -> mx.array:
         return devoxelize(
-            x, points, batch, voxel_size=self.voxel_size, interpolation=self.interpolation
+            points,
+            x,
+            batch,
+            active_rows,
+            voxel_size=self.voxel_size,
+            origin=self.origin,
+            interpolation=self.interpolation,
         )
 
     def _extra_repr(self) -> str:

@@ -9,9 +9,12 @@ from mlx_lattice.ops.cast import cast
 from mlx_lattice.ops.conv import (
     conv3d,
     conv_transpose3d,
+    full_conv3d,
     generative_conv_transpose3d,
     subm_conv3d,
 )
+from mlx_lattice.ops.elementwise import elementwise
+from mlx_lattice.ops.embedding import embedding_lookup
 from mlx_lattice.ops.feature import (
     activation,
     batch_norm,
@@ -20,9 +23,15 @@ from mlx_lattice.ops.feature import (
     rms_norm,
     softmax,
 )
+from mlx_lattice.ops.normalized import (
+    normalized_conv_transpose3d,
+    normalized_generative_conv_transpose3d,
+    normalized_subm_conv3d,
+)
 from mlx_lattice.ops.points import devoxelize, voxelize
-from mlx_lattice.ops.pool import global_pool, pool3d
+from mlx_lattice.ops.pool import full_pool3d, global_pool, pool3d
 from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
+from mlx_lattice.ops.upsample import pool_transpose3d, trilinear_upsample3d
 
 __all__ = [
     "QuantizedWeight",
@@ -32,11 +41,19 @@ __all__ = [
     "conv3d",
     "conv_transpose3d",
     "devoxelize",
+    "elementwise",
+    "embedding_lookup",
+    "full_conv3d",
+    "full_pool3d",
     "generative_conv_transpose3d",
     "global_pool",
     "layer_norm",
     "linear",
+    "normalized_conv_transpose3d",
+    "normalized_generative_conv_transpose3d",
+    "normalized_subm_conv3d",
     "pool3d",
+    "pool_transpose3d",
     "quantize_weight",
     "rms_norm",
     "softmax",
@@ -44,5 +61,6 @@ __all__ = [
     "sparse_cat",
     "sparse_reindex",
     "subm_conv3d",
+    "trilinear_upsample3d",
     "voxelize",
 ]

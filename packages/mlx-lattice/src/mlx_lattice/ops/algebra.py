@@ -2,11 +2,13 @@
 
 Two sparse values are aligned row by row through their coordinates, never by
 position.  Both must sit at the same stride (their coordinates then live on
-the same lattice).  Row order of the result (SPEC §5): ``inner`` and ``left``
-keep the lhs order; ``outer`` is the ``left`` result followed by the rows only
-rhs has, in rhs order.  Where one side has no row, it contributes zeros (to the
-elementwise op as well as to the concatenation), so ``outer`` ``sub`` gives
-``-rhs`` on rhs-only rows and ``mul`` gives zero on rows only one side has.
+the same lattice).  Row order of the result (docs/semantics.md): ``inner`` and
+``left`` keep the lhs order; ``right`` keeps the rhs order (the mirror of
+``left``); ``outer`` is the ``left`` result followed by the rows only rhs has,
+in rhs order.  Where one side has no row, it contributes its fill
+(``lhs_fill`` / ``rhs_fill`` of ``sparse_binary``, default 0; always 0 for
+``sparse_cat``), so with zero fills ``outer`` ``sub`` gives ``-rhs`` on
+rhs-only rows.
 
 Lookups use the shared support index of :mod:`mlx_lattice.coords` (sorted
 packed keys and one ``searchsorted`` per query batch), cached with each
@@ -83,46 +85,63 @@ def _none() -> mx.array:
 
 
 def _join_features(
-    lhs: SparseTensor, rhs: SparseTensor, join: Join
-) -> tuple[mx.array, mx.array, mx.array | None, mx.array | None]:
-    """Aligned f32 feature blocks ``(a, b)`` of the result rows, plus its coords/kept lhs rows."""
+    lhs: SparseTensor,
+    rhs: SparseTensor,
+    join: Join,
+    lhs_fill: float = 0.0,
+    rhs_fill: float = 0.0,
+) -> tuple[SparseTensor, mx.array, mx.array, mx.array | None, mx.array | None]:
+    """Aligned f32 feature blocks ``(a, b)`` of the result rows.
+
+    Returns ``(base, a, b, coords, keep)``: ``base`` is the operand whose row
+    order the result follows (rhs for a right join, which is the left join
+    of the swapped pair), ``coords``/``keep`` as :func:`_aligned` gives them
+    for that operand.
+    """
+    if join is Join.right:
+        base, b, a, coords, keep = _join_features(rhs, lhs, Join.left, rhs_fill, lhs_fill)
+        return base, a, b, coords, keep
     keep, rhs_row, found, only, coords = _aligned(lhs, rhs, join)
     a = lhs.feats.astype(mx.float32)
     if keep is not None:
         a = a[keep]
     if rhs.num_rows == 0:
-        b = mx.zeros((a.shape[0], rhs.num_channels), dtype=mx.float32)
+        b = mx.full((a.shape[0], rhs.num_channels), rhs_fill, dtype=mx.float32)
     else:
         b = rhs.feats.astype(mx.float32)[rhs_row]
-        b = mx.where(found[:, None], b, mx.zeros_like(b))
+        b = mx.where(found[:, None], b, mx.full(b.shape, rhs_fill, dtype=mx.float32))
     if only.shape[0] > 0:
         tail_b = rhs.feats.astype(mx.float32)[only]
-        tail_a = mx.zeros((only.shape[0], lhs.num_channels), dtype=mx.float32)
+        tail_a = mx.full((only.shape[0], lhs.num_channels), lhs_fill, dtype=mx.float32)
         a = mx.concatenate([a, tail_a], axis=0)
         b = mx.concatenate([b, tail_b], axis=0)
-    return a, b, coords, keep
+    return lhs, a, b, coords, keep
 
 
 def _result(
-    lhs: SparseTensor, feats: mx.array, coords: mx.array | None, keep: mx.array | None
+    base: SparseTensor,
+    feats: mx.array,
+    coords: mx.array | None,
+    keep: mx.array | None,
+    dtype: mx.Dtype,
 ) -> SparseTensor:
-    feats = feats.astype(lhs.dtype)
+    feats = feats.astype(dtype)
     if coords is None and keep is None:
-        return lhs.with_feats(feats)  # same support as lhs: share its kernel-map cache
+        return base.with_feats(feats)  # same support as base: share its kernel-map cache
     if coords is None:
         assert keep is not None
-        if keep.shape[0] == lhs.num_rows:
-            return lhs.with_feats(feats)
-        coords = lhs.coords[keep]
-    return SparseTensor._from_parts(coords, feats, lhs.stride)
+        if keep.shape[0] == base.num_rows:
+            return base.with_feats(feats)
+        coords = base.coords[keep]
+    return SparseTensor._from_parts(coords, feats, base.stride)
 
 
 _BINARY = {
     BinaryOp.add: mx.add,
     BinaryOp.sub: mx.subtract,
     BinaryOp.mul: mx.multiply,
-    BinaryOp.max: mx.maximum,
-    BinaryOp.min: mx.minimum,
+    BinaryOp.maximum: mx.maximum,
+    BinaryOp.minimum: mx.minimum,
 }
 
 
@@ -132,11 +151,14 @@ def sparse_binary(
     *,
     op: BinaryOp | str,
     join: Join | str = Join.inner,
+    lhs_fill: float = 0.0,
+    rhs_fill: float = 0.0,
 ) -> SparseTensor:
-    """Elementwise ``op`` (add, sub, mul, max, min) of two coordinate-aligned sparse values.
+    """Elementwise ``op`` (add, sub, mul, maximum, minimum) of two coordinate-aligned values.
 
-    Channels must match.  A row one side lacks reads zeros on that side.
-    Computed in f32 and stored in the operands' dtype.
+    Channels must match.  A row one side lacks reads that side's fill
+    (``lhs_fill`` / ``rhs_fill``, default 0).  Computed in f32 and stored in
+    the operands' dtype.
     """
     a_in, b_in = _check_pair(lhs, rhs, "sparse_binary")
     fn = _BINARY[as_enum(op, BinaryOp, "op")]
@@ -147,8 +169,8 @@ def sparse_binary(
             f"{b_in.num_channels}; elementwise ops need equal channel counts (use sparse_cat "
             "to concatenate instead)"
         )
-    a, b, coords, keep = _join_features(a_in, b_in, how)
-    return _result(a_in, fn(a, b), coords, keep)
+    base, a, b, coords, keep = _join_features(a_in, b_in, how, float(lhs_fill), float(rhs_fill))
+    return _result(base, fn(a, b), coords, keep, a_in.dtype)
 
 
 def sparse_cat(
@@ -157,12 +179,12 @@ def sparse_cat(
     """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
     a_in, b_in = _check_pair(lhs, rhs, "sparse_cat")
     how = as_enum(join, Join, "join")
-    a, b, coords, keep = _join_features(a_in, b_in, how)
-    return _result(a_in, mx.concatenate([a, b], axis=1), coords, keep)
+    base, a, b, coords, keep = _join_features(a_in, b_in, how)
+    return _result(base, mx.concatenate([a, b], axis=1), coords, keep, a_in.dtype)
 
 
-def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
-    """``input``'s features gathered onto ``target``'s exact rows (zeros where input has none).
+def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0.0) -> SparseTensor:
+    """``input``'s features gathered onto ``target``'s exact rows (``fill`` where input has none).
 
     The result has target's support (and shares its kernel-map cache) with
     input's channels and dtype.  Strides must be equal.
@@ -175,7 +197,9 @@ def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
             "reindexing aligns coordinates, so the strides must be equal"
         )
     if src.num_rows == 0:
-        return dst.with_feats(mx.zeros((dst.num_rows, src.num_channels), dtype=src.dtype))
+        return dst.with_feats(mx.full((dst.num_rows, src.num_channels), fill, dtype=src.dtype))
     found, row = lookup_rows(src, dst.logical_coords)
     gathered = src.feats[row]
-    return dst.with_feats(mx.where(found[:, None], gathered, mx.zeros_like(gathered)))
+    return dst.with_feats(
+        mx.where(found[:, None], gathered, mx.full(gathered.shape, fill, dtype=src.dtype))
+    )

@@ -25,6 +25,7 @@ from lattice_contract.kernel import Triple, kernel_volume
 from mlx_lattice.kernel_map import (
     KernelMap,
     conv_support,
+    full_conv_support,
     subm_map,
     target_conv_map,
     target_transpose_map,
@@ -39,6 +40,7 @@ __all__ = [
     "Geometry",
     "conv3d",
     "conv_transpose3d",
+    "full_conv3d",
     "generative_conv_transpose3d",
     "subm_conv3d",
 ]
@@ -231,6 +233,7 @@ def _strided(
     coordinates: object,
     *,
     transposed: bool,
+    full: bool = False,
 ) -> SparseTensor:
     """The shared body of the forward and transposed families, with or without a target."""
     x = sparse_input(input, op)
@@ -253,7 +256,7 @@ def _strided(
         )
         feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
         return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
-    generate = transpose_support if transposed else conv_support
+    generate = transpose_support if transposed else full_conv_support if full else conv_support
     gen = generate(x.cache, x.coords, x.stride, *geometry)
     feats = apply_kernel_map(x.feats, gen.kmap, product, c_out, b, x.dtype)
     return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
@@ -270,15 +273,39 @@ def conv3d(
     dilation: IntOrTriple = 1,
     coordinates: SparseTensor | None = None,
 ) -> SparseTensor:
-    """Support-generating sparse convolution (cross-correlation), output stride t*s.
+    """Sparse convolution on the coarsened support, output stride t*s.
 
-    Output o receives ``W[:, k, :] @ x[c]`` from every active c with
-    ``c = o*s - p + k*d``.  With ``coordinates=target`` the op is
-    ``target_conv3d``: it is evaluated exactly at the target's rows (whose
-    stride must be t*s); rows no tap reaches get the bias alone.
+    Output rows are every distinct ``floor(c / s)`` of an input row (at
+    stride 1 exactly the input rows, in order); output o receives
+    ``W[:, k, :] @ x[o*s + off_c(k) - p]`` from every active such input, with
+    the centred rule ``off_c`` (``(k - K//2)*d`` for odd K, ``k*d`` for even
+    K).  An odd stride-1 unpadded conv3d is therefore ``subm_conv3d``.  With
+    ``coordinates=target`` the op is ``target_conv3d``: it is evaluated
+    exactly at the target's rows (whose stride must be t*s); rows no tap
+    reaches get the bias alone.  spconv's growing conv is :func:`full_conv3d`.
     """
     g = Geometry.of(kernel_size, stride, padding, dilation)
     return _strided("conv3d", input, weight, bias, g, coordinates, transposed=False)
+
+
+def full_conv3d(
+    input: SparseTensor,
+    weight: ConvWeight,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+) -> SparseTensor:
+    """spconv's regular sparse convolution (cross-correlation), output stride t*s.
+
+    Output o receives ``W[:, k, :] @ x[c]`` from every active c with
+    ``c = o*s - p + k*d`` and the output is every o so reached (the support
+    grows even at stride 1); :func:`conv_transpose3d` is its adjoint.
+    """
+    g = Geometry.of(kernel_size, stride, padding, dilation)
+    return _strided("full_conv3d", input, weight, bias, g, None, transposed=False, full=True)
 
 
 def subm_conv3d(
@@ -333,21 +360,14 @@ def generative_conv_transpose3d(
     *,
     kernel_size: IntOrTriple,
     stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
 ) -> SparseTensor:
     """Support expansion: every ``o = c*s + k`` for every active c and tap; stride t/s.
 
-    The contract fixes p = 0 and d = 1 for this op (its purpose is to emit
-    each tap's child cell, as in occupancy-upsampling decoders).
+    Padding and dilation are implied 0 and 1 (the op has neither attribute:
+    its purpose is to emit each tap's child cell, as in occupancy-upsampling
+    decoders); where s < K makes two (c, k) land on one o they are summed.
     """
-    op = "generative_conv_transpose3d"
-    g = Geometry.of(kernel_size, stride, padding, dilation)
-    if g.padding != (0, 0, 0) or g.dilation != (1, 1, 1):
-        raise ValueError(
-            f"{op} requires padding 0 and dilation 1, got padding {g.padding} and dilation "
-            f"{g.dilation}; use conv_transpose3d for padded or dilated transposed convs"
-        )
+    g = Geometry.of(kernel_size, stride, 0, 1)
     return conv_transpose3d(
         input, weight, bias, kernel_size=g.kernel_size, stride=g.stride, padding=0, dilation=1
     )

@@ -19,7 +19,7 @@ import math
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
-from lattice_contract.options import as_enum, positive_float
+from lattice_contract.options import as_enum, positive_float, softmax_axis
 from lattice_contract.schema import ActivationKind, GeluApprox
 
 if TYPE_CHECKING:
@@ -117,7 +117,8 @@ def activation(
 
     ``alpha`` is leaky_relu's negative slope and elu's alpha; softplus is
     ``log1p(exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``;
-    gelu uses ``erf`` (``approximate="none"``) or the tanh formula; hardswish is
+    gelu uses ``erf`` (``approximate`` ``none`` or ``precise``), the tanh formula, or
+    ``fast`` ``x * sigmoid(1.702 x)``; hardswish is
     ``x * relu6(x + 3) / 6``.  Unused parameters are ignored.
     """
     x = features_array(x, "activation", min_ndim=0)
@@ -131,7 +132,9 @@ def activation(
     elif op is ActivationKind.leaky_relu:
         y = mx.where(v > 0, v, v * alpha)
     elif op is ActivationKind.gelu:
-        if approx is GeluApprox.none:
+        if approx is GeluApprox.fast:
+            y = v * mx.sigmoid(1.702 * v)
+        elif approx is not GeluApprox.tanh:  # none and precise are both the erf form
             y = 0.5 * v * (1.0 + mx.erf(v * (1.0 / math.sqrt(2.0))))
         else:
             inner = math.sqrt(2.0 / math.pi) * (v + 0.044715 * v * v * v)
@@ -214,7 +217,12 @@ def rms_norm(x: mx.array, scale: mx.array | None, *, eps: float = 1e-5) -> mx.ar
     return y.astype(x.dtype)
 
 
-def softmax(x: mx.array) -> mx.array:
-    """Softmax of each row over its channels (the last axis), computed in f32."""
+def softmax(x: mx.array, *, axis: int = -1) -> mx.array:
+    """Softmax of each row over its channels, computed in f32.
+
+    ``axis`` is -1 or 1, both the channel axis of a rank-2 tensor (upstream
+    spells it either way).
+    """
     x = features_array(x, "softmax")
+    softmax_axis(axis)
     return mx.softmax(x.astype(mx.float32), axis=-1).astype(x.dtype)

@@ -1,28 +1,32 @@
-"""Points to voxels and back: ``voxelize`` and ``devoxelize``.
+"""Points to voxels and back on MLX: ``voxelize`` and ``devoxelize`` (upstream's forms).
 
-Both start from ``u = points / voxel_size`` computed in f32 (a true division,
-not a multiplication by the reciprocal, so every runtime gets the same
-``floor``), in continuous voxel units.
+Both start from ``u = (points - origin) / voxel_size`` per axis, computed in
+f32 (a true division, not a multiplication by the reciprocal, so every
+runtime gets the same ``floor``).  Only the first ``active_rows`` points take
+part; devoxelize gives zeros for the points past its active count.
 
-``voxelize`` puts each point in voxel ``floor(u)`` of its batch item and merges
-the features of the points that share a voxel (mean, sum or max, in f32).  The
-result is a stride-1 sparse value with one row per occupied voxel, rows sorted
-by (batch, x, y, z).
+``voxelize`` puts each point in the cell ``floor(u)`` of its batch item and
+merges the features of the points that share a cell (mean, sum or max, in
+f32).  The result has stride ``stride``, coordinates ``floor(u) * stride`` and
+one row per occupied cell, in first-occurrence order.
 
-``devoxelize`` reads a sparse value at stride ``t`` back at points.  Nearest:
-the voxel containing the point, logical ``floor(u / t)`` (evaluated exactly as
-``floor(floor(u) / t)`` in integers).  Trilinear: with ``g = u / t - 0.5``,
-``b = floor(g)`` and ``f = g - b``, the eight voxels ``b + {0, 1}^3`` weigh
-``prod(f or 1 - f)``; voxels the value lacks are dropped and the remaining
-weights renormalised.  A point whose present corners carry no weight at all
-reads zeros.
+``devoxelize`` reads a sparse value back at points, ``u`` being in units of
+the value's cells (logical coordinates).  ``nearest``: the cell
+``floor(u + 0.5)``.  ``linear``: the eight cells ``floor(u) + {0,1}^3``
+weighted by ``prod(f or 1 - f)`` with ``f = u - floor(u)``, absent cells
+dropped, **not** renormalised.  ``trilinear`` (Lattice's extra): with
+``g = u - 0.5`` and ``b = floor(g)``, the eight cells ``b + {0,1}^3`` weighted
+from ``g - b`` and renormalised over the present cells; a point whose present
+corners carry no weight reads zeros.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import mlx.core as mx
 import numpy as np
-from lattice_contract.options import as_enum, positive_float
+from lattice_contract.options import as_enum, int_triple, voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from mlx_lattice.coords import CoordinateRangeError, KeySpace, scalar_int
@@ -62,22 +66,47 @@ def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array,
     return p, batch
 
 
+def _active_count(active: object, total: int, op: str, name: str) -> int:
+    """The number of leading points that take part (``active`` int, or int32 ``(1,)``)."""
+    if active is None:
+        return total
+    if isinstance(active, mx.array):
+        if active.dtype != mx.int32 or tuple(active.shape) != (1,):
+            raise TypeError(f"{op}: {name} must be an int32 tensor of shape (1,)")
+        active = scalar_int(active[0])
+    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active <= total:
+        raise ValueError(
+            f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
+        )
+    return active
+
+
+def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...]) -> mx.array:
+    """``(p - origin) / voxel_size`` in f32, per axis."""
+    return (points - mx.array(origin, dtype=mx.float32)) / mx.array(size, dtype=mx.float32)
+
+
 def voxelize(
     points: mx.array,
     features: mx.array,
-    batch: mx.array,
+    batch_indices: mx.array,
+    active_rows: mx.array | int | None = None,
     *,
-    voxel_size: float,
+    voxel_size: float | Sequence[float],
+    origin: float | Sequence[float] = 0.0,
     reduction: VoxelReduction | str = VoxelReduction.mean,
+    stride: int | Sequence[int] = 1,
 ) -> SparseTensor:
-    """Merge points into stride-1 voxels ``floor(points / voxel_size)`` per batch item.
+    """Merge the active points into cells ``floor((p - origin) / voxel_size)`` per batch item.
 
-    ``points`` (P, 3) f32, ``features`` (P, C) float, ``batch`` (P,) int32.
-    The features of points sharing a voxel are reduced in f32 and stored in the
-    features' dtype.
+    ``points`` (P, 3) f32, ``features`` (P, C) float, ``batch_indices`` (P,)
+    int32.  The result sits at ``stride`` with coordinates ``cell * stride``
+    and rows in first-occurrence order; features of points sharing a cell are
+    reduced in f32 and stored in the features' dtype.
     """
-    size = positive_float(voxel_size, "voxel_size", "voxelize")
-    p, b = _points_and_batch(points, batch, "voxelize")
+    size, org = voxel_grid(voxel_size, origin, "voxelize")
+    out_stride = int_triple(stride, "stride", minimum=1)
+    p, b = _points_and_batch(points, batch_indices, "voxelize")
     feats = features_array(features, "voxelize", min_ndim=2)
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
         raise ValueError(
@@ -85,30 +114,40 @@ def voxelize(
             f"got {tuple(feats.shape)}"
         )
     mode = as_enum(reduction, VoxelReduction, "reduction")
+    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    p, b, feats = p[:n], b[:n], feats[:n]
     channels = feats.shape[1]
-    if p.shape[0] == 0:
+    if n == 0:
         return SparseTensor._from_parts(
-            mx.zeros((0, 4), dtype=mx.int32), mx.zeros((0, channels), dtype=feats.dtype), (1, 1, 1)
+            mx.zeros((0, 4), dtype=mx.int32), mx.zeros((0, channels), dtype=feats.dtype), out_stride
         )
-    cell = mx.floor(p / size)
-    if not bool(mx.all((cell >= -_INT32_RANGE) & (cell < _INT32_RANGE)).item()):
+    cell = mx.floor(_cells(p, size, org))
+    scaled = cell * mx.array(out_stride, dtype=mx.float32)
+    if not bool(mx.all((scaled >= -_INT32_RANGE) & (scaled < _INT32_RANGE)).item()):
         raise ValueError(
-            "voxelize: points / voxel_size falls outside the int32 coordinate range; "
-            "use a larger voxel_size or translate the points"
+            "voxelize: (points - origin) / voxel_size * stride falls outside the int32 "
+            "coordinate range; use a larger voxel_size or move the origin"
         )
     coords = mx.concatenate([b[:, None], cell.astype(mx.int32)], axis=1)
     unique, inverse = _unique_rows(coords)
     count = unique.shape[0]
+    # First-occurrence order: rank the distinct cells by the first point reaching them.
+    first = mx.full((count,), n, dtype=mx.int32).at[inverse].minimum(mx.arange(n, dtype=mx.int32))
+    order = mx.argsort(first)
+    rank = mx.zeros((count,), dtype=mx.int32).at[order].add(mx.arange(count, dtype=mx.int32))
+    inverse = rank[inverse]
+    unique = unique[order]
     f32 = feats.astype(mx.float32)
     if mode is VoxelReduction.max:
         out = mx.full((count, channels), -mx.inf, dtype=mx.float32).at[inverse].maximum(f32)
     else:
         out = mx.zeros((count, channels), dtype=mx.float32).at[inverse].add(f32)
         if mode is VoxelReduction.mean:
-            ones = mx.ones((p.shape[0],), dtype=mx.float32)
-            n = mx.zeros((count,), dtype=mx.float32).at[inverse].add(ones)
-            out = out / n[:, None]
-    return SparseTensor._from_parts(unique, out.astype(feats.dtype), (1, 1, 1))
+            ones = mx.ones((n,), dtype=mx.float32)
+            per = mx.zeros((count,), dtype=mx.float32).at[inverse].add(ones)
+            out = out / per[:, None]
+    physical = unique * mx.array((1, *out_stride), dtype=mx.int32)
+    return SparseTensor._from_parts(physical, out.astype(feats.dtype), out_stride)
 
 
 def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
@@ -130,54 +169,61 @@ def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
 
 
 def devoxelize(
-    input: SparseTensor,
     points: mx.array,
-    batch: mx.array,
+    voxels: SparseTensor,
+    batch_indices: mx.array,
+    point_active_rows: mx.array | int | None = None,
     *,
-    voxel_size: float,
-    interpolation: Interpolation | str = Interpolation.trilinear,
+    voxel_size: float | Sequence[float],
+    origin: float | Sequence[float] = 0.0,
+    interpolation: Interpolation | str = Interpolation.linear,
 ) -> mx.array:
-    """Read ``input``'s features at points: dense ``(P, C)`` in the input's dtype.
+    """Read ``voxels``' features at the active points: dense ``(P, C)`` in their dtype.
 
-    ``input`` may sit at any stride ``t``; its voxels are ``t * voxel_size`` wide.
-    See the module note for the nearest and trilinear rules.
+    ``u = (p - origin) / voxel_size`` is in units of the value's cells; see the
+    module note for the nearest, linear and trilinear rules.
     """
-    if not isinstance(input, SparseTensor):
-        raise TypeError(f"devoxelize: input must be a SparseTensor, got {type(input).__name__}")
-    size = positive_float(voxel_size, "voxel_size", "devoxelize")
-    p, b = _points_and_batch(points, batch, "devoxelize")
+    if not isinstance(voxels, SparseTensor):
+        raise TypeError(f"devoxelize: voxels must be a SparseTensor, got {type(voxels).__name__}")
+    size, org = voxel_grid(voxel_size, origin, "devoxelize")
+    p, b = _points_and_batch(points, batch_indices, "devoxelize")
     mode = as_enum(interpolation, Interpolation, "interpolation")
-    n_points, channels = p.shape[0], input.num_channels
-    if n_points == 0 or input.num_rows == 0:
-        return mx.zeros((n_points, channels), dtype=input.dtype)
-    u = p / size
-    stride = mx.array(input.stride, dtype=mx.float32)
-    feats = input.feats.astype(mx.float32)
+    n_points, channels = int(p.shape[0]), voxels.num_channels
+    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
+    if n == 0 or voxels.num_rows == 0:
+        return mx.zeros((n_points, channels), dtype=voxels.dtype)
+    u = _cells(p[:n], size, org)
+    b = b[:n]
+    feats = voxels.feats.astype(mx.float32)
     if mode is Interpolation.nearest:
-        cell = _to_int(mx.floor(u))
-        logical = mx.floor_divide(cell, mx.array(input.stride, dtype=mx.int64))
-        found, row = lookup_rows(input, _with_batch(b, logical))
+        cell = _to_int(mx.floor(u + 0.5))
+        found, row = lookup_rows(voxels, _with_batch(b, cell))
         gathered = feats[row]
         out = mx.where(found[:, None], gathered, mx.zeros_like(gathered))
-        return out.astype(input.dtype)
-    g = u / stride - 0.5
-    base_f = mx.floor(g)
-    frac = g - base_f
-    base = _to_int(base_f)
-    corners = mx.array([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)], dtype=mx.int64)
-    logical = base[:, None, :] + corners[None, :, :]  # (P, 8, 3)
-    found, row = lookup_rows(input, _with_batch(b[:, None] * mx.ones((1, 8), mx.int32), logical))
-    bits = corners.astype(mx.bool_)
-    weights = mx.prod(mx.where(bits[None], frac[:, None, :], 1.0 - frac[:, None, :]), axis=-1)
-    weights = mx.where(found, weights, 0.0)  # (P, 8)
-    total = mx.sum(weights, axis=1, keepdims=True)
-    acc = mx.zeros((n_points, channels), dtype=mx.float32)
-    for k in range(8):  # eight corners: a fixed loop, each step vectorised over points
-        term = weights[:, k : k + 1] * feats[row[:, k]]
-        acc = acc + mx.where(found[:, k : k + 1], term, 0.0)  # absent rows never leak
-    safe = mx.where(total > 0, total, 1.0)
-    out = mx.where(total > 0, acc / safe, 0.0)
-    return out.astype(input.dtype)
+    else:
+        g = u - 0.5 if mode is Interpolation.trilinear else u
+        base_f = mx.floor(g)
+        frac = g - base_f
+        base = _to_int(base_f)
+        corners = mx.array([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)], dtype=mx.int64)
+        logical = base[:, None, :] + corners[None, :, :]  # (P, 8, 3)
+        batch8 = b[:, None] * mx.ones((1, 8), mx.int32)
+        found, row = lookup_rows(voxels, _with_batch(batch8, logical))
+        bits = corners.astype(mx.bool_)
+        weights = mx.prod(mx.where(bits[None], frac[:, None, :], 1.0 - frac[:, None, :]), axis=-1)
+        weights = mx.where(found, weights, 0.0)  # (P, 8)
+        acc = mx.zeros((n, channels), dtype=mx.float32)
+        for k in range(8):  # eight corners: a fixed loop, each step vectorised over points
+            term = weights[:, k : k + 1] * feats[row[:, k]]
+            acc = acc + mx.where(found[:, k : k + 1], term, 0.0)  # absent rows never leak
+        if mode is Interpolation.trilinear:
+            total = mx.sum(weights, axis=1, keepdims=True)
+            out = mx.where(total > 0, acc / mx.where(total > 0, total, 1.0), 0.0)
+        else:
+            out = acc
+    if n < n_points:
+        out = mx.concatenate([out, mx.zeros((n_points - n, channels), dtype=out.dtype)], axis=0)
+    return out.astype(voxels.dtype)
 
 
 def _to_int(values: mx.array) -> mx.array:

@@ -1,43 +1,68 @@
-"""Sparse pooling on MLX: local windows (``pool3d``) and whole batch items (``global_pool``).
+"""Sparse pooling on MLX: local windows (``pool3d``, ``full_pool3d``) and batch items.
 
-``pool3d`` has the output support of ``conv3d`` with the same geometry (and
-shares its cached kernel map), and reduces the active inputs each output row
-sees: max, mean (divided by the number of active contributors, not by the
-window volume) or sum.  Reductions run in f32 and are stored in the input
-dtype.
+``pool3d`` has the output support and relation of ``conv3d`` with the same
+geometry (the coarsened support, centred rule) and ``full_pool3d`` those of
+``full_conv3d`` (spconv's pools); each shares the conv's cached kernel map and
+reduces the active inputs each output row sees: max, mean (divided by the
+number of active contributors, not by the window volume) or sum.  A row with
+no active input gives 0 in every mode.  Reductions run in f32 and are stored
+in the input dtype.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mlx.core as mx
-from lattice_contract.options import as_enum
+from lattice_contract.options import as_enum, resolve_batch_size
 from lattice_contract.schema import PoolMode
 
-from mlx_lattice.kernel_map import KernelMap, conv_support
+from mlx_lattice.kernel_map import GeneratedSupport, KernelMap, conv_support, full_conv_support
 from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunks, sparse_input
 from mlx_lattice.sparse import SparseTensor
 
-__all__ = ["global_pool", "pool3d"]
+__all__ = ["full_pool3d", "global_pool", "pool3d"]
 
 
 def _reduce_pairs(feats: mx.array, kmap: KernelMap, mode: PoolMode) -> mx.array:
-    """Reduce every tap's input rows into their output rows (f32)."""
+    """Reduce every tap's input rows into their output rows (f32); unreached rows give 0.
+
+    The identity tap of a submanifold-shaped map (stride-1 odd windows) is
+    every row onto itself, so it seeds the accumulator.
+    """
     channels = int(feats.shape[1])
-    if mode is PoolMode.max:
-        acc = mx.full((kmap.num_out, channels), -mx.inf, dtype=mx.float32)
+    if kmap.identity_tap is not None:
+        acc = feats.astype(mx.float32)
+        count = mx.ones((kmap.num_out, 1), dtype=mx.float32)
     else:
-        acc = mx.zeros((kmap.num_out, channels), dtype=mx.float32)
-    count = mx.zeros((kmap.num_out, 1), dtype=mx.float32)
+        fill = -mx.inf if mode is PoolMode.max else 0.0
+        acc = mx.full((kmap.num_out, channels), fill, dtype=mx.float32)
+        count = mx.zeros((kmap.num_out, 1), dtype=mx.float32)
     for _, ins, outs, flush in chunks(kmap, channels):
         rows = feats[ins].astype(mx.float32)
         acc = acc.at[outs].maximum(rows) if mode is PoolMode.max else acc.at[outs].add(rows)
-        if mode is PoolMode.avg:
-            count = count.at[outs].add(mx.ones((int(ins.shape[0]), 1), dtype=mx.float32))
+        count = count.at[outs].add(mx.ones((int(ins.shape[0]), 1), dtype=mx.float32))
         if flush:
             mx.eval(acc, count)
     if mode is PoolMode.avg:
         acc = acc / mx.maximum(count, 1.0)
+    elif mode is PoolMode.max:
+        acc = mx.where(count > 0, acc, 0.0)
     return acc
+
+
+def _pool(
+    op: str,
+    input: SparseTensor,
+    mode: PoolMode | str,
+    g: Geometry,
+    generate: Callable[..., GeneratedSupport],
+) -> SparseTensor:
+    x = sparse_input(input, op)
+    pool_mode = as_enum(mode, PoolMode, "mode")
+    gen = generate(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
+    feats = _reduce_pairs(x.feats, gen.kmap, pool_mode).astype(x.dtype)
+    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
 
 
 def pool3d(
@@ -49,38 +74,44 @@ def pool3d(
     padding: IntOrTriple = 0,
     dilation: IntOrTriple = 1,
 ) -> SparseTensor:
-    """Local pooling over the support ``conv3d`` would generate; output stride t*s.
+    """Local pooling over ``conv3d``'s support (every ``floor(c / s)``); output stride t*s.
 
-    Each output row reduces the active inputs c with ``c = o*s - p + k*d`` for
-    some tap k; every output row has at least one, so max never sees an empty
-    window.
+    Output o reduces the active inputs ``o*s + off_c(k) - p`` over its taps
+    (centred rule); a row none of whose window is active gives 0.
     """
-    op = "pool3d"
-    x = sparse_input(input, op)
-    pool_mode = as_enum(mode, PoolMode, "mode")
     g = Geometry.of(kernel_size, stride, padding, dilation)
-    gen = conv_support(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
-    feats = _reduce_pairs(x.feats, gen.kmap, pool_mode).astype(x.dtype)
-    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+    return _pool("pool3d", input, mode, g, conv_support)
 
 
-def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int) -> mx.array:
-    """Per-batch-item max / mean / sum of all rows: a dense ``(batch_size, C)`` array.
+def full_pool3d(
+    input: SparseTensor,
+    *,
+    mode: PoolMode | str,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+) -> SparseTensor:
+    """spconv's pools: reduce every active ``c = o*s - p + k*d`` at every o so reached."""
+    g = Geometry.of(kernel_size, stride, padding, dilation)
+    return _pool("full_pool3d", input, mode, g, full_conv_support)
 
-    Batch items without rows give zeros.  Rows whose batch index is not below
-    ``batch_size`` are an error, not silently dropped.
+
+def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = -1) -> mx.array:
+    """Per-batch-item max / mean / sum of all rows: a dense ``(B, C)`` array.
+
+    ``batch_size=-1`` (the default) sets B to the largest batch index + 1 at
+    run time, 0 gives an empty ``(0, C)`` result, a positive value fixes B.
+    Batch items without rows give zeros; rows whose batch index is not below
+    B are an error, not silently dropped.
     """
     op = "global_pool"
     x = sparse_input(input, op)
     pool_mode = as_enum(mode, PoolMode, "mode")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"{op}: batch_size must be a positive int, got {batch_size!r}")
+    batch_size = resolve_batch_size(batch_size, x.batch_size - 1 if x.num_rows else None, op)
     channels = x.num_channels
-    if x.num_rows and x.batch_size > batch_size:
-        raise ValueError(
-            f"{op}: the input has rows with batch index {x.batch_size - 1}, but batch_size is "
-            f"{batch_size}; pass batch_size >= {x.batch_size}"
-        )
+    if batch_size == 0:
+        return mx.zeros((0, channels), dtype=x.dtype)
     batch = x.batch_indices
     rows = x.feats.astype(mx.float32)
     count = (

@@ -49,6 +49,7 @@ def sparse_make(
     active: torch.Tensor,
     *,
     stride: Triple,
+    coord_order: str | None = None,
 ) -> SparseTensor:
     """Build (and, unless the caller vouched for them, validate) an input sparse value."""
     if context.trusted_sparse_inputs:
@@ -69,9 +70,11 @@ def sparse_with_features(input: SparseTensor, features: torch.Tensor) -> SparseT
 
 
 @LOWERINGS.artifact_lowering(op="sparse.reindex")
-def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
-    """Features gathered onto the target's rows."""
-    return ops.sparse_reindex(input, target)
+def sparse_reindex(
+    input: SparseTensor, target: SparseTensor, *, fill: float | None = None
+) -> SparseTensor:
+    """Features gathered onto the target's rows, ``fill`` (default 0) where absent."""
+    return ops.sparse_reindex(input, target, fill=0.0 if fill is None else fill)
 
 
 @LOWERINGS.artifact_lowering(op="weight")
@@ -89,17 +92,15 @@ def weight(
 
 _CONVOLUTIONS: dict[str, Callable[..., SparseTensor]] = {
     "conv3d": ops.conv3d,
+    "full_conv3d": ops.full_conv3d,
     "conv_transpose3d": ops.conv_transpose3d,
-    "generative_conv_transpose3d": ops.generative_conv_transpose3d,
     "target_conv3d": ops.conv3d,
     "target_conv_transpose3d": ops.conv_transpose3d,
 }
 """The ``torch_lattice.ops`` function behind each strided convolution op."""
 
 
-@LOWERINGS.artifact_lowering(
-    op=("conv3d", "conv_transpose3d", "generative_conv_transpose3d"), weights=_CONV
-)
+@LOWERINGS.artifact_lowering(op=("conv3d", "full_conv3d", "conv_transpose3d"), weights=_CONV)
 def conv(
     context: ExecutionContext,
     input: SparseTensor,
@@ -121,6 +122,22 @@ def conv(
         stride=stride,
         padding=padding,
         dilation=dilation,
+    )
+
+
+@LOWERINGS.artifact_lowering(op="generative_conv_transpose3d", weights=_CONV)
+def generative_conv_transpose3d(
+    input: SparseTensor,
+    weight: Any,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: Triple,
+    stride: Triple,
+    accumulation: str,
+) -> SparseTensor:
+    """Support expansion ``o = c*s + k``."""
+    return ops.generative_conv_transpose3d(
+        input, weight, bias, kernel_size=kernel_size, stride=stride
     )
 
 
@@ -165,8 +182,12 @@ def subm_conv3d(
     return ops.subm_conv3d(input, weight, bias, kernel_size=kernel_size, dilation=dilation)
 
 
-@LOWERINGS.artifact_lowering(op="pool3d")
+_POOLS = {"pool3d": ops.pool3d, "full_pool3d": ops.full_pool3d}
+
+
+@LOWERINGS.artifact_lowering(op=("pool3d", "full_pool3d"))
 def pool3d(
+    context: ExecutionContext,
     input: SparseTensor,
     *,
     mode: str,
@@ -174,17 +195,19 @@ def pool3d(
     stride: Triple,
     padding: Triple,
     dilation: Triple,
-    accumulation: str,
+    accumulation: str | None = None,
 ) -> SparseTensor:
-    """Local max / mean / sum pooling."""
-    return ops.pool3d(
+    """Local max / mean / sum pooling (centred on the coarsened support, or spconv's)."""
+    return _POOLS[context.op.name](
         input, mode=mode, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation
     )
 
 
 @LOWERINGS.artifact_lowering(op="global_pool")
-def global_pool(input: SparseTensor, *, mode: str, batch_size: int, accumulation: str) -> Any:
-    """Per-batch reduction to a dense ``(batch_size, C)`` tensor."""
+def global_pool(
+    input: SparseTensor, *, mode: str, batch_size: int, accumulation: str | None = None
+) -> Any:
+    """Per-batch reduction to a dense ``(B, C)`` tensor (B inferred when batch_size is -1)."""
     return ops.global_pool(input, mode=mode, batch_size=batch_size)
 
 
@@ -192,32 +215,56 @@ def global_pool(input: SparseTensor, *, mode: str, batch_size: int, accumulation
 def voxelize(
     points: torch.Tensor,
     features: torch.Tensor,
-    batch: torch.Tensor,
+    batch_indices: torch.Tensor,
+    active_rows: torch.Tensor,
     *,
-    voxel_size: float,
+    voxel_size: tuple[float, float, float],
+    origin: tuple[float, float, float],
     reduction: str,
+    stride: Triple,
 ) -> SparseTensor:
-    """Points to stride-1 voxels."""
-    return ops.voxelize(points, features, batch, voxel_size=voxel_size, reduction=reduction)
+    """The active points merged into voxels at ``stride``."""
+    return ops.voxelize(
+        points,
+        features,
+        batch_indices,
+        active_rows,
+        voxel_size=voxel_size,
+        origin=origin,
+        reduction=reduction,
+        stride=stride,
+    )
 
 
 @LOWERINGS.artifact_lowering(op="devoxelize")
 def devoxelize(
-    input: SparseTensor,
     points: torch.Tensor,
-    batch: torch.Tensor,
+    voxels: SparseTensor,
+    batch_indices: torch.Tensor,
+    point_active_rows: torch.Tensor,
     *,
-    voxel_size: float,
+    voxel_size: tuple[float, float, float],
+    origin: tuple[float, float, float],
     interpolation: str,
 ) -> torch.Tensor:
-    """Voxel features read back at points."""
-    return ops.devoxelize(input, points, batch, voxel_size=voxel_size, interpolation=interpolation)
+    """Voxel features read back at the active points."""
+    return ops.devoxelize(
+        points,
+        voxels,
+        batch_indices,
+        point_active_rows,
+        voxel_size=voxel_size,
+        origin=origin,
+        interpolation=interpolation,
+    )
 
 
 @LOWERINGS.artifact_lowering(
     op="linear", weights={"weight": linear_weight("input"), "bias": bias_weight("weight")}
 )
-def linear(input: torch.Tensor, weight: Any, bias: Any = None, *, accumulation: str) -> Any:
+def linear(
+    input: torch.Tensor, weight: Any, bias: Any = None, *, accumulation: str | None = None
+) -> Any:
     """Dense projection of feature rows."""
     return ops.linear(input, weight, bias)
 
@@ -273,15 +320,30 @@ def rms_norm(input: torch.Tensor, scale: torch.Tensor, *, eps: float) -> torch.T
 
 
 @LOWERINGS.artifact_lowering(op="softmax")
-def softmax(input: torch.Tensor) -> torch.Tensor:
-    """Softmax over channels."""
-    return ops.softmax(input)
+def softmax(input: torch.Tensor, *, axis: int | None = None) -> torch.Tensor:
+    """Softmax over channels (``axis`` -1 or 1)."""
+    return ops.softmax(input, axis=-1 if axis is None else axis)
 
 
 @LOWERINGS.artifact_lowering(op="sparse.binary")
-def sparse_binary(lhs: SparseTensor, rhs: SparseTensor, *, op: str, join: str) -> SparseTensor:
-    """Coordinate-aligned elementwise op."""
-    return ops.sparse_binary(lhs, rhs, op=op, join=join)
+def sparse_binary(
+    lhs: SparseTensor,
+    rhs: SparseTensor,
+    *,
+    op: str,
+    join: str,
+    lhs_fill: float | None = None,
+    rhs_fill: float | None = None,
+) -> SparseTensor:
+    """Coordinate-aligned elementwise op; a missing side contributes its fill (default 0)."""
+    return ops.sparse_binary(
+        lhs,
+        rhs,
+        op=op,
+        join=join,
+        lhs_fill=0.0 if lhs_fill is None else lhs_fill,
+        rhs_fill=0.0 if rhs_fill is None else rhs_fill,
+    )
 
 
 @LOWERINGS.artifact_lowering(op="sparse.cat")
@@ -323,5 +385,8 @@ def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         )
     return x.index_select(0, index.to(torch.int64))
 
+
+# The normalised, upsampling and lookup ops register from their own module.
+import torch_lattice.artifact.lowerings_extra  # noqa: E402, F401
 
 LOWERINGS.check_complete()

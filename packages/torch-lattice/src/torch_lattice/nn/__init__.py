@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch_lattice.nn.conv import (
     Conv3d,
     ConvTranspose3d,
+    FullConv3d,
     GenerativeConvTranspose3d,
     SubmConv3d,
     TargetConv3d,
@@ -17,6 +18,9 @@ from torch_lattice.nn.modules import (
     AvgPool3d,
     BatchNorm,
     Devoxelize,
+    FullAvgPool3d,
+    FullMaxPool3d,
+    FullSumPool3d,
     GlobalPool,
     Hardswish,
     Identity,
@@ -39,6 +43,13 @@ from torch_lattice.nn.modules import (
     Tanh,
     Voxelize,
 )
+from torch_lattice.nn.normalized import (
+    NormalizedConvTranspose3d,
+    NormalizedGenerativeConvTranspose3d,
+    NormalizedSubmConv3d,
+    TargetNormalizedConvTranspose3d,
+)
+from torch_lattice.nn.upsample import Embedding, PoolTranspose3d, TrilinearUpsample3d
 
 __all__ = [
     "ELU",
@@ -49,6 +60,11 @@ __all__ = [
     "Conv3d",
     "ConvTranspose3d",
     "Devoxelize",
+    "Embedding",
+    "FullAvgPool3d",
+    "FullConv3d",
+    "FullMaxPool3d",
+    "FullSumPool3d",
     "GenerativeConvTranspose3d",
     "GlobalPool",
     "Hardswish",
@@ -57,6 +73,10 @@ __all__ = [
     "LeakyReLU",
     "Linear",
     "MaxPool3d",
+    "NormalizedConvTranspose3d",
+    "NormalizedGenerativeConvTranspose3d",
+    "NormalizedSubmConv3d",
+    "PoolTranspose3d",
     "RMSNorm",
     "ReLU",
     "Sequential",
@@ -73,5 +93,7 @@ __all__ = [
     "Tanh",
     "TargetConv3d",
     "TargetConvTranspose3d",
+    "TargetNormalizedConvTranspose3d",
+    "TrilinearUpsample3d",
     "Voxelize",
 ]

@@ -21,6 +21,7 @@ from torch_lattice.sparse import SparseTensor
 __all__ = [
     "Conv3d",
     "ConvTranspose3d",
+    "FullConv3d",
     "GenerativeConvTranspose3d",
     "SubmConv3d",
     "TargetConv3d",
@@ -89,10 +90,26 @@ class _ConvBase(torch.nn.Module):
 
 
 class Conv3d(_ConvBase):
-    """Support-generating sparse conv (``lattice.conv3d``), even at stride 1."""
+    """Sparse conv on the coarsened support (``lattice.conv3d``; upstream's and ME's conv).
+
+    Output rows are every ``floor(c / s)`` of an input row (at stride 1 the
+    input rows); odd kernels are centred on the output.  For spconv's
+    SparseConv3d, whose support grows, use :class:`FullConv3d`.
+    """
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         return self._apply_op(ops.conv3d, x)
+
+
+class FullConv3d(_ConvBase):
+    """spconv's regular sparse conv (``lattice.full_conv3d``): every o an input reaches.
+
+    Input c reaches o through tap k when ``c = o*s - p + k*d``; the support
+    grows even at stride 1.
+    """
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return self._apply_op(ops.full_conv3d, x)
 
 
 class TargetConv3d(_ConvBase):

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 import torch
 import torch.nn.functional as F
-from lattice_contract.options import as_enum, window
+from lattice_contract.kernel import as_triple
+from lattice_contract.options import as_enum, resolve_batch_size, voxel_grid, window
 from lattice_contract.schema import (
     ActivationKind,
     BinaryOp,
@@ -37,6 +38,9 @@ __all__ = [
     "AvgPool3d",
     "BatchNorm",
     "Devoxelize",
+    "FullAvgPool3d",
+    "FullMaxPool3d",
+    "FullSumPool3d",
     "GlobalPool",
     "Hardswish",
     "Identity",
@@ -80,6 +84,7 @@ def _on_feats(
 
 class _Pool3d(torch.nn.Module):
     mode: PoolMode
+    _op: ClassVar[Callable[..., SparseTensor]] = staticmethod(ops.pool3d)
 
     def __init__(
         self,
@@ -94,7 +99,7 @@ class _Pool3d(torch.nn.Module):
         )
 
     def forward(self, x: SparseTensor) -> SparseTensor:
-        return ops.pool3d(
+        return type(self)._op(
             x,
             mode=self.mode,
             kernel_size=self.kernel_size,
@@ -111,44 +116,62 @@ class _Pool3d(torch.nn.Module):
 
 
 class MaxPool3d(_Pool3d):
-    """Max over each window's active inputs (stride defaults to the kernel size, as in torch)."""
+    """Max over each window's active inputs on the coarsened support (``lattice.pool3d``).
+
+    The stride defaults to the kernel size, as in torch; windows follow the
+    centred rule of ``conv3d``.
+    """
 
     mode = PoolMode.max
 
 
 class AvgPool3d(_Pool3d):
-    """Mean over each window's active inputs (divides by their count)."""
+    """Mean over each window's active inputs (divides by their count); ``lattice.pool3d``."""
 
     mode = PoolMode.avg
 
 
 class SumPool3d(_Pool3d):
-    """Sum over each window's active inputs."""
+    """Sum over each window's active inputs; ``lattice.pool3d``."""
 
     mode = PoolMode.sum
 
 
-class GlobalPool(torch.nn.Module):
-    """Per-batch reduction to a dense (batch_size, C) tensor.
+class FullMaxPool3d(MaxPool3d):
+    """spconv's max pool (``lattice.full_pool3d``): the indexed relation, growing support."""
 
-    ``batch_size=None`` uses the input's ``batch_size`` at call time; an
-    exported graph needs it fixed, so pass it when you export.
+    _op = staticmethod(ops.full_pool3d)
+
+
+class FullAvgPool3d(AvgPool3d):
+    """spconv-style mean pool (``lattice.full_pool3d``): the indexed relation."""
+
+    _op = staticmethod(ops.full_pool3d)
+
+
+class FullSumPool3d(SumPool3d):
+    """spconv-style sum pool (``lattice.full_pool3d``): the indexed relation."""
+
+    _op = staticmethod(ops.full_pool3d)
+
+
+class GlobalPool(torch.nn.Module):
+    """Per-batch reduction to a dense (B, C) tensor.
+
+    ``batch_size=-1`` (the default; ``None`` means the same) infers B as the
+    largest batch index + 1 at call time, and is what an exported artifact
+    records, so one artifact serves any batch.  A positive value fixes B; 0
+    gives an empty result.
     """
 
-    def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = None) -> None:
+    def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = -1) -> None:
         super().__init__()
         self.mode = as_enum(mode, PoolMode, "mode")
-        if batch_size is not None and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-        ):
-            raise ValueError(
-                f"GlobalPool: batch_size must be a positive int or None, got {batch_size!r}"
-            )
-        self.batch_size = batch_size
+        resolve_batch_size(-1 if batch_size is None else batch_size, None, "GlobalPool")
+        self.batch_size = -1 if batch_size is None else batch_size
 
     def forward(self, x: SparseTensor) -> torch.Tensor:
-        batch = self.batch_size if self.batch_size is not None else max(x.batch_size, 1)
-        return ops.global_pool(x, mode=self.mode, batch_size=batch)
+        return ops.global_pool(x, mode=self.mode, batch_size=self.batch_size)
 
 
 # --------------------------------------------------------------------------- features
@@ -433,36 +456,76 @@ class Softmax(torch.nn.Module):
 
 
 class Voxelize(torch.nn.Module):
-    """Points (P, 3) f32 + features + batch index → stride-1 voxels ``floor(p / voxel_size)``."""
+    """Points (P, 3) f32 + features + batch index → voxels ``floor((p - origin) / voxel_size)``.
+
+    The result sits at ``stride`` (coordinates ``cell * stride``), rows in
+    first-occurrence order (``lattice.voxelize``).
+    """
 
     def __init__(
-        self, voxel_size: float, reduction: VoxelReduction | str = VoxelReduction.mean
+        self,
+        voxel_size: float | tuple[float, float, float],
+        reduction: VoxelReduction | str = VoxelReduction.mean,
+        *,
+        origin: float | tuple[float, float, float] = 0.0,
+        stride: int | Triple = 1,
     ) -> None:
         super().__init__()
-        self.voxel_size = float(voxel_size)
+        self.voxel_size, self.origin = voxel_grid(voxel_size, origin, "Voxelize")
         self.reduction = as_enum(reduction, VoxelReduction, "reduction")
+        self.stride = as_triple(stride, "stride")
 
     def forward(
-        self, points: torch.Tensor, features: torch.Tensor, batch: torch.Tensor
+        self,
+        points: torch.Tensor,
+        features: torch.Tensor,
+        batch: torch.Tensor,
+        active_rows: torch.Tensor | int | None = None,
     ) -> SparseTensor:
         return ops.voxelize(
-            points, features, batch, voxel_size=self.voxel_size, reduction=self.reduction
+            points,
+            features,
+            batch,
+            active_rows,
+            voxel_size=self.voxel_size,
+            origin=self.origin,
+            reduction=self.reduction,
+            stride=self.stride,
         )
 
 
 class Devoxelize(torch.nn.Module):
-    """Sparse voxels read back at points (nearest or trilinear) → dense (P, C)."""
+    """Sparse voxels read back at points (nearest, linear or trilinear) → dense (P, C).
+
+    Called as ``forward(x, points, batch)``; ``lattice.devoxelize``.
+    """
 
     def __init__(
-        self, voxel_size: float, interpolation: Interpolation | str = Interpolation.trilinear
+        self,
+        voxel_size: float | tuple[float, float, float],
+        interpolation: Interpolation | str = Interpolation.linear,
+        *,
+        origin: float | tuple[float, float, float] = 0.0,
     ) -> None:
         super().__init__()
-        self.voxel_size = float(voxel_size)
+        self.voxel_size, self.origin = voxel_grid(voxel_size, origin, "Devoxelize")
         self.interpolation = as_enum(interpolation, Interpolation, "interpolation")
 
-    def forward(self, x: SparseTensor, points: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: SparseTensor,
+        points: torch.Tensor,
+        batch: torch.Tensor,
+        active_rows: torch.Tensor | int | None = None,
+    ) -> torch.Tensor:
         return ops.devoxelize(
-            x, points, batch, voxel_size=self.voxel_size, interpolation=self.interpolation
+            points,
+            x,
+            batch,
+            active_rows,
+            voxel_size=self.voxel_size,
+            origin=self.origin,
+            interpolation=self.interpolation,
         )
 
 

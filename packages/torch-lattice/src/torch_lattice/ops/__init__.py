@@ -11,14 +11,23 @@ from torch_lattice.ops.cast import cast
 from torch_lattice.ops.conv import (
     conv3d,
     conv_transpose3d,
+    full_conv3d,
     generative_conv_transpose3d,
     schedule,
     subm_conv3d,
 )
+from torch_lattice.ops.elementwise import elementwise
+from torch_lattice.ops.embedding import embedding_lookup
 from torch_lattice.ops.feature import activation, batch_norm, layer_norm, linear, rms_norm, softmax
+from torch_lattice.ops.normalized import (
+    normalized_conv_transpose3d,
+    normalized_generative_conv_transpose3d,
+    normalized_subm_conv3d,
+)
 from torch_lattice.ops.points import devoxelize, voxelize
-from torch_lattice.ops.pool import global_pool, pool3d
+from torch_lattice.ops.pool import full_pool3d, global_pool, pool3d
 from torch_lattice.ops.quant import QuantizedWeight, dequantize, quantize_weight
+from torch_lattice.ops.upsample import pool_transpose3d, trilinear_upsample3d
 
 __all__ = [
     "QuantizedWeight",
@@ -29,11 +38,19 @@ __all__ = [
     "conv_transpose3d",
     "dequantize",
     "devoxelize",
+    "elementwise",
+    "embedding_lookup",
+    "full_conv3d",
+    "full_pool3d",
     "generative_conv_transpose3d",
     "global_pool",
     "layer_norm",
     "linear",
+    "normalized_conv_transpose3d",
+    "normalized_generative_conv_transpose3d",
+    "normalized_subm_conv3d",
     "pool3d",
+    "pool_transpose3d",
     "quantize_weight",
     "rms_norm",
     "schedule",
@@ -42,5 +59,6 @@ __all__ = [
     "sparse_cat",
     "sparse_reindex",
     "subm_conv3d",
+    "trilinear_upsample3d",
     "voxelize",
 ]

@@ -2,10 +2,12 @@
 
 Rows are matched by coordinates (both operands at the same stride).  Output
 row order: ``inner`` and ``left`` keep lhs order (inner drops lhs rows rhs
-lacks); ``outer`` appends the rhs-only rows in rhs order.  Where one side has
-no row it contributes zeros, so ``sub`` gives ``-rhs`` on rhs-only rows and
-``mul`` gives zero on rows only one side has.  When the result has exactly
-lhs's rows it shares lhs's support (and its kernel-map cache).
+lacks); ``right`` keeps rhs order (the mirror of ``left``); ``outer`` appends
+the rhs-only rows in rhs order.  Where one side has no row it contributes its
+fill (``lhs_fill`` / ``rhs_fill`` of ``sparse_binary``, default 0; always 0
+for ``sparse_cat``), so with zero fills ``sub`` gives ``-rhs`` on rhs-only
+rows.  When the result has exactly one operand's rows it shares that
+operand's support (and its kernel-map cache).
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ def _check_pair(lhs: Any, rhs: Any, op: str) -> tuple[SparseTensor, SparseTensor
     return a, b
 
 
-def _gather(feats: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``feats[rows]`` with zeros where ``rows`` is -1 (and for an empty source)."""
+def _gather(feats: torch.Tensor, rows: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+    """``feats[rows]`` with ``fill`` where ``rows`` is -1 (and for an empty source)."""
     if feats.shape[0] == 0:
-        return feats.new_zeros(rows.shape[0], feats.shape[1])
+        return feats.new_full((rows.shape[0], feats.shape[1]), fill)
     gathered = feats.index_select(0, rows.clamp(min=0))
-    return torch.where((rows >= 0)[:, None], gathered, torch.zeros_like(gathered))
+    return torch.where((rows >= 0)[:, None], gathered, torch.full_like(gathered, fill))
 
 
 def _rows_of(source: Support, target: Support) -> torch.Tensor:
@@ -57,6 +59,10 @@ class _Aligned:
     """Row alignment of two operands under a join."""
 
     def __init__(self, a: SparseTensor, b: SparseTensor, join: Join) -> None:
+        # A right join is the left join of the swapped pair, with the sides swapped back.
+        self.swapped = join is Join.right
+        if self.swapped:
+            a, b, join = b, a, Join.left
         found = _rows_of(b.support, a.support)  # rhs row per lhs row
         self.same = bool((found >= 0).all()) and a.num_rows == b.num_rows
         if join is Join.inner and not self.same:
@@ -84,23 +90,27 @@ class _Aligned:
         coords = torch.cat([a.coords[self.lhs_rows], b.coords[self.only_rhs]])
         return Support(coords, a.stride)
 
-    def sides(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """lhs and rhs features on the output rows, zeros where a side is missing."""
+    def sides(
+        self, lhs_fill: float = 0.0, rhs_fill: float = 0.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """lhs and rhs features on the output rows, each side's fill where it is missing."""
         a, b = self.a, self.b
-        left = a.feats.index_select(0, self.lhs_rows)
-        right = _gather(b.feats, self.rhs_rows)
+        first_fill, second_fill = (rhs_fill, lhs_fill) if self.swapped else (lhs_fill, rhs_fill)
+        first = a.feats.index_select(0, self.lhs_rows)
+        second = _gather(b.feats, self.rhs_rows, second_fill)
         if self.only_rhs.numel():
-            left = torch.cat([left, left.new_zeros(self.only_rhs.numel(), a.num_channels)])
-            right = torch.cat([right, b.feats.index_select(0, self.only_rhs)])
-        return left, right
+            pad = first.new_full((self.only_rhs.numel(), a.num_channels), first_fill)
+            first = torch.cat([first, pad])
+            second = torch.cat([second, b.feats.index_select(0, self.only_rhs)])
+        return (second, first) if self.swapped else (first, second)
 
 
 _BINARY: dict[BinaryOp, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     BinaryOp.add: torch.add,
     BinaryOp.sub: torch.sub,
     BinaryOp.mul: torch.mul,
-    BinaryOp.max: torch.maximum,
-    BinaryOp.min: torch.minimum,
+    BinaryOp.maximum: torch.maximum,
+    BinaryOp.minimum: torch.minimum,
 }
 
 
@@ -111,8 +121,10 @@ def sparse_binary(
     *,
     op: BinaryOp | str,
     join: Join | str = Join.inner,
+    lhs_fill: float = 0.0,
+    rhs_fill: float = 0.0,
 ) -> SparseTensor:
-    """Elementwise ``op`` of coordinate-aligned rows; a missing side reads zeros."""
+    """Elementwise ``op`` of coordinate-aligned rows; a missing side reads its fill."""
     a, b = _check_pair(lhs, rhs, "sparse_binary")
     kind = as_enum(op, BinaryOp, "op")
     j = as_enum(join, Join, "join")
@@ -122,7 +134,7 @@ def sparse_binary(
             "use sparse_cat to concatenate"
         )
     aligned = _Aligned(a, b, j)
-    left, right = aligned.sides()
+    left, right = aligned.sides(float(lhs_fill), float(rhs_fill))
     dtype = compute_dtype(a.dtype)
     out = _BINARY[kind](left.to(dtype), right.to(dtype)).to(a.dtype)
     return SparseTensor._make(aligned.support(), out)
@@ -140,8 +152,8 @@ def sparse_cat(
 
 
 @traced("sparse_reindex")
-def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
-    """``input``'s features on ``target``'s exact rows, zeros where the input has no row."""
+def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0.0) -> SparseTensor:
+    """``input``'s features on ``target``'s exact rows, ``fill`` where the input has no row."""
     x = require_sparse(input, "sparse_reindex")
     t = require_sparse(target, "sparse_reindex", "target")
     if x.stride != t.stride:
@@ -150,4 +162,5 @@ def sparse_reindex(input: SparseTensor, target: SparseTensor) -> SparseTensor:
         )
     if x.device != t.device:
         raise ValueError(f"sparse_reindex: input is on {x.device}, target on {t.device}")
-    return SparseTensor._make(t.support, _gather(x.feats, _rows_of(x.support, t.support)))
+    rows = _rows_of(x.support, t.support)
+    return SparseTensor._make(t.support, _gather(x.feats, rows, float(fill)))

@@ -27,6 +27,7 @@ from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
     KernelMap,
     conv_map,
+    full_conv_map,
     generative_transpose_map,
     subm_map,
     target_conv_map,
@@ -40,6 +41,7 @@ from torch_lattice.sparse import SparseTensor, Support
 __all__ = [
     "conv3d",
     "conv_transpose3d",
+    "full_conv3d",
     "generative_conv_transpose3d",
     "schedule",
     "subm_conv3d",
@@ -512,12 +514,17 @@ def conv3d(
     dilation: int | tuple[int, int, int] = 1,
     coordinates: SparseTensor | None = None,
 ) -> SparseTensor:
-    """Sparse cross-correlation; output at every o with an active ``c = o*s - p + k*d``.
+    """Sparse conv on the coarsened support: o gets ``W_k @ x[o*s + off_c(k) - p]``.
 
-    With ``coordinates=target`` the output is exactly the target's rows (the
-    contract's ``target_conv3d``); the target's stride must be the input
-    stride times ``stride``.  A support-generating conv is its own op even at
-    stride 1: it grows the support, unlike :func:`subm_conv3d`.
+    ``off_c`` is the centred rule (``(k - K//2)*d`` for odd K, ``k*d`` for
+    even K) and the output rows are every distinct ``floor(c/s)`` of an
+    active input c; at stride 1 they are exactly the input rows, in input
+    order, so an odd stride-1 unpadded conv3d is a ``subm_conv3d``.  This is
+    upstream's (and MinkowskiEngine's) forward conv; spconv's SparseConv3d,
+    whose support grows, is :func:`full_conv3d`.  With ``coordinates=target``
+    the output is exactly the target's rows (the contract's
+    ``target_conv3d``); the target's stride must be the input stride times
+    ``stride``.
     """
     x = require_sparse(input, "conv3d")
     k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
@@ -532,6 +539,30 @@ def conv3d(
     if _triton_wanted(x):
         return _on_triton("indexed", x, w, b, (k, s, p, d))
     out_support, kmap = conv_map(x.support, k, s, p, d)
+    return _execute(x, w, b, kmap, out_support)
+
+
+@traced("full_conv3d")
+def full_conv3d(
+    input: SparseTensor,
+    weight: torch.Tensor | QuantizedWeight,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: int | tuple[int, int, int],
+    stride: int | tuple[int, int, int] = 1,
+    padding: int | tuple[int, int, int] = 0,
+    dilation: int | tuple[int, int, int] = 1,
+) -> SparseTensor:
+    """spconv's regular sparse conv: output at every o with an active ``c = o*s - p + k*d``.
+
+    Cross-correlation like PyTorch's dense conv3d restricted to the rows it
+    reaches; the support grows even at stride 1 (unlike :func:`conv3d`), and
+    :func:`conv_transpose3d` with the same geometry is its adjoint.
+    """
+    x = require_sparse(input, "full_conv3d")
+    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
+    w, b = _check_weight(weight, bias, k, x.num_channels, "full_conv3d")
+    out_support, kmap = full_conv_map(x.support, k, s, p, d)
     return _execute(x, w, b, kmap, out_support)
 
 
@@ -602,17 +633,15 @@ def generative_conv_transpose3d(
     *,
     kernel_size: int | tuple[int, int, int],
     stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
 ) -> SparseTensor:
-    """Support expansion: every input row emits ``o = c*s + k`` for every tap (p = 0, d = 1)."""
+    """Support expansion: every input row emits ``o = c*s + k`` for every tap.
+
+    Padding and dilation are implied 0 and 1 (the op has neither attribute);
+    where s < K makes two (c, k) land on one o they are summed into one row.
+    """
     x = require_sparse(input, "generative_conv_transpose3d")
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
-    if p != (0, 0, 0) or d != (1, 1, 1):
-        raise ValueError(
-            "generative_conv_transpose3d requires padding=0 and dilation=1 "
-            f"(got padding={p}, dilation={d}); use conv_transpose3d for other geometries"
-        )
+    k = triple(kernel_size, "kernel_size", minimum=1)
+    s = triple(stride, "stride", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "generative_conv_transpose3d")
     if any(x.stride[a] % s[a] for a in range(3)):
         raise ValueError(

@@ -14,7 +14,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from lattice_contract.options import positive_float
+from lattice_contract.options import positive_float, softmax_axis
 from lattice_contract.schema import ActivationKind, GeluApprox
 
 from torch_lattice._trace import traced
@@ -71,7 +71,8 @@ def activation(
 
     leaky_relu slope = alpha; elu uses alpha; softplus is
     ``log1p(exp(beta*x)) / beta``, linear where ``beta*x > threshold``; gelu is
-    exact (erf) or the tanh approximation; hardswish is ``x*relu6(x+3)/6``.
+    exact (erf; ``none`` or ``precise``), the tanh approximation, or ``fast``
+    ``x * sigmoid(1.702 x)``; hardswish is ``x*relu6(x+3)/6``.
     """
     x = require_features(x, "activation")
     k = as_enum(kind, ActivationKind, "kind")
@@ -91,7 +92,10 @@ def activation(
     elif k is ActivationKind.leaky_relu:
         y = F.leaky_relu(v, float(alpha))
     elif k is ActivationKind.gelu:
-        y = F.gelu(v, approximate=approx.value)
+        if approx is GeluApprox.fast:
+            y = v * torch.sigmoid(1.702 * v)
+        else:  # none and precise are both the erf form
+            y = F.gelu(v, approximate="tanh" if approx is GeluApprox.tanh else "none")
     elif k is ActivationKind.silu:
         y = F.silu(v)
     elif k is ActivationKind.sigmoid:
@@ -169,7 +173,8 @@ def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, *, eps: float = 1e-5) 
 
 
 @traced("softmax")
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax of each row over its channels."""
+def softmax(x: torch.Tensor, *, axis: int = -1) -> torch.Tensor:
+    """Softmax of each row over its channels (``axis`` -1 or 1, both the channel axis)."""
     x = require_features(x, "softmax")
+    softmax_axis(axis)
     return torch.softmax(x.to(compute_dtype(x.dtype)), dim=1).to(x.dtype)

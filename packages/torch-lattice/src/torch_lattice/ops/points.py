@@ -1,32 +1,41 @@
-"""Points to voxels and back: ``voxelize`` and ``devoxelize``.
+"""Points to voxels and back: ``voxelize`` and ``devoxelize`` (upstream's forms).
 
-Both start from ``u = points / voxel_size`` computed in f32 by a true division
-(not a multiplication by the reciprocal), so every runtime floors the same
-values.
+Both start from ``u = (points - origin) / voxel_size`` per axis, computed in
+f32 by a true division (not a multiplication by the reciprocal), so every
+runtime floors the same values.  Only the first ``active_rows`` points take
+part; devoxelize gives zeros for the points past its active count.
 
-``voxelize`` puts each point in voxel ``floor(u)`` of its batch item and
-reduces the features of points sharing a voxel (mean, sum or max, in f32).
-The result is a stride-1 value with rows sorted by (batch, x, y, z).
+``voxelize`` puts each point in the cell ``floor(u)`` of its batch item and
+reduces the features of points sharing a cell (mean, sum or max, in f32).
+The result has stride ``stride``, physical coordinates ``floor(u) * stride``,
+and its rows in first-occurrence order (the order in which the points first
+reach each cell).
 
-``devoxelize`` reads a value at stride ``t`` back at points.  Nearest: the
-voxel containing the point, logical ``floor(floor(u) / t)`` in integers (equal
-to ``floor(u / t)``).  Trilinear: ``g = u / t - 0.5``, ``b = floor(g)``,
-``f = g - b``; the eight voxels ``b + {0,1}^3`` weigh ``prod(f or 1 - f)``;
-absent voxels are dropped and the remaining weights renormalised; a point
-whose present corners carry no weight reads zeros.
+``devoxelize`` reads a value back at points, ``u`` being in units of the
+value's cells (logical coordinates):
+
+- ``nearest``: the cell ``floor(u + 0.5)``;
+- ``linear``: the eight cells ``floor(u) + {0,1}^3`` weighted by
+  ``prod(f or 1 - f)`` with ``f = u - floor(u)``; absent cells are dropped and
+  the weights are **not** renormalised;
+- ``trilinear`` (Lattice's extra): cell-centred corners, ``g = u - 0.5``,
+  ``b = floor(g)``, the eight cells ``b + {0,1}^3`` weighted from
+  ``g - b``, renormalised over the present cells; a point whose present
+  corners carry no weight reads zeros.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from lattice_contract.options import positive_float
+from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import Packing, bounds
-from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse
+from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse, triple
 from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor, Support
 
 __all__ = ["devoxelize", "voxelize"]
@@ -40,10 +49,10 @@ def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, t
     if points.ndim != 2 or points.shape[1] != 3:
         raise ValueError(f"{op}: points must have shape (P, 3), got {tuple(points.shape)}")
     if not isinstance(batch, torch.Tensor) or batch.dtype != torch.int32:
-        raise TypeError(f"{op}: batch must be an int32 torch.Tensor of shape (P,)")
+        raise TypeError(f"{op}: batch_indices must be an int32 torch.Tensor of shape (P,)")
     if tuple(batch.shape) != (points.shape[0],):
         raise ValueError(
-            f"{op}: batch must have shape ({points.shape[0]},) (one index per point), "
+            f"{op}: batch_indices must have shape ({points.shape[0]},) (one index per point), "
             f"got {tuple(batch.shape)}"
         )
     if batch.device != points.device:
@@ -55,22 +64,48 @@ def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, t
     return points, batch
 
 
-def _scaled(points: torch.Tensor, size: float) -> torch.Tensor:
-    return points / torch.tensor(size, dtype=torch.float32, device=points.device)
+def _active_count(active: Any, total: int, op: str, name: str) -> int:
+    """The number of leading points that take part (``active`` int, or int32 ``(1,)``)."""
+    if active is None:
+        return total
+    if isinstance(active, torch.Tensor):
+        if active.dtype != torch.int32 or tuple(active.shape) != (1,):
+            raise TypeError(f"{op}: {name} must be an int32 tensor of shape (1,)")
+        active = int(active.item())
+    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active <= total:
+        raise ValueError(
+            f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
+        )
+    return active
+
+
+def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float]) -> torch.Tensor:
+    """``(p - origin) / voxel_size`` in f32, per axis."""
+    o = torch.tensor(origin, dtype=torch.float32, device=points.device)
+    v = torch.tensor(size, dtype=torch.float32, device=points.device)
+    return (points - o) / v
 
 
 @traced("voxelize")
 def voxelize(
     points: torch.Tensor,
     features: torch.Tensor,
-    batch: torch.Tensor,
+    batch_indices: torch.Tensor,
+    active_rows: torch.Tensor | int | None = None,
     *,
-    voxel_size: float,
+    voxel_size: float | Sequence[float],
+    origin: float | Sequence[float] = 0.0,
     reduction: VoxelReduction | str = VoxelReduction.mean,
+    stride: int | Sequence[int] = 1,
 ) -> SparseTensor:
-    """Merge points into stride-1 voxels ``floor(points / voxel_size)`` per batch item."""
-    size = positive_float(voxel_size, "voxel_size", "voxelize")
-    p, b = _points_and_batch(points, batch, "voxelize")
+    """Merge the active points into cells ``floor((p - origin) / voxel_size)`` per batch item.
+
+    The result sits at ``stride`` with coordinates ``cell * stride``, rows in
+    first-occurrence order.
+    """
+    size, org = voxel_grid(voxel_size, origin, "voxelize")
+    out_stride = triple(stride, "stride", minimum=1)
+    p, b = _points_and_batch(points, batch_indices, "voxelize")
     if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
         raise TypeError("voxelize: features must be a float torch.Tensor of shape (P, C)")
     if features.ndim != 2 or features.shape[0] != p.shape[0]:
@@ -80,24 +115,34 @@ def voxelize(
     if features.device != p.device:
         raise ValueError("voxelize: features and points must be on one device")
     mode = as_enum(reduction, VoxelReduction, "reduction")
+    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    p, b, features = p[:n], b[:n], features[:n]
     channels = int(features.shape[1])
-    if p.shape[0] == 0:
+    if n == 0:
         empty = torch.empty(0, 4, dtype=torch.int64, device=p.device)
         return SparseTensor._make(
-            Support.from_logical(empty, (1, 1, 1)),
+            Support.from_logical(empty, out_stride),
             torch.zeros(0, channels, dtype=features.dtype, device=p.device),
         )
-    cell = torch.floor(_scaled(p, size))
-    if bool(((cell < -_INT32_LIMIT) | (cell >= _INT32_LIMIT)).any()):
+    cell = torch.floor(_cells(p, size, org))
+    scale = torch.tensor(out_stride, dtype=torch.float32, device=p.device)
+    if bool(((cell * scale < -_INT32_LIMIT) | (cell * scale >= _INT32_LIMIT)).any()):
         raise ValueError(
-            "voxelize: points / voxel_size falls outside the int32 coordinate range; "
-            "use a larger voxel_size or translate the points"
+            "voxelize: (points - origin) / voxel_size * stride falls outside the int32 "
+            "coordinate range; use a larger voxel_size or move the origin"
         )
     logical = torch.cat([b.to(torch.int64)[:, None], cell.to(torch.int64)], dim=1)
     lo, hi = bounds(logical)
     packing = Packing.covering(lo, hi, margin=0)
     keys, inverse = torch.unique(packing.pack(logical), sorted=True, return_inverse=True)
     count = int(keys.numel())
+    # First-occurrence order: rank the distinct cells by the first point that reaches them.
+    first = torch.full((count,), n, dtype=torch.int64, device=p.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(n, device=p.device), "amin")
+    order = torch.argsort(first)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(count, device=p.device)
+    inverse = rank[inverse]
     dtype = compute_dtype(features.dtype)
     f = features.to(dtype)
     if mode is VoxelReduction.max:
@@ -108,9 +153,9 @@ def voxelize(
     else:
         out = torch.zeros(count, channels, dtype=dtype, device=p.device).index_add(0, inverse, f)
         if mode is VoxelReduction.mean:
-            n = torch.bincount(inverse, minlength=count).to(dtype)
-            out = out / n[:, None]
-    support = Support.from_logical(packing.unpack(keys), (1, 1, 1))
+            n_per = torch.bincount(inverse, minlength=count).to(dtype)
+            out = out / n_per[:, None]
+    support = Support.from_logical(packing.unpack(keys[order]), out_stride)
     return SparseTensor._make(support, out.to(features.dtype))
 
 
@@ -119,57 +164,63 @@ _CORNERS = tuple((i >> 2 & 1, i >> 1 & 1, i & 1) for i in range(8))
 
 @traced("devoxelize")
 def devoxelize(
-    input: SparseTensor,
     points: torch.Tensor,
-    batch: torch.Tensor,
+    voxels: SparseTensor,
+    batch_indices: torch.Tensor,
+    point_active_rows: torch.Tensor | int | None = None,
     *,
-    voxel_size: float,
-    interpolation: Interpolation | str = Interpolation.trilinear,
+    voxel_size: float | Sequence[float],
+    origin: float | Sequence[float] = 0.0,
+    interpolation: Interpolation | str = Interpolation.linear,
 ) -> torch.Tensor:
-    """Read ``input``'s features at points: dense (P, C) in the input's dtype."""
-    x = require_sparse(input, "devoxelize")
-    size = positive_float(voxel_size, "voxel_size", "devoxelize")
-    p, b = _points_and_batch(points, batch, "devoxelize")
+    """Read ``voxels``' features at the active points: dense (P, C) in the voxels' dtype."""
+    x = require_sparse(voxels, "devoxelize", "voxels")
+    size, org = voxel_grid(voxel_size, origin, "devoxelize")
+    p, b = _points_and_batch(points, batch_indices, "devoxelize")
     mode = as_enum(interpolation, Interpolation, "interpolation")
     if p.device != x.device:
-        raise ValueError(f"devoxelize: points are on {p.device}, the input on {x.device}")
+        raise ValueError(f"devoxelize: points are on {p.device}, the voxels on {x.device}")
     n_points, channels = int(p.shape[0]), x.num_channels
+    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     dtype = compute_dtype(x.dtype)
-    if n_points == 0 or x.num_rows == 0:
+    if n == 0 or x.num_rows == 0:
         zeros = torch.zeros(n_points, channels, dtype=x.dtype, device=p.device)
         return zeros + 0 * x.feats.sum()  # keeps the graph connected for autograd
-    u = _scaled(p, size)
+    u = _cells(p[:n], size, org)
     table = x.support.table
     feats = x.feats.to(dtype)
-    b64 = b.to(torch.int64)[:, None]
+    b64 = b[:n].to(torch.int64)[:, None]
     if mode is Interpolation.nearest:
-        cell = torch.floor(u).clamp(-(2.0**32), 2.0**32).to(torch.int64)
-        stride = torch.tensor(x.stride, dtype=torch.int64, device=p.device)
-        logical = torch.div(cell, stride, rounding_mode="floor")
-        row = table.find(torch.cat([b64, logical], dim=1))
+        cell = torch.floor(u + 0.5).clamp(-(2.0**32), 2.0**32).to(torch.int64)
+        row = table.find(torch.cat([b64, cell], dim=1))
         found = row >= 0
         gathered = feats.index_select(0, row.clamp(min=0))
-        return torch.where(found[:, None], gathered, torch.zeros_like(gathered)).to(x.dtype)
-    stride_f = torch.tensor(x.stride, dtype=torch.float32, device=p.device)
-    g = u / stride_f - 0.5
-    base_f = torch.floor(g)
-    frac = g - base_f
-    base = base_f.clamp(-(2.0**32), 2.0**32).to(torch.int64)
-    weights = []
-    rows = []
-    for corner in _CORNERS:  # eight corners: a fixed loop, each step vectorised over points
-        c = torch.tensor(corner, dtype=torch.int64, device=p.device)
-        rows.append(table.find(torch.cat([b64, base + c], dim=1)))
-        sel = torch.tensor(corner, dtype=torch.bool, device=p.device)
-        weights.append(torch.where(sel, frac, 1.0 - frac).prod(dim=1))
-    row = torch.stack(rows, dim=1)
-    found = row >= 0
-    w = torch.where(found, torch.stack(weights, dim=1), 0.0).to(dtype)
-    total = w.sum(dim=1, keepdim=True)
-    acc = torch.zeros(n_points, channels, dtype=dtype, device=p.device)
-    for k in range(8):
-        term = w[:, k : k + 1] * feats.index_select(0, row[:, k].clamp(min=0))
-        acc = acc + torch.where(found[:, k : k + 1], term, torch.zeros_like(term))
-    safe = torch.where(total > 0, total, torch.ones_like(total))
-    out = torch.where(total > 0, acc / safe, torch.zeros_like(acc))
+        out = torch.where(found[:, None], gathered, torch.zeros_like(gathered))
+    else:
+        g = u - 0.5 if mode is Interpolation.trilinear else u
+        base_f = torch.floor(g)
+        frac = g - base_f
+        base = base_f.clamp(-(2.0**32), 2.0**32).to(torch.int64)
+        weights = []
+        rows = []
+        for corner in _CORNERS:  # eight corners: a fixed loop, each step vectorised over points
+            c = torch.tensor(corner, dtype=torch.int64, device=p.device)
+            rows.append(table.find(torch.cat([b64, base + c], dim=1)))
+            sel = torch.tensor(corner, dtype=torch.bool, device=p.device)
+            weights.append(torch.where(sel, frac, 1.0 - frac).prod(dim=1))
+        row = torch.stack(rows, dim=1)
+        found = row >= 0
+        w = torch.where(found, torch.stack(weights, dim=1), 0.0).to(dtype)
+        acc = torch.zeros(n, channels, dtype=dtype, device=p.device)
+        for k in range(8):
+            term = w[:, k : k + 1] * feats.index_select(0, row[:, k].clamp(min=0))
+            acc = acc + torch.where(found[:, k : k + 1], term, torch.zeros_like(term))
+        if mode is Interpolation.trilinear:
+            total = w.sum(dim=1, keepdim=True)
+            safe = torch.where(total > 0, total, torch.ones_like(total))
+            out = torch.where(total > 0, acc / safe, torch.zeros_like(acc))
+        else:
+            out = acc
+    if n < n_points:
+        out = torch.cat([out, out.new_zeros(n_points - n, channels)])
     return out.to(x.dtype)

@@ -3,8 +3,11 @@
 These scatter a sparse value into a dense float64 grid, run PyTorch's dense
 ``conv3d`` / ``conv_transpose3d`` (or an explicit per-tap window for pooling)
 and read the result back at every output position some active input reaches.
-They share no code with the sparse kernels or kernel maps, only the SPEC §5
-index relations, and they are meant for grids of a few thousand cells.
+They share no code with the sparse kernels or kernel maps, only the index
+relations of docs/semantics.md, and they are meant for grids of a few thousand
+cells.  The centred ops (``conv3d``, ``pool3d``) are the dense ops with padding
+``centred_padding`` (``K//2*d + p`` on odd axes, ``p`` on even ones) read at
+the coarsened support (every ``floor(c / s)``), where rows no tap reaches read 0.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from torch_lattice.sparse import SparseTensor
 __all__ = [
     "DenseResult",
     "available_devices",
+    "centred_padding",
+    "coarsened_rows",
+    "dense_centred_conv3d",
+    "dense_centred_pool3d",
     "dense_conv3d",
     "dense_conv_transpose3d",
     "dense_pool3d",
@@ -92,7 +99,7 @@ def _conv_grid(
 def dense_conv3d(
     x: SparseTensor, weight: torch.Tensor, k: Triple, s: Triple, p: Triple, d: Triple
 ) -> DenseResult:
-    """``conv3d`` by dense ``F.conv3d`` on a grid whose origin is a multiple of the stride."""
+    """``full_conv3d`` by dense ``F.conv3d`` on a grid whose origin is a multiple of the stride."""
     logical = _logical(x)
     m, origin, size = _conv_grid(logical, k, s, d)
     grid, occ = _scatter_dense(logical, x.feats, origin, size)
@@ -121,12 +128,12 @@ def dense_conv_transpose3d(
     return _read_back(out, counts, shift, out_stride)
 
 
-def dense_pool3d(
+def _pool_grid(
     x: SparseTensor, mode: str, k: Triple, s: Triple, p: Triple, d: Triple
-) -> DenseResult:
-    """Pooling by an explicit loop over window taps on a dense grid (max / avg / sum)."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dense window reduction (max / avg / sum) by an explicit loop over taps, and counts."""
     logical = _logical(x)
-    m, origin, size = _conv_grid(logical, k, s, d)
+    _, origin, size = _conv_grid(logical, k, s, d)
     grid, occ = _scatter_dense(logical, x.feats, origin, size)
     out_size = [(size[a] + 2 * p[a] - d[a] * (k[a] - 1) - 1) // s[a] + 1 for a in range(3)]
     b, c = grid.shape[:2]
@@ -147,13 +154,85 @@ def dense_pool3d(
                 count += o
                 best = torch.where(o > 0, torch.maximum(best, vals), best)
     if mode == "max":
-        out = best
-    elif mode == "avg":
-        out = total / count.clamp(min=1)
-    else:
-        out = total
+        return best, count
+    if mode == "avg":
+        return total / count.clamp(min=1), count
+    return total, count
+
+
+def dense_pool3d(
+    x: SparseTensor, mode: str, k: Triple, s: Triple, p: Triple, d: Triple
+) -> DenseResult:
+    """``full_pool3d``: the dense window reduction at every output some active input reaches."""
+    m, _, _ = _conv_grid(_logical(x), k, s, d)
+    out, count = _pool_grid(x, mode, k, s, p, d)
     out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
     return _read_back(out, count, m, out_stride)
+
+
+def centred_padding(k: Triple, p: Triple, d: Triple) -> Triple:
+    """Dense padding that realises the centred rule: ``K//2*d + p`` (odd K) or ``p`` (even K)."""
+    return (
+        k[0] // 2 * d[0] + p[0] if k[0] % 2 else p[0],
+        k[1] // 2 * d[1] + p[1] if k[1] % 2 else p[1],
+        k[2] // 2 * d[2] + p[2] if k[2] % 2 else p[2],
+    )
+
+
+def coarsened_rows(x: SparseTensor, s: Triple) -> torch.Tensor:
+    """Logical rows ``(b, floor(c / s))`` of the active rows, distinct (lexicographic order)."""
+    logical = _logical(x)
+    div = torch.tensor((1, *s), dtype=torch.int64, device=logical.device)
+    rows: torch.Tensor = torch.unique(torch.div(logical, div, rounding_mode="floor"), dim=0)
+    return rows.cpu()
+
+
+def _read_at(
+    values: torch.Tensor,
+    counts: torch.Tensor,
+    shift: Sequence[int],
+    rows: torch.Tensor,
+    stride: Triple,
+) -> DenseResult:
+    j = rows[:, 1:].to(values.device) - torch.tensor(shift, dtype=torch.int64, device=values.device)
+    b = rows[:, 0].to(values.device)
+    feats = values[b, :, j[:, 0], j[:, 1], j[:, 2]]
+    cnt = counts[b, 0, j[:, 0], j[:, 1], j[:, 2]]
+    phys = (rows * torch.tensor((1, *stride), dtype=torch.int64)).to(torch.int32)
+    perm = canonical_order(phys)
+    return DenseResult(phys[perm], feats.cpu()[perm], cnt.cpu()[perm])
+
+
+def dense_centred_conv3d(
+    x: SparseTensor, weight: torch.Tensor, k: Triple, s: Triple, p: Triple, d: Triple
+) -> DenseResult:
+    """``conv3d``: dense ``F.conv3d`` with :func:`centred_padding`, at the coarsened support."""
+    logical = _logical(x)
+    m, origin, size = _conv_grid(logical, k, s, d)
+    grid, occ = _scatter_dense(logical, x.feats, origin, size)
+    w = weight.to(torch.float64).permute(0, 4, 1, 2, 3)
+    pad = centred_padding(k, p, d)
+    out = F.conv3d(grid, w, stride=s, padding=pad, dilation=d)
+    ones = torch.ones(1, 1, *k, dtype=torch.float64, device=grid.device)
+    counts = F.conv3d(occ, ones, stride=s, padding=pad, dilation=d)
+    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    return _read_at(out, counts, m, coarsened_rows(x, s), out_stride)
+
+
+def dense_centred_pool3d(
+    x: SparseTensor, mode: str, k: Triple, s: Triple, p: Triple, d: Triple
+) -> DenseResult:
+    """``pool3d``: the dense window reduction with :func:`centred_padding`, coarsened support.
+
+    Rows no window input reaches read 0 in every mode.
+    """
+    pad = centred_padding(k, p, d)
+    logical = _logical(x)
+    m, _, _ = _conv_grid(logical, k, s, d)
+    out, count = _pool_grid(x, mode, k, s, pad, d)
+    out = torch.where(count > 0, out, torch.zeros_like(out))
+    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    return _read_at(out, count, m, coarsened_rows(x, s), out_stride)
 
 
 def available_devices() -> list[str]:

@@ -1,0 +1,50 @@
+"""Embedding lookup on MLX: rows of a ``(num_embeddings, C)`` table picked by integer indices.
+
+The contract's ``embedding_lookup`` reads ``weight[indices]``.  An index
+outside ``[0, num_embeddings)`` is an error naming the first bad index and its
+position (the reference system leaves it undefined; MLX's gather would read
+out of bounds), checked with one vectorised comparison before the gather.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+from lattice_contract.op_rules import embedding_index_error
+
+from mlx_lattice.coords import scalar_int
+
+__all__ = ["check_indices", "embedding_lookup"]
+
+_FLOATS = (mx.float32, mx.float16, mx.bfloat16)
+_INDEX_DTYPES = (mx.int32, mx.int64)
+
+
+def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> mx.array:
+    """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
+    if not isinstance(indices, mx.array):
+        raise TypeError(f"{op}: indices must be an mx.array, got {type(indices).__name__}")
+    if indices.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"{op}: indices must be int32 (or int64), got {indices.dtype}")
+    if indices.ndim != 1:
+        raise ValueError(f"{op}: indices must have shape (N,), got {tuple(indices.shape)}")
+    bad = (indices < 0) | (indices >= rows)
+    if indices.size and bool(mx.any(bad).item()):
+        position = scalar_int(mx.argmax(bad.astype(mx.int32)))
+        raise embedding_index_error(position, scalar_int(indices[position]), rows)
+    return indices
+
+
+def embedding_lookup(indices: mx.array, weight: mx.array) -> mx.array:
+    """``weight[indices]``: an ``(N, C)`` array in the table's dtype (layout ``embedding_n_c``)."""
+    if not isinstance(weight, mx.array) or weight.dtype not in _FLOATS:
+        raise TypeError(
+            "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), got "
+            + (str(weight.dtype) if isinstance(weight, mx.array) else type(weight).__name__)
+        )
+    if weight.ndim != 2:
+        raise ValueError(
+            "embedding_lookup: weight must have shape (num_embeddings, C), "
+            f"got {tuple(weight.shape)}"
+        )
+    rows = check_indices(indices, int(weight.shape[0]))
+    return weight[rows]

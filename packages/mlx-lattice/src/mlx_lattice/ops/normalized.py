@@ -1,0 +1,178 @@
+"""Weight-normalised sparse convolutions on MLX (the reference system's ``normalized_*`` ops).
+
+For output row o and output channel j, with E(o) the (input row, tap) pairs
+reaching o through the un-normalised op's relation::
+
+    y[o, j] = sum_E sum_i x[r, i] W[j, k, i] / sqrt(sum_E sum_i W[j, k, i]^2 + eps) + bias[j]
+
+Both sums run on the op's ordinary kernel map (:mod:`mlx_lattice.kernel_map`):
+the numerator is the plain convolution, the normaliser the same convolution
+of an all-ones single-channel input with the per-tap weight ``sum_i W^2``
+(each (output, tap) slot holds at most one input row, so the ones count the
+taps present).  A border row therefore gets a smaller normaliser.  A
+pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
+``subm_conv3d``, as in the reference system.  Packed weights are refused.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+from lattice_contract.kernel import Triple, kernel_volume
+from lattice_contract.op_rules import NORMALIZED_EPS, transposed_stride
+from lattice_contract.options import positive_float
+
+from mlx_lattice.kernel_map import (
+    KernelMap,
+    subm_map,
+    target_transpose_map,
+    transpose_support,
+)
+from mlx_lattice.ops.conv import (
+    Geometry,
+    IntOrTriple,
+    _tap_weights,
+    _target,
+    apply_kernel_map,
+    sparse_input,
+    subm_conv3d,
+)
+from mlx_lattice.ops.quant import QuantizedWeight
+from mlx_lattice.sparse import SparseTensor
+
+__all__ = [
+    "DEFAULT_EPS",
+    "normalized_conv_transpose3d",
+    "normalized_generative_conv_transpose3d",
+    "normalized_subm_conv3d",
+]
+
+DEFAULT_EPS = NORMALIZED_EPS
+
+
+def _refuse_packed(weight: object, op: str) -> None:
+    if isinstance(weight, QuantizedWeight):
+        raise TypeError(
+            f"{op}: packed (quantized) weights are not allowed on normalised convolutions; "
+            "the normaliser needs the dense weight, so pass a float tensor"
+        )
+
+
+def _normalized(
+    op: str,
+    x: SparseTensor,
+    weight: object,
+    bias: object,
+    kernel_size: Triple,
+    kmap: KernelMap,
+    eps: float,
+) -> mx.array:
+    """``num / sqrt(den + eps) + bias`` over one kernel map, in f32, stored in x's dtype."""
+    product, c_out, b = _tap_weights(weight, bias, x, kernel_size, op)
+    assert isinstance(weight, mx.array)  # packed weights were refused before
+    volume = kernel_volume(kernel_size)
+    w = weight.astype(mx.float32).reshape(c_out, volume, x.num_channels)
+    squared = mx.sum(w * w, axis=2).transpose(1, 0)[:, None, :]  # (K, 1, C_out)
+
+    def squared_product(k: int, rows: mx.array) -> mx.array:
+        return rows @ squared[k]
+
+    num = apply_kernel_map(x.feats, kmap, product, c_out, None, mx.float32)
+    ones = mx.ones((x.num_rows, 1), dtype=mx.float32)
+    den = apply_kernel_map(ones, kmap, squared_product, c_out, None, mx.float32)
+    out = num / mx.sqrt(den + eps)
+    if b is not None:
+        out = out + b
+    return out.astype(x.dtype)
+
+
+def normalized_subm_conv3d(
+    input: SparseTensor,
+    weight: mx.array,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    dilation: IntOrTriple = 1,
+    eps: float = DEFAULT_EPS,
+) -> SparseTensor:
+    """Weight-normalised submanifold conv: output rows are the input rows, same order.
+
+    Tap k reads ``c + (k - (K-1)//2) * d``.  A 1x1x1 kernel with dilation 1 is
+    an ordinary pointwise ``subm_conv3d`` (no normalisation), as upstream.
+    """
+    op = "normalized_subm_conv3d"
+    x = sparse_input(input, op)
+    g = Geometry.of(kernel_size, 1, 0, dilation)
+    e = positive_float(eps, "eps", op)
+    _refuse_packed(weight, op)
+    if g.kernel_size == (1, 1, 1) and g.dilation == (1, 1, 1):
+        return subm_conv3d(x, weight, bias, kernel_size=1, dilation=1)
+    kmap = subm_map(x.cache, x.coords, x.stride, g.kernel_size, g.dilation)
+    feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, e)
+    return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
+
+
+def _transposed(
+    op: str,
+    input: object,
+    weight: object,
+    bias: object,
+    g: Geometry,
+    eps: object,
+    coordinates: object,
+) -> SparseTensor:
+    x = sparse_input(input, op)
+    e = positive_float(eps, "eps", op)
+    _refuse_packed(weight, op)
+    out_stride = transposed_stride(x.stride, g.stride, op)
+    geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
+    if coordinates is not None:
+        target = _target(coordinates, op, out_stride, "input stride / stride")
+        kmap = target_transpose_map(
+            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride, *geometry
+        )
+        feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, e)
+        return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
+    gen = transpose_support(x.cache, x.coords, x.stride, *geometry)
+    feats = _normalized(op, x, weight, bias, g.kernel_size, gen.kmap, e)
+    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+
+
+def normalized_conv_transpose3d(
+    input: SparseTensor,
+    weight: mx.array,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+    eps: float = DEFAULT_EPS,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Weight-normalised transposed conv: input c feeds ``o = c*s - p + k*d``; stride t/s.
+
+    With ``coordinates=target`` the output is exactly the target's rows (the
+    contract's ``target_normalized_conv_transpose3d``); rows no tap reaches
+    get the bias alone.
+    """
+    g = Geometry.of(kernel_size, stride, padding, dilation)
+    return _transposed("normalized_conv_transpose3d", input, weight, bias, g, eps, coordinates)
+
+
+def normalized_generative_conv_transpose3d(
+    input: SparseTensor,
+    weight: mx.array,
+    bias: mx.array | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    eps: float = DEFAULT_EPS,
+) -> SparseTensor:
+    """Weight-normalised support expansion: every ``o = c*s + k`` (p = 0, d = 1); stride t/s.
+
+    Where s < K makes two (input, tap) pairs land on one output row, they are
+    summed into that one row (numerator and normaliser alike).
+    """
+    g = Geometry.of(kernel_size, stride, 0, 1)
+    op = "normalized_generative_conv_transpose3d"
+    return _transposed(op, input, weight, bias, g, eps, None)

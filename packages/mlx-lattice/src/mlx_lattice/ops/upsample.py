@@ -1,0 +1,118 @@
+"""Upsampling onto finer supports on MLX: ``pool_transpose3d`` and ``trilinear_upsample3d``.
+
+Both are weighted means over the pairs of a transposed relation (input c
+reaches output o through tap k when ``o = c*s - p + k*d``), on the transposed
+kernel maps of :mod:`mlx_lattice.kernel_map`:
+
+- ``pool_transpose3d``: every pair weighs 1 (the plain mean of the coarse rows
+  reaching each output row; 0 where none does);
+- ``trilinear_upsample3d``: the relation of
+  :func:`lattice_contract.op_rules.trilinear_window`, each tap weighted by its
+  hat weight, renormalised over the coarse rows present
+  (``sum w x / max(sum w, 1e-12)``).
+
+Without a target the support is the relation's derived support; with
+``coordinates=target`` exactly the target's rows (stride input / stride).
+Sums run in f32 and are stored in the input dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mlx.core as mx
+from lattice_contract.op_rules import (
+    TRILINEAR_MIN_WEIGHT,
+    transposed_stride,
+    trilinear_tap_weights,
+    trilinear_window,
+)
+
+from mlx_lattice.kernel_map import KernelMap, target_transpose_map, transpose_support
+from mlx_lattice.ops.conv import Geometry, IntOrTriple, _target, chunks, sparse_input
+from mlx_lattice.sparse import SparseTensor
+
+__all__ = ["pool_transpose3d", "trilinear_upsample3d"]
+
+
+def _weighted_sums(
+    feats: mx.array, kmap: KernelMap, tap_weights: Sequence[float] | None
+) -> tuple[mx.array, mx.array]:
+    """``(sum_k w_k x[in], sum_k w_k)`` per output row over the map's pairs, in f32."""
+    channels = int(feats.shape[1])
+    source = feats.astype(mx.float32)
+    num = mx.zeros((kmap.num_out, channels), dtype=mx.float32)
+    den = mx.zeros((kmap.num_out, 1), dtype=mx.float32)
+    if kmap.identity_tap is not None:
+        w = 1.0 if tap_weights is None else tap_weights[kmap.identity_tap]
+        num = num + w * source
+        den = den + w
+    for k, ins, outs, flush in chunks(kmap, channels):
+        w = 1.0 if tap_weights is None else tap_weights[k]
+        num = num.at[outs].add(w * source[ins])
+        den = den.at[outs].add(mx.full((int(ins.shape[0]), 1), w, dtype=mx.float32))
+        if flush:
+            mx.eval(num, den)
+    return num, den
+
+
+def _resample(
+    op: str, input: object, g: Geometry, coordinates: object
+) -> tuple[SparseTensor, KernelMap, mx.array, tuple[int, int, int], object]:
+    x = sparse_input(input, op)
+    out_stride = transposed_stride(x.stride, g.stride, op)
+    geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
+    if coordinates is not None:
+        target = _target(coordinates, op, out_stride, "input stride / stride")
+        kmap = target_transpose_map(
+            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride, *geometry
+        )
+        return x, kmap, target.coords, target.stride, target.cache
+    gen = transpose_support(x.cache, x.coords, x.stride, *geometry)
+    return x, gen.kmap, gen.coords, gen.stride, gen.cache
+
+
+def pool_transpose3d(
+    input: SparseTensor,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Unweighted mean of the coarse rows reaching each output row (``o = c*s - p + k*d``).
+
+    Output stride t/s.  Without ``coordinates`` the support is that of
+    ``conv_transpose3d`` with the same geometry; with it, the target's rows
+    (a row no coarse row reaches is 0).
+    """
+    op = "pool_transpose3d"
+    g = Geometry.of(kernel_size, stride, padding, dilation)
+    x, kmap, coords, out_stride, cache = _resample(op, input, g, coordinates)
+    num, den = _weighted_sums(x.feats, kmap, None)
+    # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
+    feats = (num / mx.maximum(den, 1.0)).astype(x.dtype)
+    return SparseTensor._from_parts(coords, feats, out_stride, cache)  # type: ignore[arg-type]
+
+
+def trilinear_upsample3d(
+    input: SparseTensor,
+    *,
+    stride: IntOrTriple,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Renormalised trilinear interpolation from coarse rows at ``c*s`` to fine rows; stride t/s.
+
+    Per axis the hat weight is ``1 - |o - c*s| / s`` over coarse rows with
+    ``|o - c*s| < s``; the 3-D weight is the product, renormalised over the
+    coarse rows present.  Without ``coordinates`` the output is every fine row
+    within ``s - 1`` of a coarse row on every axis.
+    """
+    op = "trilinear_upsample3d"
+    s = Geometry.of(1, stride).stride
+    g = Geometry(*trilinear_window(s))
+    x, kmap, coords, out_stride, cache = _resample(op, input, g, coordinates)
+    num, den = _weighted_sums(x.feats, kmap, trilinear_tap_weights(s))
+    feats = (num / mx.maximum(den, TRILINEAR_MIN_WEIGHT)).astype(x.dtype)
+    return SparseTensor._from_parts(coords, feats, out_stride, cache)  # type: ignore[arg-type]

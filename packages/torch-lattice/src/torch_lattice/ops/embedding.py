@@ -1,0 +1,53 @@
+"""Embedding lookup: rows of a ``(num_embeddings, C)`` table picked by integer indices.
+
+The contract's ``embedding_lookup`` reads ``weight[indices]``.  An index
+outside ``[0, num_embeddings)`` is an error naming the first bad index and its
+position (the reference system leaves it undefined); the check is one
+vectorised comparison before the gather.  Autograd reaches the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lattice_contract.op_rules import embedding_index_error
+
+from torch_lattice._trace import traced
+from torch_lattice.sparse import FLOAT_DTYPES
+
+__all__ = ["embedding_lookup"]
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torch.Tensor:
+    """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
+    if not isinstance(indices, torch.Tensor):
+        raise TypeError(f"{op}: indices must be a torch.Tensor, got {type(indices).__name__}")
+    if indices.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"{op}: indices must be int32 (or int64), got {indices.dtype}")
+    if indices.ndim != 1:
+        raise ValueError(f"{op}: indices must have shape (N,), got {tuple(indices.shape)}")
+    bad = (indices < 0) | (indices >= rows)
+    if bool(bad.any()):
+        position = int(bad.nonzero()[0].item())
+        raise embedding_index_error(position, int(indices[position].item()), rows)
+    return indices
+
+
+@traced("embedding_lookup")
+def embedding_lookup(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``weight[indices]``: an ``(N, C)`` tensor in the table's dtype (layout ``embedding_n_c``)."""
+    if not isinstance(weight, torch.Tensor) or weight.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), got "
+            + (str(weight.dtype) if isinstance(weight, torch.Tensor) else type(weight).__name__)
+        )
+    if weight.ndim != 2:
+        raise ValueError(
+            "embedding_lookup: weight must have shape (num_embeddings, C), "
+            f"got {tuple(weight.shape)}"
+        )
+    rows = check_indices(indices, int(weight.shape[0]))
+    return weight.index_select(0, rows.to(device=weight.device))

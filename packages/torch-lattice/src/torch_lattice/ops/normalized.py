@@ -1,0 +1,180 @@
+"""Weight-normalised sparse convolutions (the reference system's ``normalized_*`` ops).
+
+For output row o and output channel j, with E(o) the (input row, tap) pairs
+that reach o through the un-normalised op's relation::
+
+    num[o, j] = sum_{(r, k) in E(o)} sum_i x[r, i] W[j, k, i]
+    den[o, j] = sum_{(r, k) in E(o)} sum_i W[j, k, i]^2
+    y[o, j]   = num[o, j] / sqrt(den[o, j] + eps) + bias[j]
+
+so the normaliser depends on the support: a border row, reached through fewer
+taps, has a smaller ``den``.  Both sums run on the op's ordinary kernel map:
+``num`` is the plain convolution and ``den`` is the same convolution of an
+all-ones single-channel input with the weight ``sum_i W[:, :, i]^2`` (each
+(output, tap) slot holds at most one input row, so the ones count exactly the
+taps present).  Autograd therefore reaches the features through ``num`` and
+the weight through both sums, with the conv's own memory-lean backward.
+
+A pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
+``subm_conv3d`` without normalisation: that is what the reference system
+computes for it, and artifacts it wrote mean exactly that.
+
+Packed (quantized) weights are refused: the normaliser needs the weight's own
+values, and the contract forbids packing on these ops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lattice_contract.op_rules import NORMALIZED_EPS, transposed_stride
+from lattice_contract.options import positive_float
+
+from torch_lattice._trace import traced
+from torch_lattice.kernel_map import (
+    KernelMap,
+    generative_transpose_map,
+    subm_map,
+    target_transpose_map,
+    transpose_map,
+)
+from torch_lattice.ops._common import compute_dtype, require_sparse, triple
+from torch_lattice.ops.conv import (
+    _check_target,
+    _check_weight,
+    _geometry,
+    _SparseConvFunction,
+    subm_conv3d,
+)
+from torch_lattice.ops.quant import QuantizedWeight
+from torch_lattice.sparse import SparseTensor, Support
+
+__all__ = [
+    "DEFAULT_EPS",
+    "normalized_conv_transpose3d",
+    "normalized_generative_conv_transpose3d",
+    "normalized_subm_conv3d",
+]
+
+IntOrTriple = int | tuple[int, int, int]
+
+DEFAULT_EPS = NORMALIZED_EPS
+
+
+def _dense_weight(
+    weight: Any, bias: Any, kernel: tuple[int, int, int], x: SparseTensor, op: str
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if isinstance(weight, QuantizedWeight):
+        raise TypeError(
+            f"{op}: packed (quantized) weights are not allowed on normalised convolutions; "
+            "the normaliser needs the dense weight, so pass a float tensor"
+        )
+    return _check_weight(weight, bias, kernel, x.num_channels, op)
+
+
+def _normalized(
+    x: SparseTensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    kmap: KernelMap,
+    out_support: Support,
+    eps: float,
+) -> SparseTensor:
+    """``num / sqrt(den + eps) + bias`` on one kernel map, summed in the accumulation dtype."""
+    if weight.device != x.device:
+        raise ValueError(f"weight is on {weight.device} but the input on {x.device}")
+    dtype = compute_dtype(x.dtype)
+    num: torch.Tensor = _SparseConvFunction.apply(x.feats, weight, kmap)  # type: ignore[no-untyped-call]
+    squared = weight.to(dtype).square().sum(dim=-1, keepdim=True)
+    ones = torch.ones(x.num_rows, 1, dtype=x.dtype, device=x.device)
+    den: torch.Tensor = _SparseConvFunction.apply(ones, squared, kmap)  # type: ignore[no-untyped-call]
+    out = num / torch.sqrt(den + eps)
+    if bias is not None:
+        out = out + bias.to(dtype)
+    return SparseTensor._make(out_support, out.to(x.dtype))
+
+
+@traced("normalized_subm_conv3d")
+def normalized_subm_conv3d(
+    input: SparseTensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    dilation: IntOrTriple = 1,
+    eps: float = DEFAULT_EPS,
+) -> SparseTensor:
+    """Weight-normalised submanifold conv: output rows are the input rows, same order.
+
+    Tap k reads ``c + (k - (K-1)//2) * d``.  A 1x1x1 kernel with dilation 1 is
+    an ordinary pointwise ``subm_conv3d`` (no normalisation), as upstream.
+    """
+    op = "normalized_subm_conv3d"
+    x = require_sparse(input, op)
+    k = triple(kernel_size, "kernel_size", minimum=1)
+    d = triple(dilation, "dilation", minimum=1)
+    e = positive_float(eps, "eps", op)
+    w, b = _dense_weight(weight, bias, k, x, op)
+    if k == (1, 1, 1) and d == (1, 1, 1):
+        return subm_conv3d(x, w, b, kernel_size=1, dilation=1)
+    return _normalized(x, w, b, subm_map(x.support, k, d), x.support, e)
+
+
+@traced("normalized_conv_transpose3d")
+def normalized_conv_transpose3d(
+    input: SparseTensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    padding: IntOrTriple = 0,
+    dilation: IntOrTriple = 1,
+    eps: float = DEFAULT_EPS,
+    coordinates: SparseTensor | None = None,
+) -> SparseTensor:
+    """Weight-normalised transposed conv: input c feeds ``o = c*s - p + k*d``; stride t/s.
+
+    With ``coordinates=target`` the output is exactly the target's rows (the
+    contract's ``target_normalized_conv_transpose3d``); rows no tap reaches
+    get the bias alone.
+    """
+    op = "normalized_conv_transpose3d"
+    x = require_sparse(input, op)
+    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
+    e = positive_float(eps, "eps", op)
+    w, b = _dense_weight(weight, bias, k, x, op)
+    out_stride = transposed_stride(x.stride, s, op)
+    if coordinates is not None:
+        target = _check_target(coordinates, x, out_stride, op)
+        kmap = target_transpose_map(x.support, target.support, k, s, p, d)
+        return _normalized(x, w, b, kmap, target.support, e)
+    out_support, kmap = transpose_map(x.support, k, s, p, d)
+    return _normalized(x, w, b, kmap, out_support, e)
+
+
+@traced("normalized_generative_conv_transpose3d")
+def normalized_generative_conv_transpose3d(
+    input: SparseTensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: IntOrTriple,
+    stride: IntOrTriple = 1,
+    eps: float = DEFAULT_EPS,
+) -> SparseTensor:
+    """Weight-normalised support expansion: every ``o = c*s + k`` (p = 0, d = 1); stride t/s.
+
+    Where s < K makes two (input, tap) pairs land on one output row, they are
+    summed into that one row (numerator and normaliser alike).
+    """
+    op = "normalized_generative_conv_transpose3d"
+    x = require_sparse(input, op)
+    k = triple(kernel_size, "kernel_size", minimum=1)
+    s = triple(stride, "stride", minimum=1)
+    e = positive_float(eps, "eps", op)
+    w, b = _dense_weight(weight, bias, k, x, op)
+    transposed_stride(x.stride, s, op)
+    out_support, kmap = generative_transpose_map(x.support, k, s)
+    return _normalized(x, w, b, kmap, out_support, e)
