@@ -98,14 +98,38 @@ def test_subm_matches_reference(dtype, kernel) -> None:
     ("kernel", "stride", "padding"),
     [((2, 2, 2), (2, 2, 2), (0, 0, 0)), ((3, 3, 3), (2, 1, 2), (1, 0, 2)), ((3, 2, 1), 1, 1)],
 )
-def test_indexed_conv_matches_reference(dtype, kernel, stride, padding) -> None:
-    """Today's ``conv3d`` relation (c = o*s - p + k*d), spconv's regular conv."""
+def test_full_conv_matches_reference(dtype, kernel, stride, padding) -> None:
+    """``full_conv3d``: the indexed relation c = o*s - p + k*d, spconv's regular conv."""
     x = _input(3, dtype)
 
     def op(x, w, b):
-        return ops.conv3d(x, w, b, kernel_size=kernel, stride=stride, padding=padding)
+        return ops.full_conv3d(x, w, b, kernel_size=kernel, stride=stride, padding=padding)
 
     _compare(op, x, kernel, 4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("kernel", "stride", "padding", "dilation"),
+    [
+        ((2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1)),
+        ((3, 3, 3), (2, 1, 2), (1, 0, 2), (1, 1, 1)),
+        ((3, 2, 1), 1, 1, (2, 1, 1)),
+        ((3, 3, 3), 1, 0, 1),
+    ],
+)
+def test_centred_conv_matches_reference(dtype, kernel, stride, padding, dilation) -> None:
+    """``conv3d``: the centred relation on the coarsened support (input rows at stride 1)."""
+    x = _input(20, dtype)
+
+    def op(x, w, b):
+        return ops.conv3d(
+            x, w, b, kernel_size=kernel, stride=stride, padding=padding, dilation=dilation
+        )
+
+    out = _compare(op, x, kernel, 21)
+    if stride == 1:
+        assert torch.equal(out.coords, x.coords)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -152,7 +176,7 @@ def test_target_forms_match_reference(dtype, kernel, stride, padding) -> None:
     # and from an unrelated coarse support (searched map).
     with schedule("triton"):
         w0 = torch.zeros(C_IN, *kernel, C_IN, dtype=dtype, device=DEVICE)
-        y = ops.conv3d(x, w0, kernel_size=kernel, stride=stride, padding=padding)
+        y = ops.full_conv3d(x, w0, kernel_size=kernel, stride=stride, padding=padding)
     for source in (y.with_feats(torch.randn_like(y.feats)), coarse):
 
         def up(s, w, b, source=source):

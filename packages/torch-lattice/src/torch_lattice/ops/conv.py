@@ -533,11 +533,11 @@ def conv3d(
     if coordinates is not None:
         target = _check_target(coordinates, x, out_stride, "conv3d")
         if _triton_wanted(x):
-            return _on_triton("indexed", x, w, b, (k, s, p, d), target)
+            return _on_triton("centred", x, w, b, (k, s, p, d), target)
         kmap = target_conv_map(x.support, target.support, k, s, p, d)
         return _execute(x, w, b, kmap, target.support)
     if _triton_wanted(x):
-        return _on_triton("indexed", x, w, b, (k, s, p, d))
+        return _on_triton("centred", x, w, b, (k, s, p, d))
     out_support, kmap = conv_map(x.support, k, s, p, d)
     return _execute(x, w, b, kmap, out_support)
 
@@ -562,6 +562,8 @@ def full_conv3d(
     x = require_sparse(input, "full_conv3d")
     k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "full_conv3d")
+    if _triton_wanted(x):
+        return _on_triton("indexed", x, w, b, (k, s, p, d))
     out_support, kmap = full_conv_map(x.support, k, s, p, d)
     return _execute(x, w, b, kmap, out_support)
 
@@ -648,6 +650,6 @@ def generative_conv_transpose3d(
             f"generative_conv_transpose3d: stride {s} must divide the input stride {x.stride}"
         )
     if _triton_wanted(x):
-        return _on_triton("transpose", x, w, b, (k, s, p, d))
+        return _on_triton("transpose", x, w, b, (k, s, (0, 0, 0), (1, 1, 1)))
     out_support, kmap = generative_transpose_map(x.support, k, s)
     return _execute(x, w, b, kmap, out_support)

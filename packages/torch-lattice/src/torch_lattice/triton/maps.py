@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from lattice_contract.kernel import centred_offsets, kernel_volume, tap_offsets
+from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_offsets, tap_offsets
 
 from torch_lattice.coords import Packing, bounds
 from torch_lattice.sparse import Support
@@ -237,16 +237,6 @@ def _scatter_slots(
 # --------------------------------------------------------------------------- relations
 
 
-def forward_centred_offsets(kernel: Triple, dilation: Triple) -> list[Triple]:
-    """``(k - K//2) * d`` on odd axes, ``k * d`` on even ones: the centred forward relation."""
-    centred = centred_offsets(kernel, dilation)
-    indexed = tap_offsets(kernel, dilation)
-    return [
-        tuple(c[a] if kernel[a] % 2 else t[a] for a in range(3))  # type: ignore[misc]
-        for c, t in zip(centred, indexed, strict=True)
-    ]
-
-
 def _times(a: Triple, b: Triple) -> Triple:
     return (a[0] * b[0], a[1] * b[1], a[2] * b[2])
 
@@ -336,11 +326,11 @@ def _build(
     ones: Triple = (1, 1, 1)
     neg_p: Triple = (-padding[0], -padding[1], -padding[2])
     if kind == "subm":
-        terms = centred_offsets(kernel, dilation)
+        terms = subm_offsets(kernel, dilation)
         return support, SlotMap(_probe(support.logical, support, terms, ones, ones), n)
     if kind in ("centred", "indexed"):
         offsets = (
-            forward_centred_offsets(kernel, dilation)
+            centred_tap_offsets(kernel, dilation)
             if kind == "centred"
             else tap_offsets(kernel, dilation)
         )
