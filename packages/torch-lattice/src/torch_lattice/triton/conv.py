@@ -52,7 +52,7 @@ class _TritonConvFunction(torch.autograd.Function):
         feats = feats.contiguous()
         w = _taps(_operand(weight, feats))
         b = None if bias is None else bias.detach().float().contiguous()
-        out = launch_conv(feats, w, smap.slots, smap.order(), feats.dtype, b)
+        out = launch_conv(feats, w, smap.slots, smap.order, feats.dtype, b)
         ctx.save_for_backward(feats, weight)
         ctx.smap = smap
         ctx.has_bias = bias is not None
@@ -70,7 +70,7 @@ class _TritonConvFunction(torch.autograd.Function):
             c_out, c_in = w.shape[0], w.shape[-1]
             wt = w.reshape(c_out, -1, c_in).permute(1, 0, 2).contiguous()  # (K, C_out, C_in)
             back = smap.transposed()
-            grad_feats = launch_conv(grad, wt, back.slots, back.order(), feats.dtype)
+            grad_feats = launch_conv(grad, wt, back.slots, back.order, feats.dtype)
         if ctx.needs_input_grad[1]:
             pin, pout, starts = smap.pairs()
             gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)  # (K, C_in, C_out)

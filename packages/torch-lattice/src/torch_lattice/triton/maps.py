@@ -194,7 +194,7 @@ def _probe(
     out_logical: torch.Tensor, source: Support, terms: Sequence[Triple], mul: Triple, div: Triple
 ) -> torch.Tensor:
     table = _table(source)
-    t = torch.tensor(list(terms), dtype=torch.int64, device=out_logical.device).reshape(-1, 3)
+    t = _const(terms, out_logical.device).reshape(-1, 3)
     p = table.packing
     run = _z_run(terms, div)
     return launch_probe(out_logical, t, table.keys, table.order, p.lo, p.size, mul, div, run)
@@ -237,6 +237,23 @@ def _scatter_slots(
 # --------------------------------------------------------------------------- relations
 
 
+_CONSTANTS: dict[tuple[Any, ...], torch.Tensor] = {}
+
+
+def _const(values: Sequence[Any], device: torch.device) -> torch.Tensor:
+    """A small int64 tensor of geometry constants on the device, made once per value.
+
+    Each ``torch.tensor(..., device=cuda)`` is a host-to-device copy; a layer
+    needs a handful, so they are kept (a few hundred bytes per geometry).
+    """
+    key = (tuple(tuple(v) if isinstance(v, Sequence) else v for v in values), str(device))
+    found = _CONSTANTS.get(key)
+    if found is None:
+        found = torch.tensor(list(values), dtype=torch.int64, device=device)
+        _CONSTANTS[key] = found
+    return found
+
+
 def _times(a: Triple, b: Triple) -> Triple:
     return (a[0] * b[0], a[1] * b[1], a[2] * b[2])
 
@@ -247,13 +264,9 @@ def _candidates(
     """(N, K, 4) logical rows ``(b, (c * mul + add + off_k) / div)`` and their exactness mask."""
     logical = support.logical
     device = logical.device
-    off = torch.tensor(list(offsets), dtype=torch.int64, device=device).reshape(1, -1, 3)
-    num = (
-        logical[:, None, 1:] * torch.tensor(mul, device=device)
-        + torch.tensor(add, device=device)
-        + off
-    )
-    d = torch.tensor(div, dtype=torch.int64, device=device)
+    off = _const(offsets, device).reshape(1, -1, 3)
+    num = logical[:, None, 1:] * _const(mul, device) + _const(add, device) + off
+    d = _const(div, device)
     valid = None
     if div != (1, 1, 1):
         valid = (torch.remainder(num, d) == 0).all(dim=2)
@@ -429,10 +442,8 @@ def _disjoint_down(
     cand, _ = _candidates(support, [(0, 0, 0)], ones, padding, stride)
     logical = support.logical
     device = logical.device
-    rem = torch.remainder(
-        logical[:, 1:] + torch.tensor(padding, device=device), torch.tensor(stride, device=device)
-    )
-    k = torch.tensor(kernel, device=device)
+    rem = torch.remainder(logical[:, 1:] + _const(padding, device), _const(stride, device))
+    k = _const(kernel, device)
     valid = (rem < k).all(dim=1, keepdim=True)
     tap = (rem[:, 0] * kernel[1] + rem[:, 1]) * kernel[2] + rem[:, 2]
     out, inverse = _unique_support(cand, valid, box, out_stride)
