@@ -242,7 +242,6 @@ def _conv_kernel(
     m_rows,
     c_in,
     c_out,
-    n_class,  # autotune key only: log2 bucket of M
     K: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     REORDER: tl.constexpr,
@@ -356,7 +355,6 @@ def _run_conv(
         m,
         c_in,
         c_out,
-        max(m, 1).bit_length(),
         K=k,
         HAS_BIAS=bias is not None,
         REORDER=order is not None,
@@ -452,7 +450,6 @@ def _wgrad_kernel(
     part_ptr,  # (SPLIT, K, C_in, C_out) f32 partial sums
     c_in,
     c_out,
-    n_class,
     K: tl.constexpr,
     SPLIT: tl.constexpr,
     WIDEN: tl.constexpr,
@@ -524,7 +521,6 @@ def _run_wgrad(
         part,
         c_in,
         c_out,
-        max(int(g.shape[0]), 1).bit_length(),
         K=volume,
         SPLIT=split,
         WIDEN=widen,
