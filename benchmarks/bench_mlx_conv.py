@@ -1,6 +1,6 @@
 """mlx_lattice sparse conv vs spconv 2.x (CPU, one thread) on surface scenes, in one process.
 
-For each scene (about 100k and 200k voxels in a 512^3 grid, see scenes.py)
+For each scene (about 100k and 200k voxels in a 512^3 grid, see lattice_conformance.scenes)
 and each layer (subm 3x3x3 32->32 and 64->64, a k2 s2 32->64 conv) it times:
 
 * ``mlx+map``: the layer on a fresh support, kernel-map building included;
@@ -28,20 +28,16 @@ Run: ``.venv/bin/python benchmarks/bench_mlx_conv.py [--repeat 3] [--sizes 10000
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lattice_conformance.scenes import batched, make_scene
 from mlx_lattice import SparseTensor, ops
 from mlx_lattice.coords import SupportCache
 from mlx_lattice.kernel_map import conv_support, subm_map
-from scenes import batched, make_scene
 
 
 @dataclass(frozen=True)

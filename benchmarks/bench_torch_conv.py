@@ -1,6 +1,6 @@
 """torch_lattice sparse conv vs spconv 2.x on surface scenes, side by side in one process.
 
-For each scene (about 100k and 200k voxels in a 512^3 grid, see scenes.py) and
+For each scene (about 100k and 200k voxels in a 512^3 grid, see lattice_conformance.scenes) and
 each layer (subm 3x3x3 64->64, a k2 s2 64->64 conv) it times, on CPU:
 
 * ``ours+map``: the layer on a fresh support, kernel-map building included;
@@ -29,17 +29,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenes import batched, make_scene
+from lattice_conformance.scenes import batched, make_scene
 from torch_lattice import SparseTensor, ops
 from torch_lattice.kernel_map import conv_map, subm_map
 from torch_lattice.sparse import Support

@@ -4,7 +4,7 @@
     .venv/bin/python examples/train_segmentation.py --model minkunet --steps 100 --out /tmp/x
 
 The task: label every voxel (MinkUNet) or point (SPVCNN) of a procedural room
-scene (``benchmarks/scenes.py``) by the primitive it lies on -- plane,
+scene (``lattice_conformance.scenes``) by the primitive it lies on -- plane,
 sphere, cylinder or box.  Inputs are ``[1, position / scene extent]`` per
 voxel / point.  Training uses fresh scenes (seeds 0..N-1), validation and the
 fixtures use unseen seeds.  The loss is cross-entropy weighted by inverse

@@ -2,7 +2,7 @@
 
 The model (:class:`torch_lattice.geometry.GeometryModel`) predicts, level by
 level, which of the 8 children of every occupied voxel are occupied.  It is
-trained here on procedurally generated surface scenes (``benchmarks/scenes.py``:
+trained here on procedurally generated surface scenes (``lattice_conformance.scenes``:
 floors, walls, a ramp, spheres, a cylinder and boxes, jittered and voxelised)
 at several sizes in a 256^3 grid (Level 8), then:
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -31,10 +30,9 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from lattice_conformance.ply import write_ply  # noqa: E402
-from scenes import batched, make_scene  # noqa: E402
+from lattice_conformance.scenes import batched, make_scene  # noqa: E402
 from torch_lattice.geometry import (  # noqa: E402
     GeometryModel,
     export_geometry_artifact,

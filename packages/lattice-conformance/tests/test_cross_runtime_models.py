@@ -11,10 +11,7 @@ BatchNorm statistics are randomised so the normalisation actually matters.
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import mlx.core as mx
@@ -22,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 import torch_lattice
+from lattice_conformance import scenes
 from mlx_lattice import SparseTensor as MxSparse
 from mlx_lattice import canonical_order as mx_canonical_order
 from mlx_lattice.artifact import load_lattice_program as load_mlx
@@ -33,19 +31,8 @@ from torch_lattice.models import SPVCNN, MinkUNet
 TOLERANCES = {"f32": (1e-4, 1e-4), "f16": (2e-2, 2e-2), "int8": (1e-4, 1e-4)}
 
 
-def _scenes() -> ModuleType:
-    path = Path(__file__).resolve().parents[3] / "benchmarks" / "scenes.py"
-    spec = importlib.util.spec_from_file_location("lattice_bench_scenes_xrt", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def scene() -> dict[str, torch.Tensor]:
-    scenes = _scenes()
     coords, _ = scenes.make_scene(600, grid=32, seed=5)
     c = torch.from_numpy(coords).to(torch.int32)
     gen = torch.Generator().manual_seed(1)

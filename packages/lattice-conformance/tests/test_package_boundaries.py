@@ -23,14 +23,15 @@ PACKAGES = Path(__file__).resolve().parents[2]
 # Distribution -> the project distributions and third-party distributions it
 # may declare (SPEC §2, "may depend on").  ``None`` leaves third-party
 # dependencies unrestricted (the conformance package's reporting needs).
-_PROJECT = {"lattice-contract", "lattice-mlir", "mlx-lattice", "torch-lattice"}
+_PROJECT = {"latticekit-contract", "latticekit-mlir", "latticekit-mlx", "latticekit-torch"}
 ALLOWED: dict[str, tuple[set[str], set[str] | None]] = {
     "lattice-contract": (set(), {"numpy"}),
     "lattice-mlir": (set(), set()),
-    "mlx-lattice": ({"lattice-contract", "lattice-mlir"}, {"mlx", "safetensors", "numpy"}),
-    "torch-lattice": ({"lattice-contract", "lattice-mlir"}, {"torch", "safetensors"}),
+    "mlx-lattice": ({"latticekit-contract", "latticekit-mlir"}, {"mlx", "safetensors", "numpy"}),
+    "torch-lattice": ({"latticekit-contract", "latticekit-mlir"}, {"torch", "safetensors"}),
     "lattice-conformance": (_PROJECT, None),
 }
+"""Keyed by the folder under packages/; the sets hold distribution names."""
 
 
 def _dist_name(requirement: str) -> str:
@@ -51,7 +52,7 @@ def _declared(dist: str) -> set[str]:
 def test_declared_dependencies_follow_the_arrows(dist: str) -> None:
     project_ok, third_party_ok = ALLOWED[dist]
     declared = _declared(dist)
-    project = declared & (_PROJECT | {"lattice-conformance"})
+    project = declared & (_PROJECT | {"latticekit-conformance"})
     assert project <= project_ok, f"{dist} declares project dependencies {project - project_ok}"
     if third_party_ok is not None:
         other = declared - project

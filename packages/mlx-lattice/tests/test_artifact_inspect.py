@@ -101,3 +101,31 @@ def test_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage: lattice inspect" in capsys.readouterr().err
     assert main(["--help"]) == 0
+
+
+def test_json_has_the_same_facts_as_the_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    path = _bundle(tmp_path)
+    assert main([str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["exit_status"] == 0 and report["verification"]["valid"] is True
+    assert [i["name"] for i in report["inputs"]] == ["x"]
+    assert [o["abi_name"] for o in report["outputs"]] == ["y", "logits"]
+    assert len(report["ops"]) == 7
+    conv = next(op for op in report["ops"] if op["name"] == "lattice.conv3d")
+    assert conv["attrs"]["kernel_size"] == [3, 3, 3] and conv["attrs"]["stride"] == [2, 2, 2]
+    packed = next(
+        op["weight"] for op in report["ops"] if "weight" in op and op["weight"]["packing"]
+    )
+    assert packed["storage_key"] == "enc.conv" and packed["shape"] == [16, 3, 3, 3, 32]
+    assert packed["packing"]["bits"] == "int4"
+    assert report["parameters"]["total"] == 16 * 27 * 32 + 16 + 64
+    assert report["quantization"]["packed_weights"] == 1
+    assert report["unreferenced"] == ["stale"]
+    assert report["compile_mlx"] == {"ok": True, "error": None}
+    assert report["quantization_report"] is None  # written by hand, not by the exporter
+    assert main([str(tmp_path / "absent"), "--json"]) == 1
+    assert "does not exist" in json.loads(capsys.readouterr().out)["error"]

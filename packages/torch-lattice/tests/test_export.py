@@ -399,7 +399,7 @@ def test_dtype_mismatch_is_refused(tmp_path: Path) -> None:
     [
         ({"quantize": {"bits": 3, "group_size": 32}}, "bits must be 4 or 8"),
         ({"quantize": {"bits": 4, "group_size": 48}}, "group_size must be"),
-        ({"quantize": {"bits": 4}}, "quantize must be a mapping"),
+        ({"quantize": {"bits": 4}}, 'quantize must be "int8", "int4" or a mapping'),
         ({"input_names": ["a", "b"]}, "2 names for 1 values"),
         ({"input_names": ["1x"]}, "not a valid ABI name"),
         ({"output_names": ["o", "p"]}, "2 names for 1 values"),

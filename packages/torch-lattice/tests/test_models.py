@@ -1,6 +1,6 @@
 """The reference MinkUNet and SPVCNN: they train, and they export (f16 and int8).
 
-Training data is the synthetic surface scene of ``benchmarks/scenes.py``
+Training data is the synthetic surface scene of ``lattice_conformance.scenes``
 (labels = primitive class of each voxel).  After a few optimiser steps the
 loss must have fallen; the trained models are then exported as dense f16 and
 packed int8 artifacts, reloaded from disk and compared with the eager models
@@ -10,14 +10,12 @@ packed int8 artifacts, reloaded from disk and compared with the eager models
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
+from lattice_conformance import scenes
 from safetensors.torch import load_file
 from torch_lattice import SparseTensor, canonical_order
 from torch_lattice.artifact import load_lattice_program
@@ -29,19 +27,8 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 STEPS = 6
 
 
-def _scenes() -> ModuleType:
-    path = Path(__file__).resolve().parents[3] / "benchmarks" / "scenes.py"
-    spec = importlib.util.spec_from_file_location("lattice_bench_scenes", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def scene() -> dict[str, torch.Tensor]:
-    scenes = _scenes()
     coords, labels = scenes.make_scene(800, grid=40, seed=3)
     c = torch.from_numpy(coords).to(torch.int32)
     feats = torch.cat([c.float() / 40.0, torch.ones(len(c), 1)], dim=1)

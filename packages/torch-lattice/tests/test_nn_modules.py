@@ -28,6 +28,7 @@ def test_state_dict_keys_are_storage_keys() -> None:
         "1.bias": (8,),
         "1.running_mean": (8,),
         "1.running_var": (8,),
+        "1.num_batches_tracked": (),
         "3.weight": (16, 2, 2, 2, 8),
         "4.weight": (16,),
         "4.bias": (16,),

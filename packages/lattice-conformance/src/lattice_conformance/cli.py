@@ -11,9 +11,15 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from lattice_contract.version import version_report
+
 _LATTICE = {
     "demo": ("lattice_conformance.demo", "export, verify, run and replay the shipped example"),
-    "inspect": ("mlx_lattice.artifact.inspect", "print an artifact's ABI, ops and weights"),
+    "inspect": (
+        "lattice_conformance.inspect_cmd",
+        "print an artifact's (or fixture archive's) ABI, ops and weights",
+    ),
+    "view": ("lattice_conformance.view", "write an HTML page drawing an artifact's graph"),
 }
 _CONFORMANCE = {
     "replay": ("lattice_conformance.replay", "replay a fixture archive on MLX"),
@@ -26,9 +32,12 @@ _CONFORMANCE = {
 
 def _dispatch(prog: str, table: dict[str, tuple[str, str]], argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--version"]:
+        print(version_report(prog))
+        return 0
     if not args or args[0] in {"-h", "--help"} or args[0] not in table:
         width = max(map(len, table))
-        lines = [f"usage: {prog} <command> [ARGS...]", "", "commands:"]
+        lines = [f"usage: {prog} [--version] <command> [ARGS...]", "", "commands:"]
         lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in table.items()]
         print(
             "\n".join(lines),

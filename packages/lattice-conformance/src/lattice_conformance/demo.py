@@ -37,6 +37,7 @@ import datetime
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ import numpy as np
 
 from lattice_conformance import segmentation as seg
 from lattice_conformance.archive import SparseArrays
+from lattice_conformance.demo_plot import Disagreement, row_disagreement
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
 from lattice_conformance.replay import (
     ReplayResult,
@@ -69,12 +71,24 @@ class DemoError(RuntimeError):
 
 @dataclass
 class Stages:
-    """Wall time of each named stage, in order."""
+    """Wall time of each named stage, in order; each stage is announced as it starts.
+
+    The whole demo takes tens of seconds, so it says what it is doing while it
+    does it (on stderr, leaving stdout to the report).
+    """
 
     times: dict[str, float] = field(default_factory=dict)
+    stream: Any = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def say(self, text: str) -> None:
+        """One progress line, ``[  12.3 s] text``."""
+        stream = self.stream or sys.stderr
+        print(f"[{time.perf_counter() - self.started:7.1f} s] {text}", file=stream, flush=True)
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        self.say(f"{name} ...")
         start = time.perf_counter()
         try:
             yield
@@ -98,7 +112,10 @@ class VariantResult:
     miou: dict[str, float] = field(default_factory=dict)
     iou: dict[str, list[float]] = field(default_factory=dict)
     predictions: dict[str, Array] = field(default_factory=dict)
+    logits: dict[str, Array] = field(default_factory=dict)
     run_s: dict[str, float] = field(default_factory=dict)
+    disagreement: Disagreement | None = None
+    """Per output row, torch against MLX on this artifact (for the picture)."""
 
 
 # ---------------------------------------------------------------------------
@@ -157,20 +174,20 @@ def _as_dtype(array: Array, dtype: str) -> Array:
     raise DemoError(f"unsupported feature dtype {dtype!r}")
 
 
-def _predictions(output: Any, scene: seg.Scene, kind: str) -> Array | None:
-    """Class per scene voxel / point from one output, or None if it is not class logits."""
+def _logits(output: Any, scene: seg.Scene, kind: str) -> Array | None:
+    """Class logits per scene voxel / point (rows aligned to the scene), or None."""
     value = output.value
     if isinstance(value, SparseArrays):
         if kind != "voxels" or value.features.shape[1] != seg.NUM_CLASSES:
             return None
         idx = seg.align_rows(scene.coords, value.coords)
-        return np.argmax(np.asarray(value.features, np.float32)[idx], axis=1)
+        return np.asarray(value.features, np.float32)[idx]
     if value.ndim != 2 or value.shape[1] != seg.NUM_CLASSES:
         return None
     rows = len(scene.coords) if kind == "voxels" else len(scene.points)
     if value.shape[0] != rows:
         return None
-    return np.argmax(np.asarray(value, np.float32), axis=1)
+    return np.asarray(value, np.float32)
 
 
 def _compare(variant: str, torch_run: RunResult, mlx_run: RunResult) -> OutputResult:
@@ -206,13 +223,15 @@ def _compare(variant: str, torch_run: RunResult, mlx_run: RunResult) -> OutputRe
 def _export(name: str, model: Any, scene: seg.Scene, out: Path, stages: Stages) -> dict[str, Path]:
     import torch
     from torch_lattice.export import save_lattice_model_artifact
+    from torch_lattice.quant_report import DenseWeightWarning
 
     paths = {}
-    for variant, quantize in (("f16", None), ("int8", {"bits": 8, "group_size": 32})):
+    for variant, quantize in (("f16", None), ("int8", "int8")):
         target = out / f"{name}-{variant}.lattice"
         half = copy.deepcopy(model).to(torch.float16).eval()
         atol, rtol = seg.TOLERANCES[variant]
-        with stages(f"export {variant}"):
+        with stages(f"export {variant}"), warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", DenseWeightWarning)
             save_lattice_model_artifact(
                 half,
                 seg.model_inputs(name, scene, torch.float16),
@@ -221,6 +240,8 @@ def _export(name: str, model: Any, scene: seg.Scene, out: Path, stages: Stages) 
                 atol=atol,
                 rtol=rtol,
             )
+        for note in notes:  # the exporter's dense-weight notes, as demo output
+            stages.say(f"  note: {note.message}")
         paths[variant] = target
     return paths
 
@@ -262,15 +283,21 @@ def _run_variant(
         torch_run = torch_runner.run(inputs, dtypes)
     result.run_s = {"mlx": mlx_run.compute_s, "torch": torch_run.compute_s}
     result.agreement = _compare(result.name, torch_run, mlx_run)
+    xyz = (scene.coords[:, 1:] if kind == "voxels" else scene.points).astype(np.float32)
+    result.disagreement = row_disagreement(
+        torch_run.outputs[0].value, mlx_run.outputs[0].value, xyz
+    )
     return torch_run, mlx_run, kind
 
 
 def _score(result: VariantResult, runs: dict[str, RunResult], scene: seg.Scene, kind: str) -> None:
     labels = scene.labels if kind == "voxels" else scene.point_labels
     for runtime, run in runs.items():
-        pred = _predictions(run.outputs[0], scene, kind)
-        if pred is None:
+        logits = _logits(run.outputs[0], scene, kind)
+        if logits is None:
             continue
+        pred = np.argmax(logits, axis=1)
+        result.logits[runtime] = logits
         result.predictions[runtime] = pred
         if np.any(labels >= 0):
             result.miou[runtime] = seg.mean_iou(pred, labels)
@@ -401,53 +428,13 @@ def _draw(
     variants: list[VariantResult],
     replays: dict[str, ReplayResult],
 ) -> Path:
-    from lattice_conformance.plots import (
-        ErrorSeries,
-        draw_error_histograms,
-        draw_scene,
-        pyplot,
-        replay_series,
-        save_figure,
-    )
+    from lattice_conformance.demo_plot import demo_figure
+    from lattice_conformance.plots import save_figure
 
-    plt = pyplot()
     xyz = (scene.coords[:, 1:] if kind == "voxels" else scene.points).astype(np.float32)
-    panels = [(truth, truth_title)]
-    for v in variants:
-        if "mlx" in v.predictions:
-            miou = v.miou.get("mlx")
-            score = f" (mIoU {miou:.3f})" if miou is not None else ""
-            panels.append((v.predictions["mlx"], f"MLX {v.name} prediction{score}"))
-    wrong = None
-    if len(panels) > 1 and np.any(np.asarray(truth) >= 0):
-        wrong = np.asarray(panels[1][0]) != np.asarray(truth)
-    columns = len(panels) + (wrong is not None)
-    fig = plt.figure(figsize=(4.6 * columns, 9), constrained_layout=True)
-    grid = fig.add_gridspec(2, max(columns, 2), height_ratios=[1.25, 1.0])
-    for i, (classes, title) in enumerate(panels):
-        ax = fig.add_subplot(grid[0, i], projection="3d")
-        draw_scene(ax, xyz, np.asarray(classes), title, seg.CLASS_NAMES)
-    if wrong is not None:
-        ax = fig.add_subplot(grid[0, len(panels)], projection="3d")
-        title = f"{panels[1][1].split(' (')[0]}: {int(wrong.sum())} wrong of {len(wrong)}"
-        draw_scene(ax, xyz, np.asarray(truth), title, seg.CLASS_NAMES, wrong=wrong)
-    half = max(columns, 2) // 2
-    axes = [fig.add_subplot(grid[1, :half]), fig.add_subplot(grid[1, half:])]
-    series: list[ErrorSeries] = []
-    for label, replay in replays.items():
-        series += replay_series(replay, prefix=f"fixtures {label}", merge=True)
-    for v in variants:
-        a = v.agreement
-        if a is not None and a.abs_sample.size:
-            series.append(
-                ErrorSeries(f"scene {v.name} torch vs MLX", a.abs_sample, a.rel_sample, a.atol)
-            )
-    draw_error_histograms(axes, series)
-    fig.suptitle(
-        f"Lattice demo: {name}, {len(xyz)} {kind}; MLX vs torch feature errors below",
-        fontsize=12,
-    )
-    return save_figure(fig, path)
+    title = f"Lattice demo: {name}, {len(xyz)} {kind}"
+    fig = demo_figure(title, xyz, truth, truth_title, variants, replays, seg.CLASS_NAMES)
+    return save_figure(fig, path, dpi=90)
 
 
 # ---------------------------------------------------------------------------
@@ -488,6 +475,7 @@ def run_demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     device = _device(args.device)
     name = args.model
+    shown = name if args.artifact is None else f"artifact {args.artifact}"
 
     with stages("scene"):
         if args.input is not None:
@@ -543,7 +531,7 @@ def run_demo(args: argparse.Namespace) -> int:
     truth_title = "ground truth" if np.any(labels >= 0) else "torch eager f32 prediction"
     truth = labels if np.any(labels >= 0) else eager_pred
     with stages("picture"):
-        _draw(out / "demo.png", name, scene, kind, truth, truth_title, variants, replays)
+        _draw(out / "demo.png", shown, scene, kind, truth, truth_title, variants, replays)
     report = {
         "report_format": DEMO_REPORT_FORMAT,
         "report_version": DEMO_REPORT_VERSION,
@@ -593,7 +581,7 @@ def run_demo(args: argparse.Namespace) -> int:
         "stages_s": stages.times,
     }
     write_json_atomic(out / "report.json", _json_clean(report))
-    _print_report(name, scene_text, variants, eager_miou, replays, stages, out, ok)
+    _print_report(shown, scene_text, variants, eager_miou, replays, stages, out, ok)
     for replay in replays.values():
         if not replay.passed:
             print(format_table(replay))
@@ -620,12 +608,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return run_demo(args)
-    except (
-        DemoError,
-        RuntimeUnavailable,
-        OSError,
-        ValueError,
-        seg.SceneUnavailable,
-    ) as exc:
+    except (DemoError, RuntimeUnavailable, OSError, ValueError) as exc:
         print(f"lattice demo: {exc}", file=sys.stderr)
         return 2

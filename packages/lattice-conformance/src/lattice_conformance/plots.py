@@ -20,18 +20,23 @@ if TYPE_CHECKING:
 
 Array = npt.NDArray[Any]
 
-_FLOOR: Final = -12.0
-"""log10 of the smallest error drawn; exact zeros get a bin of their own below it."""
+_FLOOR: Final = -16.0
+"""log10 of the smallest nonzero error an axis ever shows (below f64's ulp of 1)."""
+
+PASS_COLOUR: Final = "#2a7d3b"
+FAIL_COLOUR: Final = "#c62828"
 
 
 @dataclass(frozen=True)
 class ErrorSeries:
-    """One histogram line: a label, error samples and the tolerance to mark."""
+    """One histogram line: a label, error samples, its tolerances and its verdict."""
 
     label: str
     abs_errors: Array
     rel_errors: Array
     atol: float
+    rtol: float = 0.0
+    passed: bool = True
 
 
 def pyplot() -> Any:
@@ -43,58 +48,161 @@ def pyplot() -> Any:
     return plt
 
 
-def _log_bins(values: Array) -> Array:
-    logs = np.where(values > 0, np.log10(np.maximum(values, 1e-300)), _FLOOR - 0.75)
-    return np.clip(logs, _FLOOR - 0.75, 0.99)
+def log_range(values: Sequence[Array], marks: Sequence[float] = ()) -> tuple[int, int]:
+    """Integer log10 decades spanning every positive value and tolerance mark.
+
+    The axis comes from the data: nothing is clipped into an end bin, however
+    large (1e3) or small (1e-9) the errors are.
+    """
+    positive = [v[v > 0] for v in values if v.size]
+    found = np.concatenate(positive) if positive else np.zeros(0)
+    found = found[np.isfinite(found)]
+    marks_arr = np.asarray([m for m in marks if m > 0], dtype=np.float64)
+    everything = np.concatenate([found, marks_arr])
+    if everything.size == 0:
+        return -8, 0
+    low = max(int(np.floor(np.log10(everything.min()))), int(_FLOOR))
+    high = int(np.ceil(np.log10(everything.max()))) + 1
+    return low, max(high, low + 2)
+
+
+def _zero_position(low: int) -> float:
+    return low - 0.75
+
+
+def _log_positions(values: Array, low: int) -> Array:
+    """log10 of each value; exact zeros go to the separate "0" bin left of the axis."""
+    finite = np.where(np.isfinite(values), values, np.finfo(np.float64).max)
+    logs = np.log10(np.maximum(finite, 10.0 ** (low - 0.001)))
+    return np.where(values > 0, logs, _zero_position(low))
+
+
+def _tolerance_line(ax: Any, value: float, text: str) -> None:
+    ax.axvline(np.log10(value), linestyle="--", linewidth=1.0, color=FAIL_COLOUR, alpha=0.8)
+    ax.text(
+        np.log10(value),
+        0.5,
+        f" {text}",
+        transform=ax.get_xaxis_transform(),
+        fontsize=7,
+        color=FAIL_COLOUR,
+        va="center",
+        rotation=90,
+    )
 
 
 def draw_error_histograms(axes: Sequence[Any], series: Sequence[ErrorSeries]) -> None:
-    """Absolute (axes[0]) and relative (axes[1]) error histograms on a log10 axis.
+    """Absolute (axes[0]) and relative (axes[1]) error histograms on log10 axes from the data.
 
-    Exact zeros are counted in the separate left-most bin labelled "0" (on
-    CPU many values agree bit for bit, and a log axis cannot show them
-    otherwise).  Dashed lines mark each series' ``atol``.
+    Each axis spans the decades of its own errors and tolerances (see
+    :func:`log_range`); exact zeros are counted in a separate bin labelled
+    "0" left of the axis (on CPU many values agree bit for bit).  Dashed red
+    lines mark each series' ``atol`` (absolute) and ``rtol`` (relative);
+    series of failing cases are drawn in red, thick, and flagged FAIL in the
+    legend, so a failure is visible without reading numbers.
     """
-    edges = np.concatenate([[_FLOOR - 1.0, _FLOOR - 0.5], np.linspace(_FLOOR, 1.0, 53)])
     many = len(series) > 8
-    ticks = [_FLOOR - 0.75, *range(int(_FLOOR), 1, 2)]
-    labels = ["0", *(f"1e{t}" for t in range(int(_FLOOR), 1, 2))]
-    for ax, kind, title in (
-        (axes[0], "abs_errors", "absolute error |actual - expected|"),
-        (axes[1], "rel_errors", "relative error |actual - expected| / max(|expected|, atol)"),
+    for ax, kind, title, tol_name in (
+        (axes[0], "abs_errors", "absolute error |actual - expected|", "atol"),
+        (
+            axes[1],
+            "rel_errors",
+            "relative error |actual - expected| / max(|expected|, atol)",
+            "rtol",
+        ),
     ):
-        marked: set[float] = set()
+        tolerances = sorted({getattr(item, tol_name[:1] + "tol") for item in series} - {0.0})
+        low, high = log_range([getattr(item, kind) for item in series], tolerances)
+        width = 0.25 if high - low <= 14 else 0.5
+        edges = np.concatenate(
+            [
+                [_zero_position(low) - 0.25, _zero_position(low) + 0.25],
+                np.arange(low, high + width, width),
+            ]
+        )
         for item in series:
             values = getattr(item, kind)
             if values.size == 0:
                 continue
+            failed = not item.passed
             ax.hist(
-                _log_bins(values),
+                _log_positions(values, low),
                 bins=edges,
                 histtype="step",
-                linewidth=1.2,
-                alpha=0.5 if many else 0.95,
-                label=None if many else f"{item.label} (max {values.max():.2g})",
+                linewidth=2.2 if failed else 1.2,
+                color=FAIL_COLOUR if failed else None,
+                alpha=0.5 if many and not failed else 0.95,
+                label=None
+                if many and not failed
+                else f"{'FAIL ' if failed else ''}{item.label} (max {values.max():.2g})",
             )
-            if kind == "abs_errors" and item.atol > 0 and item.atol not in marked:
-                marked.add(item.atol)
-                ax.axvline(np.log10(item.atol), linestyle="--", linewidth=0.9, color="gray")
-                ax.text(
-                    np.log10(item.atol),
-                    0.97,
-                    f" atol {item.atol:g}",
-                    transform=ax.get_xaxis_transform(),
-                    fontsize=7,
-                    color="gray",
-                    va="top",
-                )
+        for tol in tolerances:
+            _tolerance_line(ax, tol, f"{tol_name} {tol:g}")
+        step = max(1, (high - low) // 8)
+        ticks = [_zero_position(low), *range(low, high + 1, step)]
+        ax.set_xticks(ticks, ["0", *(f"1e{t}" for t in range(low, high + 1, step))], fontsize=7)
+        ax.set_xlim(_zero_position(low) - 0.5, high + 0.25)
         ax.set_yscale("log")
-        ax.set_xticks(ticks, labels, fontsize=7)
-        ax.set_xlabel("error (log scale; left-most bin: exactly 0)", fontsize=8)
+        ax.set_xlabel("error (log scale from the data; left-most bin: exactly 0)", fontsize=8)
         ax.set_ylabel("feature values", fontsize=8)
         ax.set_title(title, fontsize=9)
-        if series and not many:
-            ax.legend(fontsize=6.5, loc="upper center")
+        if series and ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6.5, loc="upper right")
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    """One row of the per-case panel: the worst error of a case beside its tolerance."""
+
+    label: str
+    max_abs_error: float | None  # None: no values compared (coordinates or runtime failed)
+    atol: float
+    passed: bool
+    reason: str = ""
+
+
+def draw_case_verdicts(ax: Any, verdicts: Sequence[CaseVerdict]) -> None:
+    """Each case's max absolute error on a log axis from the data, its atol, pass/fail marks."""
+    if not verdicts:
+        draw_note(ax, "no cases")
+        return
+    shown = list(verdicts)[:40]
+    values = np.asarray([v.max_abs_error or 0.0 for v in shown], dtype=np.float64)
+    low, high = log_range([values], [v.atol for v in shown])
+    y = np.arange(len(shown))[::-1]
+    for yi, v in zip(y, shown, strict=True):
+        colour = PASS_COLOUR if v.passed else FAIL_COLOUR
+        if v.max_abs_error is None:
+            ax.scatter([_zero_position(low)], [yi], marker="x", s=50, color=FAIL_COLOUR)
+            ax.text(_zero_position(low) + 0.3, yi, v.reason[:60], fontsize=6.5, va="center",
+                    color=FAIL_COLOUR)  # fmt: skip
+            continue
+        x = np.log10(v.max_abs_error) if v.max_abs_error > 0 else _zero_position(low)
+        ax.scatter([x], [yi], marker="o" if v.passed else "X", s=36, color=colour, zorder=3)
+        if not v.passed and v.reason:
+            ax.text(x, yi - 0.28, v.reason[:55], fontsize=6, color=FAIL_COLOUR, va="top")
+        ax.plot([np.log10(v.atol)] * 2, [yi - 0.4, yi + 0.4], color=FAIL_COLOUR, linewidth=1.2)
+    ax.set_yticks(y, [f"{'PASS' if v.passed else 'FAIL'}  {v.label}" for v in shown], fontsize=6.5)
+    for tick, v in zip(ax.get_yticklabels(), shown, strict=True):
+        tick.set_color(PASS_COLOUR if v.passed else FAIL_COLOUR)
+    step = max(1, (high - low) // 6)
+    ax.set_xticks(
+        [_zero_position(low), *range(low, high + 1, step)],
+        ["0", *(f"1e{t}" for t in range(low, high + 1, step))],
+        fontsize=7,
+    )
+    ax.set_xlim(_zero_position(low) - 0.5, high + 0.25)
+    ax.set_ylim(-0.7, len(shown) - 0.3)
+    ax.set_xlabel("max |actual - expected| per case (red tick: its atol)", fontsize=8)
+    more = f" (first 40 of {len(verdicts)})" if len(verdicts) > 40 else ""
+    ax.set_title(f"per case: dot = passed, red X = failed{more}", fontsize=9)
+
+
+def draw_note(ax: Any, text: str) -> None:
+    """An empty panel that says why it is empty (the grid keeps its shape)."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=9, color="#57606a", wrap=True,
+            transform=ax.transAxes)  # fmt: skip
 
 
 def replay_series(result: ReplayResult, prefix: str = "", merge: bool = False) -> list[ErrorSeries]:
@@ -109,12 +217,32 @@ def replay_series(result: ReplayResult, prefix: str = "", merge: bool = False) -
                 np.concatenate([o.abs_sample for _, o in outputs]),
                 np.concatenate([o.rel_sample for _, o in outputs]),
                 max(c.atol for c, _ in outputs),
+                max(c.rtol for c, _ in outputs),
+                all(c.passed for c, _ in outputs),
             )
         ]
     return [
-        ErrorSeries(f"{prefix}{c.name}:{o.name}", o.abs_sample, o.rel_sample, c.atol)
+        ErrorSeries(
+            f"{prefix}{c.name}:{o.name}", o.abs_sample, o.rel_sample, c.atol, c.rtol, o.passed
+        )
         for c, o in outputs
     ]
+
+
+def replay_verdicts(result: ReplayResult) -> list[CaseVerdict]:
+    """One verdict per case output (or per case, when it produced no outputs)."""
+    verdicts = []
+    for case in result.cases:
+        if not case.outputs:
+            reason = case.reasons[0] if case.reasons else "no outputs"
+            verdicts.append(CaseVerdict(case.name, None, case.atol, False, reason))
+        for out in case.outputs:
+            worst = out.abs_error.max if out.abs_error is not None else None
+            reason = out.reasons[0] if out.reasons else ""
+            verdicts.append(
+                CaseVerdict(f"{case.name}:{out.name}", worst, case.atol, out.passed, reason)
+            )
+    return verdicts
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:
@@ -127,17 +255,23 @@ def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:
 
 
 def plot_replay_errors(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
-    """PNG of a replay's error distributions, one line per case output."""
+    """PNG of a replay: error histograms (axes from the data, tolerance lines) and verdicts."""
     plt = pyplot()
     series = replay_series(result)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
-    draw_error_histograms(axes, series)
+    verdicts = replay_verdicts(result)
+    fig = plt.figure(figsize=(15, 4.8 + 0.12 * min(len(verdicts), 40)), constrained_layout=True)
+    grid = fig.add_gridspec(1, 3, width_ratios=[1.0, 1.0, 0.8])
+    axes = [fig.add_subplot(grid[0, i]) for i in range(3)]
+    draw_error_histograms(axes[:2], series)
+    draw_case_verdicts(axes[2], verdicts)
     s = result.summary()
+    verdict = "PASS" if s["passed"] == s["cases"] else f"FAIL ({s['cases'] - s['passed']} failing)"
     fig.suptitle(
         f"{result.archive.name}: {s['passed']}/{s['cases']} cases pass on "
-        f"{result.runtime} ({result.device})"
+        f"{result.runtime} ({result.device}) - {verdict}"
         + ("" if len(series) <= 8 else f"  [{len(series)} outputs overlaid]"),
         fontsize=11,
+        color=PASS_COLOUR if s["passed"] == s["cases"] else FAIL_COLOUR,
     )
     return save_figure(fig, path)
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
+from lattice_contract.constants import WEIGHT_FILE
 
 from lattice_conformance.archive import (
     FixtureArchiveError,
@@ -48,6 +49,9 @@ REPORT_FORMAT: Final = "lattice-conformance-report"
 REPORT_VERSION: Final = 1
 PROGRESS_MIN_CASES: Final = 10
 """Suites at least this long get a progress bar on stderr."""
+PROGRESS_MIN_WEIGHT_BYTES: Final = 32 << 20
+"""... and so do archives of large models (weights of at least this size), whose every
+case takes long enough that a silent terminal looks hung."""
 
 
 # ---------------------------------------------------------------------------
@@ -176,10 +180,12 @@ class ReplayResult:
 def _versions(runtime: str) -> dict[str, str]:
     from importlib import metadata
 
-    names = ["lattice-conformance", "lattice-contract", "numpy"]
-    names += ["mlx", "mlx-lattice"] if runtime == "mlx" else ["torch", "torch-lattice"]
-    out = {}
-    for name in names:
+    from lattice_contract.version import DISTRIBUTIONS, distribution_version
+
+    packages = ["lattice_conformance", "lattice_contract"]
+    packages += ["mlx_lattice"] if runtime == "mlx" else ["torch_lattice"]
+    out = {DISTRIBUTIONS[name]: distribution_version(name) for name in packages}
+    for name in ["numpy", "mlx" if runtime == "mlx" else "torch"]:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -196,40 +202,35 @@ def _sha256(path: Path) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Progress bar (plain stderr, no dependency).
+# Progress bar (tqdm).
 
 
 class Progress:
-    """A one-line progress bar; redrawn in place on a terminal, else printed sparsely."""
+    """The replay's bar (tqdm on ``stream``): cases done, elapsed time, failures so far.
 
-    def __init__(self, total: int, stream: IO[str], enabled: bool, width: int = 30) -> None:
-        self.total = total
-        self.stream = stream
-        self.enabled = enabled
-        self.width = width
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self._last_step = -1
-        self._start = time.perf_counter()
+    On a terminal tqdm redraws one line; into a file or pipe it writes a
+    line at most every few seconds, so logs stay short.
+    """
+
+    def __init__(self, total: int, stream: IO[str], enabled: bool) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(
+            total=total,
+            desc="replay",
+            unit="case",
+            file=stream,
+            disable=not enabled,
+            leave=True,
+            mininterval=0.5 if getattr(stream, "isatty", lambda: False)() else 5.0,
+            dynamic_ncols=True,
+        )
 
     def update(self, done: int, label: str, failed: int) -> None:
-        if not self.enabled:
-            return
-        # Off a terminal, print at most ~20 lines for the whole suite.
-        step = done * 20 // max(self.total, 1)
-        if not self.tty and step == self._last_step and done != self.total:
-            return
-        self._last_step = step
-        filled = done * self.width // max(self.total, 1)
-        bar = "#" * filled + "-" * (self.width - filled)
-        elapsed = time.perf_counter() - self._start
-        line = f"replay [{bar}] {done}/{self.total}  {elapsed:6.1f}s  failed {failed}  {label[:40]}"
-        if self.tty:
-            self.stream.write("\r" + line.ljust(100))
-            if done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        self._bar.set_postfix_str(f"failed {failed}  {label[:40]}", refresh=False)
+        self._bar.update(done - self._bar.n)
+        if done >= self._bar.total:
+            self._bar.close()
 
 
 # ---------------------------------------------------------------------------
@@ -306,7 +307,11 @@ def replay_archive(
             result.compile_s = time.perf_counter() - t0
             result.op_counts = runner.op_counts()
             result.abi = runner.abi()
-            show = len(fixtures.cases) >= PROGRESS_MIN_CASES if progress is None else progress
+            large = (
+                fixtures.artifact_dir / WEIGHT_FILE
+            ).stat().st_size >= PROGRESS_MIN_WEIGHT_BYTES
+            auto = len(fixtures.cases) >= PROGRESS_MIN_CASES or large
+            show = auto if progress is None else progress
             bar = Progress(len(fixtures.cases), progress_stream or sys.stderr, show)
             for index, spec in enumerate(fixtures.cases):
                 case_result = _replay_case(fixtures, spec, runner)

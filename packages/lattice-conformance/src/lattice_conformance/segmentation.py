@@ -1,6 +1,6 @@
 """The example segmentation task: primitive labels on procedural surface scenes.
 
-A scene (from ``benchmarks/scenes.py``) is a room of planes, spheres, a
+A scene (from :mod:`lattice_conformance.scenes`) is a room of planes, spheres, a
 cylinder and boxes, voxelised; every voxel is labelled by the primitive that
 produced it.  Two reference networks from ``torch_lattice.models`` learn to
 label voxels (MinkUNet, sparse input) and points (SPVCNN, point input).  This
@@ -12,23 +12,19 @@ imported inside the functions that need it.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from lattice_conformance import scenes
+
 DATA_DIR: Final = Path(__file__).resolve().parent / "data"
 """Shipped trained weights, their configs and fixture archives."""
-
-REPO_ROOT: Final = Path(__file__).resolve().parents[4]
 
 MODELS: Final = ("minkunet", "spvcnn")
 VARIANTS: Final = ("f16", "int8")
@@ -61,32 +57,6 @@ On CPU the two runtimes agree far more closely (see the demo report).
 Array = npt.NDArray[Any]
 
 
-class SceneUnavailable(RuntimeError):
-    """The procedural scene generator (benchmarks/scenes.py) cannot be found."""
-
-
-@functools.cache
-def scenes_module() -> ModuleType:
-    """Load ``benchmarks/scenes.py`` from the repository this package lives in."""
-    override = os.environ.get("LATTICE_SCENES_PY")
-    path = Path(override) if override else REPO_ROOT / "benchmarks" / "scenes.py"
-    if not path.is_file():
-        raise SceneUnavailable(
-            f"the scene generator {path} is missing; run from a Lattice checkout (editable "
-            "install) or point LATTICE_SCENES_PY at benchmarks/scenes.py"
-        )
-    spec = importlib.util.spec_from_file_location("lattice_benchmark_scenes", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[spec.name]
-        raise
-    return module
-
-
 @dataclass(frozen=True)
 class Scene:
     """One labelled scene: voxels (batch column included) and one point per voxel."""
@@ -116,7 +86,6 @@ def position_features(positions: Array, batch: Array) -> Array:
 
 def make_scene(seed: int, n_voxels: int = 6000, grid: int = 128, batch: int = 0) -> Scene:
     """A deterministic labelled scene; points are jittered inside their voxels."""
-    scenes = scenes_module()
     coords3, labels = scenes.make_scene(n_voxels, grid=grid, seed=seed)
     coords = scenes.batched(coords3, batch)
     rng = np.random.default_rng(seed + 7919)

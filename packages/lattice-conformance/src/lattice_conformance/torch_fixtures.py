@@ -158,9 +158,8 @@ def fixtures_from_torch_model(
 
 def torch_producer(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Provenance for the manifest: runtime, versions, device."""
-    from importlib import metadata
-
     import torch
+    from lattice_contract.version import DISTRIBUTIONS, distribution_version
 
     info = {
         "runtime": "torch_lattice",
@@ -169,11 +168,8 @@ def torch_producer(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         "platform": platform.platform(),
         "device": "cpu",
     }
-    for dist in ("torch-lattice", "lattice-contract", "lattice-conformance"):
-        try:
-            info[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            info[dist] = "not installed"
+    for package in ("torch_lattice", "lattice_contract", "lattice_conformance"):
+        info[DISTRIBUTIONS[package]] = distribution_version(package)
     info.update(extra or {})
     return info
 

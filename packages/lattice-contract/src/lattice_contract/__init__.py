@@ -23,6 +23,7 @@ from lattice_contract.kernel import (
     tap_offsets,
 )
 from lattice_contract.schema import SCHEMA, DialectSchema, OpDef
+from lattice_contract.version import __version__
 
 __all__ = [
     "CURRENT_IR_VERSION",
@@ -38,6 +39,7 @@ __all__ = [
     "OpDef",
     "Value",
     "ValueType",
+    "__version__",
     "as_triple",
     "centred_tap_offsets",
     "kernel_taps",

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from importlib import metadata as _metadata
 from pathlib import Path
 from typing import Any
 
 from lattice_mlir import _native
+
+try:  # the pyproject is the one source; this package has no Python dependency to ask
+    __version__: str = _metadata.version("latticekit-mlir")
+except _metadata.PackageNotFoundError:  # pragma: no cover - source tree, never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "IR_VERSION",
     "SCHEMA_DIGEST",
     "LatticeMLIRError",
     "Status",
+    "__version__",
     "dialect_ops",
     "import_plan",
     "lattice_opt_path",

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from lattice_contract.version import distribution_version
+
 from torch_lattice import nn, ops
+from torch_lattice._algebra import cat
 from torch_lattice.coords import canonical_order, inverse_permutation
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.sparse import SparseTensor
@@ -17,11 +20,15 @@ from torch_lattice.sparse import SparseTensor
 __all__ = [
     "QuantizedWeight",
     "SparseTensor",
+    "__version__",
     "canonical_order",
+    "cat",
     "inverse_permutation",
     "nn",
     "ops",
 ]
+
+__version__ = distribution_version("torch_lattice")
 
 
 def __getattr__(name: str) -> Any:

@@ -106,6 +106,7 @@ from typing import Any
 
 import torch
 from lattice_contract.kernel import Triple, as_triple, kernel_taps
+from lattice_contract.version import version_report
 
 __all__ = [
     "FRAMEWORKS",
@@ -659,6 +660,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="convert-checkpoint",
         description="Convert TorchSparse / spconv / MinkowskiEngine kernels to Lattice's "
         "canonical (C_out, Kx, Ky, Kz, C_in) layout.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps --version's lines
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_report("convert-checkpoint", ("lattice_contract", "torch_lattice")),
     )
     parser.add_argument("src", help="source checkpoint (.pt/.pth state dict or .safetensors)")
     parser.add_argument("dst", help="destination .safetensors file")

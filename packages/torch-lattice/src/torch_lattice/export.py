@@ -27,10 +27,15 @@ SparseTensor built by hand inside ``forward`` -- stops the export with an
 :class:`ExportError` naming the module that produced it or the module it was
 used in.
 
-``quantize={"bits": 4|8, "group_size": 32|64|128}`` packs every conv and
-linear weight whose input-channel count the group size divides (the others
-stay dense and are listed in the report); biases and norm vectors are never
-packed.
+``quantize={"bits": 4|8, "group_size": 32|64|128}`` (or the shorthand
+``"int8"`` / ``"int4"``, group size 32) packs every conv and linear weight
+whose input-channel count the group size divides; each one left dense gets a
+:class:`~torch_lattice.quant_report.DenseWeightWarning` saying why.  Biases
+and norm vectors are never packed.  ``report.quantization`` then holds what
+quantization costs: the artifact's outputs against the *float* eager model
+(max and p99 absolute error, argmax agreement per output), also stored in the
+artifact's safetensors header for ``lattice inspect``
+(:mod:`lattice_contract.export_report`).
 
 Nothing is written until the artifact has proven itself: the graph is
 verified by the native MLIR dialect, its plan frozen and type-checked,
@@ -53,8 +58,10 @@ from typing import Any
 
 import torch
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value, tensor_type
+from lattice_contract.export_report import METADATA_KEY, QuantizationReport
 from lattice_contract.schema import SCHEMA, OpDef, TypeKind, WeightFamily
 
+from torch_lattice._progress import StageBar
 from torch_lattice._trace import tracing
 from torch_lattice.artifact.backend import dtype_name
 from torch_lattice.artifact.io import flatten_weights, save_lattice_artifact
@@ -66,6 +73,12 @@ from torch_lattice.artifact.runtime import (
 )
 from torch_lattice.coords import canonical_order
 from torch_lattice.ops.quant import QuantizedWeight, quantize_weight
+from torch_lattice.quant_report import (
+    GROUP_SIZES,
+    expand_quantize,
+    measure_quantization,
+    warn_dense_weights,
+)
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
@@ -142,6 +155,9 @@ class ExportReport:
     packed_weights: tuple[str, ...]
     dense_unpackable_weights: tuple[str, ...]
     checks: tuple[OutputCheck, ...] = field(default_factory=tuple)
+    quantization: QuantizationReport | None = None
+    """With ``quantize=``: the artifact against the float model (``checks`` compares it
+    with the dequantized weights, which only proves the packing is read right)."""
 
 
 def _feature_errors(
@@ -559,12 +575,13 @@ def _check_quantize(quantize: Mapping[str, Any] | None) -> dict[str, int] | None
         return None
     if not isinstance(quantize, Mapping) or set(quantize) != {"bits", "group_size"}:
         raise ExportError(
-            f'quantize must be a mapping {{"bits": 4|8, "group_size": 32|64|128}}, got {quantize!r}'
+            'quantize must be "int8", "int4" or a mapping {"bits": 4|8, "group_size": '
+            f"32|64|128}}, got {quantize!r}"
         )
     bits, group = quantize["bits"], quantize["group_size"]
     if bits not in (4, 8) or isinstance(bits, bool):
         raise ExportError(f"quantize bits must be 4 or 8, got {bits!r}")
-    if group not in (32, 64, 128) or isinstance(group, bool):
+    if group not in GROUP_SIZES or isinstance(group, bool):
         raise ExportError(f"quantize group_size must be 32, 64 or 128, got {group!r}")
     return {"bits": int(bits), "group_size": int(group)}
 
@@ -613,11 +630,12 @@ def save_lattice_model_artifact(
     example_inputs: Any,
     path: str | os.PathLike[str],
     *,
-    quantize: Mapping[str, int] | None = None,
+    quantize: Mapping[str, int] | str | None = None,
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    progress: bool | None = None,
 ) -> ExportReport:
     """Trace ``model`` on ``example_inputs``, verify and check the artifact, then write it.
 
@@ -631,13 +649,50 @@ def save_lattice_model_artifact(
     MLIR rejects the graph, or when the artifact's outputs differ from the
     eager model's; :class:`~torch_lattice.artifact.ArtifactCapabilityError`
     when the native module is missing.
+
+    ``progress`` draws a bar of the export's stages on stderr (with tqdm);
+    ``None`` shows it for models of at least
+    :data:`~torch_lattice._progress.LARGE_MODEL_PARAMETERS` parameters.
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    with StageBar(model, progress, len(_STAGES)) as bar:
+        return _export(
+            model,
+            example_inputs,
+            path,
+            quantize=quantize,
+            input_names=input_names,
+            output_names=output_names,
+            rtol=rtol,
+            atol=atol,
+            bar=bar,
+        )
+
+
+_STAGES = ("trace", "verify", "run artifact", "compare", "write")
+
+
+def _export(
+    model: torch.nn.Module,
+    example_inputs: Any,
+    path: str | os.PathLike[str],
+    *,
+    quantize: Mapping[str, int] | str | None,
+    input_names: Sequence[str] | None,
+    output_names: Sequence[str] | None,
+    rtol: float | None,
+    atol: float | None,
+    bar: StageBar,
+) -> ExportReport:
+    bar.stage("trace")
     inputs = _as_tuple(example_inputs, "example_inputs")
     if not inputs:
         raise ExportError("example_inputs is empty; pass the values model(...) takes")
-    packing = _check_quantize(quantize)
+    try:
+        packing = _check_quantize(expand_quantize(quantize))
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
     in_names = _names(input_names, len(inputs), "x", "input_names")
 
     builder = MLIRModuleBuilder()
@@ -687,6 +742,7 @@ def save_lattice_model_artifact(
         with _eval_mode(model), torch.no_grad(), _swapped(model, dequantized):
             expected = _as_tuple(model(*inputs), "the model's output")
 
+    bar.stage("verify")
     try:
         plan = import_lattice_plan(graph)
     except LatticeValidationError as exc:
@@ -694,6 +750,7 @@ def save_lattice_model_artifact(
             f"MLIR rejected the exported graph (an exporter bug, please report):\n{exc.diagnostics}"
         ) from None
     flat = flatten_weights(tracer.weights)
+    bar.stage("run artifact")
     try:
         program = LatticeProgram(plan, flat, device=_device_of(inputs))
         actual = _as_tuple(program(*inputs), "the artifact's output")
@@ -701,6 +758,7 @@ def save_lattice_model_artifact(
         raise
     except (ValueError, TypeError, RuntimeError) as exc:
         raise ExportError(f"the exported artifact does not run on torch: {exc}") from exc
+    bar.stage("compare")
     checks = compare_outputs(expected, actual, out_names, rtol=rtol, atol=atol)
     failed = [c for c in checks if not c.passed]
     if failed:
@@ -713,7 +771,16 @@ def save_lattice_model_artifact(
             "the exported artifact does not reproduce the eager model on the example inputs; "
             f"nothing was written:\n{lines}"
         )
-    save_lattice_artifact(path, graph, tracer.weights)
+    quantization = None
+    metadata = None
+    if packing is not None:
+        quantization = measure_quantization(
+            packing, tracer.packed, tracer.unpackable, tracer.weights, outputs, actual, out_names
+        )
+        warn_dense_weights(quantization)
+        metadata = {METADATA_KEY: quantization.to_json()}
+    bar.stage("write")
+    save_lattice_artifact(path, graph, tracer.weights, metadata=metadata)
     return ExportReport(
         path=Path(path),
         graph=graph,
@@ -724,4 +791,5 @@ def save_lattice_model_artifact(
         packed_weights=tuple(tracer.packed),
         dense_unpackable_weights=tuple(tracer.unpackable),
         checks=checks,
+        quantization=quantization,
     )

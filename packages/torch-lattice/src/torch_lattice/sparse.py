@@ -322,6 +322,14 @@ class SparseTensor:
         perm = canonical_order(self.coords)
         return SparseTensor._make(Support(self.coords[perm], self.stride), self._feats[perm])
 
+    def __add__(self, other: object) -> SparseTensor:
+        """``x + y`` of coordinate-aligned values (same stride); see ``torch_lattice.cat``."""
+        if not isinstance(other, SparseTensor):
+            return NotImplemented
+        from torch_lattice._algebra import add
+
+        return add(self, other)
+
     def __repr__(self) -> str:
         return (
             f"SparseTensor(rows={self.num_rows}, channels={self.num_channels}, "

@@ -2,10 +2,15 @@
 
 Prints the call ABI (logical inputs with their ABI arrays and roles, outputs),
 the op list in program order with the shapes of the weights each op binds,
-the parameter count, a quantization summary and the verification status.
-The op list comes from the natively verified plan; without the native module
-only the ABI-free parts (weights, ``lattice-opt`` verification) are shown,
-because Python never reads the MLIR text itself.
+the parameter count, a quantization summary (and, for an artifact the
+exporter quantized, what quantization cost against the float model) and the
+verification status; ``--json`` prints the same facts as one JSON object for
+scripts.  The op list comes from the natively verified plan; without the
+native module only the ABI-free parts (weights, ``lattice-opt``
+verification) are shown, because Python never reads the MLIR text itself.
+
+The report is collected once (:func:`collect_artifact_report`) and rendered
+as text or JSON, so the two forms cannot disagree.
 
 Exit status: 0 when the artifact verifies (and compiles for MLX when the
 native module is present), 1 when it does not or cannot be verified, 2 for usage errors.
@@ -14,200 +19,335 @@ native module is present), 1 when it does not or cannot be verified, 2 for usage
 from __future__ import annotations
 
 import argparse
+import enum
+import json
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import mlx.core as mx
+from lattice_contract.constants import WEIGHT_FILE
 from lattice_contract.execute import compile_plan
+from lattice_contract.export_report import METADATA_KEY, QuantizationReport, format_report
 from lattice_contract.lowering import ResolvedWeight
-from lattice_contract.plan import PlanOperation, RuntimePlan
+from lattice_contract.plan import RuntimePlan
 
 from mlx_lattice.artifact.backend import MLX_BACKEND, dtype_name
 from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
 from mlx_lattice.artifact.lowerings import MLX_LOWERINGS
 from mlx_lattice.artifact.validation import (
     ArtifactCapabilityError,
-    LatticeMLIRStatus,
     lattice_graph_status,
     native_module,
 )
 
-__all__ = ["inspect_artifact", "main"]
+__all__ = ["collect_artifact_report", "inspect_artifact", "main", "render_text"]
 
 _SKIP_ATTRS = ("accumulation", "sym_name", "storage_key", "layout", "packing")
 
+Report = dict[str, Any]
 
-def _fmt_attr(value: Any) -> str:
-    if isinstance(value, tuple) and len(value) == 3 and len(set(value)) == 1:
-        return str(value[0])
-    if isinstance(value, tuple):
-        return "x".join(map(str, value))
-    if isinstance(value, float):
-        return f"{value:g}"
+
+def _jsonable(value: Any) -> Any:
+    """Plan attribute values (frozen tuples, enums, mappings) as plain JSON values."""
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
     return str(value)
 
 
-def _weight_text(weight: ResolvedWeight) -> str:
-    shape = "x".join(map(str, weight.logical_shape))
-    if weight.packing is None:
-        return f"{weight.storage_key} {weight.dtype}[{shape}]"
-    pack = weight.packing
-    return (
-        f"{weight.storage_key} {weight.dtype}[{shape}] packed {pack['bits']} "
-        f"group {pack['group_size']} scales {pack['scale_dtype']}"
-    )
+def _weight_entry(weight: ResolvedWeight) -> dict[str, Any]:
+    return {
+        "storage_key": weight.storage_key,
+        "dtype": weight.dtype,
+        "shape": list(weight.logical_shape),
+        "packing": None if weight.packing is None else _jsonable(weight.packing),
+    }
 
 
-def _op_line(index: int, op: PlanOperation, weights: Mapping[str, ResolvedWeight]) -> str:
-    results = ", ".join(op.results)
-    attrs = " ".join(f"{k}={_fmt_attr(v)}" for k, v in op.attrs.items() if k not in _SKIP_ATTRS)
-    line = f"  #{index:<3} {results} = {op.name}({', '.join(op.operands)})"
-    if attrs:
-        line += f" {{{attrs}}}"
-    if op.definition.name == "weight":
-        key = op.attrs["storage_key"]
-        bound = weights.get(key)
-        line += "  <- " + (_weight_text(bound) if bound else f"{key} (unresolved)")
-    return line
+def _quantization_report(path: str) -> tuple[QuantizationReport | None, str | None]:
+    """The exporter's report from the safetensors header, or why it cannot be read."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(Path(path) / WEIGHT_FILE), framework="numpy") as handle:
+            metadata = handle.metadata() or {}
+    except Exception as exc:
+        return None, f"header unreadable: {exc}"
+    text = metadata.get(METADATA_KEY)
+    if text is None:
+        return None, None
+    try:
+        return QuantizationReport.from_json(text), None
+    except ValueError as exc:
+        return None, str(exc)
 
 
-def _param_summary(weights: Mapping[str, ResolvedWeight], out: TextIO) -> None:
-    total = sum(w.parameter_count for w in weights.values())
-    packed = [w for w in weights.values() if w.packing is not None]
-    packed_params = sum(w.parameter_count for w in packed)
-    print(f"parameters: {total:,} in {len(weights)} weight(s)", file=out)
-    if not packed:
-        print("quantization: none (all weights dense)", file=out)
-        return
-    groups: dict[tuple[str, int, str], int] = {}
-    for w in packed:
-        assert w.packing is not None
-        key = (w.packing["bits"], w.packing["group_size"], w.packing["scale_dtype"])
-        groups[key] = groups.get(key, 0) + 1
-    share = 100.0 * packed_params / total if total else 0.0
-    print(
-        f"quantization: {len(packed)} packed weight(s), {packed_params:,} parameters "
-        f"({share:.1f}%)",
-        file=out,
-    )
-    for (bits, group, scale), count in sorted(groups.items()):
-        print(f"  {count} x {bits} affine, group_size {group}, scales {scale}", file=out)
-
-
-def _storage_summary(artifact: LatticeArtifact, out: TextIO) -> None:
-    total = sum(int(a.nbytes) for a in artifact.weights.values())
-    print(f"weights.safetensors: {len(artifact.weights)} entries, {total:,} bytes", file=out)
-
-
-def inspect_artifact(
-    path: str, *, lattice_opt: str | None = None, out: TextIO | None = None
-) -> int:
-    """Print the report for the artifact at ``path`` (to stdout by default); return the status."""
-    out = sys.stdout if out is None else out
+def collect_artifact_report(path: str, *, lattice_opt: str | None = None) -> tuple[Report, int]:
+    """Everything ``lattice inspect`` reports about ``path``, and the exit status."""
+    report: Report = {"artifact": str(path)}
     try:
         artifact = load_lattice_artifact(path)
     except ValueError as exc:
-        print(f"error: {exc}", file=out)
-        return 1
-    print(f"artifact: {path}", file=out)
-    _storage_summary(artifact, out)
+        report["error"] = str(exc)
+        return report, 1
+    report["weights_file"] = {
+        "entries": len(artifact.weights),
+        "bytes": sum(int(a.nbytes) for a in artifact.weights.values()),
+    }
+    quant, quant_problem = _quantization_report(path)
+    report["quantization_report"] = None if quant is None else json.loads(quant.to_json())
+    if quant_problem:
+        report["quantization_report_problem"] = quant_problem
 
+    verification: dict[str, Any]
     try:
         status = lattice_graph_status(artifact.graph, lattice_opt=lattice_opt)
     except ArtifactCapabilityError as exc:
         status = None
-        print(f"verification: not run ({exc})", file=out)
+        verification = {"valid": None, "skipped": str(exc)}
     if status is not None:
         via = "lattice-opt" if lattice_opt or native_module() is None else "lattice_mlir"
-        if status.valid:
-            print(f"verification: valid ({via})", file=out)
-        else:
-            print(f"verification: INVALID ({via})", file=out)
-            print(_indent(status.diagnostics), file=out)
-            return 1
+        verification = {"valid": status.valid, "via": via, "diagnostics": status.diagnostics}
+    report["verification"] = verification
+    if status is not None and not status.valid:
+        return report, 1
 
     native = native_module()
     if native is None:
-        print(
-            "ops: not shown (the op list comes from the native lattice_mlir importer, which "
-            "is not installed)",
-            file=out,
+        report["ops"] = None
+        report["entries"] = [
+            {"key": key, "dtype": dtype_name(a.dtype), "shape": list(a.shape)}
+            for key, a in sorted(artifact.weights.items())
+        ]
+        report["stored_values"] = sum(
+            int(a.size) for a in artifact.weights.values() if a.dtype != mx.uint32
         )
-        _fallback_weights(artifact, out)
-        return 0 if status is not None else 1
+        return report, 0 if status is not None else 1
     try:
         plan = RuntimePlan.from_native(native.import_plan(artifact.graph))
     except ValueError as exc:
-        print(f"plan: INVALID\n{_indent(str(exc))}", file=out)
-        return 1
-    return _report_plan(plan, artifact, status, out)
+        report["plan_error"] = str(exc)
+        return report, 1
+    ok = _collect_plan(report, plan, artifact)
+    return report, 0 if ok and status is not None else 1
 
 
-def _report_plan(
-    plan: RuntimePlan,
-    artifact: LatticeArtifact,
-    status: LatticeMLIRStatus | None,
-    out: TextIO,
-) -> int:
+def _collect_plan(report: Report, plan: RuntimePlan, artifact: LatticeArtifact) -> bool:
     failure: str | None = None
     weights: Mapping[str, ResolvedWeight] = {}
     try:
         weights = compile_plan(plan, MLX_LOWERINGS, MLX_BACKEND, artifact.weights).weights
     except ValueError as exc:
         failure = str(exc)
-
-    print("inputs:", file=out)
-    for item in plan.logical_inputs:
-        print(f"  {item.name} ({item.kind})", file=out)
-        for arg in item.args:
-            print(f"    {arg.abi_name:<20} {arg.role:<16} {arg.type}", file=out)
-    print("outputs:", file=out)
-    for output in plan.outputs:
-        print(f"  {output.abi_name:<22} {output.role:<16} {output.type}", file=out)
-    print(f"ops: {len(plan.ops)}", file=out)
+    report["inputs"] = [
+        {
+            "name": item.name,
+            "kind": item.kind,
+            "args": [{"abi_name": a.abi_name, "role": a.role, "type": a.type} for a in item.args],
+        }
+        for item in plan.logical_inputs
+    ]
+    report["outputs"] = [
+        {"abi_name": o.abi_name, "role": o.role, "type": o.type} for o in plan.outputs
+    ]
+    ops = []
     for index, op in enumerate(plan.ops):
-        print(_op_line(index, op, weights), file=out)
-    if failure is None:
-        _param_summary(weights, out)
-        unused = sorted(
-            set(artifact.weights) - {k for w in weights.values() for k in w.storage_keys}
-        )
-        if unused:
-            print(f"unreferenced entries: {', '.join(unused)}", file=out)
-        print("compile (mlx): ok", file=out)
-        return 0 if status is not None else 1
-    print(f"compile (mlx): FAILED\n{_indent(failure)}", file=out)
-    return 1
+        entry: dict[str, Any] = {
+            "index": index,
+            "name": op.name,
+            "results": list(op.results),
+            "operands": list(op.operands),
+            "attrs": {k: _jsonable(v) for k, v in op.attrs.items() if k not in _SKIP_ATTRS},
+        }
+        if op.definition.name == "weight":
+            bound = weights.get(op.attrs["storage_key"])
+            entry["weight"] = (
+                _weight_entry(bound) if bound else {"storage_key": op.attrs["storage_key"]}
+            )
+        ops.append(entry)
+    report["ops"] = ops
+    report["compile_mlx"] = {"ok": failure is None, "error": failure}
+    if failure is not None:
+        return False
+    total = sum(w.parameter_count for w in weights.values())
+    packed = [w for w in weights.values() if w.packing is not None]
+    groups: dict[tuple[str, int, str], int] = {}
+    for w in packed:
+        assert w.packing is not None
+        key = (w.packing["bits"], w.packing["group_size"], w.packing["scale_dtype"])
+        groups[key] = groups.get(key, 0) + 1
+    report["parameters"] = {"total": total, "weights": len(weights)}
+    report["quantization"] = {
+        "packed_weights": len(packed),
+        "packed_parameters": sum(w.parameter_count for w in packed),
+        "groups": [
+            {"bits": b, "group_size": g, "scale_dtype": s, "count": n}
+            for (b, g, s), n in sorted(groups.items())
+        ],
+    }
+    report["unreferenced"] = sorted(
+        set(artifact.weights) - {k for w in weights.values() for k in w.storage_keys}
+    )
+    return True
 
 
-def _fallback_weights(artifact: LatticeArtifact, out: TextIO) -> None:
-    print("entries:", file=out)
-    for key, array in sorted(artifact.weights.items()):
-        shape = "x".join(map(str, array.shape))
-        print(f"  {key:<32} {dtype_name(array.dtype)}[{shape}]", file=out)
-    total = sum(int(a.size) for a in artifact.weights.values() if a.dtype != mx.uint32)
-    print(f"stored values (dense and scale entries): {total:,}", file=out)
+# ---------------------------------------------------------------------------
+# Text rendering.
+
+
+def _fmt_attr(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 3 and len(set(map(str, value))) == 1:
+        return str(value[0])
+    if isinstance(value, list):
+        return "x".join(map(str, value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _weight_text(weight: Mapping[str, Any]) -> str:
+    if "shape" not in weight:
+        return f"{weight['storage_key']} (unresolved)"
+    shape = "x".join(map(str, weight["shape"]))
+    text = f"{weight['storage_key']} {weight['dtype']}[{shape}]"
+    pack = weight["packing"]
+    if pack is None:
+        return text
+    return f"{text} packed {pack['bits']} group {pack['group_size']} scales {pack['scale_dtype']}"
+
+
+def _op_text(op: Mapping[str, Any]) -> str:
+    attrs = " ".join(f"{k}={_fmt_attr(v)}" for k, v in op["attrs"].items())
+    line = f"  #{op['index']:<3} {', '.join(op['results'])} = {op['name']}"
+    line += f"({', '.join(op['operands'])})"
+    if attrs:
+        line += f" {{{attrs}}}"
+    if "weight" in op:
+        line += "  <- " + _weight_text(op["weight"])
+    return line
 
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lattice inspect``."""
+def render_text(report: Report) -> str:
+    """The human-readable form of :func:`collect_artifact_report`'s result."""
+    if "error" in report:
+        return f"error: {report['error']}"
+    lines = [f"artifact: {report['artifact']}"]
+    wf = report["weights_file"]
+    lines.append(f"weights.safetensors: {wf['entries']} entries, {wf['bytes']:,} bytes")
+    ver = report["verification"]
+    if ver["valid"] is None:
+        lines.append(f"verification: not run ({ver['skipped']})")
+    elif ver["valid"]:
+        lines.append(f"verification: valid ({ver['via']})")
+    else:
+        lines.append(f"verification: INVALID ({ver['via']})")
+        lines.append(_indent(ver["diagnostics"]))
+        return "\n".join(lines)
+    if "plan_error" in report:
+        lines.append(f"plan: INVALID\n{_indent(report['plan_error'])}")
+        return "\n".join(lines)
+    if report.get("ops") is None:
+        lines.append(
+            "ops: not shown (the op list comes from the native lattice_mlir importer, which "
+            "is not installed)"
+        )
+        lines.append("entries:")
+        for e in report["entries"]:
+            lines.append(f"  {e['key']:<32} {e['dtype']}[{'x'.join(map(str, e['shape']))}]")
+        lines.append(f"stored values (dense and scale entries): {report['stored_values']:,}")
+        return "\n".join(lines)
+    lines.append("inputs:")
+    for item in report["inputs"]:
+        lines.append(f"  {item['name']} ({item['kind']})")
+        for arg in item["args"]:
+            lines.append(f"    {arg['abi_name']:<20} {arg['role']:<16} {arg['type']}")
+    lines.append("outputs:")
+    for out in report["outputs"]:
+        lines.append(f"  {out['abi_name']:<22} {out['role']:<16} {out['type']}")
+    lines.append(f"ops: {len(report['ops'])}")
+    lines += [_op_text(op) for op in report["ops"]]
+    compiled = report["compile_mlx"]
+    if not compiled["ok"]:
+        lines.append(f"compile (mlx): FAILED\n{_indent(compiled['error'])}")
+        return "\n".join(lines)
+    params, quant = report["parameters"], report["quantization"]
+    lines.append(f"parameters: {params['total']:,} in {params['weights']} weight(s)")
+    if not quant["packed_weights"]:
+        lines.append("quantization: none (all weights dense)")
+    else:
+        share = 100.0 * quant["packed_parameters"] / params["total"] if params["total"] else 0.0
+        lines.append(
+            f"quantization: {quant['packed_weights']} packed weight(s), "
+            f"{quant['packed_parameters']:,} parameters ({share:.1f}%)"
+        )
+        for g in quant["groups"]:
+            lines.append(
+                f"  {g['count']} x {g['bits']} affine, group_size {g['group_size']}, "
+                f"scales {g['scale_dtype']}"
+            )
+    if report.get("quantization_report"):
+        lines += format_report(
+            QuantizationReport.from_json(json.dumps(report["quantization_report"]))
+        )
+    if report.get("quantization_report_problem"):
+        lines.append(f"quantization report: unreadable ({report['quantization_report_problem']})")
+    if report["unreferenced"]:
+        lines.append(f"unreferenced entries: {', '.join(report['unreferenced'])}")
+    lines.append("compile (mlx): ok")
+    return "\n".join(lines)
+
+
+def inspect_artifact(
+    path: str,
+    *,
+    lattice_opt: str | None = None,
+    out: TextIO | None = None,
+    as_json: bool = False,
+) -> int:
+    """Print the report for the artifact at ``path`` (to stdout by default); return the status."""
+    out = sys.stdout if out is None else out
+    report, status = collect_artifact_report(path, lattice_opt=lattice_opt)
+    if as_json:
+        report["exit_status"] = status
+        print(json.dumps(report, indent=2, sort_keys=True), file=out)
+    else:
+        print(render_text(report), file=out)
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``lattice inspect`` arguments (shared with the archive-aware front end)."""
     parser = argparse.ArgumentParser(
         prog="lattice inspect",
         description="Print an artifact's ABI, ops, weights and verification status.",
     )
-    parser.add_argument("path", help="artifact directory (graph.mlir + weights.safetensors)")
+    parser.add_argument(
+        "path", help="artifact directory (graph.mlir + weights.safetensors) or fixture archive"
+    )
     parser.add_argument(
         "--lattice-opt",
         metavar="TOOL",
         help="verify with this lattice-opt executable instead of the in-process module",
     )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``lattice inspect`` for artifact directories."""
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    return inspect_artifact(args.path, lattice_opt=args.lattice_opt)
+    return inspect_artifact(args.path, lattice_opt=args.lattice_opt, as_json=args.json)

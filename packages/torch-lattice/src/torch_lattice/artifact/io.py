@@ -71,8 +71,14 @@ def save_lattice_artifact(
     path: str | os.PathLike[str],
     graph: str,
     weights: Mapping[str, torch.Tensor | QuantizedWeight] | None = None,
+    *,
+    metadata: Mapping[str, str] | None = None,
 ) -> None:
     """Write the artifact directory ``path`` atomically.
+
+    ``metadata`` goes into the safetensors ``__metadata__`` header (string to
+    string), where reports about the weights travel with them (the exporter's
+    quantization report); it never changes what the artifact computes.
 
     The bundle appears only once both files are complete; on any error
     nothing is left behind and an artifact already at ``path`` is kept.
@@ -83,7 +89,7 @@ def save_lattice_artifact(
 
     def write(tmp: Path) -> None:
         (tmp / GRAPH_FILE).write_text(graph, encoding="utf-8")
-        save_file(flat, str(tmp / WEIGHT_FILE))
+        save_file(flat, str(tmp / WEIGHT_FILE), metadata=dict(metadata) if metadata else None)
 
     atomic_bundle_write(path, write)
 

@@ -18,6 +18,7 @@ from torch_lattice.nn.modules import (
     AvgPool3d,
     BatchNorm,
     Devoxelize,
+    Dropout,
     FullAvgPool3d,
     FullMaxPool3d,
     FullSumPool3d,
@@ -49,6 +50,7 @@ from torch_lattice.nn.normalized import (
     NormalizedSubmConv3d,
     TargetNormalizedConvTranspose3d,
 )
+from torch_lattice.nn.sync_batchnorm import SyncBatchNorm
 from torch_lattice.nn.upsample import Embedding, PoolTranspose3d, TrilinearUpsample3d
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "Conv3d",
     "ConvTranspose3d",
     "Devoxelize",
+    "Dropout",
     "Embedding",
     "FullAvgPool3d",
     "FullConv3d",
@@ -90,6 +93,7 @@ __all__ = [
     "SparseReindex",
     "SubmConv3d",
     "SumPool3d",
+    "SyncBatchNorm",
     "Tanh",
     "TargetConv3d",
     "TargetConvTranspose3d",

@@ -16,6 +16,7 @@ from lattice_contract.kernel import kernel_volume
 from lattice_contract.options import positive_int, window
 
 from torch_lattice import ops
+from torch_lattice.nn._amp import run_autocast
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
@@ -32,7 +33,15 @@ Triple = tuple[int, int, int]
 
 
 class _ConvBase(torch.nn.Module):
-    """Shared parameters, initialisation (torch's kaiming-uniform default) and call."""
+    """Shared parameters, initialisation (torch's kaiming-uniform default) and call.
+
+    ``kernel_size, stride, padding, dilation`` are positional in that order, as
+    in ``torch.nn.Conv3d`` (``Conv3d(4, 8, 2, 2)`` is a 2x2x2 stride-2 conv), so
+    code written for torch, spconv or TorchSparse reads the same here.
+    ``SubmConv3d`` keeps ``dilation`` keyword-only: it has no stride or
+    padding, and a fourth positional argument there would mean stride to a
+    torch reader.
+    """
 
     _geometry_keys: ClassVar[tuple[str, ...]] = ("kernel_size", "stride", "padding", "dilation")
     """The geometry attributes the functional op takes (and the repr shows)."""
@@ -42,10 +51,10 @@ class _ConvBase(torch.nn.Module):
         in_channels: int,
         out_channels: int,
         kernel_size: int | Triple,
-        *,
         stride: int | Triple = 1,
         padding: int | Triple = 0,
         dilation: int | Triple = 1,
+        *,
         bias: bool = True,
         device: Any = None,
         dtype: torch.dtype | None = None,
@@ -84,9 +93,16 @@ class _ConvBase(torch.nn.Module):
     def _apply_op(
         self, op: Callable[..., SparseTensor], x: SparseTensor, **extra: Any
     ) -> SparseTensor:
-        """Call the functional ``op`` with this module's weight, bias and geometry."""
+        """Call the functional ``op`` with this module's weight, bias and geometry.
+
+        Under ``torch.autocast`` the call runs in the autocast dtype, as
+        ``torch.nn.Conv3d`` does (see :mod:`torch_lattice.nn._amp`); a target
+        value only lends its rows, so its features are left alone.
+        """
         geometry = {name: getattr(self, name) for name in self._geometry_keys}
-        return op(x, self.weight, self.bias, **geometry, **extra)
+        return run_autocast(
+            x, self.weight, self.bias, lambda v, w, b: op(v, w, b, **geometry, **extra)
+        )
 
 
 class Conv3d(_ConvBase):
@@ -179,8 +195,8 @@ class GenerativeConvTranspose3d(_ConvBase):
         in_channels: int,
         out_channels: int,
         kernel_size: int | Triple,
-        *,
         stride: int | Triple = 1,
+        *,
         bias: bool = True,
         device: Any = None,
         dtype: torch.dtype | None = None,

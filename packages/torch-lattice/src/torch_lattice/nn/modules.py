@@ -29,6 +29,7 @@ from lattice_contract.schema import (
 )
 
 from torch_lattice import ops
+from torch_lattice.nn._amp import run_autocast
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "AvgPool3d",
     "BatchNorm",
     "Devoxelize",
+    "Dropout",
     "FullAvgPool3d",
     "FullMaxPool3d",
     "FullSumPool3d",
@@ -208,27 +210,34 @@ class Linear(torch.nn.Module):
     @overload
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return _on_feats(x, lambda f: ops.linear(f, self.weight, self.bias))
+        return _on_feats(x, lambda f: run_autocast(f, self.weight, self.bias, ops.linear))
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
 
 
 class BatchNorm(torch.nn.Module):
-    """Batch norm over feature rows.
+    """Batch norm over feature rows, with ``torch.nn.BatchNorm1d``'s state and update rule.
 
     Training: normalise with the batch statistics of the active rows (biased
     variance) and update ``running_mean`` / ``running_var`` (unbiased) with
-    ``momentum``, as ``torch.nn.BatchNorm1d`` does.  Eval: the frozen
-    ``ops.batch_norm`` with the running statistics, which is what an artifact
-    stores (scale = weight, bias, mean = running_mean, var = running_var).
+    ``momentum`` -- or, with ``momentum=None``, the cumulative average over
+    ``num_batches_tracked`` batches -- as ``torch.nn.BatchNorm1d`` does.  The
+    state dict therefore has BatchNorm1d's five entries and loads one
+    directly (a state dict without ``num_batches_tracked`` loads too, as in
+    torch).  Statistics are computed in f32 whatever the parameter dtype, so
+    ``.half()`` / ``.bfloat16()`` models and autocast train without
+    overflowing the variance.  Eval: the frozen ``ops.batch_norm`` with the
+    running statistics, which is what an artifact stores (scale = weight,
+    bias, mean = running_mean, var = running_var; ``num_batches_tracked`` is
+    training state and never exported).
     """
 
     def __init__(
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         device: Any = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -241,14 +250,54 @@ class BatchNorm(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(num_features, **factory))
         self.register_buffer("running_mean", torch.zeros(num_features, **factory))
         self.register_buffer("running_var", torch.ones(num_features, **factory))
+        self.register_buffer(
+            "num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device)
+        )
 
     running_mean: torch.Tensor
     running_var: torch.Tensor
+    num_batches_tracked: torch.Tensor
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        # Older checkpoints (and artifacts' weights) have no counter: start at 0, as torch does.
+        key = prefix + "num_batches_tracked"
+        if key not in state_dict:
+            state_dict[key] = torch.tensor(0, dtype=torch.long)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+
+    def _count_batch(self) -> float:
+        """Count one training batch; the running statistics' update factor for it.
+
+        ``momentum``, or with ``momentum=None`` the cumulative average's
+        ``1 / num_batches_tracked``, as ``torch.nn.BatchNorm1d`` does.
+        """
+        with torch.no_grad():
+            self.num_batches_tracked.add_(1)
+        if self.momentum is None:
+            return 1.0 / float(self.num_batches_tracked)
+        return float(self.momentum)
 
     def _features(self, f: torch.Tensor) -> torch.Tensor:
         if not self.training:
+            dtype = f.dtype
             return ops.batch_norm(
-                f, self.weight, self.bias, self.running_mean, self.running_var, eps=self.eps
+                f,
+                self.weight.to(dtype),
+                self.bias.to(dtype),
+                self.running_mean.to(dtype),
+                self.running_var.to(dtype),
+                eps=self.eps,
             )
         if f.ndim != 2 or f.shape[1] != self.num_features:
             raise ValueError(
@@ -259,17 +308,27 @@ class BatchNorm(torch.nn.Module):
             raise ValueError(
                 "BatchNorm in training mode needs at least 2 rows to estimate variance"
             )
+        factor = self._count_batch()
         dtype = torch.float64 if f.dtype == torch.float64 else torch.float32
+        # F.batch_norm updates the statistics in place and needs them in the
+        # compute dtype; half buffers get an f32 working copy written back.
+        mean, var = self.running_mean, self.running_var
+        if mean.dtype != dtype:
+            mean, var = mean.to(dtype), var.to(dtype)
         y = F.batch_norm(
             f.to(dtype),
-            self.running_mean,
-            self.running_var,
+            mean,
+            var,
             self.weight.to(dtype),
             self.bias.to(dtype),
             training=True,
-            momentum=self.momentum,
+            momentum=factor,
             eps=self.eps,
         )
+        if mean is not self.running_mean:
+            with torch.no_grad():
+                self.running_mean.copy_(mean)
+                self.running_var.copy_(var)
         return y.to(f.dtype)
 
     @overload
@@ -281,6 +340,33 @@ class BatchNorm(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class Dropout(torch.nn.Module):
+    """Zero each feature with probability ``p`` while training (scaled by ``1/(1-p)``).
+
+    In eval mode it returns its input unchanged -- the very same object -- so
+    an exported artifact has no op for it, as ``torch.nn.Dropout`` has no
+    effect at inference.
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0 or isinstance(p, bool):
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p!r}")
+        self.p = float(p)
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        return _on_feats(x, lambda f: F.dropout(f, self.p, training=True))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
 
 
 class LayerNorm(torch.nn.Module):

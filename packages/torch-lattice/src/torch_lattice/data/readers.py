@@ -1,0 +1,378 @@
+"""Point-cloud file readers: PLY, ``.npy`` and the SemanticKITTI ``.bin`` + ``.label`` pair.
+
+They return tensors directly, so ``torch_lattice`` needs neither NumPy nor
+``plyfile`` (its dependencies are torch and safetensors).  Each format is
+small enough to read from its definition:
+
+* **PLY** (ASCII, binary little- and big-endian): the ``vertex`` element's
+  scalar properties, each as one tensor.  Elements after ``vertex`` (faces)
+  are ignored; a list-typed element *before* it is refused.
+* **NPY** (format versions 1-3): one numeric array, C or Fortran order, no
+  pickles and no structured dtypes.
+* **SemanticKITTI**: ``sequences/<NN>/velodyne/<frame>.bin`` holds float32
+  ``(x, y, z, remission)`` per point; ``sequences/<NN>/labels/<frame>.label``
+  holds one uint32 per point, the semantic class in the low 16 bits and the
+  instance id in the high 16.
+
+All binary payloads are little-endian unless a format says otherwise, and
+are byte-swapped on a big-endian host.  Every reader raises ``ValueError``
+naming the file and the problem on a malformed file, never a bare struct or
+index error.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import os
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "PointCloud",
+    "read_npy",
+    "read_ply",
+    "read_point_cloud",
+    "read_semantic_kitti",
+    "semantic_kitti_paths",
+    "write_semantic_kitti",
+]
+
+PathLike = str | os.PathLike[str]
+
+_PLY_TYPES: dict[str, tuple[torch.dtype, int, bool]] = {
+    # name -> (storage dtype, bytes, unsigned)
+    "char": (torch.int8, 1, False),
+    "int8": (torch.int8, 1, False),
+    "uchar": (torch.uint8, 1, True),
+    "uint8": (torch.uint8, 1, True),
+    "short": (torch.int16, 2, False),
+    "int16": (torch.int16, 2, False),
+    "ushort": (torch.int16, 2, True),
+    "uint16": (torch.int16, 2, True),
+    "int": (torch.int32, 4, False),
+    "int32": (torch.int32, 4, False),
+    "uint": (torch.int32, 4, True),
+    "uint32": (torch.int32, 4, True),
+    "float": (torch.float32, 4, False),
+    "float32": (torch.float32, 4, False),
+    "double": (torch.float64, 8, False),
+    "float64": (torch.float64, 8, False),
+}
+
+_NPY_KINDS: dict[str, torch.dtype] = {
+    "f2": torch.float16,
+    "f4": torch.float32,
+    "f8": torch.float64,
+    "i1": torch.int8,
+    "i2": torch.int16,
+    "i4": torch.int32,
+    "i8": torch.int64,
+    "u1": torch.uint8,
+    "b1": torch.bool,
+}
+_NPY_UNSIGNED: dict[str, tuple[torch.dtype, int]] = {
+    "u2": (torch.int16, 16),
+    "u4": (torch.int32, 32),
+}
+
+_LABEL_NAMES = ("label", "class", "semantic", "scalar_label")
+
+
+class PointCloud(NamedTuple):
+    """One scan: float32 ``points (P, 3)``, optional ``features (P, C)``, int64 ``labels (P,)``."""
+
+    points: torch.Tensor
+    features: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+
+
+def _widen_unsigned(values: torch.Tensor, bits: int) -> torch.Tensor:
+    """Signed storage of an unsigned field read as its true value (int32/int64)."""
+    wide = torch.int32 if bits == 16 else torch.int64
+    return values.to(wide) & ((1 << bits) - 1)
+
+
+def _columns(raw: torch.Tensor, width: int, little: bool) -> torch.Tensor:
+    """``raw`` uint8 (N, width) with the byte order fixed to the host's."""
+    if little != (sys.byteorder == "little"):
+        raw = raw.flip(1)
+    return raw.contiguous()
+
+
+def _from_bytes(data: bytes, dtype: torch.dtype, little: bool = True) -> torch.Tensor:
+    """A 1-D tensor of ``dtype`` over ``data`` (copied, so it owns writable memory)."""
+    width = torch.empty((), dtype=dtype).element_size()
+    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    if width == 1:
+        return raw.view(dtype).clone()
+    return _columns(raw.view(-1, width), width, little).view(dtype).reshape(-1)
+
+
+# --------------------------------------------------------------------------- PLY
+
+
+def _ply_header(path: Path, data: bytes) -> tuple[str, list[tuple[str, int, list[list[str]]]], int]:
+    end = data.find(b"end_header")
+    if not data.startswith(b"ply") or end < 0:
+        raise ValueError(f"{path}: not a PLY file (no 'ply' magic or no 'end_header')")
+    newline = data.find(b"\n", end)
+    body = newline + 1 if newline >= 0 else len(data)
+    fmt = ""
+    elements: list[tuple[str, int, list[list[str]]]] = []
+    for raw_line in data[:end].decode("ascii", errors="replace").splitlines()[1:]:
+        words = raw_line.split()
+        if not words or words[0] in ("comment", "obj_info"):
+            continue
+        if words[0] == "format" and len(words) >= 2:
+            fmt = words[1]
+        elif words[0] == "element" and len(words) == 3 and words[2].isdigit():
+            elements.append((words[1], int(words[2]), []))
+        elif words[0] == "property" and elements:
+            elements[-1][2].append(words[1:])
+        else:
+            raise ValueError(f"{path}: unreadable PLY header line {raw_line!r}")
+    if fmt not in ("ascii", "binary_little_endian", "binary_big_endian"):
+        raise ValueError(f"{path}: unknown PLY format {fmt!r}")
+    return fmt, elements, body
+
+
+def _ply_scalar(path: Path, prop: list[str]) -> tuple[str, tuple[torch.dtype, int, bool]]:
+    if len(prop) != 2 or prop[0] not in _PLY_TYPES:
+        raise ValueError(f"{path}: vertex property {' '.join(prop)!r} is not a scalar PLY type")
+    return prop[1], _PLY_TYPES[prop[0]]
+
+
+def read_ply(path: PathLike) -> dict[str, torch.Tensor]:
+    """The vertex properties of a PLY file, by name (``x``, ``y``, ``z``, ``red``, ...).
+
+    Floats keep their width (float32 or float64); integers come back as
+    int8/int16/int32 or, for unsigned types, as the next wider signed type
+    holding their true value (``uchar`` stays uint8).
+    """
+    source = Path(path)
+    data = source.read_bytes()
+    fmt, elements, body = _ply_header(source, data)
+    names = [e[0] for e in elements]
+    if "vertex" not in names:
+        raise ValueError(f"{source}: the PLY file has no 'vertex' element")
+    before = elements[: names.index("vertex")]
+    _, count, props = elements[names.index("vertex")]
+    fields = [_ply_scalar(source, p) for p in props]
+    if fmt == "ascii":
+        lines = data[body:].decode("ascii", errors="replace").splitlines()
+        skip = sum(e[1] for e in before)
+        rows = lines[skip : skip + count]
+        if len(rows) < count:
+            raise ValueError(f"{source}: {count} vertices declared, {len(rows)} present")
+        try:
+            values = [float(w) for w in " ".join(rows).split()]
+        except ValueError as err:
+            raise ValueError(f"{source}: malformed ASCII vertex rows ({err})") from None
+        if len(values) != count * len(fields):
+            raise ValueError(
+                f"{source}: {count} ASCII vertices of {len(fields)} properties need "
+                f"{count * len(fields)} values, found {len(values)}"
+            )
+        table = torch.tensor(values, dtype=torch.float64).reshape(count, len(fields))
+        out = {}
+        for j, (name, (dtype, _, unsigned)) in enumerate(fields):
+            target = dtype if not unsigned or dtype == torch.uint8 else torch.int64
+            out[name] = table[:, j].to(target)
+        return out
+    little = fmt == "binary_little_endian"
+    offset = body
+    for name, n, eprops in before:
+        if any(p[0] == "list" for p in eprops):
+            raise ValueError(
+                f"{source}: element {name!r} with list properties precedes 'vertex'; "
+                "this reader needs 'vertex' first"
+            )
+        offset += n * sum(_ply_scalar(source, p)[1][1] for p in eprops)
+    width = sum(f[1][1] for f in fields)
+    if offset + count * width > len(data):
+        raise ValueError(f"{source}: truncated PLY body ({count} vertices of {width} bytes)")
+    records = torch.frombuffer(bytearray(data[offset : offset + count * width]), dtype=torch.uint8)
+    records = records.view(count, width)
+    out = {}
+    start = 0
+    for name, (dtype, size, unsigned) in fields:
+        column = _columns(records[:, start : start + size], size, little).view(dtype).reshape(-1)
+        out[name] = _widen_unsigned(column, 8 * size) if unsigned and size > 1 else column
+        start += size
+    return out
+
+
+# --------------------------------------------------------------------------- NPY
+
+
+def read_npy(path: PathLike) -> torch.Tensor:
+    """A ``.npy`` file's array as a tensor (numeric dtypes; never unpickles)."""
+    source = Path(path)
+    data = source.read_bytes()
+    if not data.startswith(b"\x93NUMPY") or len(data) < 10:
+        raise ValueError(f"{source}: not a .npy file (bad magic)")
+    major = data[6]
+    if major == 1:
+        size, start = int.from_bytes(data[8:10], "little"), 10
+    elif major in (2, 3):
+        size, start = int.from_bytes(data[8:12], "little"), 12
+    else:
+        raise ValueError(f"{source}: unsupported .npy format version {major}")
+    try:
+        header = ast.literal_eval(data[start : start + size].decode("latin1"))
+        descr, fortran, shape = header["descr"], header["fortran_order"], tuple(header["shape"])
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        raise ValueError(f"{source}: unreadable .npy header") from None
+    if not isinstance(descr, str) or len(descr) < 3 or descr[0] not in "<>|=":
+        raise ValueError(
+            f"{source}: dtype {descr!r} is not a plain numeric array (structured or object "
+            "arrays are not read)"
+        )
+    little = descr[0] != ">"
+    kind = descr[1:]
+    if kind in _NPY_KINDS:
+        dtype, bits = _NPY_KINDS[kind], 0
+    elif kind in _NPY_UNSIGNED:
+        dtype, bits = _NPY_UNSIGNED[kind]
+    else:
+        raise ValueError(f"{source}: unsupported .npy dtype {descr!r}")
+    if not all(isinstance(dim, int) and dim >= 0 for dim in shape):
+        raise ValueError(f"{source}: .npy shape {shape} must hold non-negative integers")
+    count = 1
+    for dim in shape:
+        count *= dim
+    width = torch.empty((), dtype=dtype).element_size()
+    payload = data[start + size :]
+    if len(payload) < count * width:
+        raise ValueError(f"{source}: truncated .npy payload for shape {shape} of {descr}")
+    flat = _from_bytes(payload[: count * width], dtype, little)
+    if bits:
+        flat = _widen_unsigned(flat, bits)
+    if fortran:
+        return (
+            flat.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()
+        )
+    return flat.reshape(shape)
+
+
+# --------------------------------------------------------------------------- SemanticKITTI
+
+
+def semantic_kitti_paths(root: PathLike, sequence: int | str, frame: int) -> tuple[Path, Path]:
+    """``(velodyne .bin, labels .label)`` paths of one frame under the dataset root."""
+    seq = f"{int(sequence):02d}"
+    base = Path(root) / "sequences" / seq
+    return base / "velodyne" / f"{frame:06d}.bin", base / "labels" / f"{frame:06d}.label"
+
+
+def read_semantic_kitti(
+    scan: PathLike, label: PathLike | None = None
+) -> tuple[PointCloud, torch.Tensor | None]:
+    """One SemanticKITTI scan: ``(PointCloud, instance ids or None)``.
+
+    ``points`` are the float32 x, y, z; ``features`` the ``(P, 1)``
+    remission; ``labels`` the raw semantic ids (low 16 bits of the
+    ``.label`` words, int64).  Map raw ids to training classes with the
+    dataset's ``learning_map`` (see ``SemanticKITTIScans``).
+    """
+    scan_path = Path(scan)
+    raw = scan_path.read_bytes()
+    if len(raw) % 16:
+        raise ValueError(
+            f"{scan_path}: {len(raw)} bytes is not a whole number of (x, y, z, remission) "
+            "float32 records"
+        )
+    values = _from_bytes(raw, torch.float32).view(-1, 4)
+    cloud = PointCloud(values[:, :3].contiguous(), values[:, 3:].contiguous())
+    if label is None:
+        return cloud, None
+    label_path = Path(label)
+    words = label_path.read_bytes()
+    if len(words) != 4 * values.shape[0]:
+        raise ValueError(
+            f"{label_path}: {len(words) // 4} labels for {values.shape[0]} points in {scan_path}"
+        )
+    full = _widen_unsigned(_from_bytes(words, torch.int32), 32)
+    return cloud._replace(labels=full & 0xFFFF), full >> 16
+
+
+def write_semantic_kitti(
+    root: PathLike,
+    sequence: int | str,
+    frame: int,
+    points: torch.Tensor,
+    remission: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    instances: torch.Tensor | None = None,
+) -> tuple[Path, Path | None]:
+    """Write one frame in the SemanticKITTI layout (for samples and tests); returns its paths."""
+    if points.ndim != 2 or points.shape[1] != 3 or remission.shape != (points.shape[0],):
+        raise ValueError("points must be (P, 3) and remission (P,)")
+    scan, label = semantic_kitti_paths(root, sequence, frame)
+    scan.parent.mkdir(parents=True, exist_ok=True)
+    record = torch.cat([points.to(torch.float32), remission.to(torch.float32)[:, None]], dim=1)
+    scan.write_bytes(_host_to_little(record.contiguous()))
+    if labels is None:
+        return scan, None
+    if labels.shape != (points.shape[0],):
+        raise ValueError("labels must be (P,), one per point")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) > 0xFFFF):
+        raise ValueError(
+            "SemanticKITTI stores semantic labels in 16 bits: labels must lie in [0, 65535]"
+        )
+    inst = torch.zeros_like(labels) if instances is None else instances
+    word = (inst.to(torch.int64) << 16) | (labels.to(torch.int64) & 0xFFFF)
+    signed = torch.where(word >= 2**31, word - 2**32, word).to(torch.int32)
+    label.parent.mkdir(parents=True, exist_ok=True)
+    label.write_bytes(_host_to_little(signed))
+    return scan, label
+
+
+def _host_to_little(tensor: torch.Tensor) -> bytes:
+    flat = tensor.detach().cpu().reshape(-1).contiguous()
+    width = flat.element_size()
+    if width > 1:
+        flat = _columns(flat.view(torch.uint8).view(-1, width), width, True).reshape(-1)
+    return ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size())
+
+
+# --------------------------------------------------------------------------- any file
+
+
+def read_point_cloud(path: PathLike) -> PointCloud:
+    """A ``.ply``, ``.npy`` or SemanticKITTI ``.bin`` file as a :class:`PointCloud`.
+
+    PLY: ``x, y, z`` are the points, a ``label``/``class``/``semantic``
+    property the labels, the other numeric properties (colour, intensity,
+    normals) the features in file order.  NPY: an ``(P, 3+C)`` array, the
+    first three columns the points and the rest the features.  ``.bin``: the
+    SemanticKITTI scan, with its ``../labels/<frame>.label`` when it exists.
+    """
+    source = Path(path)
+    suffix = source.suffix.lower()
+    if suffix == ".ply":
+        props = read_ply(source)
+        missing = [axis for axis in "xyz" if axis not in props]
+        if missing:
+            raise ValueError(f"{source}: the vertex element has no {'/'.join(missing)} property")
+        points = torch.stack([props[a].to(torch.float32) for a in "xyz"], dim=1)
+        labels = next((props[n].to(torch.int64) for n in _LABEL_NAMES if n in props), None)
+        rest = [n for n in props if n not in ("x", "y", "z", *_LABEL_NAMES)]
+        features = torch.stack([props[n].to(torch.float32) for n in rest], dim=1) if rest else None
+        return PointCloud(points, features, labels)
+    if suffix == ".npy":
+        array = read_npy(source)
+        if array.ndim != 2 or array.shape[1] < 3:
+            raise ValueError(f"{source}: expected a (P, 3+C) array, got shape {tuple(array.shape)}")
+        array = array.to(torch.float32)
+        features = array[:, 3:].contiguous() if array.shape[1] > 3 else None
+        return PointCloud(array[:, :3].contiguous(), features)
+    if suffix == ".bin":
+        label = source.parent.parent / "labels" / (source.stem + ".label")
+        cloud, _ = read_semantic_kitti(source, label if label.is_file() else None)
+        return cloud
+    raise ValueError(f"{source}: point clouds must be .ply, .npy or SemanticKITTI .bin files")
