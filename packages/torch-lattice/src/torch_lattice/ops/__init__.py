@@ -13,6 +13,7 @@ from torch_lattice.ops.conv import (
     conv_transpose3d,
     full_conv3d,
     generative_conv_transpose3d,
+    schedule,
     subm_conv3d,
 )
 from torch_lattice.ops.elementwise import elementwise
@@ -52,6 +53,7 @@ __all__ = [
     "pool_transpose3d",
     "quantize_weight",
     "rms_norm",
+    "schedule",
     "softmax",
     "sparse_binary",
     "sparse_cat",

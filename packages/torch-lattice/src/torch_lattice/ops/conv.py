@@ -14,6 +14,7 @@ the weight and the map, and re-gathers chunk by chunk in backward.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -77,7 +78,7 @@ and range: fewer, larger ranges keep the Python-side call count low while
 each tap's slice of a range (about 1/26 of it) still fits in L2 for its GEMM.
 """
 
-_SCHEDULES = ("auto", "tap_major", "output_major", "segmented")
+_SCHEDULES = ("auto", "tap_major", "output_major", "segmented", "triton")
 _SCHEDULE: ContextVar[str] = ContextVar("torch_lattice_conv_schedule", default="auto")
 
 
@@ -85,10 +86,13 @@ _SCHEDULE: ContextVar[str] = ContextVar("torch_lattice_conv_schedule", default="
 def schedule(name: str) -> Iterator[None]:
     """Force the conv execution schedule inside the block (tests and benchmarks).
 
-    ``"auto"`` (the default) picks per map; ``"tap_major"``,
-    ``"output_major"`` and ``"segmented"`` force one (``"segmented"`` only
-    where the map allows it, see :func:`_segmented_ok`; elsewhere it runs
-    tap-major).  Results agree up to summation order.
+    ``"auto"`` (the default) picks per map, and runs CUDA tensors on the
+    Triton kernels of :mod:`torch_lattice.triton`; ``"tap_major"``,
+    ``"output_major"`` and ``"segmented"`` force one reference schedule
+    (``"segmented"`` only where the map allows it, see :func:`_segmented_ok`;
+    elsewhere it runs tap-major); ``"triton"`` forces the Triton kernels on
+    any device (on CPU under ``TRITON_INTERPRET=1``).  Results agree up to
+    summation order.
     """
     if name not in _SCHEDULES:
         raise ValueError(f"schedule must be one of {_SCHEDULES}, got {name!r}")
@@ -97,6 +101,35 @@ def schedule(name: str) -> Iterator[None]:
         yield
     finally:
         _SCHEDULE.reset(token)
+
+
+def _triton_wanted(x: SparseTensor) -> bool:
+    """Whether this layer runs on the Triton kernels: forced, or CUDA f16/bf16/f32 under auto."""
+    forced = _SCHEDULE.get()
+    if forced != "auto":
+        return forced == "triton"
+    return (
+        x.device.type == "cuda"
+        and x.dtype in (torch.float16, torch.bfloat16, torch.float32)
+        and importlib.util.find_spec("triton") is not None
+    )
+
+
+def _on_triton(
+    kind: str,
+    x: SparseTensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    geometry: tuple[Triple, Triple, Triple, Triple],
+    target: SparseTensor | None = None,
+) -> SparseTensor:
+    """Run one checked conv layer on :mod:`torch_lattice.triton` (imported on first use)."""
+    from torch_lattice.triton import sparse_conv
+
+    if weight.device != x.device:
+        raise ValueError(f"weight is on {weight.device} but the input on {x.device}")
+    support = None if target is None else target.support
+    return sparse_conv(kind, x, weight, bias, *geometry, target=support)
 
 
 def _segmented_ok(kmap: KernelMap, feats: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -571,8 +604,12 @@ def conv3d(
     out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
     if coordinates is not None:
         target = _check_target(coordinates, x, out_stride, "conv3d")
+        if _triton_wanted(x):
+            return _on_triton("centred", x, w, b, (k, s, p, d), target)
         kmap = target_conv_map(x.support, target.support, k, s, p, d)
         return _execute(x, w, b, kmap, target.support)
+    if _triton_wanted(x):
+        return _on_triton("centred", x, w, b, (k, s, p, d))
     out_support, kmap = conv_map(x.support, k, s, p, d)
     return _execute(x, w, b, kmap, out_support)
 
@@ -597,6 +634,8 @@ def full_conv3d(
     x = require_sparse(input, "full_conv3d")
     k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "full_conv3d")
+    if _triton_wanted(x):
+        return _on_triton("indexed", x, w, b, (k, s, p, d))
     out_support, kmap = full_conv_map(x.support, k, s, p, d)
     return _execute(x, w, b, kmap, out_support)
 
@@ -615,6 +654,8 @@ def subm_conv3d(
     k = triple(kernel_size, "kernel_size", minimum=1)
     d = triple(dilation, "dilation", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "subm_conv3d")
+    if _triton_wanted(x):
+        return _on_triton("subm", x, w, b, (k, (1, 1, 1), (0, 0, 0), d))
     kmap = subm_map(x.support, k, d)
     return _execute(x, w, b, kmap, x.support)
 
@@ -648,8 +689,12 @@ def conv_transpose3d(
     out_stride = (x.stride[0] // s[0], x.stride[1] // s[1], x.stride[2] // s[2])
     if coordinates is not None:
         target = _check_target(coordinates, x, out_stride, "conv_transpose3d")
+        if _triton_wanted(x):
+            return _on_triton("transpose", x, w, b, (k, s, p, d), target)
         kmap = target_transpose_map(x.support, target.support, k, s, p, d)
         return _execute(x, w, b, kmap, target.support)
+    if _triton_wanted(x):
+        return _on_triton("transpose", x, w, b, (k, s, p, d))
     out_support, kmap = transpose_map(x.support, k, s, p, d)
     return _execute(x, w, b, kmap, out_support)
 
@@ -676,5 +721,7 @@ def generative_conv_transpose3d(
         raise ValueError(
             f"generative_conv_transpose3d: stride {s} must divide the input stride {x.stride}"
         )
+    if _triton_wanted(x):
+        return _on_triton("transpose", x, w, b, (k, s, (0, 0, 0), (1, 1, 1)))
     out_support, kmap = generative_transpose_map(x.support, k, s)
     return _execute(x, w, b, kmap, out_support)

@@ -1,0 +1,485 @@
+"""torch_lattice's Triton path on CUDA vs spconv 2.3.8 and spconv-triton, in one process.
+
+Per layer (subm 3x3x3 at C = 32/64/128, conv k2s2 and k3s2, transposed k2s2,
+inverse k2s2) and for a four-level MinkUNet (forward in f16, training step in
+f32), on surface scenes of about 100k and 200k voxels (``scenes.py``), it
+prints each library's time with the map cached (the later layers of a
+network) and with the map built (a fresh input), and the ratio ours / peer
+(below 1: ours is faster).  First it measures the device's two ceilings (copy
+bandwidth, f16 matrix rate) and prints, per layer, the floor those give
+(FLOPs of the real pairs over the matrix rate, fewest bytes over the
+bandwidth).  Timings are medians of CUDA-event-timed repeats after warm-up.
+
+Run on a CUDA machine: ``python benchmarks/bench_cuda.py [--sizes 100000 200000]``
+(with ``PYTHONPATH`` holding the packages' ``src`` folders when they are not
+installed).  spconv (``spconv-cu126``) and ``spconv-triton`` are optional;
+missing peers are reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenes import batched, make_scene
+from torch_lattice import SparseTensor, ops
+
+PEERS: dict[str, ModuleType] = {}
+for _name, _module in (("spconv", "spconv.pytorch"), ("spconv-triton", "spconv_triton.pytorch")):
+    try:
+        PEERS[_name] = __import__(_module, fromlist=["SparseConvTensor"])
+    except Exception as err:  # pragma: no cover - depends on the machine
+        print(f"{_name}: not available ({type(err).__name__}: {err})")
+
+
+DEVICE = "cuda"
+START = time.perf_counter()
+"""Where everything runs; ``--dry-run`` sets ``cpu`` (Triton interpreter, tiny scene)."""
+
+
+def cuda_time(fn: Callable[[], Any], repeat: int = 25, warmup: int = 3) -> float:
+    """Median seconds of ``fn`` by CUDA events (after ``warmup`` untimed calls)."""
+    if DEVICE == "cpu":  # the dry run checks that everything runs, not how fast
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return statistics.median(times)
+
+
+def ceilings() -> tuple[float, float]:
+    """(copy bandwidth in B/s counting read + write, f16 matrix rate in FLOP/s) on this device."""
+    if DEVICE == "cpu":
+        return 1e11, 1e12
+    a = torch.empty(1 << 30, dtype=torch.uint8, device=DEVICE)
+    b = torch.empty_like(a)
+    t = cuda_time(lambda: b.copy_(a), 10)
+    m = torch.randn(8192, 8192, device=DEVICE, dtype=torch.float16)
+    t_mm = cuda_time(lambda: m @ m, 10)
+    return 2 * a.numel() / t, 2 * 8192**3 / t_mm
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    kind: str  # subm, conv, transpose, inverse
+    c_in: int
+    c_out: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+
+
+LAYERS = (
+    Layer("subm3 32", "subm", 32, 32, 3),
+    Layer("subm3 64", "subm", 64, 64, 3),
+    Layer("subm3 128", "subm", 128, 128, 3),
+    Layer("conv k2s2 64", "conv", 64, 64, 2, 2),
+    Layer("conv k3s2 64", "conv", 64, 64, 3, 2, 1),
+    Layer("transposed k2s2 64", "transpose", 64, 64, 2, 2),
+    Layer("inverse k2s2 64", "inverse", 64, 64, 2, 2),
+)
+
+
+def _ours(layer: Layer, x: SparseTensor, w: torch.Tensor, coarse: SparseTensor | None) -> Any:
+    k, s, p = layer.kernel, layer.stride, layer.padding
+    if layer.kind == "subm":
+        return ops.subm_conv3d(x, w, kernel_size=k)
+    if layer.kind == "conv":  # spconv's SparseConv3d: every o with c = o*s - p + k
+        return _indexed_conv(x, w, k, s, p)
+    assert coarse is not None  # the transposed layers run on a k2s2 conv's output
+    if layer.kind == "transpose":
+        return ops.conv_transpose3d(coarse, w, kernel_size=k, stride=s)
+    return ops.conv_transpose3d(coarse, w, kernel_size=k, stride=s, coordinates=x)
+
+
+def _indexed_conv(x: SparseTensor, w: torch.Tensor, k: int, s: int, p: int) -> SparseTensor:
+    full = getattr(ops, "full_conv3d", None)  # the indexed relation's name once conv3d is centred
+    if full is not None:
+        return full(x, w, kernel_size=k, stride=s, padding=p)  # type: ignore[no-any-return]
+    return ops.conv3d(x, w, kernel_size=k, stride=s, padding=p)
+
+
+def _peer_layer(lib: ModuleType, layer: Layer, w: torch.Tensor, key: str) -> torch.nn.Module:
+    k, s, p = layer.kernel, layer.stride, layer.padding
+    args = {"bias": False}
+    if layer.kind == "subm":
+        m = lib.SubMConv3d(layer.c_in, layer.c_out, k, indice_key=key, **args)
+    elif layer.kind == "conv":
+        m = lib.SparseConv3d(layer.c_in, layer.c_out, k, s, p, indice_key=key, **args)
+    elif layer.kind == "transpose":
+        m = lib.SparseConvTranspose3d(layer.c_in, layer.c_out, k, s, **args)
+    else:
+        m = lib.SparseInverseConv3d(layer.c_in, layer.c_out, k, indice_key="down", **args)
+    with torch.no_grad():  # spconv >= 2.2 layout (C_out, k0, k1, k2, C_in), like ours
+        m.weight.copy_(w.reshape(m.weight.shape).to(m.weight.dtype))
+    return m.to(DEVICE).to(w.dtype)
+
+
+def _coarse(x: SparseTensor) -> SparseTensor:
+    """The k2s2 conv whose map the inverse layer reuses (its output, 64 channels)."""
+    w = torch.randn(64, 2, 2, 2, x.num_channels, device=x.device, dtype=x.dtype) * 0.05
+    return ops.conv3d(x, w, kernel_size=2, stride=2)
+
+
+def _pairs(layer: Layer, x: SparseTensor, coarse: SparseTensor | None) -> tuple[int, int]:
+    """(real pairs, output rows) of the layer, from its Triton slot map."""
+    from torch_lattice.triton.maps import build
+
+    k, s, p = (layer.kernel,) * 3, (layer.stride,) * 3, (layer.padding,) * 3
+    one, zero = (1, 1, 1), (0, 0, 0)
+    if layer.kind == "subm":
+        out, smap = build("subm", x.support, k, one, zero, one)
+    elif layer.kind == "conv":
+        out, smap = build("indexed", x.support, k, s, p, one)
+    elif layer.kind == "transpose":
+        assert coarse is not None
+        out, smap = build("transpose", coarse.support, k, s, zero, one)
+    else:
+        assert coarse is not None
+        out, smap = build("transpose", coarse.support, k, s, zero, one, x.support)
+    return int((smap.slots >= 0).sum()), out.num_rows
+
+
+def bench_layers(
+    coords: torch.Tensor, shape: list[int], bw: float, rate: float
+) -> list[dict[str, Any]]:
+    """One row per layer: pairs, floor, ours and each peer, cached and with the map built."""
+    rows = []
+    for layer in LAYERS:
+        if DEVICE == "cpu" and layer.c_in > 32 and layer.kind == "subm":
+            continue  # the dry run only checks that each kind runs
+        row = _bench_layer(layer, coords, shape, bw, rate)
+        _print_row(row)
+        rows.append(row)
+    return rows
+
+
+def _bench_layer(
+    layer: Layer, coords: torch.Tensor, shape: list[int], bw: float, rate: float
+) -> dict[str, Any]:
+    g = torch.Generator(device=DEVICE).manual_seed(0)
+    feats = torch.randn(coords.shape[0], layer.c_in, device=DEVICE, generator=g).half()
+    kshape = (layer.c_out, layer.kernel, layer.kernel, layer.kernel, layer.c_in)
+    w = (torch.randn(kshape, device=DEVICE, generator=g) * 0.05).half()
+    x = SparseTensor.trusted(coords, feats)
+    row: dict[str, Any] = {"layer": layer.name}
+    with torch.no_grad():
+        coarse = _coarse(x) if layer.kind in ("transpose", "inverse") else None
+        src = coarse if coarse is not None else x
+        pairs, n_out = _pairs(layer, x, coarse)
+        flops = 2 * pairs * layer.c_in * layer.c_out
+        nbytes = 2 * (src.num_rows * layer.c_in + n_out * layer.c_out + w.numel())
+        row["pairs"] = pairs
+        row["floor_ms"] = max(flops / rate, nbytes / bw) * 1e3
+        row["ours"] = cuda_time(lambda: _ours(layer, x, w, coarse))
+
+        def fresh() -> Any:
+            xf = SparseTensor.trusted(coords, feats)
+            cf = None if coarse is None else _coarse(xf).with_feats(coarse.feats)
+            return _ours(layer, xf, w, cf)
+
+        row["ours+map"] = cuda_time(fresh)
+        if coarse is not None:  # count the inverse layer only, not its paired conv
+            row["ours+map"] -= cuda_time(lambda: _coarse(SparseTensor.trusted(coords, feats)))
+        row["eff_tflops"] = flops / row["ours"] / 1e12
+        for name, lib in PEERS.items():
+            try:
+                _peer_row(row, name, lib, layer, w, feats, coords, shape, coarse)
+            except Exception as err:  # a peer that cannot run this layer
+                row[name] = row[name + "+map"] = float("nan")
+                print(f"    {name} {layer.name}: {type(err).__name__}: {err}"[:300])
+    return row
+
+
+def _peer_row(
+    row: dict[str, Any],
+    name: str,
+    lib: ModuleType,
+    layer: Layer,
+    w: torch.Tensor,
+    feats: torch.Tensor,
+    coords: torch.Tensor,
+    shape: list[int],
+    coarse: SparseTensor | None,
+) -> None:
+    module = _peer_layer(lib, layer, w, "k")
+    if coarse is None:
+        first = lib.SparseConvTensor(feats, coords, shape, 1)
+        module(first)  # builds the map and caches it under indice_key "k"
+        row[name] = cuda_time(lambda: module(first))
+        row[name + "+map"] = cuda_time(
+            lambda: module(lib.SparseConvTensor(feats, coords, shape, 1))
+        )
+        return
+    down = lib.SparseConv3d(layer.c_in, 64, 2, 2, indice_key="down", bias=False).to(DEVICE).half()
+    st = down(lib.SparseConvTensor(feats, coords, shape, 1)).replace_feature(coarse.feats)
+    module(st)  # the inverse layer reuses the down conv's map (indice_key "down")
+    row[name] = cuda_time(lambda: module(st))
+
+    def fresh() -> Any:
+        s2 = down(lib.SparseConvTensor(feats, coords, shape, 1))
+        return module(s2.replace_feature(coarse.feats))
+
+    t_down = cuda_time(lambda: down(lib.SparseConvTensor(feats, coords, shape, 1)))
+    row[name + "+map"] = cuda_time(fresh) - t_down
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    parts = [
+        f"  {row['layer']:<20} pairs {row['pairs']:>9}  floor {row['floor_ms']:.3f} ms  "
+        f"ours {row['ours'] * 1e3:.3f} / +map {row['ours+map'] * 1e3:.3f} ms "
+        f"({row['eff_tflops']:.1f} TFLOP/s)"
+    ]
+    for name in PEERS:
+        if name in row:
+            parts.append(
+                f"    {name}: {row[name] * 1e3:.3f} / +map {row[name + '+map'] * 1e3:.3f} ms"
+                f" -> ours/peer {row['ours'] / row[name]:.2f}x cached, "
+                f"{row['ours+map'] / row[name + '+map']:.2f}x with map"
+            )
+    print("\n".join(parts), flush=True)
+
+
+# --------------------------------------------------------------------------- MinkUNet
+
+DOWN = (32, 64, 128, 256)
+UP = (256, 128, 96, 96)
+IN_CH = 4
+CLASSES = 16
+
+
+class OursUNet(torch.nn.Module):
+    """The four-level MinkUNet on torch_lattice ops: subm stem, k2s2 downs, inverse ups."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.ParameterList()
+        self.bn = torch.nn.ModuleList()
+        self.plan: list[tuple[str, int, int]] = []
+
+        def add(kind: str, c_in: int, c_out: int, k: int) -> None:
+            self.w.append(
+                torch.nn.Parameter(torch.randn(c_out, k, k, k, c_in) * (2 / (c_in * k**3)) ** 0.5)
+            )
+            self.bn.append(torch.nn.BatchNorm1d(c_out))
+            self.plan.append((kind, c_in, c_out))
+
+        add("subm", IN_CH, 32, 3)
+        add("subm", 32, 32, 3)
+        prev = 32
+        for c in DOWN:
+            add("down", prev, c, 2)
+            add("subm", c, c, 3)
+            add("subm", c, c, 3)
+            prev = c
+        skips = [32, *DOWN[:-1]][::-1]
+        for c, skip in zip(UP, skips, strict=True):
+            add("up", prev, c, 2)
+            add("subm", c + skip, c, 3)
+            add("subm", c, c, 3)
+            prev = c
+        self.head = torch.nn.Linear(prev, CLASSES)
+
+    def forward(self, x: SparseTensor) -> torch.Tensor:
+        stack: list[SparseTensor] = []
+        i = 0
+
+        def block(x: SparseTensor, kind: str, target: SparseTensor | None = None) -> SparseTensor:
+            nonlocal i
+            w = self.w[i]
+            if kind == "subm":
+                y = ops.subm_conv3d(x, w, kernel_size=3)
+            elif kind == "down":
+                y = ops.conv3d(x, w, kernel_size=2, stride=2)
+            else:
+                y = ops.conv_transpose3d(x, w, kernel_size=2, stride=2, coordinates=target)
+            y = y.with_feats(torch.relu(self.bn[i](y.feats)))
+            i += 1
+            return y
+
+        x = block(block(x, "subm"), "subm")
+        for _ in DOWN:
+            stack.append(x)
+            x = block(block(block(x, "down"), "subm"), "subm")
+        for _ in UP:
+            skip = stack.pop()
+            x = block(x, "up", skip)
+            x = x.with_feats(torch.cat([x.feats, skip.feats], dim=1))
+            x = block(block(x, "subm"), "subm")
+        return self.head(x.feats)
+
+
+def peer_unet(lib: ModuleType, ours: OursUNet) -> torch.nn.Module:
+    """The same network in spconv's API, with our network's weights copied in."""
+
+    class PeerUNet(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = torch.nn.ModuleList()
+            level = 0
+            levels: list[int] = []
+            for (kind, c_in, c_out), w in zip(ours.plan, ours.w, strict=True):
+                if kind == "subm":
+                    m = lib.SubMConv3d(c_in, c_out, 3, bias=False, indice_key=f"s{level}")
+                elif kind == "down":
+                    levels.append(level)
+                    m = lib.SparseConv3d(c_in, c_out, 2, 2, bias=False, indice_key=f"d{level}")
+                    level += 1
+                else:
+                    level = levels.pop()
+                    m = lib.SparseInverseConv3d(c_in, c_out, 2, indice_key=f"d{level}", bias=False)
+                with torch.no_grad():
+                    m.weight.copy_(w.detach().reshape(m.weight.shape))
+                self.convs.append(m)
+            self.bn = torch.nn.ModuleList(torch.nn.BatchNorm1d(b.num_features) for b in ours.bn)
+            self.head = torch.nn.Linear(ours.head.in_features, CLASSES)
+            self.head.load_state_dict(ours.head.state_dict())
+            self.plan = ours.plan
+
+        def forward(self, x: Any) -> torch.Tensor:
+            stack: list[Any] = []
+            i = 0
+
+            def block(x: Any) -> Any:
+                nonlocal i
+                y = self.convs[i](x)
+                y = y.replace_feature(torch.relu(self.bn[i](y.features)))
+                i += 1
+                return y
+
+            x = block(block(x))
+            for _ in DOWN:
+                stack.append(x)
+                x = block(block(block(x)))
+            for _ in UP:
+                skip = stack.pop()
+                x = block(x)
+                x = x.replace_feature(torch.cat([x.features, skip.features], dim=1))
+                x = block(block(x))
+            return self.head(x.features)
+
+    return PeerUNet()
+
+
+def bench_unet(coords: torch.Tensor, shape: list[int]) -> dict[str, float]:
+    """Forward (f16, eval, no grad) and training step (f32, SGD) of each library's MinkUNet."""
+    torch.manual_seed(0)
+    feats = torch.randn(coords.shape[0], IN_CH, device=DEVICE)
+    labels = torch.randint(0, CLASSES, (coords.shape[0],), device=DEVICE)
+    ours = OursUNet().to(DEVICE)
+    nets: dict[str, tuple[torch.nn.Module, Callable[[torch.Tensor], Any]]] = {
+        "ours": (ours, lambda f: SparseTensor.trusted(coords, f))
+    }
+    for name, lib in PEERS.items():
+        nets[name] = (
+            peer_unet(lib, ours).to(DEVICE),
+            lambda f, lib=lib: lib.SparseConvTensor(f, coords, shape, 1),
+        )
+    result: dict[str, float] = {}
+    for name, (net, wrap) in nets.items():
+        try:
+            _bench_net(name, net, wrap, feats, labels, result)
+        except Exception as err:
+            print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
+    nan = float("nan")
+    for key in ("fwd", "fwd+map", "train"):
+        mine = result.get(f"ours {key}", nan)
+        line = f"  MinkUNet {key:<8} ours {mine * 1e3:8.2f} ms"
+        for name in PEERS:
+            peer = result.get(f"{name} {key}", nan)
+            line += f"   {name} {peer * 1e3:8.2f} ms (ours/peer {mine / peer:.2f}x)"
+        print(line, flush=True)
+    return result
+
+
+def _bench_net(
+    name: str,
+    net: torch.nn.Module,
+    wrap: Callable[[torch.Tensor], Any],
+    feats: torch.Tensor,
+    labels: torch.Tensor,
+    result: dict[str, float],
+) -> None:
+    half = feats.half()
+    net.half().eval()
+    with torch.no_grad():
+        cached_in = wrap(half)
+        result[f"{name} fwd"] = cuda_time(lambda: net(cached_in), 20)
+        result[f"{name} fwd+map"] = cuda_time(lambda: net(wrap(half)), 20)
+    net.float().train()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(net(wrap(feats)), labels)
+        loss.backward()
+        opt.step()
+
+    result[f"{name} train"] = cuda_time(step, 10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 200_000])
+    parser.add_argument("--unet-sizes", type=int, nargs="*", default=[200_000])
+    parser.add_argument("--no-layers", action="store_true")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="CPU, Triton interpreter, one tiny scene, no timing"
+    )
+    args = parser.parse_args()
+    if args.dry_run:
+        global DEVICE
+        DEVICE = "cpu"
+        args.sizes = args.unet_sizes = [300]
+        os.environ["TRITON_INTERPRET"] = "1"
+    where = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
+    print(f"torch {torch.__version__} on {where}; peers: {sorted(PEERS)}")
+    with ops.schedule("triton"):  # the default on CUDA; forced so that a dry run uses it too
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """The whole benchmark, scene by scene."""
+    bw, rate = ceilings()
+    print(f"ceilings: copy {bw / 1e12:.2f} TB/s, f16 matmul {rate / 1e12:.0f} TFLOP/s")
+    for n in args.sizes:
+        coords_np, _ = make_scene(n)
+        coords = torch.from_numpy(batched(coords_np)).to(DEVICE)
+        shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
+        print(f"\nscene: {coords.shape[0]} voxels, f16 layers")
+        if not args.no_layers:
+            bench_layers(coords, shape, bw, rate)
+        if n in args.unet_sizes:
+            bench_unet(coords, shape)
+        print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
+    from torch_lattice.triton import kernels
+
+    print("tile shapes chosen by the autotune:", flush=True)
+    for key, cfg in sorted(kernels._TUNED.items(), key=str):
+        print(f"  {key[:5]} -> {cfg}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""torch_lattice on CUDA: Triton implicit-GEMM convolutions over device-built kernel maps.
+
+``torch_lattice.ops`` dispatches here on CUDA (and wherever
+``torch_lattice.ops.schedule("triton")`` forces it, which is how the tests
+run these kernels under ``TRITON_INTERPRET=1`` on CPU).  The plain-torch path
+in ``torch_lattice.ops.conv`` stays the CPU path and the reference these
+kernels are tested against.  See ``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+from torch_lattice.triton.conv import SUPPORTED_DTYPES, sparse_conv
+from torch_lattice.triton.kernels import interpreting, set_tf32, tf32_enabled
+from torch_lattice.triton.maps import SlotMap, build
+
+__all__ = [
+    "SUPPORTED_DTYPES",
+    "SlotMap",
+    "build",
+    "interpreting",
+    "set_tf32",
+    "sparse_conv",
+    "tf32_enabled",
+]

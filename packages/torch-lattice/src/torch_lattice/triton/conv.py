@@ -1,0 +1,108 @@
+"""Sparse convolutions on the Triton kernels, with autograd.
+
+One ``torch.autograd.Function`` runs every conv kind: the forward pass is the
+implicit-GEMM kernel over the layer's slot table (bias fused), the input
+gradient the same kernel over the transposed table, the weight gradient the
+per-tap pair kernel.  It saves the features, the weight and the map; nothing
+gathered is kept for the backward pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch_lattice.sparse import SparseTensor, Support
+from torch_lattice.triton.kernels import launch_conv, launch_wgrad
+from torch_lattice.triton.maps import SlotMap, build
+
+__all__ = ["SUPPORTED_DTYPES", "sparse_conv"]
+
+Triple = tuple[int, int, int]
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+"""Feature dtypes the kernels run; others (f64) stay on the reference path."""
+
+
+def _taps(weight: torch.Tensor) -> torch.Tensor:
+    """(C_out, Kx, Ky, Kz, C_in) -> contiguous (K, C_in, C_out)."""
+    c_out, c_in = weight.shape[0], weight.shape[-1]
+    return weight.reshape(c_out, -1, c_in).permute(1, 2, 0).contiguous()
+
+
+def _operand(weight: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+    """The weight in the features' dtype when both are half precision or both f32, else f32.
+
+    The kernels multiply two operands of one dtype on the tensor cores; a
+    mixed pair (f16 features, f32 weights) is widened to f32 inside the kernel.
+    """
+    return weight if weight.dtype == feats.dtype else weight.float()
+
+
+class _TritonConvFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any,
+        feats: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        smap: SlotMap,
+    ) -> torch.Tensor:
+        feats = feats.contiguous()
+        w = _taps(_operand(weight, feats))
+        b = None if bias is None else bias.detach().float().contiguous()
+        out = launch_conv(feats, w, smap.slots, smap.order, feats.dtype, b)
+        ctx.save_for_backward(feats, weight)
+        ctx.smap = smap
+        ctx.has_bias = bias is not None
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        feats, weight = ctx.saved_tensors
+        smap: SlotMap = ctx.smap
+        grad = grad.to(feats.dtype).contiguous()
+        grad_feats = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            w = _operand(weight, feats)
+            c_out, c_in = w.shape[0], w.shape[-1]
+            wt = w.reshape(c_out, -1, c_in).permute(1, 0, 2).contiguous()  # (K, C_out, C_in)
+            back = smap.transposed()
+            grad_feats = launch_conv(grad, wt, back.slots, back.order, feats.dtype)
+        if ctx.needs_input_grad[1]:
+            pin, pout, starts = smap.pairs()
+            gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)  # (K, C_in, C_out)
+            grad_weight = gw.permute(2, 0, 1).reshape(weight.shape).to(weight.dtype)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = grad.float().sum(0)
+        return grad_feats, grad_weight, grad_bias, None
+
+
+def sparse_conv(
+    kind: str,
+    x: SparseTensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    kernel: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    target: Support | None = None,
+) -> SparseTensor:
+    """One conv layer on the Triton path: map built (or fetched) on the device, then the kernel.
+
+    ``kind`` and the geometry are those of :func:`torch_lattice.triton.maps.build`.
+    The caller has checked shapes, strides and devices (``torch_lattice.ops.conv``).
+    """
+    if x.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"the Triton conv path runs f16, bf16 and f32 features, got {x.dtype}; "
+            "use torch_lattice.ops.schedule('auto') to run other dtypes on the reference path"
+        )
+    out_support, smap = build(kind, x.support, kernel, stride, padding, dilation, target)
+    out: torch.Tensor = _TritonConvFunction.apply(x.feats, weight, bias, smap)  # type: ignore[no-untyped-call]
+    if bias is not None:
+        out = out.to(x.dtype)
+    return SparseTensor._make(out_support, out)
