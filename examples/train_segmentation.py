@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 from lattice_conformance import segmentation as seg
-from lattice_conformance.archive import default_file_mode
 from lattice_conformance.replay import write_json_atomic
+from lattice_contract.atomic import atomic_write_file
 from safetensors.torch import save_file
 
 
@@ -113,10 +113,8 @@ def train(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{name}.safetensors.tmp"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-    tmp.chmod(default_file_mode())
-    tmp.replace(out / f"{name}.safetensors")
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    atomic_write_file(out / f"{name}.safetensors", lambda tmp: save_file(state, str(tmp)))
     record = {
         "model": name,
         "architecture": seg.DEFAULT_CONFIGS[name],

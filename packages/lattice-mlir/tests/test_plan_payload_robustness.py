@@ -238,3 +238,18 @@ def test_i64_attributes_are_bounded_to_int64(payloads: dict[str, dict[str, Any]]
         RuntimePlan.from_native(payload)
     op["attrs"]["batch_size"] = 2**63 - 1
     RuntimePlan.from_native(payload)
+
+
+@pytest.mark.parametrize(
+    "entry", [10**5000, 2**1100, "1.0", math.inf], ids=["10**5000", "2**1100", "str", "inf"]
+)
+def test_f64_triples_with_hostile_entries_are_plan_errors(
+    payloads: dict[str, dict[str, Any]], entry: Any
+) -> None:
+    # A huge integer beside a string once escaped as ValueError from repr(),
+    # and one too large for an f64 as OverflowError from math.isfinite.
+    payload = copy.deepcopy(payloads["voxelize"])
+    op = next(op for op in payload["ops"] if "voxel_size" in op["attrs"])
+    op["attrs"]["voxel_size"] = [entry, "x", 1.0] if entry == 10**5000 else [entry, 1.0, 1.0]
+    with pytest.raises(PlanError, match=r"must be three finite numbers"):
+        RuntimePlan.from_native(payload)

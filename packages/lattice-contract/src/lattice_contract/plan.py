@@ -340,6 +340,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _finite_number(value: Any) -> bool:
+    """A real number that is finite as an f64 (an integer too large for f64 is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # math.isfinite converts an int to float first
+        return False
+
+
 def _record(
     raw: Any, what: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> Mapping[str, Any]:
@@ -452,11 +462,10 @@ def _freeze_attr(op: Callable[[], str], attr: AttrDef, value: Any) -> Any:
             isinstance(value, (str, bytes))
             or not isinstance(value, Sequence)
             or len(value) != 3
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-            or not all(math.isfinite(v) for v in value)
+            or not all(_finite_number(v) for v in value)
         ):
             raise PlanError(
-                f"{what} must be three finite numbers (array<f64: a, b, c>), got {value!r}"
+                f"{what} must be three finite numbers (array<f64: a, b, c>), got {_show(value)}"
             )
         floats = (float(value[0]), float(value[1]), float(value[2]))
         if spec.minimum is not None and any(

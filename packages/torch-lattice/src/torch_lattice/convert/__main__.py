@@ -2,4 +2,5 @@
 
 from .checkpoint import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing the module (a package walk) runs nothing
+    raise SystemExit(main())
