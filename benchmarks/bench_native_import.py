@@ -1,4 +1,4 @@
-"""Native verification + plan import of a 200-op lattice graph (SPEC §11: at most 5 ms).
+"""Native verification + plan import of a 200-op lattice graph (the budget: at most 5 ms).
 
 Builds a MinkUNet-like graph of about 200 ops with ``MLIRModuleBuilder`` (the
 producer every exporter uses: encoder/decoder convolutions with weights and

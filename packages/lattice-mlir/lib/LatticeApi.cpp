@@ -65,14 +65,15 @@ LogicalResult mlir::lattice::checkStringAttributes(ModuleOp module) {
           return;
         }
         llvm::StringRef value = text.getValue();
-        const char *control = llvm::find_if(value, [](char c) {
-          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-        });
+        const char *control = llvm::find_if(
+            value, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
         if (isName(attr) && control != value.end())
           result = op->emitError()
                    << "attribute '" << attr << "' holds a name with the control character "
-                   << llvm::formatv("{0:x2}", static_cast<unsigned>(static_cast<unsigned char>(*control))).str() << " at byte "
-                   << (control - value.begin())
+                   << llvm::formatv("{0:x2}",
+                                    static_cast<unsigned>(static_cast<unsigned char>(*control)))
+                          .str()
+                   << " at byte " << (control - value.begin())
                    << "; ABI names, storage keys and symbols are printable text";
       });
     }
@@ -88,8 +89,7 @@ LogicalResult mlir::lattice::checkStringAttributes(ModuleOp module) {
 namespace {
 
 /// Runs `fn` to completion on a thread with the parser's large stack.
-template <typename Fn>
-void onParserStack(Fn &&fn) {
+template <typename Fn> void onParserStack(Fn &&fn) {
   llvm::thread worker(std::optional<unsigned>(limits::kParserStackBytes), std::forward<Fn>(fn));
   worker.join();
 }
@@ -116,10 +116,10 @@ struct Session {
 
   /// Parse, check for unknown lattice ops, verify ops, verify the artifact.
   bool run(std::string_view text) {
-    unsigned id = sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()),
-                                             "graph.mlir"),
-        llvm::SMLoc());
+    unsigned id =
+        sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(
+                                         llvm::StringRef(text.data(), text.size()), "graph.mlir"),
+                                     llvm::SMLoc());
     llvm::StringRef buffer = sourceMgr.getMemoryBuffer(id)->getBuffer();
     if (std::optional<PrecheckFailure> refused = precheck(buffer)) {
       sourceMgr.PrintMessage(diagStream,
@@ -347,19 +347,16 @@ struct PlanBuilder {
 //===----------------------------------------------------------------------===//
 
 template <int... N>
-int64_t exactOperands(const RegisteredOperationName &info,
-                      std::integer_sequence<int, N...>) {
+int64_t exactOperands(const RegisteredOperationName &info, std::integer_sequence<int, N...>) {
   int64_t found = -1;
   ((info.hasTrait<OpTrait::NOperands<N + 2>::template Impl>() ? (found = N + 2) : 0), ...);
   return found;
 }
 
 template <int... N>
-int64_t atLeastOperands(const RegisteredOperationName &info,
-                        std::integer_sequence<int, N...>) {
+int64_t atLeastOperands(const RegisteredOperationName &info, std::integer_sequence<int, N...>) {
   int64_t found = -1;
-  ((info.hasTrait<OpTrait::AtLeastNOperands<N + 1>::template Impl>() ? (found = N + 1) : 0),
-   ...);
+  ((info.hasTrait<OpTrait::AtLeastNOperands<N + 1>::template Impl>() ? (found = N + 1) : 0), ...);
   return found;
 }
 
@@ -370,8 +367,7 @@ int64_t exactResults(const RegisteredOperationName &info, std::integer_sequence<
   return found;
 }
 
-template <typename OpT>
-void describeOp(MLIRContext *context, Node &out) {
+template <typename OpT> void describeOp(MLIRContext *context, Node &out) {
   std::optional<RegisteredOperationName> info =
       RegisteredOperationName::lookup(OpT::getOperationName(), context);
   if (!info)
@@ -413,8 +409,7 @@ void describeOp(MLIRContext *context, Node &out) {
   out.push(std::move(record));
 }
 
-template <typename... Ops>
-void describeOps(MLIRContext *context, Node &out) {
+template <typename... Ops> void describeOps(MLIRContext *context, Node &out) {
   (describeOp<Ops>(context, out), ...);
 }
 

@@ -1,6 +1,6 @@
 //===- LatticeArtifact.cpp - the artifact-level verifier ------------------===//
 //
-// SPEC §6: what makes a verified lattice module an executable artifact.  The
+// docs/artifact.md: what makes a verified lattice module an executable artifact.  The
 // op verifiers check each op; this checks the module around them: version,
 // schema digest, weight file, the single @forward entry and its ABI
 // metadata.  Run by lattice_mlir.verify/import_plan and by
@@ -21,7 +21,7 @@ using namespace mlir::lattice;
 
 namespace {
 
-// Module attribute names of the artifact ABI (SPEC §6).  They are artifact
+// Module attribute names of the artifact ABI (docs/artifact.md).  They are artifact
 // metadata, not dialect schema names.
 constexpr llvm::StringLiteral kIrVersionAttr = "lattice.ir_version";
 constexpr llvm::StringLiteral kSchemaDigestAttr = "lattice.schema_digest";
@@ -55,8 +55,7 @@ std::string listOf(const char *const *items, unsigned n) {
 }
 
 /// A string-array module attribute, or a diagnostic.
-FailureOr<llvm::SmallVector<llvm::StringRef>> stringArray(ModuleOp module,
-                                                           llvm::StringRef name) {
+FailureOr<llvm::SmallVector<llvm::StringRef>> stringArray(ModuleOp module, llvm::StringRef name) {
   Attribute attr = module->getAttr(name);
   if (!attr)
     return module.emitError() << "lattice artifact: module attribute " << name
@@ -118,8 +117,8 @@ LogicalResult verifyModuleAttributes(ModuleOp module) {
   Attribute digest = module->getAttr(kSchemaDigestAttr);
   if (!digest)
     return module.emitError() << "lattice artifact: module attribute " << kSchemaDigestAttr
-                              << " is missing; stamp the schema digest "
-                              << schema::kSchemaDigest << " (re-export with lattice_contract)";
+                              << " is missing; stamp the schema digest " << schema::kSchemaDigest
+                              << " (re-export with lattice_contract)";
   auto digestText = llvm::dyn_cast<StringAttr>(digest);
   if (const char *producer = digestText ? schema::knownProducer(digestText.getValue()) : nullptr)
     return module.emitError() << "lattice artifact: " << kSchemaDigestAttr << " = " << digest
@@ -155,8 +154,8 @@ FailureOr<func::FuncOp> findEntry(ModuleOp module) {
                             << kEntryName << " (inline or remove other functions)";
   }
   if (!entry || functions != 1)
-    return module.emitError() << "lattice artifact: expected exactly one func.func @"
-                              << kEntryName << ", found " << functions
+    return module.emitError() << "lattice artifact: expected exactly one func.func @" << kEntryName
+                              << ", found " << functions
                               << " functions; export the model's entry as @" << kEntryName;
   if (entry.isExternal())
     return entry.emitError() << "lattice artifact: @" << kEntryName
@@ -266,10 +265,9 @@ LogicalResult verifyInputs(ModuleOp module, func::FuncOp entry) {
           first.drop_back(llvm::StringRef(schema::kSparseAbiSuffixes[0]).size()).str();
       for (unsigned k = 1; k < 3; ++k)
         if ((*names)[i + k] != base + schema::kSparseAbiSuffixes[k])
-          return module.emitError()
-                 << "lattice artifact: argument #" << i + k << " is named '" << (*names)[i + k]
-                 << "' but the sparse input '" << base << "' needs '" << base
-                 << schema::kSparseAbiSuffixes[k] << "'";
+          return module.emitError() << "lattice artifact: argument #" << i + k << " is named '"
+                                    << (*names)[i + k] << "' but the sparse input '" << base
+                                    << "' needs '" << base << schema::kSparseAbiSuffixes[k] << "'";
       if (failed(verifySparseArgTypes(entry, i)))
         return failure();
       i += 3;
@@ -307,8 +305,8 @@ LogicalResult verifyOutputs(ModuleOp module, func::FuncOp entry) {
       return module.emitError() << "lattice artifact: output name '" << name
                                 << "' is used twice; ABI names must be unique";
     if (!isOneOf(role, schema::kOutputRoles, schema::kNumOutputRoles))
-      return module.emitError() << "lattice artifact: output role '" << role << "' of result #"
-                                << i << " is not one of: "
+      return module.emitError() << "lattice artifact: output role '" << role << "' of result #" << i
+                                << " is not one of: "
                                 << listOf(schema::kOutputRoles, schema::kNumOutputRoles);
     bool sparse = llvm::isa<SparseTensorType>(results[i]);
     bool wantSparse = role == "sparse_tensor";
@@ -325,13 +323,13 @@ LogicalResult verifyOutputs(ModuleOp module, func::FuncOp entry) {
   return success();
 }
 
-struct VerifyArtifactPass
-    : public PassWrapper<VerifyArtifactPass, OperationPass<ModuleOp>> {
+struct VerifyArtifactPass : public PassWrapper<VerifyArtifactPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(VerifyArtifactPass)
 
   llvm::StringRef getArgument() const final { return "lattice-verify-artifact"; }
   llvm::StringRef getDescription() const final {
-    return "Check the SPEC §6 artifact rules: IR version, schema digest, weight file, the "
+    return "Check the artifact rules of docs/artifact.md: IR version, schema digest, weight file, "
+           "the "
            "single @forward entry and its input/output ABI metadata";
   }
   void runOnOperation() override {

@@ -60,7 +60,6 @@ bool mlir::lattice::isDtypeOneOf(Type type, llvm::StringRef names) {
 // #lattice.packing<dense> | #lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>
 //===----------------------------------------------------------------------===//
 
-
 Attribute PackingAttr::parse(AsmParser &parser, Type) {
   if (parser.parseLess())
     return {};
@@ -76,12 +75,11 @@ Attribute PackingAttr::parse(AsmParser &parser, Type) {
   }
   int64_t groupSize = 0;
   if (parser.parseComma() || parser.parseKeyword("group_size") || parser.parseEqual() ||
-      parser.parseInteger(groupSize) || parser.parseComma() ||
-      parser.parseKeyword("scale_dtype") || parser.parseEqual())
+      parser.parseInteger(groupSize) || parser.parseComma() || parser.parseKeyword("scale_dtype") ||
+      parser.parseEqual())
     return {};
   FailureOr<ScaleDtype> scale = parseLatticeEnum<ScaleDtype>(parser, "scale_dtype");
-  if (failed(scale) || parser.parseComma() || parser.parseKeyword("mode") ||
-      parser.parseEqual())
+  if (failed(scale) || parser.parseComma() || parser.parseKeyword("mode") || parser.parseEqual())
     return {};
   FailureOr<PackingMode> mode = parseLatticeEnum<PackingMode>(parser, "packing_mode");
   if (failed(mode) || parser.parseGreater())
@@ -99,9 +97,8 @@ void PackingAttr::print(AsmPrinter &printer) const {
   printer << '>';
 }
 
-LogicalResult PackingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                  PackingBits bits, int64_t groupSize, ScaleDtype scaleDtype,
-                                  PackingMode mode) {
+LogicalResult PackingAttr::verify(function_ref<InFlightDiagnostic()> emitError, PackingBits bits,
+                                  int64_t groupSize, ScaleDtype scaleDtype, PackingMode mode) {
   (void)scaleDtype;
   (void)mode;
   if (bits == PackingBits::dense || llvm::is_contained(schema::kGroupSizes, groupSize))
@@ -143,8 +140,7 @@ static ParseResult parseUnknownLatticeOp(OpAsmParser &parser, OperationState &st
                           describeUnknownOp(parser.getContext(), state.name.getStringRef()));
 }
 
-std::optional<Dialect::ParseOpHook>
-LatticeDialect::getParseOperationHook(llvm::StringRef) const {
+std::optional<Dialect::ParseOpHook> LatticeDialect::getParseOperationHook(llvm::StringRef) const {
   return ParseOpHook(parseUnknownLatticeOp);
 }
 

@@ -77,10 +77,10 @@ public:
   std::optional<PrecheckFailure> run() {
     if (text.size() > kMaxInputBytes) {
       fail(kMaxInputBytes, "the text is " + std::to_string(text.size()) +
-                                      " bytes, more than the parser's limit of " +
-                                      bytesText(kMaxInputBytes) +
-                                      " (a lattice graph of thousands of ops is far smaller); "
-                                      "weights belong in weights.safetensors, not in the graph");
+                               " bytes, more than the parser's limit of " +
+                               bytesText(kMaxInputBytes) +
+                               " (a lattice graph of thousands of ops is far smaller); "
+                               "weights belong in weights.safetensors, not in the graph");
       return failure;
     }
     while (pos < text.size() && !failure) {
@@ -106,9 +106,9 @@ public:
       } else if (c == '(') {
         if (!open(c))
           break;
-        parens.push_back(last == Last::caret  ? ParenKind::blockArgs
-                         : last == Last::at ? ParenKind::signature
-                                            : ParenKind::other);
+        parens.push_back(last == Last::caret ? ParenKind::blockArgs
+                         : last == Last::at  ? ParenKind::signature
+                                             : ParenKind::other);
         last = Last::other;
         ++pos;
       } else if (c == ')') {
@@ -162,9 +162,7 @@ public:
   }
 
 private:
-  char peek(size_t ahead) const {
-    return pos + ahead < text.size() ? text[pos + ahead] : '\0';
-  }
+  char peek(size_t ahead) const { return pos + ahead < text.size() ? text[pos + ahead] : '\0'; }
 
   bool fail(size_t offset, std::string message) {
     if (!failure)
@@ -192,8 +190,7 @@ private:
   bool withinNesting(unsigned extra, size_t offset, llvm::StringRef what) {
     if (depth + extra <= kMaxNesting)
       return true;
-    return fail(offset, "nesting deeper than the parser's limit of " +
-                            std::to_string(kMaxNesting) +
+    return fail(offset, "nesting deeper than the parser's limit of " + std::to_string(kMaxNesting) +
                             " open brackets ( [ { < (regions, types, attributes and locations "
                             "all count) at " +
                             what.str() +
@@ -232,8 +229,7 @@ private:
     ++pos;
     if (bytes > kMaxStringBytes)
       fail(start, "a string literal of " + std::to_string(bytes) +
-                      " bytes is longer than the parser's limit of " +
-                      bytesText(kMaxStringBytes) +
+                      " bytes is longer than the parser's limit of " + bytesText(kMaxStringBytes) +
                       "; names, keys and digests in a lattice graph are short");
   }
 
@@ -245,8 +241,7 @@ private:
       while (pos < text.size() && accept(text[pos]))
         ++pos;
     };
-    if (text[pos] == '0' && peek(1) == 'x' &&
-        std::isxdigit(static_cast<unsigned char>(peek(2)))) {
+    if (text[pos] == '0' && peek(1) == 'x' && std::isxdigit(static_cast<unsigned char>(peek(2)))) {
       pos += 2;
       digits([](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
     } else {
@@ -433,7 +428,7 @@ private:
   Last last = Last::other;
   std::vector<char> brackets; // the open ones, innermost last
   unsigned depth = 0;         // brackets.size()
-  unsigned minusRun = 0; // minus signs in a row, whitespace between them
+  unsigned minusRun = 0;      // minus signs in a row, whitespace between them
   size_t expanded;
   std::optional<PrecheckFailure> failure;
   std::optional<OpenAlias> alias_;
@@ -446,6 +441,6 @@ private:
 } // namespace
 
 std::optional<PrecheckFailure> mlir::lattice::precheck(llvm::StringRef text,
-                                                      llvm::StringRef splitMarker) {
+                                                       llvm::StringRef splitMarker) {
   return Scanner(text, splitMarker).run();
 }

@@ -70,13 +70,11 @@ void rewriteOnThisThread(std::string_view text, const std::vector<ModuleAttrEdit
   SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagStream);
 
   unsigned id = sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()),
-                                           "graph.mlir"),
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()), "graph.mlir"),
       llvm::SMLoc());
   llvm::StringRef buffer = sourceMgr.getMemoryBuffer(id)->getBuffer();
   if (std::optional<lattice::PrecheckFailure> refused = lattice::precheck(buffer)) {
-    sourceMgr.PrintMessage(diagStream,
-                           llvm::SMLoc::getFromPointer(buffer.data() + refused->offset),
+    sourceMgr.PrintMessage(diagStream, llvm::SMLoc::getFromPointer(buffer.data() + refused->offset),
                            llvm::SourceMgr::DK_Error, refused->message);
     return;
   }
@@ -96,10 +94,9 @@ void rewriteOnThisThread(std::string_view text, const std::vector<ModuleAttrEdit
   for (Operation &op : module->getBody()->getOperations())
     if (auto fn = llvm::dyn_cast<func::FuncOp>(op); fn && fn.getSymName() == "forward")
       for (Type type : fn.getFunctionType().getResults())
-        results.push(Node::of(std::string(llvm::isa<lattice::SparseTensorType>(type)
-                                              ? "sparse"
-                                              : llvm::isa<RankedTensorType>(type) ? "tensor"
-                                                                                  : "other")));
+        results.push(Node::of(std::string(llvm::isa<lattice::SparseTensorType>(type) ? "sparse"
+                                          : llvm::isa<RankedTensorType>(type)        ? "tensor"
+                                                                                     : "other")));
   info.add("results", std::move(results));
 
   Builder builder(&context);

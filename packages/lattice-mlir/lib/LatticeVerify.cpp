@@ -22,8 +22,8 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -145,8 +145,7 @@ std::string joinNames(const schema::AttrInfo *attrs, unsigned n) {
 
 /// Pairs each operand with its schema entry (only ops that passed ODS's own
 /// operand-count checks get here, so the walk is in bounds).
-template <typename Fn>
-void forEachOperand(Operation *op, const schema::OpInfo &info, Fn &&fn) {
+template <typename Fn> void forEachOperand(Operation *op, const schema::OpInfo &info, Fn &&fn) {
   unsigned required = 0;
   for (unsigned i = 0; i < info.numOperands; ++i)
     if (!info.operands[i].variadic && !info.operands[i].optional)
@@ -209,9 +208,8 @@ LogicalResult verifyAttributeValue(Operation *op, const schema::AttrInfo &spec, 
     for (unsigned i = 0; i < spec.numAllowed; ++i)
       if (text == spec.allowed[i])
         return success();
-    InFlightDiagnostic diag = op->emitOpError()
-                              << "attribute '" << spec.name << "' = " << text
-                              << " is not allowed; it must be ";
+    InFlightDiagnostic diag = op->emitOpError() << "attribute '" << spec.name << "' = " << text
+                                                << " is not allowed; it must be ";
     for (unsigned i = 0; i < spec.numAllowed; ++i)
       diag << (i ? " or " : "") << spec.allowed[i];
     return diag;
@@ -229,8 +227,7 @@ LogicalResult verifyAttributeValue(Operation *op, const schema::AttrInfo &spec, 
       if (!std::isfinite(v))
         return op->emitOpError() << "attribute '" << spec.name
                                  << "' must hold finite values, got a NaN or infinity";
-      if (spec.hasMinimum &&
-          (spec.exclusiveMinimum ? !(v > spec.minimum) : !(v >= spec.minimum)))
+      if (spec.hasMinimum && (spec.exclusiveMinimum ? !(v > spec.minimum) : !(v >= spec.minimum)))
         return op->emitOpError() << "attribute '" << spec.name << "' has component "
                                  << numberText(v) << "; every component must be "
                                  << (spec.exclusiveMinimum ? "> " : ">= ")
@@ -603,8 +600,7 @@ LogicalResult verifyRules(WeightOp op) {
 
 /// Convolution-family ops: the result stores the input's element type (the
 /// schema homogeneity check) and the stride must chain.
-template <typename OpT>
-LogicalResult verifyTransposeStride(OpT op) {
+template <typename OpT> LogicalResult verifyTransposeStride(OpT op) {
   std::optional<Triple> in = staticStrideOf(op.getInput());
   if (!in)
     return success();
@@ -619,8 +615,7 @@ LogicalResult verifyTransposeStride(OpT op) {
 
 /// Support-generating ops: the output stride input x stride must stay a
 /// valid int32 coordinate scale.
-template <typename OpT>
-LogicalResult verifyScaledStride(OpT op) {
+template <typename OpT> LogicalResult verifyScaledStride(OpT op) {
   std::optional<Triple> in = staticStrideOf(op.getInput());
   Triple s{op.getStride()[0], op.getStride()[1], op.getStride()[2]};
   if (in && !multiply(*in, s))
@@ -677,8 +672,7 @@ LogicalResult verifySameStride(OpT op, Value lhs, Value rhs, llvm::StringRef lhs
   std::optional<Triple> b = staticStrideOf(rhs);
   if (a && b && *a != *b)
     return op.emitOpError() << "operands must share a stride: '" << lhsName << "' is at "
-                            << tripleText(*a) << " but '" << rhsName << "' is at "
-                            << tripleText(*b)
+                            << tripleText(*a) << " but '" << rhsName << "' is at " << tripleText(*b)
                             << "; coordinate-aligned ops match rows at one stride (bring both to "
                                "one stride with a convolution or pooling first)";
   return success();
@@ -708,14 +702,14 @@ LogicalResult verifyRules(SparseMakeOp op) {
   auto features = llvm::cast<RankedTensorType>(op.getFeatures().getType());
   if (!rowsCompatible(coords, features))
     return op.emitOpError() << "coords has " << coords.getDimSize(0) << " rows but features has "
-                            << features.getDimSize(0) << "; row i of features belongs to row i "
-                                                         "of coords";
+                            << features.getDimSize(0)
+                            << "; row i of features belongs to row i "
+                               "of coords";
   return success();
 }
 
 /// Feature-only ops that keep the shape: result type == input type.
-template <typename OpT>
-LogicalResult verifySameShape(OpT op) {
+template <typename OpT> LogicalResult verifySameShape(OpT op) {
   if (op.getInput().getType() != op.getResult().getType())
     return op.emitOpError() << "result type " << typeText(op.getResult().getType())
                             << " must equal the input type " << typeText(op.getInput().getType())
@@ -728,8 +722,7 @@ LogicalResult verifyRules(ActivationOp op) {
     return failure();
   if (op.getKind() != ActivationKind::gelu && op.getApproximate() != GeluApprox::none)
     return op.emitOpError() << "approximate = " << stringifyEnum(op.getApproximate())
-                            << " applies only to gelu, but kind is "
-                            << stringifyEnum(op.getKind())
+                            << " applies only to gelu, but kind is " << stringifyEnum(op.getKind())
                             << "; use approximate = #lattice.gelu_approx<none>";
   return success();
 }
@@ -796,9 +789,8 @@ LogicalResult verifyRules(CallOp op) {
   llvm::StringRef callee = op.getCallee();
   const schema::PrimitiveInfo *prim = schema::lookupPrimitive(callee);
   if (!prim) {
-    InFlightDiagnostic diag = op.emitOpError()
-                              << "calls unregistered primitive '" << callee
-                              << "'; registered primitives: ";
+    InFlightDiagnostic diag = op.emitOpError() << "calls unregistered primitive '" << callee
+                                               << "'; registered primitives: ";
     for (unsigned i = 0; i < schema::kNumPrimitives; ++i)
       diag << (i ? ", " : "") << schema::kPrimitives[i].name;
     return diag;
@@ -850,8 +842,7 @@ LogicalResult verifyAgainstSchemaChecked(Operation *op, const schema::OpInfo &in
 } // namespace
 
 namespace mlir::lattice::detail {
-template <typename OpT>
-LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info) {
+template <typename OpT> LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info) {
   beginStrideVerification(op.getOperation());
   if (failed(preRules(op)) || failed(verifyAgainstSchemaChecked(op.getOperation(), info)) ||
       failed(verifyRules(op)))

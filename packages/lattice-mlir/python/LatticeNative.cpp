@@ -73,8 +73,7 @@ NB_MODULE(_native, m) {
         }
         return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics));
       },
-      nb::arg("text"),
-      "Parse and verify lattice MLIR; returns (valid, diagnostics).");
+      nb::arg("text"), "Parse and verify lattice MLIR; returns (valid, diagnostics).");
 
   m.def(
       "import_plan",

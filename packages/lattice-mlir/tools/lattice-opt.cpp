@@ -140,8 +140,7 @@ int runDriver(std::vector<std::string> argStrings) {
   registry.insert<mlir::lattice::LatticeDialect, mlir::func::FuncDialect>();
   mlir::lattice::registerLatticePasses();
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
-      argc, args.data(), "lattice-opt: parse, verify and print lattice MLIR artifacts\n",
-      registry);
+      argc, args.data(), "lattice-opt: parse, verify and print lattice MLIR artifacts\n", registry);
 
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
   if (config.shouldShowDialects())

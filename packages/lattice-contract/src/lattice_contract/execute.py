@@ -606,7 +606,7 @@ class LatticeProgramBase:
     # -- execution ------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the program; sparse inputs are fully validated first (SPEC §4).
+        """Run the program; sparse inputs are fully validated first (``docs/semantics.md``, sparse values).
 
         See the class docstring of the runtime's ``LatticeProgram`` for the call forms.
         """

@@ -671,7 +671,7 @@ _ATTRIBUTES: Mapping[str, Mapping[str, AttrDef]] = MappingProxyType(
 # The plain-payload fast path.
 #
 # Payloads come from the native importer and are almost always well formed,
-# while SPEC §11 gives native verification plus plan import 5 ms for a 200-op
+# while the budget for native verification plus plan import is 5 ms for a 200-op
 # graph.  ``_plain_op`` therefore accepts only the plain valid shape (a dict
 # with exactly the op fields, lists of non-empty strings, each attribute of
 # exactly its schema type and range) using per-op tables computed once here,

@@ -32,8 +32,7 @@
 namespace mlir::lattice {
 
 /// Every keyword of a generated enum, in declaration order ("a, b, c").
-template <typename EnumT>
-std::string allowedEnumKeywords() {
+template <typename EnumT> std::string allowedEnumKeywords() {
   std::string out;
   for (uint32_t i = 0; i < 256; ++i) {
     llvm::StringRef name = stringifyEnum(static_cast<EnumT>(i));
@@ -54,8 +53,8 @@ FailureOr<EnumT> parseLatticeEnum(AsmParser &parser, llvm::StringRef mnemonic) {
   llvm::SMLoc loc = parser.getCurrentLocation();
   std::string keyword;
   if (failed(parser.parseOptionalKeywordOrString(&keyword)))
-    return parser.emitError(loc) << "expected a " << mnemonic << " keyword, one of: "
-                                 << allowedEnumKeywords<EnumT>();
+    return parser.emitError(loc) << "expected a " << mnemonic
+                                 << " keyword, one of: " << allowedEnumKeywords<EnumT>();
   if (std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword))
     return *value;
   // Synonyms (e.g. binary_op max for maximum) parse as their canonical value.
@@ -91,8 +90,7 @@ std::optional<llvm::StringRef> enumAttrValue(Attribute attr);
 namespace mlir::lattice::detail {
 /// Schema-driven checks plus the op's hand-written rules; defined in
 /// LatticeVerify.cpp, called from each generated Op::verify().
-template <typename OpT>
-LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info);
+template <typename OpT> LogicalResult verifyLatticeOp(OpT op, const schema::OpInfo &info);
 /// Called by every lattice op verifier before it reads static strides; the
 /// first lattice op of a block starts a fresh stride table for that block.
 void beginStrideVerification(Operation *op);
@@ -114,7 +112,7 @@ std::optional<Triple> staticStrideOf(Value value);
 /// Registers --lattice-verify-artifact.
 void registerLatticePasses();
 
-/// The SPEC §6 artifact checks on a parsed and verified module.
+/// The artifact checks (docs/artifact.md) on a parsed and verified module.
 LogicalResult verifyArtifact(ModuleOp module);
 
 /// Emits the diagnostic for every lattice op the dialect does not define

@@ -1,4 +1,4 @@
-"""The MLX sparse value: coordinates, features, active prefix and stride (SPEC §4).
+"""The MLX sparse value: coordinates, features, active prefix and stride (``docs/semantics.md``).
 
 A :class:`SparseTensor` is checked once, when it is made, so that every op
 downstream can assume a well-formed support: int32 ``(N, 4)`` physical
@@ -92,9 +92,9 @@ def _row(coords: mx.array, row: int) -> list[int]:
 
 
 class SparseTensor:
-    """Rows ``(batch, x, y, z)`` with a feature row each, at a stride (SPEC §4).
+    """Rows ``(batch, x, y, z)`` with a feature row each, at a stride (``docs/semantics.md``).
 
-    Construction validates everything SPEC §4 requires and keeps only the
+    Construction validates everything the contract requires and keeps only the
     active prefix, so ``num_rows == active_rows`` afterwards (outputs are
     exact).  Tensors that share a support (``with_feats``) share one
     :class:`~mlx_lattice.coords.SupportCache`, which memoises the support's
@@ -346,7 +346,7 @@ def morton_words(coords: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def canonical_order(coords: Any) -> mx.array:
-    """Permutation (int32) that sorts rows by batch, then Morton code (SPEC §4).
+    """Permutation (int32) that sorts rows by batch, then Morton code (the contract's canonical order).
 
     ``coords[perm]`` is in canonical order.  Conformance aligns sparse results
     this way before comparing coordinates, since physical row order is not

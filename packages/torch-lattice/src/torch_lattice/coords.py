@@ -66,7 +66,7 @@ def morton_keys(coords: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def canonical_order(coords: torch.Tensor) -> torch.Tensor:
     """Permutation (int64) that sorts rows by batch, then Morton code of (x, y, z).
 
-    This is the contract's canonical order (SPEC §4): conformance aligns rows
+    This is the contract's canonical order (``docs/semantics.md``): conformance aligns rows
     with it before comparing runtimes, so it must not depend on the input row
     order.  Three stable sorts (least significant key first) avoid a 128-bit key.
     """

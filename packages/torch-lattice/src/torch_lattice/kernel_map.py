@@ -164,7 +164,7 @@ def _assemble(
     starts = [0]
     for a, _ in pairs:
         starts.append(starts[-1] + int(a.numel()))
-    # int32 indices halve the map (SPEC §11: O(pairs) int32); index_select and
+    # int32 indices halve the map (the memory bar: O(pairs) int32); index_select and
     # index_add_ take them directly.  Beyond 2^31 rows int64 is kept.
     index_dtype = torch.int32 if max(num_in, num_out) < 2**31 - 1 else torch.int64
     if pairs:

@@ -1,7 +1,7 @@
 """The torch sparse value: physical coordinates, row features, an active count and a stride.
 
 A :class:`SparseTensor` is the runtime form of the contract's sparse value
-(SPEC §4).  Construction validates everything the contract forbids, so that no
+(``docs/semantics.md``).  Construction validates everything the contract forbids, so that no
 kernel ever sees a malformed value; :meth:`SparseTensor.trusted` skips only the
 two expensive checks (divisibility and duplicates) for callers that guarantee
 them, such as our own ops, whose outputs are valid by construction.
@@ -130,7 +130,7 @@ class SparseTensor:
     """A sparse value: int32 (N, 4) physical coordinates, (N, C) features, a stride.
 
     ``SparseTensor(coords, feats, stride=1, active_rows=None)`` keeps only the
-    first ``active_rows`` rows (all of them by default) after checking SPEC §4:
+    first ``active_rows`` rows (all of them by default) after checking the contract's rules:
     dtypes and ranks, matching row counts, non-negative batch, every spatial
     coordinate divisible by the stride, and no duplicate rows.
     """

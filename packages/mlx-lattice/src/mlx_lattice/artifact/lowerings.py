@@ -78,7 +78,7 @@ def sparse_make_from_artifact(
     stride: Triple,
     coord_order: str | None = None,
 ) -> SparseTensor:
-    """Validate the ABI arrays (SPEC §4) into a SparseTensor at the declared stride."""
+    """Validate the ABI arrays (``docs/artifact.md``) into a SparseTensor at the declared stride."""
     if context.trusted_sparse_inputs:
         return SparseTensor.trusted(coords, features, stride, active_rows=active)
     return SparseTensor(coords, features, stride, active_rows=active)

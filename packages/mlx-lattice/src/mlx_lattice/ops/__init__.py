@@ -1,4 +1,4 @@
-"""Functional ops of the Lattice contract on MLX (names and signatures as SPEC §4-§5).
+"""Functional ops of the Lattice contract on MLX (names and signatures as in ``docs/semantics.md``).
 
 Sparse convolutions and pooling take and return :class:`~mlx_lattice.SparseTensor`;
 feature-only ops take and return dense ``(rows, channels)`` arrays.

@@ -1,4 +1,4 @@
-"""Trainable sparse modules (SPEC §8) whose state_dict keys are artifact storage keys."""
+"""Trainable sparse modules (``docs/export.md``) whose state_dict keys are artifact storage keys."""
 
 from __future__ import annotations
 
