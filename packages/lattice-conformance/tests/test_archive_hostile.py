@@ -244,7 +244,7 @@ def _case_edit(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
         ("negative", "-1", "atol must be a finite number >= 0"),
         ("NaN", "NaN", "holds NaN, which is not a JSON number"),
         ("infinity", "Infinity", "holds Infinity"),
-        ("overflowing float", "1e999", "atol must be a finite number >= 0"),
+        ("overflowing float", "1e999", "holds 1e999, which is not a finite number"),
         ("401-digit integer", "9" * 401, "integer of 401 digits"),
         ("5001-digit integer", "9" * 5001, "integer of 5001 digits"),
         ("huge float literal", "0." + "1" * 400, "number literal of 402 characters"),

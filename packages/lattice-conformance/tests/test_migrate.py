@@ -226,6 +226,11 @@ def test_fixture_tree_rules(tmp_path: Path) -> None:
     )
     with pytest.raises(MigrationError, match="plain 'name'"):
         migrate(tree, tmp_path / "out")
+    (tree / "manifest.json").write_text(
+        json.dumps({"schema": "torch_lattice_e2e_fixtures/v1", "cases": 5})
+    )
+    with pytest.raises(MigrationError, match="must list its cases"):  # not a TypeError
+        migrate(tree, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

@@ -364,7 +364,9 @@ def _tree_cases(src: Path) -> list[str]:
             f"schema {FIXTURE_TREE_SCHEMA!r} (an artifact bundle holds no manifest)"
         )
     cases = manifest.get("cases")
-    names = [c.get("name") if isinstance(c, dict) else None for c in cases or []]
+    if not isinstance(cases, list):
+        cases = []  # refused just below, with the message that names the fix
+    names = [c.get("name") if isinstance(c, dict) else None for c in cases]
     plain = [n for n in names if isinstance(n, str) and n and "/" not in n and n[0] != "."]
     if not isinstance(cases, list) or not cases or len(plain) != len(names):
         raise MigrationError(

@@ -32,6 +32,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import re
 import tarfile
 import zlib
@@ -134,7 +135,12 @@ def load_bounded_json(raw: bytes, where: str, limits: ArchiveLimits) -> Any:
             raise FixtureArchiveError(
                 "bad_manifest", f"{where} holds a number literal of {len(text)} characters"
             )
-        return float(text)
+        value = float(text)
+        if not math.isfinite(value):  # 1e999 overflows to infinity without saying so
+            raise FixtureArchiveError(
+                "bad_manifest", f"{where} holds {text}, which is not a finite number"
+            )
+        return value
 
     def parse_constant(name: str) -> float:
         raise FixtureArchiveError(

@@ -229,6 +229,12 @@ def _inputs(
         value = arrays[name]
         if name in strides:
             stride = strides[name]
+            if value.ndim != 2 or value.shape[1] != 4:
+                raise UpstreamTreeError(
+                    "bad_arrays",
+                    f"case {case.name!r}: input {name!r} has shape {value.shape}; sparse "
+                    "coordinates are (N, 4) rows (batch, x, y, z)",
+                )
             if coords == "lattice-units":
                 value = _scaled(value, stride)
             elif value.size and np.any(value[:, 1:] % np.asarray(stride)):

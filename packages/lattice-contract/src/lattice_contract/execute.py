@@ -606,7 +606,7 @@ class LatticeProgramBase:
     # -- execution ------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the program; sparse inputs are fully validated first (``docs/semantics.md``, sparse values).
+        """Run the program; sparse inputs are fully validated first (see ``docs/semantics.md``).
 
         See the class docstring of the runtime's ``LatticeProgram`` for the call forms.
         """

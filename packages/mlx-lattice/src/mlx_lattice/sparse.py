@@ -346,7 +346,7 @@ def morton_words(coords: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def canonical_order(coords: Any) -> mx.array:
-    """Permutation (int32) that sorts rows by batch, then Morton code (the contract's canonical order).
+    """Permutation (int32) that sorts rows by batch, then Morton code (canonical order).
 
     ``coords[perm]`` is in canonical order.  Conformance aligns sparse results
     this way before comparing coordinates, since physical row order is not

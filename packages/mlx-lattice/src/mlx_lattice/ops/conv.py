@@ -1,7 +1,7 @@
 """Sparse convolutions on MLX: forward, submanifold, transposed, generative, target forms.
 
-Semantics are those of ``docs/semantics.md``; the coordinate side (which input row meets which output
-row through which tap) lives in :mod:`mlx_lattice.kernel_map`.  The feature
+Semantics are those of ``docs/semantics.md``; the coordinate side (which input
+row meets which output row through which tap) lives in :mod:`mlx_lattice.kernel_map`.  The feature
 side is the same for every family: for each kernel tap, gather the tap's input
 rows, multiply by that tap's ``(C_in, C_out)`` weight slice, and scatter-add
 into the output rows.  Gathers are processed in chunks so the temporary buffer
