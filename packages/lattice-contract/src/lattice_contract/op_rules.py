@@ -89,6 +89,14 @@ def embedding_index_error(position: int, index: int, rows: int) -> IndexError:
     )
 
 
+def check_index_vector(op: str, dtype_ok: bool, dtype: object, shape: tuple[int, ...]) -> None:
+    """The dtype and rank rules of an index vector, worded once for both runtimes."""
+    if not dtype_ok:
+        raise TypeError(f"{op}: indices must be int32 (or int64), got {dtype}")
+    if len(shape) != 1:
+        raise ValueError(f"{op}: indices must have shape (N,), got {shape}")
+
+
 def check_elementwise_kind(kind: object) -> str:
     """The ``elementwise`` kind, or a ValueError listing the kinds."""
     if not isinstance(kind, str) or kind not in ELEMENTWISE_KINDS:

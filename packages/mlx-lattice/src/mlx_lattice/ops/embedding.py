@@ -9,7 +9,7 @@ out of bounds), checked with one vectorised comparison before the gather.
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract.op_rules import embedding_index_error
+from lattice_contract.op_rules import check_index_vector, embedding_index_error
 
 from mlx_lattice.coords import scalar_int
 
@@ -23,10 +23,7 @@ def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> m
     """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
     if not isinstance(indices, mx.array):
         raise TypeError(f"{op}: indices must be an mx.array, got {type(indices).__name__}")
-    if indices.dtype not in _INDEX_DTYPES:
-        raise TypeError(f"{op}: indices must be int32 (or int64), got {indices.dtype}")
-    if indices.ndim != 1:
-        raise ValueError(f"{op}: indices must have shape (N,), got {tuple(indices.shape)}")
+    check_index_vector(op, indices.dtype in _INDEX_DTYPES, indices.dtype, tuple(indices.shape))
     bad = (indices < 0) | (indices >= rows)
     if indices.size and bool(mx.any(bad).item()):
         position = scalar_int(mx.argmax(bad.astype(mx.int32)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract.op_rules import embedding_index_error
+from lattice_contract.op_rules import check_index_vector, embedding_index_error
 
 from torch_lattice._trace import traced
 from torch_lattice.sparse import FLOAT_DTYPES
@@ -25,10 +25,7 @@ def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torc
     """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
     if not isinstance(indices, torch.Tensor):
         raise TypeError(f"{op}: indices must be a torch.Tensor, got {type(indices).__name__}")
-    if indices.dtype not in _INDEX_DTYPES:
-        raise TypeError(f"{op}: indices must be int32 (or int64), got {indices.dtype}")
-    if indices.ndim != 1:
-        raise ValueError(f"{op}: indices must have shape (N,), got {tuple(indices.shape)}")
+    check_index_vector(op, indices.dtype in _INDEX_DTYPES, indices.dtype, tuple(indices.shape))
     bad = (indices < 0) | (indices >= rows)
     if bool(bad.any()):
         position = int(bad.nonzero()[0].item())
