@@ -39,10 +39,6 @@ def _max_error(ours: SparseTensor, coords: Any, feats: Any) -> float:
     return float((got_f - want_f).abs().max())
 
 
-def _randomise_bn(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    return ts.randomise(model, seed)
-
-
 def _cloud(seed: int, low: int, high: int, rows: int = 400, channels: int = 4) -> SparseTensor:
     gen = torch.Generator().manual_seed(seed)
     xyz = torch.randint(low, high, (rows, 3), generator=gen)
@@ -119,7 +115,7 @@ def _crop(y: SparseTensor, shape_zyx: list[int]) -> SparseTensor:
 
 def test_spconv_voxel_backbone_matches_spconv() -> None:
     torch.manual_seed(1)
-    theirs = _randomise_bn(VoxelBackBone8x(), 2)
+    theirs = ts.randomise(VoxelBackBone8x(), 2)
     ours = from_spconv(theirs, axes="zyx").eval()
     x = _cloud(3, 20, 100)  # Lattice (b, x, y, z)
     shape_zyx = [128, 128, 128]
@@ -145,7 +141,7 @@ def test_spconv_encoder_decoder_with_inverse_convs() -> None:
         spconv.SparseInverseConv3d(16, 8, 3, bias=False, indice_key="d1"),
         torch.nn.LeakyReLU(0.1),
     )
-    _randomise_bn(theirs, 5)
+    ts.randomise(theirs, 5)
     ours = from_spconv(theirs).eval()
     x = _cloud(6, 16, 48)
     with torch.no_grad():
