@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from lattice_contract.plan import PlanError, PlanOperation, RuntimePlan, TypeInfo
+from lattice_contract.plan import PlanError, PlanOperation, RuntimePlan, ValueType
 from lattice_contract.schema import (
     FLOAT_DTYPES,
     PACKED_DTYPE_OF_BITS,
@@ -67,35 +67,6 @@ _PACKABLE_FAMILIES = (WeightFamily.conv3d.value, WeightFamily.linear.value)
 
 class PlanTypeError(PlanError):
     """The plan's element types or ranks do not satisfy an op's signature."""
-
-
-@dataclass(frozen=True)
-class ValueType:
-    """Element type and rank of one plan value.
-
-    ``kind`` is ``sparse``, ``weight`` or ``tensor``; ``rank`` is None for
-    sparse values and weights; ``shape`` keeps ``-1`` for dynamic dimensions.
-    """
-
-    kind: str
-    dtype: str
-    rank: int | None
-    shape: tuple[int, ...] | None = None
-    family: str | None = None
-
-    @classmethod
-    def of(cls, info: TypeInfo) -> ValueType:
-        """The value type described by a structured plan type."""
-        return cls(info.kind, info.dtype, info.rank, info.shape, info.family)
-
-    def describe(self) -> str:
-        """Short human form for diagnostics."""
-        if self.kind == "sparse":
-            return f"sparse<{self.dtype}>"
-        if self.kind == "weight":
-            return f"weight<{self.family}, {self.dtype}>"
-        dims = "x".join("?" if d < 0 else str(d) for d in self.shape or ())
-        return f"tensor<{dims + 'x' if dims else ''}{self.dtype}>"
 
 
 @dataclass(frozen=True)
@@ -388,15 +359,9 @@ def typecheck_plan(plan: RuntimePlan, implemented_primitives: Iterable[str] = ()
     read attributes (cast, call, weight, global_pool), which run for every op.
     """
     implemented = frozenset(implemented_primitives)
-    # One ValueType per type text, alive for the whole call, so a value type's
-    # id stands for its text in the signature keys below.
-    of_text: dict[str, ValueType] = {}
-
-    def value_type(text: str) -> ValueType:
-        vt = of_text.get(text)
-        if vt is None:
-            vt = of_text[text] = ValueType.of(plan.type_info(text))
-        return vt
+    # The plan holds one ValueType per type text for its whole life, so a
+    # value type's id stands for its text in the signature keys below.
+    value_type = plan.type_info
 
     values: dict[str, ValueType] = {arg.name: value_type(arg.type) for arg in plan.args}
     value_of = values.__getitem__

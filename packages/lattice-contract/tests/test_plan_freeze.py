@@ -1,25 +1,28 @@
-"""The fast paths of plan import and type checking decide exactly as the full checks do.
+"""The one plan freezer over a corpus of corrupted payloads, and typecheck's signature cache.
 
-``RuntimePlan.from_native`` freezes plainly valid op records through a fast
-path and hands everything else to the diagnosing freezer; ``typecheck_plan``
-checks each distinct op signature once per plan.  These tests corrupt a
-payload in many small ways and require the fast path to reach the same
-verdict (the same plan, or the same :class:`PlanError` message) as the
-diagnosing path alone, and require a repeated signature to still run every
-attribute-dependent rule.
+``RuntimePlan.from_native`` checks each rule once, cheaply on the common
+shape and closely (with its message) only when that fails.  These tests
+corrupt a payload in many small ways and require each verdict to be a plan
+typed as the schema says, or a :class:`PlanError` naming the corrupted op;
+equivalent spellings must freeze to the same plan.  ``typecheck_plan``
+checks each distinct op signature once per plan; a repeated signature must
+still run every attribute-dependent rule.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import re
+import struct
 from collections.abc import Callable, Iterator
 from types import MappingProxyType
 from typing import Any
 
 import pytest
-from lattice_contract import plan as plan_module
 from lattice_contract.plan import PlanError, PlanOperation, RuntimePlan
+from lattice_contract.schema import AttrKind
 from lattice_contract.typecheck import PlanTypeError, typecheck_plan
 
 Payload = dict[str, Any]
@@ -219,43 +222,126 @@ def _shape(value: Any) -> Any:
 
 def _verdict(payload: Payload) -> Any:
     try:
-        return _shape(RuntimePlan.from_native(payload))
+        return RuntimePlan.from_native(payload)
     except PlanError as exc:
-        return ("PlanError", str(exc))
+        return exc
 
 
-def test_fast_op_freezing_agrees_with_the_diagnosing_path(
-    plan_payload: Any, monkeypatch: pytest.MonkeyPatch
+def _f32_exact(value: float) -> bool:
+    return bool(struct.unpack("<f", struct.pack("<f", value))[0] == value)
+
+
+def _assert_schema_typed(plan: RuntimePlan) -> None:
+    """Every frozen attribute has the Python type (and range) its schema kind promises."""
+    for op in plan.ops:
+        assert type(op.attrs) is MappingProxyType
+        for labels in (op.operands, op.results, op.operand_types, op.result_types):
+            assert type(labels) is tuple and all(isinstance(v, str) and v for v in labels)
+        for attr in op.definition.attributes:
+            if attr.name not in op.attrs:
+                assert not attr.spec.required and attr.spec.default is None, (op.name, attr)
+                continue
+            value = op.attrs[attr.name]
+            kind = attr.spec.kind
+            where = (op.name, attr.name, value)
+            if kind is AttrKind.triple:
+                assert type(value) is tuple and len(value) == 3, where
+                assert all(type(v) is int and -(2**31) <= v < 2**31 for v in value), where
+            elif kind is AttrKind.f64_triple:
+                assert type(value) is tuple and all(type(v) is float for v in value), where
+            elif kind is AttrKind.i64:
+                assert type(value) is int, where
+            elif kind is AttrKind.f32:
+                assert type(value) is float and math.isfinite(value), where
+                assert _f32_exact(value), where
+            elif kind is AttrKind.packing:
+                assert type(value) is MappingProxyType, where
+            else:
+                assert type(value) is str and value, where
+            if attr.spec.minimum is not None and kind is not AttrKind.packing:
+                entries = value if isinstance(value, tuple) else (value,)
+                assert all(v >= attr.spec.minimum for v in entries), where
+
+
+# Spellings a payload may use that mean exactly what the plain payload means.
+EQUIVALENT = (
+    "operands as tuple",
+    "results as tuple",
+    "attrs as a proxy",
+    "name subclass",
+    "label subclass",
+    "as a proxy",
+)
+
+
+def test_every_corrupted_payload_is_frozen_or_refused_with_a_plan_error(
+    plan_payload: Any,
 ) -> None:
+    """The freezer's verdict on hundreds of small corruptions of a payload.
+
+    Each is either a plan whose every attribute has its schema type, or a
+    PlanError that names the corrupted op; a spelling that means the same as
+    the original (a tuple for a list, a mapping proxy for a dict, a str
+    subclass for a str) freezes to the original plan.
+    """
     base = _base(plan_payload)
-    cases = []
+    plain = RuntimePlan.from_native(copy.deepcopy(base))
+    _assert_schema_typed(plain)
+    accepted = rejected = 0
     for what, mutate in _mutations(base):
         payload = copy.deepcopy(base)
         mutate(payload)
-        cases.append((what, payload, _verdict(payload)))
-    monkeypatch.setattr(plan_module, "_plain_op", lambda raw, defined: None)
-    accepted = 0
-    for what, payload, fast in cases:
-        assert _verdict(payload) == fast, what
-        accepted += fast[0] != "PlanError"
-    assert len(cases) > 700
-    assert 0 < accepted < len(cases)  # the corpus holds both valid and rejected payloads
+        verdict = _verdict(payload)
+        if isinstance(verdict, PlanError):
+            rejected += 1
+            if what.startswith("op "):
+                index = what.split()[1].rstrip(":")
+                assert f"op #{index}" in str(verdict), (what, str(verdict))
+            assert not any(what.endswith(e) for e in EQUIVALENT), (what, str(verdict))
+            continue
+        accepted += 1
+        _assert_schema_typed(verdict)
+        if any(what.endswith(e) for e in EQUIVALENT) or what == "unchanged":
+            assert verdict == plain, what
+            assert [type(op.name) for op in verdict.ops] == [str] * len(verdict.ops), what
+    assert accepted + rejected > 700
+    assert accepted > 0 and rejected > 0  # the corpus holds both valid and rejected payloads
 
 
-def test_plain_payloads_take_the_fast_path(
-    plan_payload: Any, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("value", [True, None, float("nan"), [], {}])
+def test_values_no_attribute_takes_are_refused_for_every_attribute(
+    plan_payload: Any, value: Any
 ) -> None:
     base = _base(plan_payload)
-    slow = []
-    original = plan_module._freeze_op
+    for i, op in enumerate(base["ops"]):
+        for attr in op["attrs"]:
+            payload = copy.deepcopy(base)
+            payload["ops"][i]["attrs"][attr] = value
+            with pytest.raises(PlanError, match=re.escape(f"attribute {attr!r}")) as info:
+                RuntimePlan.from_native(payload)
+            assert f"op #{i} " in str(info.value)
 
-    def counting(index: int, raw: Any) -> PlanOperation:
-        slow.append(index)
-        return original(index, raw)
 
-    monkeypatch.setattr(plan_module, "_freeze_op", counting)
-    plan = RuntimePlan.from_native(base)
-    assert slow == []
+def test_the_first_broken_rule_of_an_op_is_the_one_reported(plan_payload: Any) -> None:
+    """An unknown attribute is reported before a bad value, a bad value before an SSA error."""
+    base = _base(plan_payload)
+    conv = next(i for i, o in enumerate(base["ops"]) if o["name"] == "lattice.conv3d")
+    payload = copy.deepcopy(base)
+    payload["ops"][conv]["attrs"]["zzz"] = 1
+    payload["ops"][conv]["attrs"]["stride"] = [0, 0, 0]
+    payload["ops"][conv]["operands"][0] = "nowhere"
+    with pytest.raises(PlanError, match="unknown attribute"):
+        RuntimePlan.from_native(payload)
+    del payload["ops"][conv]["attrs"]["zzz"]
+    with pytest.raises(PlanError, match="'stride' must have every entry >= 1"):
+        RuntimePlan.from_native(payload)
+    payload["ops"][conv]["attrs"]["stride"] = [1, 1, 1]
+    with pytest.raises(PlanError, match="uses value 'nowhere' before it is defined"):
+        RuntimePlan.from_native(payload)
+
+
+def test_frozen_records_equal_constructed_ones(plan_payload: Any) -> None:
+    plan = RuntimePlan.from_native(_base(plan_payload))
     assert plan.ops[1].attrs["layout"] == "conv3d_o_xyz_i"
     with pytest.raises(AttributeError):
         plan.ops[0].name = "lattice.other"  # type: ignore[misc]
@@ -263,6 +349,7 @@ def test_plain_payloads_take_the_fast_path(
         **{f.name: getattr(plan.ops[3], f.name) for f in dataclasses.fields(PlanOperation)}
     )
     assert rebuilt == plan.ops[3]
+    assert _shape(rebuilt) == _shape(plan.ops[3])
 
 
 # ---------------------------------------------------------------------------
