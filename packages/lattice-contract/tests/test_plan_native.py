@@ -96,3 +96,20 @@ def test_lattice_opt_status_and_crash_report(tmp_path: Path) -> None:
     crasher.chmod(0o755)
     status = verify.lattice_graph_status(graph, lattice_opt=crasher)
     assert not status.valid and "crashed (signal 11)" in status.diagnostics
+
+
+def test_status_and_plan_come_from_one_native_check(tmp_path: Path) -> None:
+    graph = _module().build()
+    status, plan = verify.graph_status_and_plan(graph)
+    assert status.valid and plan == verify.import_native_plan(graph)
+    bad = graph.replace("@forward", "@main")
+    status, plan = verify.graph_status_and_plan(bad)
+    assert plan is None and not status.valid
+    assert status == verify.lattice_graph_status(bad)  # the same verdict in the same words
+    native = verify.native_module()
+    assert native is not None
+    tool = native.lattice_opt_path()
+    status, plan = verify.graph_status_and_plan(graph, lattice_opt=tool)
+    assert status.valid and plan is None  # an executable verifies; only the module imports
+    with pytest.raises(TypeError, match="must be MLIR text"):
+        verify.graph_status_and_plan(graph.encode())  # type: ignore[arg-type]

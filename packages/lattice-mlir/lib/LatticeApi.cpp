@@ -417,22 +417,12 @@ template <typename... Ops> void describeOps(MLIRContext *context, Node &out) {
 
 namespace lattice_api {
 
-Outcome verify(std::string_view text) {
+Outcome check(std::string_view text, bool buildPlan) {
   Outcome outcome;
   onParserStack([&] {
     Session session;
     outcome.ok = session.run(text);
-    outcome.diagnostics = session.takeDiagnostics();
-  });
-  return outcome;
-}
-
-Outcome importPlan(std::string_view text) {
-  Outcome outcome;
-  onParserStack([&] {
-    Session session;
-    outcome.ok = session.run(text);
-    if (outcome.ok)
+    if (outcome.ok && buildPlan)
       outcome.value = PlanBuilder().build(*session.module);
     outcome.diagnostics = session.takeDiagnostics();
   });

@@ -9,6 +9,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "lattice/LatticeApi.h"
@@ -30,33 +32,54 @@ nb::str utf8Text(const std::string &value) {
   return nb::steal<nb::str>(decoded);
 }
 
-nb::object toPython(const Node &node) {
-  switch (node.kind) {
-  case Node::Kind::Null:
+/// Converts a Node tree to Python objects.  A payload repeats the same few
+/// strings (field names, type texts, labels) hundreds of times, so each
+/// distinct string becomes one Python str shared by every place it occurs:
+/// fewer allocations, and Python's dict lookups and comparisons on the plan
+/// then meet identical objects with their hashes already cached.
+class Converter {
+public:
+  nb::object operator()(const Node &node) {
+    switch (node.kind) {
+    case Node::Kind::Null:
+      return nb::none();
+    case Node::Kind::Bool:
+      return nb::bool_(node.boolean);
+    case Node::Kind::Int:
+      return nb::int_(node.integer);
+    case Node::Kind::Float:
+      return nb::float_(node.real);
+    case Node::Kind::Str:
+      return text(node.text);
+    case Node::Kind::List: {
+      nb::list out;
+      for (const Node &item : node.list)
+        out.append((*this)(item));
+      return out;
+    }
+    case Node::Kind::Dict: {
+      nb::dict out;
+      for (const auto &[key, value] : node.dict)
+        out[text(key)] = (*this)(value);
+      return out;
+    }
+    }
     return nb::none();
-  case Node::Kind::Bool:
-    return nb::bool_(node.boolean);
-  case Node::Kind::Int:
-    return nb::int_(node.integer);
-  case Node::Kind::Float:
-    return nb::float_(node.real);
-  case Node::Kind::Str:
-    return utf8Text(node.text);
-  case Node::Kind::List: {
-    nb::list out;
-    for (const Node &item : node.list)
-      out.append(toPython(item));
-    return out;
   }
-  case Node::Kind::Dict: {
-    nb::dict out;
-    for (const auto &[key, value] : node.dict)
-      out[utf8Text(key)] = toPython(value);
-    return out;
+
+private:
+  // Keys view the tree's own strings, which outlive the conversion.
+  std::unordered_map<std::string_view, nb::str> strings;
+
+  nb::str text(const std::string &value) {
+    auto found = strings.find(value);
+    if (found != strings.end())
+      return found->second;
+    return strings.emplace(value, utf8Text(value)).first->second;
   }
-  }
-  return nb::none();
-}
+};
+
+nb::object toPython(const Node &node) { return Converter()(node); }
 
 } // namespace
 
@@ -64,30 +87,19 @@ NB_MODULE(_native, m) {
   m.doc() = "Native lattice MLIR dialect: parse, verify and import lattice artifacts.";
 
   m.def(
-      "verify",
-      [](const std::string &text) {
+      "check",
+      [](const std::string &text, bool buildPlan) {
         lattice_api::Outcome outcome;
         {
           nb::gil_scoped_release release;
-          outcome = lattice_api::verify(text);
+          outcome = lattice_api::check(text, buildPlan);
         }
-        return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics));
-      },
-      nb::arg("text"), "Parse and verify lattice MLIR; returns (valid, diagnostics).");
-
-  m.def(
-      "import_plan",
-      [](const std::string &text) {
-        lattice_api::Outcome outcome;
-        {
-          nb::gil_scoped_release release;
-          outcome = lattice_api::importPlan(text);
-        }
-        nb::object plan = outcome.ok ? toPython(outcome.value) : nb::none();
+        nb::object plan = outcome.ok && buildPlan ? toPython(outcome.value) : nb::none();
         return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics), plan);
       },
-      nb::arg("text"),
-      "Verify lattice MLIR and build the plan payload; returns (valid, diagnostics, plan).");
+      nb::arg("text"), nb::arg("build_plan"),
+      "Parse and verify lattice MLIR once and, with build_plan, build its plan payload from "
+      "that parse; returns (valid, diagnostics, plan or None).");
 
   m.def(
       "rewrite_module",

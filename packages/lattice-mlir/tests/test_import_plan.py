@@ -152,6 +152,19 @@ def test_invalid_module_raises_with_diagnostics(valid_modules: dict[str, str]) -
     assert not status and not status.valid and status.diagnostics == info.value.diagnostics
 
 
+def test_verify_and_import_gives_both_from_one_call(valid_modules: dict[str, str]) -> None:
+    text = valid_modules["unet_block"]
+    status, plan = lattice_mlir.verify_and_import(text)
+    assert status.valid and plan == lattice_mlir.import_plan(text)
+    assert status == lattice_mlir.verify(text)
+    bad = text.replace('"canonical_f32"', '"fast"')
+    status, plan = lattice_mlir.verify_and_import(bad)
+    assert plan is None and not status.valid
+    assert status == lattice_mlir.verify(bad)
+    with pytest.raises(TypeError, match="must be given as str"):
+        lattice_mlir.verify_and_import(b"module {}")  # type: ignore[arg-type]
+
+
 def test_diagnostics_are_captured_not_printed(capfd: pytest.CaptureFixture[str]) -> None:
     status = lattice_mlir.verify("module { func.func @forward( }")
     out, err = capfd.readouterr()

@@ -10,7 +10,10 @@ environment variable (``env``, e.g. ``MLX_LATTICE_LATTICE_OPT``); else a
 them the functions raise :class:`ArtifactCapabilityError` instead of guessing.
 
 Plan import (:func:`import_native_plan`) needs the in-process module; it
-returns the frozen :class:`~lattice_contract.plan.RuntimePlan`.
+returns the frozen :class:`~lattice_contract.plan.RuntimePlan`.  A caller
+that needs the verdict and then the plan (validating an artifact before
+compiling it) calls :func:`graph_status_and_plan`, which gets both from one
+native parse and verification instead of two.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from lattice_contract.plan import RuntimePlan
+from lattice_contract.plan import PlanError, RuntimePlan
 
 __all__ = [
     "ARTIFACT_FLAG",
@@ -33,6 +36,7 @@ __all__ = [
     "LatticeMLIRStatus",
     "LatticeValidationError",
     "find_lattice_opt",
+    "graph_status_and_plan",
     "import_native_plan",
     "lattice_graph_status",
     "native_module",
@@ -170,6 +174,37 @@ def validate_lattice_graph(
         raise LatticeValidationError(
             "the lattice graph does not verify:\n" + status.diagnostics, status.diagnostics
         )
+
+
+def graph_status_and_plan(
+    graph: str,
+    *,
+    lattice_opt: str | os.PathLike[str] | None = None,
+    env: str | None = None,
+) -> tuple[LatticeMLIRStatus, RuntimePlan | None]:
+    """Verify ``graph`` and, in process, freeze its plan too: one parse, one verification.
+
+    For a caller that validates a graph and then compiles it (an artifact's
+    status check): with the native module the verdict and the frozen plan
+    come from one ``lattice_mlir.verify_and_import`` call, and a payload the
+    plan rules reject is an invalid status carrying the :class:`PlanError`'s
+    words.  With ``lattice_opt=`` or without the module, the graph is
+    verified as :func:`lattice_graph_status` does and the plan is None.
+    """
+    native = native_module() if lattice_opt is None else None
+    if native is None:
+        return lattice_graph_status(graph, lattice_opt=lattice_opt, env=env), None
+    if not isinstance(graph, str):
+        raise TypeError(f"graph must be MLIR text (str), got {type(graph).__name__}")
+    status, payload = native.verify_and_import(graph)
+    diagnostics = str(status.diagnostics)
+    if not status.valid or payload is None:
+        return LatticeMLIRStatus(False, diagnostics), None
+    try:
+        plan = RuntimePlan.from_native(payload)
+    except PlanError as exc:
+        return LatticeMLIRStatus(False, str(exc)), None
+    return LatticeMLIRStatus(True, diagnostics), plan
 
 
 def import_native_plan(graph: str) -> RuntimePlan:

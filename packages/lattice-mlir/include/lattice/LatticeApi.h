@@ -82,11 +82,11 @@ struct Outcome {
   Node value;
 };
 
-/// Parse, verify every op and apply the artifact checks.
-Outcome verify(std::string_view text);
-
-/// verify(), then build the plan payload (`value` is the payload dict).
-Outcome importPlan(std::string_view text);
+/// The one native check of an artifact graph: parse, verify every op and
+/// apply the artifact rules, once; with `buildPlan`, a valid module's plan
+/// payload is built from that same parse (`value` is the payload dict), so
+/// validating and importing a graph never parses or verifies it twice.
+Outcome check(std::string_view text, bool buildPlan);
 
 /// The ops the built dialect registers (a list of dicts).
 Node dialectOps();

@@ -4,7 +4,8 @@ Real MLIR (LLVM 19, the C++ dialect generated from ``lattice_contract``'s
 schema) parses and verifies lattice artifacts here; Python never parses MLIR
 text itself.  ``verify`` reports whether a module is a valid artifact and why
 not; ``import_plan`` returns the structured payload that
-``RuntimePlan.from_native`` freezes.  Diagnostics are captured, never printed.
+``RuntimePlan.from_native`` freezes, and ``verify_and_import`` gives both
+from one parse.  Diagnostics are captured, never printed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "lattice_opt_path",
     "rewrite_module",
     "verify",
+    "verify_and_import",
 ]
 
 SCHEMA_DIGEST: str = _native.SCHEMA_DIGEST
@@ -79,8 +81,20 @@ def verify(text: str) -> Status:
     weight file, the single ``@forward`` entry and its ABI metadata) run.
     Never raises for bad MLIR: the reasons come back in ``Status.diagnostics``.
     """
-    valid, diagnostics = _native.verify(_check_text(text))
+    valid, diagnostics, _ = _native.check(_check_text(text), False)
     return Status(valid, diagnostics)
+
+
+def verify_and_import(text: str) -> tuple[Status, dict[str, Any] | None]:
+    """Verify ``text`` and, when it is valid, return its plan payload, from one parse.
+
+    The one call for a caller that needs both the verdict and the plan (an
+    artifact's validation, then its compilation): the module is parsed and
+    verified once, and the payload is built from that parse.  Never raises
+    for bad MLIR: the payload is None and the reasons are in the status.
+    """
+    valid, diagnostics, plan = _native.check(_check_text(text), True)
+    return Status(valid and plan is not None, diagnostics), plan
 
 
 def import_plan(text: str) -> dict[str, Any]:
@@ -89,9 +103,9 @@ def import_plan(text: str) -> dict[str, Any]:
     Raises :class:`LatticeMLIRError` (a ``ValueError``) carrying MLIR's
     diagnostics when the module is not a valid artifact.
     """
-    valid, diagnostics, plan = _native.import_plan(_check_text(text))
-    if not valid or plan is None:
-        raise LatticeMLIRError(diagnostics)
+    status, plan = verify_and_import(text)
+    if plan is None:
+        raise LatticeMLIRError(status.diagnostics)
     return plan
 
 
