@@ -45,6 +45,7 @@ from lattice_contract.schema import (
 
 __all__ = [
     "LAYOUT_OF_FAMILY",
+    "PACKABLE_FAMILIES",
     "PlanTypeError",
     "TypedPlan",
     "ValueType",
@@ -62,7 +63,8 @@ LAYOUT_OF_FAMILY: Mapping[str, str] = MappingProxyType(
 )
 """The one layout each weight family is stored in."""
 
-_PACKABLE_FAMILIES = (WeightFamily.conv3d.value, WeightFamily.linear.value)
+PACKABLE_FAMILIES: tuple[str, ...] = (WeightFamily.conv3d.value, WeightFamily.linear.value)
+"""The weight families whose weights may be packed (int4/int8)."""
 
 
 class PlanTypeError(PlanError):
@@ -151,7 +153,7 @@ def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
             label,
             f"packing bits {packing['bits']} do not match weight dtype {result.dtype}",
         )
-    if result.family not in _PACKABLE_FAMILIES:
+    if result.family not in PACKABLE_FAMILIES:
         raise _fail(
             op,
             index,
@@ -359,27 +361,27 @@ def typecheck_plan(plan: RuntimePlan, implemented_primitives: Iterable[str] = ()
     read attributes (cast, call, weight, global_pool), which run for every op.
     """
     implemented = frozenset(implemented_primitives)
-    # The plan holds one ValueType per type text for its whole life, so a
-    # value type's id stands for its text in the signature keys below.
     value_type = plan.type_info
-
     values: dict[str, ValueType] = {arg.name: value_type(arg.type) for arg in plan.args}
     value_of = values.__getitem__
     results_of: dict[tuple[str, ...], tuple[ValueType, ...]] = {}
-    checked: set[tuple[int, tuple[int, ...], tuple[str, ...]]] = set()
+    # A frozen plan's operand type texts are those its operands were defined
+    # with (``from_native`` checks it), so the texts key a signature.
+    checked: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
     for index, op in enumerate(plan.ops):
         definition = op.definition
-        operand_types = tuple(map(value_of, op.operands))
         result_types = results_of.get(op.result_types)
         if result_types is None:
             result_types = tuple(value_type(t) for t in op.result_types)
             results_of[op.result_types] = result_types
-        signature = (id(definition), tuple(map(id, operand_types)), op.result_types)
+        signature = (id(definition), op.operand_types, op.result_types)
         if signature not in checked:
+            operand_types = tuple(map(value_of, op.operands))
             constrained = _check_signature(op, index, operand_types, result_types)
             _check_op_rules(op, index, operand_types, result_types, implemented, constrained)
             checked.add(signature)
         elif definition.name in _ATTRIBUTE_RULES:
+            operand_types = tuple(map(value_of, op.operands))
             _check_op_rules(op, index, operand_types, result_types, implemented, None)
         values.update(zip(op.results, result_types, strict=True))
 
