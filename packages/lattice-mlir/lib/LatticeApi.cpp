@@ -40,47 +40,63 @@ using lattice_api::Outcome;
 /// must be UTF-8 text: MLIR's escapes (`"\\FF"`) can make any byte, and
 /// the plan payload hands these strings to Python as str.  Names (ABI names,
 /// storage keys, symbols) also may not hold control characters.
+///
+/// This runs on every import, so it reads each op's inherent attributes one
+/// by one (building the op's properties as a dictionary attribute would
+/// allocate and unique one per op) and looks inside only the attributes that
+/// can hold a string: a number or an integer/float array is skipped, a
+/// string or symbol checked directly, anything else walked element by
+/// element.
 LogicalResult mlir::lattice::checkStringAttributes(ModuleOp module) {
   LogicalResult result = success();
   auto isName = [](llvm::StringRef attr) {
     return attr == "lattice.input_names" || attr == "lattice.output_names" ||
            attr == "storage_key" || attr == "sym_name" || attr == "callee";
   };
-  auto check = [&](Operation *op, DictionaryAttr attrs) {
-    if (!attrs)
+  auto checkText = [&](Operation *op, llvm::StringRef attr, StringAttr text) {
+    size_t at = 0;
+    if (failed(result))
       return;
-    for (NamedAttribute named : attrs) {
-      llvm::StringRef attr = named.getName().getValue();
-      named.getValue().walk([&](StringAttr text) {
-        size_t at = 0;
-        if (failed(result))
-          return;
-        if (!llvm::json::isUTF8(text.getValue(), &at)) {
-          result = op->emitError()
-                   << "attribute '" << attr
-                   << "' holds a string that is not valid UTF-8 (an escape makes byte " << at
-                   << " of it invalid); names, storage keys and ABI names of a lattice "
-                      "artifact are UTF-8 text, so write the character itself or its UTF-8 "
-                      "bytes";
-          return;
-        }
-        llvm::StringRef value = text.getValue();
-        const char *control = llvm::find_if(
-            value, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
-        if (isName(attr) && control != value.end())
-          result = op->emitError()
-                   << "attribute '" << attr << "' holds a name with the control character "
-                   << llvm::formatv("{0:x2}",
-                                    static_cast<unsigned>(static_cast<unsigned char>(*control)))
-                          .str()
-                   << " at byte " << (control - value.begin())
-                   << "; ABI names, storage keys and symbols are printable text";
-      });
+    if (!llvm::json::isUTF8(text.getValue(), &at)) {
+      result =
+          op->emitError() << "attribute '" << attr
+                          << "' holds a string that is not valid UTF-8 (an escape makes byte " << at
+                          << " of it invalid); names, storage keys and ABI names of a lattice "
+                             "artifact are UTF-8 text, so write the character itself or its UTF-8 "
+                             "bytes";
+      return;
     }
+    llvm::StringRef value = text.getValue();
+    const char *control = llvm::find_if(
+        value, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+    if (isName(attr) && control != value.end())
+      result = op->emitError() << "attribute '" << attr
+                               << "' holds a name with the control character "
+                               << llvm::formatv("{0:x2}", static_cast<unsigned>(
+                                                              static_cast<unsigned char>(*control)))
+                                      .str()
+                               << " at byte " << (control - value.begin())
+                               << "; ABI names, storage keys and symbols are printable text";
+  };
+  auto checkValue = [&](Operation *op, llvm::StringRef attr, Attribute value) {
+    if (!value || failed(result))
+      return;
+    if (auto text = llvm::dyn_cast<StringAttr>(value))
+      return checkText(op, attr, text);
+    if (auto symbol = llvm::dyn_cast<FlatSymbolRefAttr>(value))
+      return checkText(op, attr, symbol.getAttr());
+    if (llvm::isa<IntegerAttr, FloatAttr, DenseI64ArrayAttr, DenseF64ArrayAttr, UnitAttr>(value))
+      return;
+    value.walk([&](StringAttr text) { checkText(op, attr, text); });
   };
   module->walk([&](Operation *op) {
-    check(op, op->getRawDictionaryAttrs());
-    check(op, llvm::dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()));
+    if (DictionaryAttr discardable = op->getRawDictionaryAttrs())
+      for (NamedAttribute named : discardable)
+        checkValue(op, named.getName().getValue(), named.getValue());
+    if (std::optional<RegisteredOperationName> info = op->getRegisteredInfo())
+      for (StringAttr name : info->getAttributeNames())
+        if (std::optional<Attribute> inherent = op->getInherentAttr(name.getValue()))
+          checkValue(op, name.getValue(), *inherent);
     return failed(result) ? WalkResult::interrupt() : WalkResult::advance();
   });
   return result;
