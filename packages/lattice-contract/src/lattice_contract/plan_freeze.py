@@ -90,7 +90,6 @@ _PAYLOAD_KEYS = (
 )
 _TYPE_KINDS = ("sparse", "weight", "tensor")
 _OP_FIELDS = ("name", "operands", "results", "attrs", "operand_types", "result_types")
-_OP_FIELD_SET = frozenset(_OP_FIELDS)
 
 # Integer ranges per attribute kind: MLIR stores i64, and triples (kernel
 # sizes, strides, paddings, dilations) act on int32 coordinates, so no entry
@@ -463,6 +462,17 @@ def _operand_count_error(where: str, definition: OpDef, count: int) -> PlanError
     return PlanError(f"{where} has {count} operand(s); the schema expects {expected} ({names})")
 
 
+def _check_known_attrs(attrs_raw: Mapping[Any, Any], rule: _OpRule, where: Where) -> None:
+    """Raise when ``attrs_raw`` has an attribute the op does not take."""
+    unknown = sorted(show(k) for k in set(attrs_raw) - rule.attr_names)
+    if unknown:
+        known = [a.name for a in rule.attrs]
+        raise PlanError(
+            f"{_at(where)} has unknown attribute(s) {', '.join(unknown)}; "
+            f"{where[1]} takes {', '.join(known) or 'no attributes'}"
+        )
+
+
 _new_object = object.__new__
 
 
@@ -472,17 +482,23 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
     ``defined`` maps each label defined so far to its type text; operands must
     be in it with the same type and results must not.  The results are added.
     """
-    item: Mapping[str, Any] = (
-        raw
-        if type(raw) is dict and raw.keys() == _OP_FIELD_SET
-        else record(raw, f"op #{index}", _OP_FIELDS)
-    )
-    name = item["name"]
+    try:  # six fields, each present: exactly the op fields (a key lookup is cheaper than a set)
+        if type(raw) is not dict or len(raw) != len(_OP_FIELDS):
+            raise KeyError
+        name, operands, results = raw["name"], raw["operands"], raw["results"]
+        attrs_raw, operand_types, result_types = (
+            raw["attrs"],
+            raw["operand_types"],
+            raw["result_types"],
+        )
+    except KeyError:
+        item = record(raw, f"op #{index}", _OP_FIELDS)
+        name, operands, results = item["name"], item["operands"], item["results"]
+        attrs_raw, operand_types = item["attrs"], item["operand_types"]
+        result_types = item["result_types"]
     rule = _OP_RULES.get(name) if type(name) is str else None
     if rule is None:
         name, rule = _resolve_op(index, name)
-    operands, results = item["operands"], item["results"]
-    operand_types, result_types = item["operand_types"], item["result_types"]
     if (
         type(operands) is list
         and type(results) is list
@@ -499,7 +515,7 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
         operands = _labels(operands, lambda: f"{_at(where)}.operands")
         operand_types = _labels(operand_types, lambda: f"{_at(where)}.operand_types")
         result_types = _labels(result_types, lambda: f"{_at(where)}.result_types")
-    definition, low, high, result_count, attr_rules, attr_names = rule
+    definition, low, high, result_count, attr_rules, _ = rule
     count = len(operands)
     if count < low or (high is not None and count > high):
         raise _operand_count_error(_at(where), definition, count)
@@ -517,22 +533,16 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
             f"{_at(where)} lists {len(result_types)} result type(s) for {len(results)} result(s)"
         )
 
-    attrs_raw = item["attrs"]
     if type(attrs_raw) is not dict:
         attrs_raw = require_mapping(attrs_raw, f"{_at(where)}.attrs")
-    if not attrs_raw.keys() <= attr_names:
-        unknown = sorted(show(k) for k in set(attrs_raw) - attr_names)
-        known = [a.name for a in attr_rules]
-        raise PlanError(
-            f"{_at(where)} has unknown attribute(s) {', '.join(unknown)}; "
-            f"{name} takes {', '.join(known) or 'no attributes'}"
-        )
     attrs = _NO_ATTRS
-    if attr_rules:
-        frozen: dict[str, Any] = {}
+    frozen: dict[str, Any] = {}
+    given = 0
+    try:
         for attr in attr_rules:
             if attr.name in attrs_raw:
                 frozen[attr.name] = attr.freeze(attr, attrs_raw[attr.name], where)
+                given += 1
             elif attr.required:
                 raise PlanError(
                     f"{_at(where)} lacks required attribute {attr.name!r} "
@@ -540,8 +550,13 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
                 )
             elif attr.default is not None:  # what the absent attribute means
                 frozen[attr.name] = attr.default
-        if frozen:
-            attrs = MappingProxyType(frozen)
+    except PlanError:
+        _check_known_attrs(attrs_raw, rule, where)  # an unknown attribute is reported first
+        raise
+    if given != len(attrs_raw):
+        _check_known_attrs(attrs_raw, rule, where)
+    if frozen:
+        attrs = MappingProxyType(frozen)
 
     for label, type_text in zip(operands, operand_types, strict=True):
         known_type = defined.get(label)
