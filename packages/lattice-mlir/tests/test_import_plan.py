@@ -165,6 +165,20 @@ def test_verify_and_import_gives_both_from_one_call(valid_modules: dict[str, str
         lattice_mlir.verify_and_import(b"module {}")  # type: ignore[arg-type]
 
 
+def test_a_payload_shares_one_str_per_distinct_string(valid_modules: dict[str, str]) -> None:
+    """Repeated strings (type texts, labels, field names) arrive as one object each."""
+    plan = lattice_mlir.import_plan(valid_modules["unet_block"])
+    by_text = {text: text for text in plan["types"]}
+    seen = 0
+    for op in plan["ops"]:
+        for text in op["operand_types"] + op["result_types"]:
+            assert text is by_text[text]
+            seen += 1
+    assert seen > len(by_text)  # the texts do repeat
+    names = [key for op in plan["ops"] for key in op if key == "name"]
+    assert all(key is names[0] for key in names)
+
+
 def test_diagnostics_are_captured_not_printed(capfd: pytest.CaptureFixture[str]) -> None:
     status = lattice_mlir.verify("module { func.func @forward( }")
     out, err = capfd.readouterr()
