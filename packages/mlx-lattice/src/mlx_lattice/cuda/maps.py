@@ -1,0 +1,272 @@
+"""Kernel maps built on the GPU for MLX's CUDA backend.
+
+The generic :mod:`mlx_lattice.kernel_map` (the CPU and Metal path, and the
+reference these maps are tested against) builds per-tap pair lists with
+sorted-key searches and reads tap counts back to the host.  Here every
+relation is one output-stationary neighbour table ``nbr[k, o]`` (the input
+row tap k of output o reads, or -1), filled by hashing: the input support's
+rows go into an open-addressing table once (memoised on its
+:class:`~mlx_lattice.coords.SupportCache`), and each relation of
+``docs/semantics.md`` is a query ``c = (o * mul + off_k) / div``:
+
+==========================  =====  =====  ===========================
+relation                    mul    div    off_k
+==========================  =====  =====  ===========================
+submanifold                 1      1      ``(k - (K-1)//2) d``
+forward (centred)           s      1      ``off_c(k) - p``
+full (indexed)              s      1      ``k d - p``
+transposed                  1      s      ``p - k d`` (exact division)
+==========================  =====  =====  ===========================
+
+Supports that an op generates (strided ``conv3d``, ``full_conv3d``,
+transposed and generative convs) are the distinct candidate rows of every
+(input, tap) pair, sorted by key on the device (the same lexicographic
+``(batch, x, y, z)`` order as the generic path, so rows line up).  Their row
+count is the only value read back inside a layer, together with the int32
+range flag: when an emitted coordinate leaves int32 the generic builder is
+called to raise the contract's :class:`~lattice_contract.coord_range.Int32CoordinateError`
+with its full message.  Memory: ``V * M`` int32 per map (and as many for its
+adjoint, built only when a gradient needs it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+import numpy as np
+from lattice_contract.kernel import Triple, centred_tap_offsets, subm_offsets, tap_offsets
+
+from mlx_lattice import kernel_map as generic
+from mlx_lattice.coords import SupportCache
+from mlx_lattice.cuda import kernels
+
+__all__ = ["DeviceMap", "DeviceSupport", "Relation", "relation", "support_and_map", "target_map"]
+
+_INT64_MAX = (1 << 63) - 1
+_INT32_LIMIT = 1 << 31
+
+
+@dataclass
+class DeviceMap:
+    """``nbr (V, M)``: for output row o and tap k the input row read, or -1."""
+
+    nbr: mx.array
+    num_in: int
+    _inverse: list[mx.array] = field(default_factory=list)
+
+    @property
+    def num_out(self) -> int:
+        """Output rows M."""
+        return int(self.nbr.shape[1])
+
+    def inverse(self) -> mx.array:
+        """The adjoint table ``(V, N)``: the output row that reads input c through tap k."""
+        if not self._inverse:
+            self._inverse.append(kernels.invert(self.nbr, self.num_in))
+        return self._inverse[0]
+
+
+@dataclass(frozen=True)
+class DeviceSupport:
+    """An output support (physical rows, stride, cache) with its map."""
+
+    coords: mx.array
+    stride: Triple
+    cache: SupportCache
+    dmap: DeviceMap
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One relation ``c = (o * mul + off_k) / div`` of docs/semantics.md."""
+
+    offsets: tuple[Triple, ...]
+    mul: Triple
+    div: Triple
+
+
+def relation(
+    family: str, kernel_size: Triple, op_stride: Triple, padding: Triple, dilation: Triple
+) -> Relation:
+    """The query of one op family: ``subm``, ``forward``, ``full`` or ``transposed``."""
+    one = (1, 1, 1)
+    if family == "subm":
+        return Relation(tuple(subm_offsets(kernel_size, dilation)), one, one)
+    if family == "forward":
+        offs = centred_tap_offsets(kernel_size, dilation)
+        return Relation(tuple(_minus(o, padding) for o in offs), op_stride, one)
+    indexed = tap_offsets(kernel_size, dilation)
+    if family == "full":
+        return Relation(tuple(_minus(o, padding) for o in indexed), op_stride, one)
+    if family == "transposed":
+        return Relation(tuple(_minus(padding, o) for o in indexed), one, op_stride)
+    raise ValueError(f"unknown relation family {family!r}")
+
+
+def _minus(a: Triple, b: Triple) -> Triple:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def _logical(coords: mx.array, stride: Triple) -> mx.array:
+    if stride == (1, 1, 1):
+        return coords
+    return coords // mx.array((1, *stride), dtype=mx.int32)
+
+
+def _table(cache: SupportCache, coords: mx.array, stride: Triple) -> tuple[mx.array, mx.array]:
+    """``(table, logical rows)`` of a support, built on the device once per cache."""
+    hit = cache.relations.get(("cuda", "table"))
+    if isinstance(hit, tuple):
+        return hit
+    logical = _logical(coords, stride)
+    found = (kernels.hash_build(logical), logical)
+    cache.relations[("cuda", "table")] = found
+    return found
+
+
+def _query(
+    cache: SupportCache, coords: mx.array, stride: Triple, queries: mx.array, rel: Relation
+) -> DeviceMap:
+    table, logical = _table(cache, coords, stride)
+    offsets = mx.array(rel.offsets, dtype=mx.int32).reshape(len(rel.offsets), 3)
+    nbr = kernels.hash_query(table, logical, queries, offsets, rel.mul, rel.div)
+    return DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
+
+
+def target_map(
+    key: tuple[object, ...],
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    target_coords: mx.array,
+    target_stride: Triple,
+    rel: Relation,
+) -> DeviceMap:
+    """The map of a relation evaluated at given output rows (subm, target forms), memoised."""
+    hit = cache.relations.get(("cuda", *key))
+    if isinstance(hit, DeviceMap):
+        return hit
+    dmap = _query(cache, coords, stride, _logical(target_coords, target_stride), rel)
+    cache.relations[("cuda", *key)] = dmap
+    return dmap
+
+
+def _candidates(
+    family: str,
+    logical: mx.array,
+    op_stride: Triple,
+    padding: Triple,
+    kernel_size: Triple,
+    dilation: Triple,
+) -> tuple[mx.array, mx.array | None]:
+    """Every (input, tap) candidate output row in int64 ``(P, 4)``, and which are valid."""
+    s = mx.array((1, *op_stride), dtype=mx.int64)
+    base = logical.astype(mx.int64)
+    if family == "coarsen":
+        return base // s, None
+    table = mx.array([(0, *t) for t in tap_offsets(kernel_size, dilation)], dtype=mx.int64)
+    pad = mx.array((0, *padding), dtype=mx.int64)
+    if family == "transposed":  # o = c s - p + k d
+        out = (base * s - pad)[:, None, :] + table[None, :, :]
+        return out.reshape(-1, 4), None
+    # full: o = (c + p - k d) / s where exact on every axis
+    num = (base + pad)[:, None, :] - table[None, :, :]
+    valid = mx.all(num % s == 0, axis=-1).reshape(-1)
+    return (num // s).reshape(-1, 4), valid
+
+
+def _unique_rows(
+    cand: mx.array, valid: mx.array | None, out_stride: Triple
+) -> tuple[mx.array, bool] | None:
+    """Sorted distinct valid rows of ``cand`` (int32 logical) and whether all fit int32.
+
+    One host read: the row count with the int32-range and key-overflow flags.
+    Returns None when the rows span a box too large for 64-bit keys.
+    """
+    if valid is None:
+        valid = mx.ones((cand.shape[0],), dtype=mx.bool_)
+    big = mx.array(_INT64_MAX, dtype=mx.int64)
+    v2 = valid[:, None]
+    lo = mx.min(mx.where(v2, cand, big), axis=0)
+    hi = mx.max(mx.where(v2, cand, -big), axis=0)
+    ext = mx.maximum(hi - lo + 1, 1)
+    physical = cand[:, 1:] * mx.array(out_stride, dtype=mx.int64)
+    out_of_range = mx.any(v2 & ((physical < -_INT32_LIMIT) | (physical >= _INT32_LIMIT)))
+    too_wide = mx.sum(mx.log2(ext.astype(mx.float32))) > 62.0
+    key = cand[:, 0] - lo[0]
+    for a in range(1, 4):
+        key = key * ext[a] + (cand[:, a] - lo[a])
+    keys = mx.sort(mx.where(valid, key, big))
+    head = keys[:1] != big
+    rest = (keys[1:] != keys[:-1]) & (keys[1:] != big)
+    first = mx.concatenate([head, rest])
+    count = mx.sum(first.astype(mx.int64))
+    flags = mx.stack([count, out_of_range.astype(mx.int64), too_wide.astype(mx.int64)])
+    n_out, bad, wide = np.asarray(flags).tolist()  # the layer's one host read
+    if bad:
+        return mx.zeros((0, 4), dtype=mx.int32), False
+    if wide:
+        return None
+    slots = mx.where(first, mx.cumsum(first.astype(mx.int32)) - 1, n_out)
+    unique = mx.zeros((n_out + 1,), dtype=mx.int64)
+    unique[slots] = keys
+    unique = unique[:n_out]
+    cols = []
+    for a in (3, 2, 1):
+        cols.append(unique % ext[a] + lo[a])
+        unique = unique // ext[a]
+    cols.append(unique + lo[0])
+    rows = mx.stack(cols[::-1], axis=1).astype(mx.int32)
+    return rows, True
+
+
+def support_and_map(
+    family: str,
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    kernel_size: Triple,
+    op_stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    out_stride: Triple,
+) -> DeviceSupport:
+    """Output support and map of a support-generating op, memoised on the input's cache.
+
+    ``family`` is ``forward`` (conv3d: the coarsened support), ``full`` or
+    ``transposed`` (conv_transpose3d and generative_conv_transpose3d).
+    """
+    geometry = (kernel_size, op_stride, padding, dilation)
+    key = ("cuda", "support", family, *geometry)
+    hit = cache.relations.get(key)
+    if isinstance(hit, DeviceSupport):
+        return hit
+    rel = relation(family, *geometry)
+    if family == "forward" and op_stride == (1, 1, 1):
+        out_coords, out_cache = coords, cache
+        queries = _logical(coords, stride)
+    else:
+        logical = _logical(coords, stride)
+        source = "coarsen" if family == "forward" else family
+        cand, valid = _candidates(source, logical, op_stride, padding, kernel_size, dilation)
+        found = _unique_rows(cand, valid, out_stride)
+        if found is None:
+            raise ValueError(
+                f"the output rows of this op span a box too large for 64-bit keys "
+                f"(input stride {stride}, kernel {kernel_size}, stride {op_stride}); "
+                "move the input's coordinates closer together"
+            )
+        queries, fits = found
+        if not fits:  # the generic builder raises the contract's int32 error, with its message
+            build = (
+                generic.transpose_support if family == "transposed" else generic.full_conv_support
+            )
+            build(SupportCache(), coords, stride, *geometry)
+            raise AssertionError("the device flagged an int32 overflow the generic path did not")
+        out_coords = queries * mx.array((1, *out_stride), dtype=mx.int32)
+        out_cache = SupportCache()
+    dmap = _query(cache, coords, stride, queries, rel)
+    generated = DeviceSupport(coords=out_coords, stride=out_stride, cache=out_cache, dmap=dmap)
+    cache.relations[key] = generated
+    return generated

@@ -1,0 +1,282 @@
+"""CUDA C++ bodies of mlx_lattice's device kernels, compiled by MLX (``mx.fast.cuda_kernel``).
+
+MLX generates each kernel's signature: every input ``name`` becomes
+``const T* name`` and every output ``T* name`` (``int32_t``, ``float``,
+``__half``, ``__nv_bfloat16``), in that order, then pastes the body below into
+``__global__ void custom_kernel_<name>(...)`` inside ``namespace mlx::core::cu``.
+Sizes travel in a small int32 ``meta`` input so that one compiled kernel
+serves every problem size; only dtypes and tile shapes are template
+arguments.  ``tests/test_cuda_source.py`` wraps each body in that signature
+and compiles it with ``nvcc`` where one is installed.
+
+Kernels:
+
+* ``lt_hash_build``: open-addressing table of row indices, keyed by the
+  full int32 coordinate row (``atomicCAS`` on ``-1`` slots, linear probing,
+  load factor at most 1/2), so no coordinate range is assumed.
+* ``lt_hash_query``: the neighbour table ``nbr[k, o]`` of one relation:
+  input row ``c = (o * mul + off_k) / div`` (exact division on every axis,
+  in int64, so positions outside int32 miss), or -1.
+* ``lt_invert``: the adjoint table ``inv[k, c] = o``; within a tap each
+  relation is one-to-one, so this is a plain scatter.
+* ``lt_conv``: output-stationary gather-GEMM: a 64-row by 64-channel tile of
+  ``y = bias + sum_k x[nbr[k, o]] @ W_k``, products summed in f32 by FFMA
+  (never TF32), taps no row of the tile reaches skipped.
+* ``lt_conv_wgrad``: ``dW_k = sum_o x[nbr[k, o]]^T dy[o]``, a 64x64 tile of
+  one tap per block over a slab of rows, added into an f32 result with
+  ``atomicAdd``.
+"""
+
+from __future__ import annotations
+
+HEADER = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+__device__ __forceinline__ unsigned int lt_hash4(int4 c) {
+  unsigned long long a = ((unsigned long long)(unsigned int)c.y << 32) | (unsigned int)c.z;
+  unsigned long long b = ((unsigned long long)(unsigned int)c.w << 32) | (unsigned int)c.x;
+  unsigned long long h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33;
+  return (unsigned int)h;
+}
+
+__device__ __forceinline__ bool lt_same(int4 a, int4 b) {
+  return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w;
+}
+
+__device__ __forceinline__ float lt_f(float v) { return v; }
+__device__ __forceinline__ float lt_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float lt_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T lt_to(float v);
+template <> __device__ __forceinline__ float lt_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half lt_to<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 lt_to<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+"""
+
+# inputs: coords (N, 4) int32 logical rows; meta [N, mask]
+# outputs: table (mask + 1,) int32, initialised to -1
+HASH_BUILD = r"""
+  const int n = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int4* rows = reinterpret_cast<const int4*>(coords);
+  const int4 c = rows[i];
+  unsigned int h = lt_hash4(c) & mask;
+  while (true) {
+    const int prev = atomicCAS(table + h, -1, i);
+    if (prev == -1 || lt_same(rows[prev], c)) return;
+    h = (h + 1) & mask;
+  }
+"""
+
+# inputs: table, coords (N, 4) table rows, queries (M, 4) logical output rows,
+#         offs (V, 3) int32, meta [M, mask, mul x3, div x3]
+# outputs: nbr (V, M) int32
+HASH_QUERY = r"""
+  const int m = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  const int k = blockIdx.y;
+  if (o >= m) return;
+  const int4 q = reinterpret_cast<const int4*>(queries)[o];
+  const int qv[3] = {q.y, q.z, q.w};
+  int cv[3];
+  bool ok = true;
+  #pragma unroll
+  for (int a = 0; a < 3; ++a) {
+    long long v = (long long)qv[a] * meta[2 + a] + offs[k * 3 + a];
+    const long long d = meta[5 + a];
+    if (v % d != 0) ok = false;
+    v /= d;
+    if (v < -2147483648ll || v > 2147483647ll) ok = false;
+    cv[a] = (int)v;
+  }
+  int found = -1;
+  if (ok) {
+    const int4 c = make_int4(q.x, cv[0], cv[1], cv[2]);
+    const int4* rows = reinterpret_cast<const int4*>(coords);
+    unsigned int h = lt_hash4(c) & mask;
+    while (true) {
+      const int r = table[h];
+      if (r < 0) break;
+      if (lt_same(rows[r], c)) { found = r; break; }
+      h = (h + 1) & mask;
+    }
+  }
+  nbr[(long long)k * m + o] = found;
+"""
+
+# inputs: nbr (V, M); meta [M, N]; outputs: inv (V, N) int32, initialised to -1
+INVERT = r"""
+  const int m = meta[0];
+  const int n = meta[1];
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  const int k = blockIdx.y;
+  if (o >= m) return;
+  const int c = nbr[(long long)k * m + o];
+  if (c >= 0) inv[(long long)k * n + c] = o;
+"""
+
+# Tile: BM = 64 output rows x BN = 64 output channels per block of 256 threads,
+# BK = 16 input channels per step; thread (ty, tx) owns rows ty + 16 i and
+# channels tx + 16 j (i, j < 4).
+# inputs: x (N, Cin) T, w (V, Cin, Cout) TW, bias (Cout,) f32, nbr (V, M),
+#         meta [M, V, Cin, Cout]
+# outputs: y (M, Cout) T
+CONV = r"""
+  constexpr int BM = 64, BN = 64, BK = 16;
+  __shared__ float As[BK][BM + 4];
+  __shared__ float Bs[BK][BN + 4];
+  __shared__ int rows[BM];
+  const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
+  const int t = threadIdx.x;
+  const int tx = t % 16, ty = t / 16;
+  const int m0 = blockIdx.x * BM;
+  const int n0 = blockIdx.y * BN;
+  float acc[4][4];
+  #pragma unroll
+  for (int i = 0; i < 4; ++i)
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+  for (int k = 0; k < nv; ++k) {
+    int mine = -1;
+    if (t < BM && m0 + t < m) mine = nbr[(long long)k * m + m0 + t];
+    if (t < BM) rows[t] = mine;
+    if (!__syncthreads_or(mine >= 0)) continue;
+    for (int c0 = 0; c0 < cin; c0 += BK) {
+      // A tile: 64 rows x 16 channels, 4 per thread, stored transposed.
+      {
+        const int r = t / 4, cc = (t % 4) * 4;
+        const int src = rows[r];
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int c = c0 + cc + u;
+          As[cc + u][r] = (src >= 0 && c < cin) ? lt_f(x[(long long)src * cin + c]) : 0.f;
+        }
+      }
+      // B tile: 16 input channels x 64 output channels.
+      {
+        const int kk = t / 16, jj = (t % 16) * 4;
+        const int c = c0 + kk;
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int j = n0 + jj + u;
+          Bs[kk][jj + u] =
+              (c < cin && j < cout) ? lt_f(w[((long long)k * cin + c) * cout + j]) : 0.f;
+        }
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        float a[4], b[4];
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tx + 16 * j];
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
+      __syncthreads();
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = m0 + ty + 16 * i;
+    if (r >= m) continue;
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = n0 + tx + 16 * j;
+      if (c < cout) y[(long long)r * cout + c] = lt_to<T>(acc[i][j] + bias[c]);
+    }
+  }
+"""
+
+# Weight gradient.  Block (slab, tap, tile): rows [slab * SLAB, + SLAB) of
+# tap k, input channels i0 + [0, 64), output channels j0 + [0, 64).
+# inputs: x (N, Cin) T, dy (M, Cout) T, nbr (V, M), meta [M, Cin, Cout, tiles_j]
+# outputs: dw (V, Cin, Cout) f32, initialised to 0
+WGRAD = r"""
+  constexpr int BI = 64, BJ = 64, BR = 16, SLAB = 512;
+  __shared__ float As[BR][BI + 4];
+  __shared__ float Bs[BR][BJ + 4];
+  __shared__ int rows[BR];
+  const int m = meta[0], cin = meta[1], cout = meta[2], tiles_j = meta[3];
+  const int k = blockIdx.y;
+  const int i0 = (blockIdx.z / tiles_j) * BI;
+  const int j0 = (blockIdx.z % tiles_j) * BJ;
+  const int t = threadIdx.x;
+  const int tx = t % 16, ty = t / 16;
+  const int r_begin = blockIdx.x * SLAB;
+  const int r_end = min(m, r_begin + SLAB);
+  float acc[4][4];
+  #pragma unroll
+  for (int i = 0; i < 4; ++i)
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+  for (int r0 = r_begin; r0 < r_end; r0 += BR) {
+    int mine = -1;
+    if (t < BR && r0 + t < r_end) mine = nbr[(long long)k * m + r0 + t];
+    if (t < BR) rows[t] = mine;
+    if (!__syncthreads_or(mine >= 0)) continue;
+    {
+      const int rr = t / 16, ii = (t % 16) * 4;
+      const int src = rows[rr];
+      #pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int c = i0 + ii + u;
+        As[rr][ii + u] = (src >= 0 && c < cin) ? lt_f(x[(long long)src * cin + c]) : 0.f;
+      }
+      const int o = r0 + rr;
+      #pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int j = j0 + ii + u;
+        Bs[rr][ii + u] = (src >= 0 && j < cout) ? lt_f(dy[(long long)o * cout + j]) : 0.f;
+      }
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int rr = 0; rr < BR; ++rr) {
+      float a[4], b[4];
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = As[rr][ty + 16 * i];
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = Bs[rr][tx + 16 * j];
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int c = i0 + ty + 16 * i;
+    if (c >= cin) continue;
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int o = j0 + tx + 16 * j;
+      if (o < cout && acc[i][j] != 0.f)
+        atomicAdd(dw + ((long long)k * cin + c) * cout + o, acc[i][j]);
+    }
+  }
+"""
+
+KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "lt_hash_build": (("coords", "meta"), ("table",), HASH_BUILD),
+    "lt_hash_query": (("table", "coords", "queries", "offs", "meta"), ("nbr",), HASH_QUERY),
+    "lt_invert": (("nbr", "meta"), ("inv",), INVERT),
+    "lt_conv": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV),
+    "lt_conv_wgrad": (("x", "dy", "nbr", "meta"), ("dw",), WGRAD),
+}
+"""Kernel name -> (input names, output names, body)."""
