@@ -208,10 +208,12 @@ def _unique_rows(
         return mx.zeros((0, 4), dtype=mx.int32), False
     if wide:
         return None
+    # Compact the first occurrences (int32 scatter of their positions: MLX's GPU
+    # scatter takes no int64 values), then gather their keys.
     slots = mx.where(first, mx.cumsum(first.astype(mx.int32)) - 1, n_out)
-    unique = mx.zeros((n_out + 1,), dtype=mx.int64)
-    unique[slots] = keys
-    unique = unique[:n_out]
+    where = mx.zeros((n_out + 1,), dtype=mx.int32)
+    where[slots] = mx.arange(int(keys.shape[0]), dtype=mx.int32)
+    unique = keys[where[:n_out]]
     cols = []
     for a in (3, 2, 1):
         cols.append(unique % ext[a] + lo[a])
