@@ -118,6 +118,7 @@ def _cases(
     w4 = _weight(24, 4, c, dtype, 9)
     wt = _weight(24, 2, coarse.num_channels, dtype, 7)
     wt3 = _weight(24, 3, coarse.num_channels, dtype, 8)
+    wi = _weight(24, 2, 24, dtype, 10)
     b = mx.array(np.linspace(-1, 1, 24).astype(np.float32))
     return {
         "subm k3": lambda: ops.subm_conv3d(x, w3, b, kernel_size=3),
@@ -136,6 +137,14 @@ def _cases(
         ),
         "target transpose k2 s2": lambda: ops.conv_transpose3d(
             coarse, wt, b, kernel_size=2, stride=2, coordinates=x
+        ),
+        "inverse of conv k2 s2 (paired map)": lambda: ops.conv_transpose3d(
+            ops.conv3d(x, w2, kernel_size=2, stride=2),
+            wi,
+            b,
+            kernel_size=2,
+            stride=2,
+            coordinates=x,
         ),
         "generative k3 s2": lambda: ops.generative_conv_transpose3d(
             coarse, wt3, b, kernel_size=3, stride=2
@@ -169,9 +178,22 @@ def test_gradients_match_generic_path() -> None:
     x = _input(coords, 16, mx.float32, 22)
     coarse_coords = np.unique(coords // np.array((1, 2, 2, 2), dtype=np.int32), axis=0)
     coarse = _input(coarse_coords, 16, mx.float32, 23, stride=2)
+    wd = _weight(16, 2, 16, mx.float32, 26)
     cases = {
         "subm": (x, 3, lambda t, w, b: ops.subm_conv3d(t, w, b, kernel_size=3)),
         "conv k2s2": (x, 2, lambda t, w, b: ops.conv3d(t, w, b, kernel_size=2, stride=2)),
+        "inverse of conv k2s2": (
+            x,
+            2,
+            lambda t, w, b: ops.conv_transpose3d(
+                ops.conv3d(t, wd, kernel_size=2, stride=2),
+                w,
+                b,
+                kernel_size=2,
+                stride=2,
+                coordinates=t,
+            ),
+        ),
         "transpose k2s2": (
             coarse,
             2,

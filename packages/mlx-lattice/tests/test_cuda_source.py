@@ -30,6 +30,10 @@ _TYPES = {
         {"x": "T", "w": "TW", "bias": "float", "nbr": "int32_t", "meta": "int32_t"},
         {"y": "T"},
     ),
+    "lt_conv_mma": (
+        {"x": "T", "w": "TW", "bias": "float", "nbr": "int32_t", "meta": "int32_t"},
+        {"y": "T"},
+    ),
     "lt_conv_wgrad": (
         {"x": "T", "dy": "TD", "nbr": "int32_t", "meta": "int32_t"},
         {"dw": "float"},
@@ -45,6 +49,8 @@ def _unit() -> str:
     for name, (inputs, outputs, body) in KERNELS.items():
         in_types, out_types = _TYPES[name]
         for dtype in _DTYPES:
+            if name == "lt_conv_mma" and dtype == "float":
+                continue  # tensor-core path: f16 and bf16 only
             subst = {"T": dtype, "TW": dtype, "TD": dtype}
             params = [f"const {subst.get(in_types[n], in_types[n])}* {n}" for n in inputs]
             params += [f"{subst.get(out_types[n], out_types[n])}* {n}" for n in outputs]

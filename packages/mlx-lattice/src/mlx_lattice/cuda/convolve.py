@@ -82,8 +82,14 @@ def convolve(
     if family == "subm" or target is not None:
         out = x if target is None else target
         key = (family, *geometry, out.cache)
-        rel = maps.relation(family, *geometry)
-        dmap = maps.target_map(key, x.cache, x.coords, x.stride, out.coords, out.stride, rel)
+        paired = None
+        if family == "transposed" and target is not None:
+            paired = maps.paired_transpose(x.cache, target.cache, geometry)
+        if paired is not None:
+            dmap = paired
+        else:
+            rel = maps.relation(family, *geometry)
+            dmap = maps.target_map(key, x.cache, x.coords, x.stride, out.coords, out.stride, rel)
         feats = apply_map(x.feats, weight, bias, dmap)
         return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
     try:

@@ -7,6 +7,7 @@ asynchronous evaluation see ordinary array operations.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import mlx.core as mx
@@ -20,17 +21,25 @@ _COMPILED: dict[str, Any] = {}
 TILE = 64
 """Rows and channels of one output tile of ``lt_conv`` / ``lt_conv_wgrad``."""
 THREADS = 256
+MMA_THREADS = 128
+"""Threads of one ``lt_conv_mma`` block (four warps)."""
 SLAB = 512
 """Rows of one block of ``lt_conv_wgrad`` (its source's ``SLAB``)."""
 
 
 def _kernel(name: str) -> Any:
-    """The compiled-on-first-use kernel object (MLX caches the binary per template)."""
+    """The compiled-on-first-use kernel object.
+
+    MLX caches compiled kernels by name, in memory and on disk
+    (``MLX_PTX_CACHE_DIR``), so the name carries a digest of the source: an
+    edited kernel never meets a stale binary.
+    """
     hit = _COMPILED.get(name)
     if hit is None:
         inputs, outputs, body = KERNELS[name]
+        digest = hashlib.sha256((HEADER + body).encode()).hexdigest()[:10]
         hit = mx.fast.cuda_kernel(
-            name=name,
+            name=f"{name}_{digest}",
             input_names=list(inputs),
             output_names=list(outputs),
             source=body,
@@ -114,16 +123,25 @@ def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.arr
     """``y[o] = bias + sum_k x[nbr[k, o]] @ w[k]`` in f32, stored in ``x``'s dtype.
 
     ``x`` is ``(N, C_in)``, ``w`` is ``(V, C_in, C_out)``, ``bias`` f32 ``(C_out,)``.
+    f16 and bf16 with both channel counts multiples of 8 run on the tensor
+    cores (f32 accumulators); everything else, f32 always, on FFMA.
     """
     volume, m = (int(v) for v in nbr.shape)
     c_in, c_out = int(w.shape[1]), int(w.shape[2])
-    (y,) = _kernel("lt_conv")(
+    tensor_cores = (
+        x.dtype in (mx.float16, mx.bfloat16)
+        and w.dtype == x.dtype
+        and c_in % 8 == 0
+        and c_out % 8 == 0
+    )
+    threads = MMA_THREADS if tensor_cores else THREADS
+    (y,) = _kernel("lt_conv_mma" if tensor_cores else "lt_conv")(
         inputs=[x, w, bias, nbr, _meta(m, volume, c_in, c_out)],
         template=[("T", x.dtype), ("TW", w.dtype)],
         output_shapes=[(m, c_out)],
         output_dtypes=[x.dtype],
-        grid=(_blocks(m, TILE) * THREADS, _blocks(c_out, TILE), 1),
-        threadgroup=(THREADS, 1, 1),
+        grid=(_blocks(m, TILE) * threads, _blocks(c_out, TILE), 1),
+        threadgroup=(threads, 1, 1),
     )
     out: mx.array = y
     return out

@@ -152,6 +152,28 @@ def target_map(
     return dmap
 
 
+def paired_transpose(
+    cache: SupportCache, target_cache: SupportCache, geometry: tuple[Triple, Triple, Triple, Triple]
+) -> DeviceMap | None:
+    """The map of a target transposed conv whose target produced this input by a forward conv.
+
+    In the encoder/decoder pairing the transposed relation ``o = c s - p + k d``
+    at the target's rows has exactly the pairs of the forward map that made the
+    coarse input (the full relation, or conv3d's centred one when every kernel
+    size is even or 1, where it is the indexed one), roles swapped: the
+    adjoint table of that map, one scatter instead of a search.
+    """
+    families = ["full"]
+    if all(k % 2 == 0 or k == 1 for k in geometry[0]):
+        families.append("forward")
+    for family in families:
+        hit = target_cache.relations.get(("cuda", "support", family, *geometry))
+        if isinstance(hit, DeviceSupport) and hit.cache is cache:
+            forward = hit.dmap
+            return DeviceMap(forward.inverse(), forward.num_out, [forward.nbr])
+    return None
+
+
 def _candidates(
     family: str,
     logical: mx.array,

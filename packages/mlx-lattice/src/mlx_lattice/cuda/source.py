@@ -22,6 +22,9 @@ Kernels:
 * ``lt_conv``: output-stationary gather-GEMM: a 64-row by 64-channel tile of
   ``y = bias + sum_k x[nbr[k, o]] @ W_k``, products summed in f32 by FFMA
   (never TF32), taps no row of the tile reaches skipped.
+* ``lt_conv_mma``: the same product on the tensor cores for f16 and bf16
+  (``wmma`` 16x16x16 fragments, f32 accumulators), when both channel counts
+  are multiples of 8 so that rows load as 16-byte vectors.
 * ``lt_conv_wgrad``: ``dW_k = sum_o x[nbr[k, o]]^T dy[o]``, a 64x64 tile of
   one tap per block over a slab of rows, added into an f32 result with
   ``atomicAdd``.
@@ -32,6 +35,7 @@ from __future__ import annotations
 HEADER = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <mma.h>
 
 __device__ __forceinline__ unsigned int lt_hash4(int4 c) {
   unsigned long long a = ((unsigned long long)(unsigned int)c.y << 32) | (unsigned int)c.z;
@@ -202,6 +206,90 @@ CONV = r"""
   }
 """
 
+# Tensor-core variant for f16 / bf16 (T both for x and w), C_in and C_out
+# multiples of 8.  Tile BM = 64 rows x BN = 64 channels, BK = 32 input
+# channels per step, 128 threads = 4 warps, each owning a 32 x 32 quarter as
+# 2 x 2 wmma fragments.  Rows are gathered as 16-byte vectors (zeros where a
+# row has no input through the tap); the f32 tile goes through shared memory
+# so the bias is added and the output written coalesced.
+# inputs: x (N, Cin) T, w (V, Cin, Cout) T, bias (Cout,) f32, nbr (V, M),
+#         meta [M, V, Cin, Cout]
+# outputs: y (M, Cout) T
+CONV_MMA = r"""
+  using namespace nvcuda;
+  constexpr int BM = 64, BN = 64, BK = 32, LDA = BK + 8, LDB = BN + 8, LDC = BN + 4;
+  __shared__ __align__(128) T As[BM * LDA];
+  __shared__ __align__(128) T Bs[BK * LDB];
+  __shared__ __align__(128) float Cs[BM * LDC];
+  __shared__ int rows[BM];
+  const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
+  const int t = threadIdx.x, warp = t / 32;
+  const int wm = warp / 2, wn = warp % 2;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  #pragma unroll
+  for (int i = 0; i < 2; ++i)
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int k = 0; k < nv; ++k) {
+    int mine = -1;
+    if (t < BM && m0 + t < m) mine = nbr[(long long)k * m + m0 + t];
+    if (t < BM) rows[t] = mine;
+    if (!__syncthreads_or(mine >= 0)) continue;
+    for (int c0 = 0; c0 < cin; c0 += BK) {
+      #pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int idx = t + 128 * u;
+        const int r = idx / 4, ch = (idx % 4) * 8;
+        const int src = rows[r], c = c0 + ch;
+        uint4 v = zero;
+        if (src >= 0 && c < cin) v = *reinterpret_cast<const uint4*>(x + (long long)src * cin + c);
+        *reinterpret_cast<uint4*>(As + r * LDA + ch) = v;
+      }
+      #pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int idx = t + 128 * u;
+        const int kk = idx / 8, ch = (idx % 8) * 8;
+        const int c = c0 + kk, j = n0 + ch;
+        uint4 v = zero;
+        if (c < cin && j < cout)
+          v = *reinterpret_cast<const uint4*>(w + ((long long)k * cin + c) * cout + j);
+        *reinterpret_cast<uint4*>(Bs + kk * LDB + ch) = v;
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
+        #pragma unroll
+        for (int i = 0; i < 2; ++i)
+          wmma::load_matrix_sync(a[i], As + (wm * 32 + i * 16) * LDA + kk, LDA);
+        #pragma unroll
+        for (int j = 0; j < 2; ++j)
+          wmma::load_matrix_sync(b[j], Bs + kk * LDB + wn * 32 + j * 16, LDB);
+        #pragma unroll
+        for (int i = 0; i < 2; ++i)
+          #pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+      }
+      __syncthreads();
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < 2; ++i)
+    #pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(Cs + (wm * 32 + i * 16) * LDC + wn * 32 + j * 16, acc[i][j], LDC,
+                              wmma::mem_row_major);
+  __syncthreads();
+  for (int idx = t; idx < BM * BN; idx += 128) {
+    const int r = idx / BN, c = idx % BN;
+    if (m0 + r < m && n0 + c < cout)
+      y[(long long)(m0 + r) * cout + n0 + c] = lt_to<T>(Cs[r * LDC + c] + bias[n0 + c]);
+  }
+"""
+
 # Weight gradient.  Block (slab, tap, tile): rows [slab * SLAB, + SLAB) of
 # tap k, input channels i0 + [0, 64), output channels j0 + [0, 64).
 # inputs: x (N, Cin) T, dy (M, Cout) T, nbr (V, M), meta [M, Cin, Cout, tiles_j]
@@ -277,6 +365,7 @@ KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "lt_hash_query": (("table", "coords", "queries", "offs", "meta"), ("nbr",), HASH_QUERY),
     "lt_invert": (("nbr", "meta"), ("inv",), INVERT),
     "lt_conv": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV),
+    "lt_conv_mma": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV_MMA),
     "lt_conv_wgrad": (("x", "dy", "nbr", "meta"), ("dw",), WGRAD),
 }
 """Kernel name -> (input names, output names, body)."""
