@@ -8,6 +8,7 @@ asynchronous evaluation see ordinary array operations.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import mlx.core as mx
@@ -17,6 +18,8 @@ from mlx_lattice.cuda.source import HEADER, KERNELS
 __all__ = ["conv_rows", "hash_build", "hash_query", "invert", "table_size", "weight_grad"]
 
 _COMPILED: dict[str, Any] = {}
+_MMA = os.environ.get("LATTICE_MLX_CUDA_MMA", "1") != "0"
+"""Tensor-core conv for f16/bf16 (``LATTICE_MLX_CUDA_MMA=0``: FFMA for every dtype)."""
 
 TILE = 64
 """Rows and channels of one output tile of ``lt_conv`` / ``lt_conv_wgrad``."""
@@ -129,14 +132,21 @@ def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.arr
     volume, m = (int(v) for v in nbr.shape)
     c_in, c_out = int(w.shape[1]), int(w.shape[2])
     tensor_cores = (
-        x.dtype in (mx.float16, mx.bfloat16)
+        _MMA
+        and x.dtype in (mx.float16, mx.bfloat16)
         and w.dtype == x.dtype
         and c_in % 8 == 0
         and c_out % 8 == 0
     )
     threads = MMA_THREADS if tensor_cores else THREADS
     (y,) = _kernel("lt_conv_mma" if tensor_cores else "lt_conv")(
-        inputs=[x, w, bias, nbr, _meta(m, volume, c_in, c_out)],
+        inputs=[
+            x,
+            w.transpose(0, 2, 1) if tensor_cores else w,
+            bias,
+            nbr,
+            _meta(m, volume, c_in, c_out),
+        ],
         template=[("T", x.dtype), ("TW", w.dtype)],
         output_shapes=[(m, c_out)],
         output_dtypes=[x.dtype],

@@ -23,8 +23,9 @@ Kernels:
   ``y = bias + sum_k x[nbr[k, o]] @ W_k``, products summed in f32 by FFMA
   (never TF32), taps no row of the tile reaches skipped.
 * ``lt_conv_mma``: the same product on the tensor cores for f16 and bf16
-  (``wmma`` 16x16x16 fragments, f32 accumulators), when both channel counts
-  are multiples of 8 so that rows load as 16-byte vectors.
+  (PTX ``mma.sync`` m16n8k16, f32 accumulators; no header beyond
+  ``cuda_fp16.h``), when both channel counts are multiples of 8 so that rows
+  load as 16-byte vectors.
 * ``lt_conv_wgrad``: ``dW_k = sum_o x[nbr[k, o]]^T dy[o]``, a 64x64 tile of
   one tap per block over a slab of rows, added into an f32 result with
   ``atomicAdd``.
@@ -35,7 +36,6 @@ from __future__ import annotations
 HEADER = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#include <mma.h>
 
 __device__ __forceinline__ unsigned int lt_hash4(int4 c) {
   unsigned long long a = ((unsigned long long)(unsigned int)c.y << 32) | (unsigned int)c.z;
@@ -56,6 +56,25 @@ __device__ __forceinline__ bool lt_same(int4 a, int4 b) {
 __device__ __forceinline__ float lt_f(float v) { return v; }
 __device__ __forceinline__ float lt_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float lt_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// One m16n8k16 tensor-core product, f32 accumulators (PTX mma.sync; the
+// overload's last argument only selects the operand type).
+__device__ __forceinline__ void lt_mma(float (&d)[4], const unsigned (&a)[4],
+                                       const unsigned (&b)[2], __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void lt_mma(float (&d)[4], const unsigned (&a)[4],
+                                       const unsigned (&b)[2], __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
 
 template <typename T> __device__ __forceinline__ T lt_to(float v);
 template <> __device__ __forceinline__ float lt_to<float>(float v) { return v; }
@@ -209,28 +228,32 @@ CONV = r"""
 # Tensor-core variant for f16 / bf16 (T both for x and w), C_in and C_out
 # multiples of 8.  Tile BM = 64 rows x BN = 64 channels, BK = 32 input
 # channels per step, 128 threads = 4 warps, each owning a 32 x 32 quarter as
-# 2 x 2 wmma fragments.  Rows are gathered as 16-byte vectors (zeros where a
-# row has no input through the tap); the f32 tile goes through shared memory
-# so the bias is added and the output written coalesced.
-# inputs: x (N, Cin) T, w (V, Cin, Cout) T, bias (Cout,) f32, nbr (V, M),
+# 2 x 4 m16n8k16 products (PTX mma.sync, fragment layouts of the PTX ISA).
+# Rows are gathered as 16-byte vectors (zeros where a row has no input
+# through the tap); ``w`` comes as (V, Cout, Cin) so that B loads along k as
+# well; the f32 tile goes through shared memory so the bias is added and the
+# output written coalesced.
+# inputs: x (N, Cin) T, w (V, Cout, Cin) T, bias (Cout,) f32, nbr (V, M),
 #         meta [M, V, Cin, Cout]
 # outputs: y (M, Cout) T
 CONV_MMA = r"""
-  using namespace nvcuda;
-  constexpr int BM = 64, BN = 64, BK = 32, LDA = BK + 8, LDB = BN + 8, LDC = BN + 4;
-  __shared__ __align__(128) T As[BM * LDA];
-  __shared__ __align__(128) T Bs[BK * LDB];
-  __shared__ __align__(128) float Cs[BM * LDC];
+  constexpr int BM = 64, BN = 64, BK = 32, LDS = BK + 8, LDC = BN + 4;
+  __shared__ __align__(16) T As[BM * LDS];
+  __shared__ __align__(16) T Bs[BN * LDS];
+  __shared__ __align__(16) float Cs[BM * LDC];
   __shared__ int rows[BM];
   const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
-  const int t = threadIdx.x, warp = t / 32;
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int g = lane / 4, q = lane % 4;
   const int wm = warp / 2, wn = warp % 2;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  float acc[2][4][4];
   #pragma unroll
   for (int i = 0; i < 2; ++i)
     #pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int j = 0; j < 4; ++j)
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int k = 0; k < nv; ++k) {
     int mine = -1;
@@ -245,33 +268,35 @@ CONV_MMA = r"""
         const int src = rows[r], c = c0 + ch;
         uint4 v = zero;
         if (src >= 0 && c < cin) v = *reinterpret_cast<const uint4*>(x + (long long)src * cin + c);
-        *reinterpret_cast<uint4*>(As + r * LDA + ch) = v;
-      }
-      #pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int idx = t + 128 * u;
-        const int kk = idx / 8, ch = (idx % 8) * 8;
-        const int c = c0 + kk, j = n0 + ch;
-        uint4 v = zero;
-        if (c < cin && j < cout)
-          v = *reinterpret_cast<const uint4*>(w + ((long long)k * cin + c) * cout + j);
-        *reinterpret_cast<uint4*>(Bs + kk * LDB + ch) = v;
+        *reinterpret_cast<uint4*>(As + r * LDS + ch) = v;
+        const int j = n0 + r;
+        uint4 b = zero;
+        if (j < cout && c < cin)
+          b = *reinterpret_cast<const uint4*>(w + ((long long)k * cout + j) * cin + c);
+        *reinterpret_cast<uint4*>(Bs + r * LDS + ch) = b;
       }
       __syncthreads();
       #pragma unroll
       for (int kk = 0; kk < BK; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
+        unsigned a[2][4], b[4][2];
         #pragma unroll
-        for (int i = 0; i < 2; ++i)
-          wmma::load_matrix_sync(a[i], As + (wm * 32 + i * 16) * LDA + kk, LDA);
+        for (int i = 0; i < 2; ++i) {
+          const T* base = As + (wm * 32 + i * 16 + g) * LDS + kk + 2 * q;
+          a[i][0] = *reinterpret_cast<const unsigned*>(base);
+          a[i][1] = *reinterpret_cast<const unsigned*>(base + 8 * LDS);
+          a[i][2] = *reinterpret_cast<const unsigned*>(base + 8);
+          a[i][3] = *reinterpret_cast<const unsigned*>(base + 8 * LDS + 8);
+        }
         #pragma unroll
-        for (int j = 0; j < 2; ++j)
-          wmma::load_matrix_sync(b[j], Bs + kk * LDB + wn * 32 + j * 16, LDB);
+        for (int j = 0; j < 4; ++j) {
+          const T* base = Bs + (wn * 32 + j * 8 + g) * LDS + kk + 2 * q;
+          b[j][0] = *reinterpret_cast<const unsigned*>(base);
+          b[j][1] = *reinterpret_cast<const unsigned*>(base + 8);
+        }
         #pragma unroll
         for (int i = 0; i < 2; ++i)
           #pragma unroll
-          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+          for (int j = 0; j < 4; ++j) lt_mma(acc[i][j], a[i], b[j], T());
       }
       __syncthreads();
     }
@@ -279,9 +304,13 @@ CONV_MMA = r"""
   #pragma unroll
   for (int i = 0; i < 2; ++i)
     #pragma unroll
-    for (int j = 0; j < 2; ++j)
-      wmma::store_matrix_sync(Cs + (wm * 32 + i * 16) * LDC + wn * 32 + j * 16, acc[i][j], LDC,
-                              wmma::mem_row_major);
+    for (int j = 0; j < 4; ++j) {
+      const int r = wm * 32 + i * 16 + g, c = wn * 32 + j * 8 + 2 * q;
+      Cs[r * LDC + c] = acc[i][j][0];
+      Cs[r * LDC + c + 1] = acc[i][j][1];
+      Cs[(r + 8) * LDC + c] = acc[i][j][2];
+      Cs[(r + 8) * LDC + c + 1] = acc[i][j][3];
+    }
   __syncthreads();
   for (int idx = t; idx < BM * BN; idx += 128) {
     const int r = idx / BN, c = idx % BN;
