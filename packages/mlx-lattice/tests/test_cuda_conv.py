@@ -17,6 +17,7 @@ import pytest
 from lattice_conformance.scenes import batched, make_scene
 from lattice_contract.coord_range import Int32CoordinateError
 from mlx_lattice import SparseTensor, cuda, ops
+from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
 
 pytestmark = pytest.mark.skipif(
     not cuda.available(), reason="MLX has no CUDA backend here (run on a CUDA GPU machine)"
@@ -98,15 +99,41 @@ def _tolerance(dtype: mx.Dtype) -> float:
     return {mx.float32: 1e-5, mx.float16: 2e-3, mx.bfloat16: 1.6e-2}[dtype]
 
 
-def _check_same(ours: SparseTensor, ref: SparseTensor, dtype: mx.Dtype) -> None:
+def _canonical(t: SparseTensor) -> tuple[np.ndarray, np.ndarray]:
+    """Rows sorted by (batch, x, y, z), with their features as float64."""
+    coords = np.asarray(t.coords)
+    order = np.lexsort(coords.T[::-1])
+    feats = np.asarray(t.feats.astype(mx.float32)).astype(np.float64)
+    return coords[order], feats[order]
+
+
+def _check_same(ours: SparseTensor, ref: SparseTensor, dtype: mx.Dtype, ordered: bool) -> None:
+    """Same stride, rows and features (within the dtype's tolerance).
+
+    ``ordered``: the rows must also come in the same order (submanifold,
+    stride-1 and target forms, whose row order the contract fixes); generated
+    supports are compared in canonical order.
+    """
     assert ours.stride == ref.stride
-    np.testing.assert_array_equal(np.asarray(ours.coords), np.asarray(ref.coords))
-    a = np.asarray(ours.feats.astype(mx.float32)).astype(np.float64)
-    r = np.asarray(ref.feats.astype(mx.float32)).astype(np.float64)
+    if ordered:
+        np.testing.assert_array_equal(np.asarray(ours.coords), np.asarray(ref.coords))
+    (oc, a), (rc, r) = _canonical(ours), _canonical(ref)
+    np.testing.assert_array_equal(oc, rc)
     assert a.shape == r.shape
     assert np.all(np.isfinite(a))
     err = np.linalg.norm(a - r) / max(float(np.linalg.norm(r)), 1e-30)
     assert err <= _tolerance(dtype), err
+
+
+_GENERATED = (
+    "conv k2 s2",
+    "conv k3 s2 p1",
+    "full k3 s2",
+    "full k3 s1 p1",
+    "transpose k2 s2",
+    "transpose k3 s2 p1",
+    "generative k3 s2",
+)
 
 
 def _cases(
@@ -165,12 +192,19 @@ def test_every_kind_matches_generic_path(dtype: mx.Dtype) -> None:
         ours = fn()
         mx.eval(ours.feats, ours.coords)
         try:
-            _check_same(ours, ref, dtype)
+            _check_same(ours, ref, dtype, ordered=name not in _GENERATED)
         except AssertionError as err:
             raise AssertionError(f"{name} ({dtype}): {err}") from None
 
 
 Op = Callable[[SparseTensor, mx.array, mx.array], SparseTensor]
+
+
+def _probe(y: SparseTensor) -> mx.array:
+    """A cotangent that depends on each row's coordinates, not on where the row sits."""
+    phase = y.coords.astype(mx.float32) @ mx.array([0.3, 0.7, 1.1, 1.9])
+    channel = mx.cos(mx.arange(y.num_channels, dtype=mx.float32))
+    return mx.sin(phase)[:, None] * channel[None, :]
 
 
 def test_gradients_match_generic_path() -> None:
@@ -200,9 +234,6 @@ def test_gradients_match_generic_path() -> None:
             lambda t, w, b: ops.conv_transpose3d(t, w, b, kernel_size=2, stride=2),
         ),
     }
-    probe = mx.array(
-        np.random.default_rng(24).standard_normal((8 * len(coords), 12)).astype(np.float32)
-    )
     for name, (inp, k, op) in cases.items():
         w = _weight(12, k, 16, mx.float32, 25)
         b = mx.zeros((12,))
@@ -211,7 +242,7 @@ def test_gradients_match_generic_path() -> None:
             f: mx.array, w: mx.array, b: mx.array, inp: SparseTensor = inp, op: Op = op
         ) -> mx.array:
             y = op(inp.with_feats(f), w, b)
-            return mx.sum(y.feats * probe[: y.feats.shape[0]])
+            return mx.sum(y.feats * _probe(y))
 
         grad = mx.grad(loss, argnums=(0, 1, 2))
         ours = grad(inp.feats, w, b)
@@ -228,6 +259,37 @@ def test_gradients_match_generic_path() -> None:
             a64, r64 = np.asarray(a).astype(np.float64), np.asarray(r).astype(np.float64)
             err = np.linalg.norm(a64 - r64) / max(float(np.linalg.norm(r64)), 1e-30)
             assert err <= 1e-5, f"{name} {part}: {err}"
+
+
+def test_packed_weights_match_generic_path_on_cpu() -> None:
+    """int8 and int4 packed conv weights: dequantized on the GPU, as the CPU path multiplies."""
+    coords = _scene(6000, 51)
+    x = _input(coords, 32, mx.float16, 52)
+    for bits in (8, 4):
+        w3 = quantize_weight(_weight(32, 3, 32, mx.float32, 53), bits=bits, group_size=32)
+        w2 = quantize_weight(_weight(32, 2, 32, mx.float32, 54), bits=bits, group_size=32)
+
+        def subm(w: QuantizedWeight = w3) -> SparseTensor:
+            return ops.subm_conv3d(x, w, kernel_size=3)
+
+        def down(w: QuantizedWeight = w2) -> SparseTensor:
+            return ops.conv3d(x, w, kernel_size=2, stride=2)
+
+        for name, fn, ordered in (("subm", subm, True), ("conv k2 s2", down, False)):
+            x.cache.relations.clear()
+            ours = fn()
+            mx.eval(ours.feats, ours.coords)
+            mx.set_default_device(mx.cpu)
+            try:
+                x.cache.relations.clear()
+                ref = fn()
+                mx.eval(ref.feats, ref.coords)
+            finally:
+                mx.set_default_device(mx.gpu)
+            try:
+                _check_same(ours, ref, mx.float16, ordered)
+            except AssertionError as err:
+                raise AssertionError(f"int{bits} {name}: {err}") from None
 
 
 def test_device_map_matches_numpy_neighbours() -> None:

@@ -21,6 +21,14 @@ NVCC = shutil.which("nvcc")
 
 _TYPES = {
     "lt_hash_build": ({"coords": "int32_t", "meta": "int32_t"}, {"table": "int32_t"}),
+    "lt_hash_unique": (
+        {"coords": "int32_t", "valid": "int32_t", "meta": "int32_t"},
+        {"table": "int32_t"},
+    ),
+    "lt_hash_first": (
+        {n: "int32_t" for n in ("table", "coords", "valid", "meta")},
+        {"first": "int32_t"},
+    ),
     "lt_hash_query": (
         {n: "int32_t" for n in ("table", "coords", "queries", "offs", "meta")},
         {"nbr": "int32_t"},

@@ -13,7 +13,6 @@ own ops).
 from __future__ import annotations
 
 import os
-from typing import TypeGuard
 
 import mlx.core as mx
 
@@ -40,19 +39,15 @@ def set_enabled(flag: bool) -> bool:
     return previous
 
 
-def routes(weight: object) -> TypeGuard[mx.array]:
+def routes(weight: object) -> bool:
     """Whether a conv with this weight runs on the CUDA kernels.
 
-    True when the route is on, the default device is a CUDA GPU and the weight
-    is a dense ``mx.array`` (packed weights keep the generic path, which
-    applies them with MLX's quantized matmul).
+    True when the route is on and the default device is a CUDA GPU.  Packed
+    (int4/int8) weights are dequantized to f32 there (the values the generic
+    path's quantized matmul multiplies with): MLX's CUDA quantized matmul has
+    no kernel for many of the shapes sparse convs produce.
     """
-    return (
-        _STATE["enabled"]
-        and isinstance(weight, mx.array)
-        and mx.default_device() == mx.gpu
-        and available()
-    )
+    return _STATE["enabled"] and mx.default_device() == mx.gpu and available()
 
 
 from mlx_lattice.cuda.convolve import convolve  # noqa: E402  (needs routes' module state first)

@@ -65,7 +65,7 @@ def apply_map(
 def convolve(
     op: str,
     x: SparseTensor,
-    weight: mx.array,
+    weight: object,
     bias: mx.array | None,
     geometry: tuple[Triple, Triple, Triple, Triple],
     target: SparseTensor | None,
@@ -75,10 +75,17 @@ def convolve(
 ) -> SparseTensor:
     """One sparse conv of ``family`` (subm, forward, full, transposed) on the GPU.
 
-    ``geometry`` is ``(kernel_size, stride, padding, dilation)``, already
-    checked; ``target``, when given, is the checked output support of a
+    ``weight`` is the conv weight already checked by the caller (dense, or a
+    packed QuantizedWeight); ``geometry`` is ``(kernel_size, stride, padding,
+    dilation)``, already checked; ``target``, when given, is the checked output support of a
     target form.
     """
+    if not isinstance(weight, mx.array):  # packed: the f32 values its matmul would use
+        from mlx_lattice.ops.quant import QuantizedWeight  # ops imports this package
+
+        if not isinstance(weight, QuantizedWeight):
+            raise TypeError(f"{op}: weight must be an mx.array or a QuantizedWeight")
+        weight = weight.dequantize_as((weight.out_channels, *geometry[0], x.num_channels))
     if family == "subm" or target is not None:
         out = x if target is None else target
         key = (family, *geometry, out.cache)

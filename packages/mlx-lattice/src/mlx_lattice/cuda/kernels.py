@@ -15,7 +15,15 @@ import mlx.core as mx
 
 from mlx_lattice.cuda.source import HEADER, KERNELS
 
-__all__ = ["conv_rows", "hash_build", "hash_query", "invert", "table_size", "weight_grad"]
+__all__ = [
+    "conv_rows",
+    "hash_build",
+    "hash_query",
+    "hash_unique",
+    "invert",
+    "table_size",
+    "weight_grad",
+]
 
 _COMPILED: dict[str, Any] = {}
 _MMA = os.environ.get("LATTICE_MLX_CUDA_MMA", "1") != "0"
@@ -83,6 +91,35 @@ def hash_build(logical: mx.array) -> mx.array:
     )
     out: mx.array = table
     return out
+
+
+def hash_unique(cand: mx.array, valid: mx.array) -> tuple[mx.array, mx.array]:
+    """``(table, first)`` of ``(P, 4)`` int32 candidates: one representative per distinct row.
+
+    ``first[i]`` is 1 for the smallest index of each distinct valid row;
+    ``table`` holds that index in the row's slot (a hash table of the rows).
+    """
+    p = int(cand.shape[0])
+    size = table_size(p)
+    flags = valid.astype(mx.int32)
+    meta = _meta(p, size - 1)
+    grid = (_blocks(p, THREADS) * THREADS, 1, 1)
+    (table,) = _kernel("lt_hash_unique")(
+        inputs=[cand, flags, meta],
+        output_shapes=[(size,)],
+        output_dtypes=[mx.int32],
+        grid=grid,
+        threadgroup=(THREADS, 1, 1),
+        init_value=-1,
+    )
+    (first,) = _kernel("lt_hash_first")(
+        inputs=[table, cand, flags, meta],
+        output_shapes=[(p,)],
+        output_dtypes=[mx.int32],
+        grid=grid,
+        threadgroup=(THREADS, 1, 1),
+    )
+    return table, first
 
 
 def hash_query(

@@ -20,12 +20,15 @@ transposed                  1      s      ``p - k d`` (exact division)
 
 Supports that an op generates (strided ``conv3d``, ``full_conv3d``,
 transposed and generative convs) are the distinct candidate rows of every
-(input, tap) pair, sorted by key on the device (the same lexicographic
-``(batch, x, y, z)`` order as the generic path, so rows line up).  Their row
-count is the only value read back inside a layer, together with the int32
-range flag: when an emitted coordinate leaves int32 the generic builder is
-called to raise the contract's :class:`~lattice_contract.coord_range.Int32CoordinateError`
-with its full message.  Memory: ``V * M`` int32 per map (and as many for its
+(input, tap) pair, deduplicated by hashing (no sort) and kept in
+first-occurrence order (input row, then tap): deterministic, but not the
+generic path's key order; row order is not part of the contract
+(docs/semantics.md), and the deduplication table becomes the output's hash
+table.  Their row count is the only value read back inside a layer, together
+with the int32 range flag: when an emitted coordinate leaves int32 the
+generic builder is called to raise the contract's
+:class:`~lattice_contract.coord_range.Int32CoordinateError` with its full
+message.  Memory: ``V * M`` int32 per map (and as many for its
 adjoint, built only when a gradient needs it).
 """
 
@@ -43,7 +46,6 @@ from mlx_lattice.cuda import kernels
 
 __all__ = ["DeviceMap", "DeviceSupport", "Relation", "relation", "support_and_map", "target_map"]
 
-_INT64_MAX = (1 << 63) - 1
 _INT32_LIMIT = 1 << 31
 
 
@@ -200,49 +202,35 @@ def _candidates(
 
 def _unique_rows(
     cand: mx.array, valid: mx.array | None, out_stride: Triple
-) -> tuple[mx.array, bool] | None:
-    """Sorted distinct valid rows of ``cand`` (int32 logical) and whether all fit int32.
+) -> tuple[mx.array, mx.array] | None:
+    """Distinct valid rows of int64 candidates ``(P, 4)``, first occurrences in order.
 
-    One host read: the row count with the int32-range and key-overflow flags.
-    Returns None when the rows span a box too large for 64-bit keys.
+    Returns ``(rows, table)``: int32 logical rows and a hash table of them
+    (the deduplication table re-pointed at output rows, so the output support
+    needs no second build), or None when an emitted coordinate leaves int32.
+    One host read: the row count with the int32-range flag.
     """
+    p = int(cand.shape[0])
+    if p == 0:
+        return mx.zeros((0, 4), dtype=mx.int32), mx.full((64,), -1, dtype=mx.int32)
     if valid is None:
-        valid = mx.ones((cand.shape[0],), dtype=mx.bool_)
-    big = mx.array(_INT64_MAX, dtype=mx.int64)
-    v2 = valid[:, None]
-    lo = mx.min(mx.where(v2, cand, big), axis=0)
-    hi = mx.max(mx.where(v2, cand, -big), axis=0)
-    ext = mx.maximum(hi - lo + 1, 1)
+        valid = mx.ones((p,), dtype=mx.bool_)
     physical = cand[:, 1:] * mx.array(out_stride, dtype=mx.int64)
-    out_of_range = mx.any(v2 & ((physical < -_INT32_LIMIT) | (physical >= _INT32_LIMIT)))
-    too_wide = mx.sum(mx.log2(ext.astype(mx.float32))) > 62.0
-    key = cand[:, 0] - lo[0]
-    for a in range(1, 4):
-        key = key * ext[a] + (cand[:, a] - lo[a])
-    keys = mx.sort(mx.where(valid, key, big))
-    head = keys[:1] != big
-    rest = (keys[1:] != keys[:-1]) & (keys[1:] != big)
-    first = mx.concatenate([head, rest])
-    count = mx.sum(first.astype(mx.int64))
-    flags = mx.stack([count, out_of_range.astype(mx.int64), too_wide.astype(mx.int64)])
-    n_out, bad, wide = np.asarray(flags).tolist()  # the layer's one host read
+    outside = (physical < -_INT32_LIMIT) | (physical >= _INT32_LIMIT)
+    out_of_range = mx.any(valid[:, None] & outside)
+    rows32 = cand.astype(mx.int32)
+    table, first = kernels.hash_unique(rows32, valid)
+    pos = mx.cumsum(first) - 1
+    flags = mx.stack([pos[-1] + 1, out_of_range.astype(mx.int32)])
+    n_out, bad = np.asarray(flags).tolist()  # the layer's one host read
     if bad:
-        return mx.zeros((0, 4), dtype=mx.int32), False
-    if wide:
         return None
-    # Compact the first occurrences (int32 scatter of their positions: MLX's GPU
-    # scatter takes no int64 values), then gather their keys.
-    slots = mx.where(first, mx.cumsum(first.astype(mx.int32)) - 1, n_out)
+    slots = mx.where(first > 0, pos, n_out)
     where = mx.zeros((n_out + 1,), dtype=mx.int32)
-    where[slots] = mx.arange(int(keys.shape[0]), dtype=mx.int32)
-    unique = keys[where[:n_out]]
-    cols = []
-    for a in (3, 2, 1):
-        cols.append(unique % ext[a] + lo[a])
-        unique = unique // ext[a]
-    cols.append(unique + lo[0])
-    rows = mx.stack(cols[::-1], axis=1).astype(mx.int32)
-    return rows, True
+    where[slots] = mx.arange(p, dtype=mx.int32)
+    rows = rows32[where[:n_out]]
+    out_table = mx.where(table >= 0, pos[mx.maximum(table, 0)], -1)
+    return rows, out_table
 
 
 def support_and_map(
@@ -275,21 +263,16 @@ def support_and_map(
         source = "coarsen" if family == "forward" else family
         cand, valid = _candidates(source, logical, op_stride, padding, kernel_size, dilation)
         found = _unique_rows(cand, valid, out_stride)
-        if found is None:
-            raise ValueError(
-                f"the output rows of this op span a box too large for 64-bit keys "
-                f"(input stride {stride}, kernel {kernel_size}, stride {op_stride}); "
-                "move the input's coordinates closer together"
-            )
-        queries, fits = found
-        if not fits:  # the generic builder raises the contract's int32 error, with its message
+        if found is None:  # the generic builder raises the contract's int32 error, with its message
             build = (
                 generic.transpose_support if family == "transposed" else generic.full_conv_support
             )
             build(SupportCache(), coords, stride, *geometry)
             raise AssertionError("the device flagged an int32 overflow the generic path did not")
+        queries, out_table = found
         out_coords = queries * mx.array((1, *out_stride), dtype=mx.int32)
         out_cache = SupportCache()
+        out_cache.relations[("cuda", "table")] = (out_table, queries)
     dmap = _query(cache, coords, stride, queries, rel)
     generated = DeviceSupport(coords=out_coords, stride=out_stride, cache=out_cache, dmap=dmap)
     cache.relations[key] = generated

@@ -14,6 +14,9 @@ Kernels:
 * ``lt_hash_build``: open-addressing table of row indices, keyed by the
   full int32 coordinate row (``atomicCAS`` on ``-1`` slots, linear probing,
   load factor at most 1/2), so no coordinate range is assumed.
+* ``lt_hash_unique`` / ``lt_hash_first``: the distinct rows of a list of
+  candidate output rows (generated supports), each represented by its first
+  candidate, without sorting.
 * ``lt_hash_query``: the neighbour table ``nbr[k, o]`` of one relation:
   input row ``c = (o * mul + off_k) / div`` (exact division on every axis,
   in int64, so positions outside int32 miss), or -1.
@@ -99,6 +102,49 @@ HASH_BUILD = r"""
     if (prev == -1 || lt_same(rows[prev], c)) return;
     h = (h + 1) & mask;
   }
+"""
+
+# Distinct rows of a candidate list: every key's slot ends holding the smallest
+# index of a candidate with that key (atomicCAS to claim, atomicMin among equals),
+# so which candidate represents a key does not depend on thread timing.
+# inputs: coords (P, 4) int32 candidates, valid (P,) int32, meta [P, mask]
+# outputs: table (mask + 1,) int32, initialised to -1
+HASH_UNIQUE = r"""
+  const int n = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || !valid[i]) return;
+  const int4* rows = reinterpret_cast<const int4*>(coords);
+  const int4 c = rows[i];
+  unsigned int h = lt_hash4(c) & mask;
+  while (true) {
+    const int prev = atomicCAS(table + h, -1, i);
+    if (prev == -1) return;
+    if (lt_same(rows[prev], c)) { atomicMin(table + h, i); return; }
+    h = (h + 1) & mask;
+  }
+"""
+
+# first[i] = 1 when candidate i is its key's representative (after lt_hash_unique).
+# inputs: table, coords (P, 4), valid (P,), meta [P, mask]; outputs: first (P,) int32
+HASH_FIRST = r"""
+  const int n = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int mine = 0;
+  if (valid[i]) {
+    const int4* rows = reinterpret_cast<const int4*>(coords);
+    const int4 c = rows[i];
+    unsigned int h = lt_hash4(c) & mask;
+    while (true) {
+      const int r = table[h];
+      if (r < 0) break;
+      if (lt_same(rows[r], c)) { mine = (r == i); break; }
+      h = (h + 1) & mask;
+    }
+  }
+  first[i] = mine;
 """
 
 # inputs: table, coords (N, 4) table rows, queries (M, 4) logical output rows,
@@ -391,6 +437,8 @@ WGRAD = r"""
 
 KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "lt_hash_build": (("coords", "meta"), ("table",), HASH_BUILD),
+    "lt_hash_unique": (("coords", "valid", "meta"), ("table",), HASH_UNIQUE),
+    "lt_hash_first": (("table", "coords", "valid", "meta"), ("first",), HASH_FIRST),
     "lt_hash_query": (("table", "coords", "queries", "offs", "meta"), ("nbr",), HASH_QUERY),
     "lt_invert": (("nbr", "meta"), ("inv",), INVERT),
     "lt_conv": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV),
