@@ -346,7 +346,7 @@ def _candidates_kernel(
     s2 = h2 - l2 + 1
     volume = (hib - lob + 1).to(tl.float64) * (h0 - l0 + 1).to(tl.float64)
     volume = volume * s1.to(tl.float64) * s2.to(tl.float64)
-    tl.atomic_max(info_ptr + 2, (volume >= 4.0e18).to(tl.int32))
+    tl.atomic_max(info_ptr + 2, (volume >= 4.611686018427387904e18).to(tl.int32))
     key = (((b - lob) * (h0 - l0 + 1) + (o0 - l0)) * s1 + (o1 - l1)) * s2 + (o2 - l2)
     tl.store(keys_ptr + e, tl.where(valid, key, 9223372036854775807), mask=live)
 

@@ -30,6 +30,7 @@ import torch
 from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
 from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_offsets, tap_offsets
 
+from torch_lattice.coords import Packing
 from torch_lattice.sparse import Support
 from torch_lattice.triton.map_kernels import (
     launch_candidates,
@@ -237,7 +238,8 @@ def _generate(
     """The sorted distinct candidates as a support, and with ``volume`` their slot table.
 
     Launches: candidates, sort, mark, cumulative sum, fill, emit; one host
-    read (the output size with the range and overflow flags).
+    read (the output size with the range and overflow flags).  Like the
+    reference path it refuses outputs whose bounding box exceeds 2^62 cells.
     """
     n = support.num_rows
     device = support.coords.device
@@ -266,7 +268,7 @@ def _generate(
     if bad:
         _raise_out_of_range(support, rel, out_stride, first_bad)
     if overflow:
-        return _generate_exact(support, rel, out_stride, volume)
+        _refuse_wide(support, rel, out_stride)
     out = torch.empty(count, 4, dtype=torch.int32, device=device)
     slots = None
     if volume is not None:
@@ -290,39 +292,16 @@ def _raise_out_of_range(support: Support, rel: _Relation, out_stride: Triple, e:
     raise AssertionError("the device flagged a candidate that is in range")  # pragma: no cover
 
 
-def _generate_exact(
-    support: Support, rel: _Relation, out_stride: Triple, volume: int | None
-) -> tuple[Support, torch.Tensor | None]:
-    """:func:`_generate` for outputs too spread out to pack into int64 keys (a sort of rows)."""
-    logical = support.logical
-    device = logical.device
-    num = (
-        logical[:, None, 1:] * _const(rel.mul, device)
-        + _const(rel.add, device)
-        + _const(rel.offsets, device).reshape(1, -1, 3)
-    )
-    div = _const(rel.div, device)
-    o = torch.div(num, div, rounding_mode="floor")
-    rem = num - o * div
-    g = len(rel.offsets)
-    valid = torch.ones(num.shape[:2], dtype=torch.bool, device=device)
-    tap = torch.arange(g, device=device).expand(num.shape[0], g)
-    if rel.exact:
-        valid &= (rem == 0).all(dim=2)
-    if rel.disjoint:
-        k = rel.kernel
-        valid &= (rem < _const(k, device)).all(dim=2)
-        tap = (rem[..., 0] * k[1] + rem[..., 1]) * k[2] + rem[..., 2]
-    batch = logical[:, None, :1].expand(-1, g, 1)
-    cand = torch.cat([batch, o], dim=2)[valid]
-    rows = torch.arange(support.num_rows, device=device)[:, None].expand(-1, g)[valid]
-    rows_out, inverse = torch.unique(cand, dim=0, sorted=True, return_inverse=True)
-    out = Support.from_logical(rows_out, out_stride)
-    if volume is None:
-        return out, None
-    slots = torch.full((out.num_rows, volume), -1, dtype=torch.int32, device=device)
-    slots[inverse, tap[valid]] = rows.to(torch.int32)
-    return out, slots
+def _refuse_wide(support: Support, rel: _Relation, out_stride: Triple) -> None:
+    """Raise the reference path's error for an output box beyond 2^62 cells (no int64 key)."""
+    lo, hi = (t.tolist() for t in _device_box(support))
+    f, g = rel.span()
+    olo, ohi = [lo[0]], [hi[0]]
+    for a in range(3):
+        olo.append((lo[a + 1] // support.stride[a] * rel.mul[a] + rel.add[a] + f[a]) // rel.div[a])
+        ohi.append((hi[a + 1] // support.stride[a] * rel.mul[a] + rel.add[a] + g[a]) // rel.div[a])
+    Packing.covering(olo, ohi, margin=0)  # raises, naming the extents and the fix
+    raise AssertionError("the device flagged a box that packs")  # pragma: no cover
 
 
 def _times(a: Triple, b: Triple) -> Triple:
