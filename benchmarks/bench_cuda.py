@@ -2,7 +2,7 @@
 
 Per layer (subm 3x3x3 at C = 32/64/128, conv k2s2 and k3s2, transposed k2s2,
 inverse k2s2) and for a four-level MinkUNet (forward in f16, training step in
-f32), on surface scenes of about 100k and 200k voxels (``scenes.py``), it
+f32), on surface scenes of about 100k and 200k voxels (``lattice_conformance.scenes``), it
 prints each library's time with the map cached (the later layers of a
 network) and with the map built (a fresh input), and the ratio ours / peer
 (below 1: ours is faster).  First it measures the device's two ceilings (copy
@@ -21,18 +21,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenes import batched, make_scene
+from lattice_conformance.scenes import batched, make_scene
 from torch_lattice import SparseTensor, ops
 
 PEERS: dict[str, ModuleType] = {}
