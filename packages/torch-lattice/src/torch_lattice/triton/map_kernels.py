@@ -38,12 +38,14 @@ from torch_lattice.triton.kernels import interpreting
 
 __all__ = [
     "KEY_SENTINEL",
+    "first_bad",
     "launch_candidates",
     "launch_direct",
     "launch_emit",
     "launch_insert",
     "launch_mark",
     "launch_probe",
+    "new_info",
 ]
 
 KEY_SENTINEL = (1 << 63) - 1
@@ -332,7 +334,7 @@ def _candidates_kernel(
     bad = valid & (fits.to(tl.int32) == 0)
     nbad = tl.sum(bad.to(tl.int32), axis=0)
     tl.atomic_max(info_ptr + 1, tl.minimum(nbad, 1))
-    tl.atomic_min(info_ptr + 3, tl.min(tl.where(bad, e, 2147483647), axis=0).to(tl.int32))
+    tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
     # The output box, from the input's: the relation is monotone in c and in the offset.
     lob = tl.load(lo_ptr).to(tl.int64)
     hib = tl.load(hi_ptr).to(tl.int64)
@@ -454,7 +456,7 @@ def _direct_kernel(
     fits = _in_int32(x0) & _in_int32(x1) & _in_int32(x2)
     bad = valid & (fits.to(tl.int32) == 0)
     tl.atomic_max(info_ptr + 1, tl.minimum(tl.sum(bad.to(tl.int32), axis=0), 1))
-    tl.atomic_min(info_ptr + 3, tl.min(tl.where(bad, e, 2147483647), axis=0).to(tl.int32))
+    tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
     tl.store(out_ptr + e * 4, b.to(tl.int32), mask=live)
     tl.store(out_ptr + e * 4 + 1, x0.to(tl.int32), mask=live)
     tl.store(out_ptr + e * 4 + 2, x1.to(tl.int32), mask=live)
@@ -465,8 +467,17 @@ def _direct_kernel(
 
 
 def new_info(device: torch.device) -> torch.Tensor:
-    """The info vector: count 0, no range error, no overflow, first bad candidate 'none'."""
-    return torch.tensor([0, 0, 0, 2**31 - 1], dtype=torch.int32, device=device)
+    """The info vector, all zero (one fill; a host-to-device copy would synchronise).
+
+    Slot 3 holds ``2^31 - 1 - e`` of the first out-of-range candidate e (see
+    :func:`first_bad`), so that zero means none and a maximum finds the first.
+    """
+    return torch.zeros(4, dtype=torch.int32, device=device)
+
+
+def first_bad(info_value: int) -> int:
+    """The first out-of-range candidate from info slot 3."""
+    return 2**31 - 1 - info_value
 
 
 Geometry = tuple[int, ...]

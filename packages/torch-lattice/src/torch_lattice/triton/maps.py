@@ -33,6 +33,7 @@ from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_off
 from torch_lattice.coords import Packing
 from torch_lattice.sparse import Support
 from torch_lattice.triton.map_kernels import (
+    first_bad,
     launch_candidates,
     launch_direct,
     launch_emit,
@@ -264,9 +265,9 @@ def _generate(
     sorted_keys, perm = torch.sort(keys)
     first = launch_mark(sorted_keys, info)
     rank = torch.cumsum(first, 0, dtype=torch.int32)
-    count, bad, overflow, first_bad = info.tolist()  # the layer's one host read
+    count, bad, overflow, worst = info.tolist()  # the layer's one host read
     if bad:
-        _raise_out_of_range(support, rel, out_stride, first_bad)
+        _raise_out_of_range(support, rel, out_stride, first_bad(worst))
     if overflow:
         _refuse_wide(support, rel, out_stride)
     out = torch.empty(count, 4, dtype=torch.int32, device=device)
@@ -447,7 +448,7 @@ def _direct(
     out, slots = launch_direct(_coords(support), off, info, geometry, out_stride)
     if support.num_rows and int(info[1]):
         rel = _Relation(tuple(offsets), stride, add, (1, 1, 1))
-        _raise_out_of_range(support, rel, out_stride, int(info[3]))
+        _raise_out_of_range(support, rel, out_stride, first_bad(int(info[3])))
     return Support(out, out_stride), SlotMap(slots, support.num_rows)
 
 
