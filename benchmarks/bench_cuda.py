@@ -442,9 +442,15 @@ def main() -> None:
     parser.add_argument("--unet-sizes", type=int, nargs="*", default=[200_000])
     parser.add_argument("--no-layers", action="store_true")
     parser.add_argument(
+        "--peers", nargs="*", default=None, help="peers to run (default: every one importable)"
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="CPU, Triton interpreter, one tiny scene, no timing"
     )
     args = parser.parse_args()
+    if args.peers is not None:
+        for name in [p for p in PEERS if p not in args.peers]:
+            del PEERS[name]
     if args.dry_run:
         global DEVICE
         DEVICE = "cpu"

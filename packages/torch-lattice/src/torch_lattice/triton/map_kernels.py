@@ -94,25 +94,28 @@ def _insert_kernel(coords_ptr, table_ptr, n_rows, cap_mask, BLOCK: tl.constexpr)
     x = tl.load(coords_ptr + r * 4 + 1, mask=live, other=0).to(tl.int64)
     y = tl.load(coords_ptr + r * 4 + 2, mask=live, other=0).to(tl.int64)
     z = tl.load(coords_ptr + r * 4 + 3, mask=live, other=0).to(tl.int64)
-    h = _hash(b, x, y, z, cap_mask)
-    dummy = cap_mask + 1  # the table's spare last slot: lanes already done compare-and-swap there
+    # Lanes past the end start on distinct slots: a compare-and-swap cannot be masked, and
+    # lanes that share one address would serialise on it.
+    h = tl.where(live, _hash(b, x, y, z, cap_mask), r & cap_mask)
     pending = live
     while tl.max(pending.to(tl.int32), axis=0) > 0:
-        slot = tl.where(pending, h, dummy)
-        want = tl.where(pending, -1, -2)  # the spare slot holds -1, so -2 never swaps
-        old = tl.atomic_cas(table_ptr + slot, want, tl.where(pending, r, -2).to(tl.int32))
+        # Finished lanes (and those past the end) compare against -2, which no slot holds,
+        # on their own slot: no write, no contention.
+        want = tl.where(pending, -1, -2)
+        old = tl.atomic_cas(table_ptr + h, want, tl.where(pending, r, -2).to(tl.int32))
         pending = pending & (old != -1)
-        h = (h + 1) & cap_mask
+        h = tl.where(pending, (h + 1) & cap_mask, h)
 
 
 def launch_insert(coords: torch.Tensor) -> torch.Tensor:
     """Hash table (``capacity + 1`` int32, -1 empty) of the rows of ``coords`` (N, 4) int32.
 
-    The capacity is a power of two of at least twice the rows (load at most
-    one half); the extra last slot is scratch for finished lanes.
+    The capacity is a power of two of at least four times the rows (load at
+    most a quarter, so probe runs stay short for every lane of a block); the
+    extra last slot is never used (kept so the layout has room for a sentinel).
     """
     n = int(coords.shape[0])
-    cap = max(64, int(triton.next_power_of_2(2 * max(n, 1))))
+    cap = max(64, int(triton.next_power_of_2(4 * max(n, 1))))
     table = torch.full((cap + 1,), -1, dtype=torch.int32, device=coords.device)
     if n:
         block = _block()
@@ -374,6 +377,7 @@ def _emit_kernel(
     rank_ptr,
     out_ptr,  # (count, 4) int32 output coordinates
     slots_ptr,  # (count, K) int32, pre-filled with -1
+    pattern_ptr,  # (count,) int64 bit mask of present taps, pre-filled with 0, or a dummy
     total,
     G,
     t0,
@@ -398,6 +402,7 @@ def _emit_kernel(
     EXACT: tl.constexpr,
     DISJOINT: tl.constexpr,
     SLOTS: tl.constexpr,
+    PATTERN: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -416,6 +421,8 @@ def _emit_kernel(
     tl.store(out_ptr + r * 4 + 3, (o2 * u2).to(tl.int32), mask=head)
     if SLOTS:
         tl.store(slots_ptr + r * K + tap, n.to(tl.int32), mask=valid)
+    if PATTERN:
+        tl.atomic_or(pattern_ptr + r, tl.full([BLOCK], 1, tl.int64) << tap, mask=valid)
 
 
 @triton.jit
@@ -536,17 +543,25 @@ def launch_emit(
     out_stride: tuple[int, int, int],
     exact: bool,
     disjoint: bool,
-) -> None:
-    """Write each distinct candidate's output row and (with ``slots``) every pair's slot."""
+) -> torch.Tensor | None:
+    """Write each distinct candidate's output row and (with ``slots``) every pair's slot.
+
+    With slots of at most 62 taps it returns each output row's present-tap bit
+    mask (what the tap-skipping conv tiles sort by), else None.
+    """
     total = int(sorted_keys.numel())
     block = _block()
     volume = 1 if slots is None else int(slots.shape[1])
+    pattern = None
+    if slots is not None and volume <= 62:
+        pattern = torch.zeros(int(slots.shape[0]), dtype=torch.int64, device=out.device)
     _emit_kernel[(triton.cdiv(total, block),)](
         coords, offsets, sorted_keys, perm, first, rank, out,
-        slots if slots is not None else out, total, int(offsets.shape[0]), *geometry,
-        *out_stride, K=volume, EXACT=exact, DISJOINT=disjoint, SLOTS=slots is not None,
-        BLOCK=block,
+        slots if slots is not None else out, pattern if pattern is not None else out, total,
+        int(offsets.shape[0]), *geometry, *out_stride, K=volume, EXACT=exact, DISJOINT=disjoint,
+        SLOTS=slots is not None, PATTERN=pattern is not None, BLOCK=block,
     )  # fmt: skip
+    return pattern
 
 
 def launch_direct(

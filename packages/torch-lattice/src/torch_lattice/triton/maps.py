@@ -201,10 +201,7 @@ def _probe(
     slots, pattern = launch_probe(
         _coords(out), out.stride, t, _coords(source), source.stride, table, mul, div
     )
-    smap = SlotMap(slots, source.num_rows)
-    if pattern is not None:
-        smap.cache["pattern"] = pattern
-    return smap
+    return _slot_map(slots, source.num_rows, pattern)
 
 
 @dataclass(frozen=True)
@@ -235,8 +232,8 @@ class _Relation:
 
 def _generate(
     support: Support, rel: _Relation, out_stride: Triple, volume: int | None
-) -> tuple[Support, torch.Tensor | None]:
-    """The sorted distinct candidates as a support, and with ``volume`` their slot table.
+) -> tuple[Support, SlotMap | None]:
+    """The sorted distinct candidates as a support, and with ``volume`` their slot map.
 
     Launches: candidates, sort, mark, cumulative sum, fill, emit; one host
     read (the output size with the range and overflow flags).  Like the
@@ -247,8 +244,9 @@ def _generate(
     g = len(rel.offsets)
     if n == 0:
         empty = Support(torch.empty(0, 4, dtype=torch.int32, device=device), out_stride)
-        slots = None if volume is None else torch.empty(0, volume, dtype=torch.int32, device=device)
-        return empty, slots
+        if volume is None:
+            return empty, None
+        return empty, SlotMap(torch.empty(0, volume, dtype=torch.int32, device=device), 0)
     if n * g >= 2**31 - 1:
         raise ValueError(
             f"a conv layer with {n} rows and {g} candidates per row exceeds the Triton map "
@@ -274,11 +272,19 @@ def _generate(
     slots = None
     if volume is not None:
         slots = torch.full((count, volume), -1, dtype=torch.int32, device=device)
-    launch_emit(
+    pattern = launch_emit(
         coords, offsets, sorted_keys, perm, first, rank, out, slots, geometry, out_stride,
         rel.exact, rel.disjoint,
     )  # fmt: skip
-    return Support(out, out_stride), slots
+    return Support(out, out_stride), None if slots is None else _slot_map(slots, n, pattern)
+
+
+def _slot_map(slots: torch.Tensor, num_in: int, pattern: torch.Tensor | None) -> SlotMap:
+    """A slot map with the present-tap masks its launch wrote (for :meth:`SlotMap.order`)."""
+    smap = SlotMap(slots, num_in)
+    if pattern is not None:
+        smap.cache["pattern"] = pattern
+    return smap
 
 
 def _raise_out_of_range(support: Support, rel: _Relation, out_stride: Triple, e: int) -> None:
@@ -351,7 +357,6 @@ def _build(
     dilation: Triple,
     target: Support | None,
 ) -> tuple[Support, SlotMap]:
-    n = support.num_rows
     volume = kernel_volume(kernel)
     ones: Triple = (1, 1, 1)
     zero: Triple = (0, 0, 0)
@@ -380,11 +385,10 @@ def _build(
             # output floor((c + p) / s), one candidate per row (centred and indexed agree
             # for even kernels without padding).
             rel = _Relation(((0, 0, 0),), ones, padding, stride, kernel, disjoint=True)
-            out, slots = _generate(support, rel, out_stride, volume)
-            assert slots is not None
-            smap = SlotMap(slots, n)
-            _register_back(out, support, kernel, stride, padding, dilation, smap)
-            return out, smap
+            out, made = _generate(support, rel, out_stride, volume)
+            assert made is not None
+            _register_back(out, support, kernel, stride, padding, dilation, made)
+            return out, made
         elif kind == "centred":
             coarsen = _Relation(((0, 0, 0),), ones, zero, stride)
             out, _ = _generate(support, coarsen, out_stride, None)
@@ -393,11 +397,10 @@ def _build(
             # are exactly the pairs, so they give the map directly (no lookup).
             neg = tuple((-o[0], -o[1], -o[2]) for o in offsets)
             rel = _Relation(neg, ones, padding, stride, exact=stride != ones)
-            out, slots = _generate(support, rel, out_stride, volume)
-            assert slots is not None
-            smap = SlotMap(slots, n)
-            _register_back(out, support, kernel, stride, padding, dilation, smap)
-            return out, smap
+            out, made = _generate(support, rel, out_stride, volume)
+            assert made is not None
+            _register_back(out, support, kernel, stride, padding, dilation, made)
+            return out, made
         smap = _probe(out, support, terms, stride, ones)
         if (
             target is None
@@ -428,9 +431,9 @@ def _build(
             # No two candidates meet: output row c*K + k is fed by input c through tap k only.
             return _direct(support, offsets, stride, neg_p, t_stride)
         rel = _Relation(tuple(offsets), stride, neg_p, ones)
-        out, slots = _generate(support, rel, t_stride, volume)
-        assert slots is not None
-        return out, SlotMap(slots, n)
+        out, made = _generate(support, rel, t_stride, volume)
+        assert made is not None
+        return out, made
     raise ValueError(f"unknown conv kind {kind!r}")
 
 
