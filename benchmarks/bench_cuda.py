@@ -397,6 +397,12 @@ def bench_unet(coords: torch.Tensor, shape: list[int]) -> dict[str, float]:
     for name, (net, wrap) in nets.items():
         try:
             _bench_net(name, net, wrap, feats, labels, result)
+            print(
+                f"  {name}: fwd {result[name + ' fwd'] * 1e3:.2f} ms, "
+                f"fwd+map {result[name + ' fwd+map'] * 1e3:.2f} ms, "
+                f"train {result[name + ' train'] * 1e3:.2f} ms",
+                flush=True,
+            )
         except Exception as err:
             print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
     nan = float("nan")
