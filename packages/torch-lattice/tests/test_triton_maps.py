@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch_lattice import SparseTensor, ops
 from torch_lattice.ops.conv import schedule
 
@@ -130,3 +131,39 @@ def test_near_but_within_the_packing_limit_matches_the_reference() -> None:
             )
         assert torch.equal(got.coords, ref.coords), op
         torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)
+
+
+class _Ops(TorchDispatchMode):
+    """Records the aten ops run inside it (what a map build asks of torch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_submanifold_map_is_built_without_host_reads_in_few_torch_ops() -> None:
+    """Hash fill + insert + lookup: no scalar read back, no sort, a handful of torch calls.
+
+    (Tensor.tolist reads without a dispatched op, so the strided conv's one
+    read of its info vector is not seen here; no other read may be.)
+    """
+    from torch_lattice.triton import maps
+
+    g = torch.Generator().manual_seed(8)
+    coords = torch.unique(torch.randint(0, 12, (400, 4), generator=g), dim=0)
+    coords[:, 0] %= 2
+    coords = torch.unique(coords, dim=0).to(torch.int32).to(DEVICE)
+    x = SparseTensor(coords, torch.ones(coords.shape[0], 1, device=DEVICE))
+    with _Ops() as seen:
+        _, smap = maps.build("subm", x.support, (3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
+        smap.transposed()
+    assert not [n for n in seen.names if "local_scalar" in n or "sort" in n or "unique" in n]
+    if DEVICE == "cuda":  # the interpreter's own tensor copies would be counted on CPU
+        assert len(seen.names) <= 8, seen.names
+    with _Ops() as seen:  # a strided conv: its one read is the info vector, not a scalar op
+        maps.build("centred", x.support, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1))
+    assert not [n for n in seen.names if "local_scalar" in n or "unique" in n], seen.names
