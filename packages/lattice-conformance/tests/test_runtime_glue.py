@@ -12,6 +12,8 @@ error and words on both.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
 import mlx_lattice.artifact as mart
 import mlx_lattice.ops
@@ -108,3 +110,33 @@ def test_primitive_errors_read_the_same() -> None:
     np.testing.assert_array_equal(
         torch_program(torch.from_numpy(table), torch.from_numpy(good)).numpy(), table[good]
     )
+
+
+@pytest.mark.parametrize("package", [mart, tart], ids=["mlx", "torch"])
+def test_artifact_status_parses_the_graph_once(
+    package: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lattice_mlir
+
+    calls: list[str] = []
+    for name in ("verify", "import_plan"):
+        real = getattr(lattice_mlir, name)
+
+        def counted(graph: str, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(graph)
+
+        monkeypatch.setattr(lattice_mlir, name, counted)
+    b = MLIRModuleBuilder()
+    xv = b.add_input("x", "tensor<?x8xf32>")
+    b.add_output("y", b.softmax(input=xv))
+    graph = b.build()
+    artifact = package.LatticeArtifact(graph, {})
+    assert package.lattice_artifact_status(artifact).valid
+    assert calls == ["import_plan"]
+    bad = graph.replace("lattice.ir_version = 2", "lattice.ir_version = 3")
+    calls.clear()
+    status = package.lattice_artifact_status(package.LatticeArtifact(bad, {}))
+    assert calls == ["import_plan"] and not status.valid
+    graph_status = package.lattice_graph_status(bad)
+    assert status.diagnostics == graph_status.diagnostics and "ir_version" in status.diagnostics

@@ -47,13 +47,7 @@ from lattice_contract.safetensors_header import (
     check_safetensors_file,
     non_finite_error,
 )
-from lattice_contract.verify import (
-    LatticeMLIRStatus,
-    LatticeValidationError,
-    import_native_plan,
-    native_module,
-    require_native,
-)
+from lattice_contract.verify import LatticeMLIRStatus, LatticeValidationError
 
 __all__ = ["ArtifactRuntime", "LatticeArtifactBase"]
 
@@ -212,14 +206,14 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
         carrying MLIR's diagnostics; a malformed payload a
         :class:`~lattice_contract.plan.PlanError`.
         """
-        return import_native_plan(graph)
+        return verify.import_native_plan(graph)
 
     def operation_names(self, graph: str) -> tuple[str, ...]:
         """Names of the entry's operations in order, from the natively verified plan.
 
         Needs the in-process module; there is deliberately no textual fallback.
         """
-        return tuple(op.name for op in import_native_plan(graph).ops)
+        return tuple(op.name for op in verify.import_native_plan(graph).ops)
 
     def artifact_status(
         self, artifact: ArtifactT | PathLike, *, lattice_opt: PathLike | None = None
@@ -235,14 +229,23 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
         graph (missing entries, incomplete packed triplets, dtype or shape
         drift) and type errors are reported too.
         """
-        loaded = (
-            artifact if isinstance(artifact, self.artifact_type) else self.load_artifact(artifact)  # type: ignore[arg-type]
-        )
-        status = self.graph_status(loaded.graph, lattice_opt=lattice_opt)
-        if not status.valid or native_module() is None:
-            return status
+        if isinstance(artifact, self.artifact_type):
+            loaded: ArtifactT = artifact
+        else:
+            loaded = self.load_artifact(artifact)  # type: ignore[arg-type]
+        in_process = verify.native_module() is not None
+        if in_process and lattice_opt is None and isinstance(loaded.graph, str):
+            # The native import verifies as it parses, with the same diagnostics
+            # as verify, so the graph is parsed and verified once, not twice.
+            status = LatticeMLIRStatus(True, "")
+        else:
+            status = self.graph_status(loaded.graph, lattice_opt=lattice_opt)
+            if not status.valid or not in_process:
+                return status
         try:
-            self.program(import_native_plan(loaded.graph), loaded.weights)
+            self.program(verify.import_native_plan(loaded.graph), loaded.weights)
+        except LatticeValidationError as exc:
+            return LatticeMLIRStatus(False, exc.diagnostics)
         except ValueError as exc:
             return LatticeMLIRStatus(False, str(exc))
         return status
@@ -265,12 +268,12 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
     @staticmethod
     def native_available() -> bool:
         """Whether this install has the native MLIR importer needed to execute artifacts."""
-        return native_module() is not None
+        return verify.native_module() is not None
 
     def compile(self, artifact: ArtifactT, **options: Any) -> ProgramT:
         """Verify, import and compile a loaded artifact (needs the native module)."""
-        require_native("compiling a lattice artifact")
-        return self.program(import_native_plan(artifact.graph), artifact.weights, **options)
+        verify.require_native("compiling a lattice artifact")
+        return self.program(verify.import_native_plan(artifact.graph), artifact.weights, **options)
 
     def load_program(self, path: PathLike, **options: Any) -> ProgramT:
         """Load an artifact directory and compile it (needs the native module).
@@ -278,5 +281,5 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
         The capability check comes first, so a missing native module is
         reported as such rather than as a later bundle or graph error.
         """
-        require_native("loading a lattice program")
+        verify.require_native("loading a lattice program")
         return self.compile(self.load_artifact(path), **options)
