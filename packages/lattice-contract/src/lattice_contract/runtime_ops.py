@@ -60,7 +60,6 @@ class RuntimeOps(Protocol):
         coordinates: Any = None,
     ) -> Any:
         """Strided convolution (at ``coordinates`` when given)."""
-        ...
 
     def full_conv3d(
         self,
@@ -75,7 +74,6 @@ class RuntimeOps(Protocol):
         dilation: Triple,
     ) -> Any:
         """spconv's regular convolution over its expanded support."""
-        ...
 
     def conv_transpose3d(
         self,
@@ -91,19 +89,16 @@ class RuntimeOps(Protocol):
         coordinates: Any = None,
     ) -> Any:
         """Transposed convolution (at ``coordinates`` when given)."""
-        ...
 
     def generative_conv_transpose3d(
         self, input: Any, weight: Any, bias: Any = None, /, *, kernel_size: Triple, stride: Triple
     ) -> Any:
         """Support expansion ``o = c*s + k``."""
-        ...
 
     def subm_conv3d(
         self, input: Any, weight: Any, bias: Any = None, /, *, kernel_size: Triple, dilation: Triple
     ) -> Any:
         """Submanifold convolution."""
-        ...
 
     def normalized_subm_conv3d(
         self,
@@ -117,7 +112,6 @@ class RuntimeOps(Protocol):
         eps: float,
     ) -> Any:
         """Weight-normalised submanifold convolution."""
-        ...
 
     def normalized_conv_transpose3d(
         self,
@@ -134,7 +128,6 @@ class RuntimeOps(Protocol):
         coordinates: Any = None,
     ) -> Any:
         """Weight-normalised transposed convolution (at ``coordinates`` when given)."""
-        ...
 
     def normalized_generative_conv_transpose3d(
         self,
@@ -148,7 +141,6 @@ class RuntimeOps(Protocol):
         eps: float,
     ) -> Any:
         """Weight-normalised support expansion."""
-        ...
 
     # -- pooling and upsampling -------------------------------------------------
 
@@ -164,7 +156,6 @@ class RuntimeOps(Protocol):
         dilation: Triple,
     ) -> Any:
         """Local pooling over the centred relation."""
-        ...
 
     def full_pool3d(
         self,
@@ -178,11 +169,9 @@ class RuntimeOps(Protocol):
         dilation: Triple,
     ) -> Any:
         """Local pooling over the indexed relation (spconv's)."""
-        ...
 
     def global_pool(self, input: Any, /, *, mode: str, batch_size: int) -> Any:
         """Per-batch reduction to a dense ``(B, C)`` array."""
-        ...
 
     def pool_transpose3d(
         self,
@@ -196,13 +185,11 @@ class RuntimeOps(Protocol):
         coordinates: Any = None,
     ) -> Any:
         """Mean of the coarse rows reaching each fine row."""
-        ...
 
     def trilinear_upsample3d(
         self, input: Any, /, *, stride: Triple, coordinates: Any = None
     ) -> Any:
         """Renormalised trilinear upsampling."""
-        ...
 
     # -- points -----------------------------------------------------------------
 
@@ -220,7 +207,6 @@ class RuntimeOps(Protocol):
         stride: Triple,
     ) -> Any:
         """Active points merged into voxels."""
-        ...
 
     def devoxelize(
         self,
@@ -235,13 +221,11 @@ class RuntimeOps(Protocol):
         interpolation: str,
     ) -> Any:
         """Voxel features read back at the active points."""
-        ...
 
     # -- feature-only ops -------------------------------------------------------
 
     def linear(self, x: Any, weight: Any, bias: Any = None, /) -> Any:
         """Dense projection of feature rows."""
-        ...
 
     def activation(
         self,
@@ -255,37 +239,29 @@ class RuntimeOps(Protocol):
         threshold: float,
     ) -> Any:
         """Pointwise nonlinearity."""
-        ...
 
     def batch_norm(
         self, x: Any, scale: Any, bias: Any, mean: Any, var: Any, /, *, eps: float
     ) -> Any:
         """Frozen-statistics batch norm."""
-        ...
 
     def layer_norm(self, x: Any, scale: Any, bias: Any, /, *, eps: float) -> Any:
         """Layer norm over channels."""
-        ...
 
     def rms_norm(self, x: Any, scale: Any, /, *, eps: float) -> Any:
         """RMS norm over channels."""
-        ...
 
     def softmax(self, x: Any, /, *, axis: int) -> Any:
         """Softmax over channels."""
-        ...
 
     def elementwise(self, x: Any, /, *, kind: str) -> Any:
         """Unary exp or round."""
-        ...
 
     def embedding_lookup(self, indices: Any, weight: Any, /) -> Any:
         """Rows of an embedding table."""
-        ...
 
     def cast(self, x: Any, dtype: Any, /, *, rounding: str) -> Any:
         """Exact float conversion with explicit rounding."""
-        ...
 
     # -- sparse algebra ---------------------------------------------------------
 
@@ -293,15 +269,12 @@ class RuntimeOps(Protocol):
         self, lhs: Any, rhs: Any, /, *, op: str, join: str, lhs_fill: float, rhs_fill: float
     ) -> Any:
         """Coordinate-aligned elementwise op."""
-        ...
 
     def sparse_cat(self, lhs: Any, rhs: Any, /, *, join: str) -> Any:
         """Coordinate-aligned channel concatenation."""
-        ...
 
     def sparse_reindex(self, input: Any, target: Any, /, *, fill: float) -> Any:
         """Features gathered onto a target's rows."""
-        ...
 
 
 RUNTIME_OP_NAMES: tuple[str, ...] = tuple(
