@@ -79,6 +79,7 @@ def test_public_api_comes_from_one_artifact_runtime() -> None:
         assert package.lattice_artifact_status == runtime.artifact_status
         assert package.validate_lattice_artifact == runtime.validate_artifact
         assert package.lattice_graph_operation_names == runtime.operation_names
+        assert package.import_lattice_plan == runtime.import_plan
     assert MLX_BACKEND.lattice_opt_env == "MLX_LATTICE_LATTICE_OPT"
     assert TORCH_BACKEND.lattice_opt_env == "TORCH_LATTICE_LATTICE_OPT"
 

@@ -27,6 +27,7 @@ __all__ = [
     "ArtifactCapabilityError",
     "LatticeMLIRStatus",
     "LatticeValidationError",
+    "import_lattice_plan",
     "lattice_artifact_status",
     "lattice_graph_operation_names",
     "lattice_graph_status",
@@ -43,3 +44,4 @@ validate_lattice_graph = RUNTIME.validate_graph
 lattice_artifact_status = RUNTIME.artifact_status
 validate_lattice_artifact = RUNTIME.validate_artifact
 lattice_graph_operation_names = RUNTIME.operation_names
+import_lattice_plan = RUNTIME.import_plan
