@@ -12,6 +12,7 @@ error and words on both.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -23,11 +24,13 @@ import torch
 import torch_lattice.artifact as tart
 import torch_lattice.ops
 from lattice_contract import SCHEMA, MLIRModuleBuilder
+from lattice_contract.bundle import BundleError
 from lattice_contract.runtime_artifact import ArtifactRuntime
 from lattice_contract.runtime_lowerings import STANDARD_TABLE, StandardLowerings, lowering_needs
 from lattice_contract.runtime_ops import RUNTIME_OP_NAMES, missing_runtime_ops
 from mlx_lattice.artifact.backend import MLX_BACKEND, MLX_OPS
 from mlx_lattice.artifact.runtime import RUNTIME as MLX_RUNTIME
+from safetensors.numpy import save_file
 from torch_lattice.artifact.backend import TORCH_BACKEND, TORCH_OPS
 from torch_lattice.artifact.runtime import RUNTIME as TORCH_RUNTIME
 
@@ -141,3 +144,54 @@ def test_artifact_status_parses_the_graph_once(
     assert calls == ["import_plan"] and not status.valid
     graph_status = package.lattice_graph_status(bad)
     assert status.diagnostics == graph_status.diagnostics and "ir_version" in status.diagnostics
+
+
+def _bundle(path: Path, weights: dict[str, np.ndarray], graph: bytes = b"module {}\n") -> Path:
+    path.mkdir()
+    (path / "graph.mlir").write_bytes(graph)
+    save_file(weights, str(path / "weights.safetensors"))
+    return path
+
+
+def _truncate(bundle: Path) -> None:
+    data = (bundle / "weights.safetensors").read_bytes()
+    (bundle / "weights.safetensors").write_bytes(data[: len(data) - 16])
+
+
+BAD_BUNDLES = {
+    "nan weight": lambda p: _bundle(p, {"w": np.array([1.0, np.nan, np.inf], np.float32)}),
+    "f16 infinity": lambda p: _bundle(p, {"w": np.array([np.inf], np.float16)}),
+    "legacy manifest": lambda p: (_bundle(p, {}) / "manifest.json").write_text("{}"),
+    "other weight file": lambda p: (_bundle(p, {}) / "extra.npz").write_bytes(b"x"),
+    "not utf-8 graph": lambda p: _bundle(p, {}, graph=b"\xff\xfe module"),
+    "missing weights": lambda p: (_bundle(p, {}) / "weights.safetensors").unlink(),
+    "truncated weights": lambda p: _truncate(_bundle(p, {"w": np.ones(64, np.float32)})),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_BUNDLES))
+def test_bad_bundles_fail_the_same_way(tmp_path: Path, name: str) -> None:
+    BAD_BUNDLES[name](tmp_path / "m.lattice")
+    errors = []
+    for package in (mart, tart):
+        with pytest.raises(Exception) as caught:
+            package.load_lattice_artifact(tmp_path / "m.lattice")
+        errors.append((type(caught.value), str(caught.value)))
+    assert errors[0] == errors[1]
+    assert issubclass(errors[0][0], BundleError) and "m.lattice" in errors[0][1]
+
+
+def test_saved_bundles_round_trip_on_both(tmp_path: Path) -> None:
+    weights = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([3], np.int32)}
+    mart.save_lattice_artifact(
+        tmp_path / "a", "module {}\n", {k: mx.array(v) for k, v in weights.items()}
+    )
+    tart.save_lattice_artifact(
+        tmp_path / "b", "module {}\n", {k: torch.from_numpy(v) for k, v in weights.items()}
+    )
+    for path in (tmp_path / "a", tmp_path / "b"):
+        for package, to_numpy in ((mart, np.asarray), (tart, lambda t: t.numpy())):
+            loaded = package.load_lattice_artifact(path)
+            assert loaded.graph == "module {}\n" and sorted(loaded.weights) == ["i", "w"]
+            for key, value in weights.items():
+                np.testing.assert_array_equal(to_numpy(loaded.weights[key]), value)
