@@ -27,7 +27,11 @@ from lattice_contract import SCHEMA, MLIRModuleBuilder
 from lattice_contract.bundle import BundleError
 from lattice_contract.runtime_artifact import ArtifactRuntime
 from lattice_contract.runtime_lowerings import STANDARD_TABLE, StandardLowerings, lowering_needs
-from lattice_contract.runtime_ops import RUNTIME_OP_NAMES, missing_runtime_ops
+from lattice_contract.runtime_ops import (
+    RUNTIME_OP_NAMES,
+    missing_runtime_ops,
+    runtime_ops_problems,
+)
 from mlx_lattice.artifact.backend import MLX_BACKEND, MLX_OPS
 from mlx_lattice.artifact.runtime import RUNTIME as MLX_RUNTIME
 from safetensors.numpy import save_file
@@ -64,6 +68,7 @@ def test_one_lowering_table_on_both_runtimes() -> None:
 def test_each_runtime_ops_module_has_every_needed_op(ops: object, module: object) -> None:
     assert ops is module
     assert missing_runtime_ops(ops) == ()
+    assert runtime_ops_problems(ops) == ()
     for entry in STANDARD_TABLE:
         needs = lowering_needs(entry)
         assert needs <= set(RUNTIME_OP_NAMES), entry

@@ -23,7 +23,12 @@ from lattice_contract.runtime_lowerings import (
     lowering_needs,
     standard_lowerings,
 )
-from lattice_contract.runtime_ops import RUNTIME_OP_NAMES, RuntimeAdapter, missing_runtime_ops
+from lattice_contract.runtime_ops import (
+    RUNTIME_OP_NAMES,
+    RuntimeAdapter,
+    missing_runtime_ops,
+    runtime_ops_problems,
+)
 
 
 class NumpySparse:
@@ -152,3 +157,19 @@ def test_adapter_derives_names_and_dtypes() -> None:
     assert adapter.element_dtype("u32") is np.uint32
     with pytest.raises(KeyError, match="no numpy dtype for element type 'f8'"):
         adapter.element_dtype("f8")
+
+
+def test_signature_problems_are_named() -> None:
+    ops = _numpy_ops("sparse_cat")
+
+    def conv3d(input: Any, weight: Any, bias: Any = None, *, kernel_size: Any) -> Any:
+        return input
+
+    ops.conv3d = conv3d
+    ops.linear = lambda x: x
+    problems = runtime_ops_problems(ops)
+    assert "sparse_cat: missing" in problems
+    assert "conv3d: does not take keyword 'stride'" in problems
+    assert "conv3d: does not take keyword 'coordinates'" in problems
+    assert "linear: takes 1 positional arrays, needs 3" in problems
+    assert not [p for p in problems if p.startswith(("softmax", "activation"))]

@@ -24,6 +24,7 @@ them.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "RuntimeAdapter",
     "RuntimeOps",
     "missing_runtime_ops",
+    "runtime_ops_problems",
 ]
 
 
@@ -286,6 +288,41 @@ RUNTIME_OP_NAMES: tuple[str, ...] = tuple(
 def missing_runtime_ops(ops: object, names: Sequence[str] = RUNTIME_OP_NAMES) -> tuple[str, ...]:
     """The members of ``names`` that ``ops`` lacks or holds as something not callable."""
     return tuple(name for name in names if not callable(getattr(ops, name, None)))
+
+
+def runtime_ops_problems(ops: object) -> tuple[str, ...]:
+    """What keeps ``ops`` from satisfying :class:`RuntimeOps`, checked at run time.
+
+    The run-time half of the mypy check: each member must exist, take the
+    protocol's positional arrays and accept every keyword it is called with.
+    Reads signatures (``inspect``), so it is for tests and diagnostics, not
+    for every import.
+    """
+    problems = [f"{name}: missing" for name in missing_runtime_ops(ops)]
+    for name in RUNTIME_OP_NAMES:
+        function = getattr(ops, name, None)
+        if not callable(function):
+            continue
+        wanted = list(inspect.signature(getattr(RuntimeOps, name)).parameters.values())[1:]
+        params = inspect.signature(function).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            keywords_ok: set[str] | None = None
+        else:
+            keywords_ok = {
+                k for k, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+            }
+        positional = [p for p in params.values() if p.kind is not p.KEYWORD_ONLY]
+        arrays = [p for p in wanted if p.kind is p.POSITIONAL_ONLY]
+        if len(positional) < len(arrays) and not any(
+            p.kind is p.VAR_POSITIONAL for p in params.values()
+        ):
+            problems.append(
+                f"{name}: takes {len(positional)} positional arrays, needs {len(arrays)}"
+            )
+        for p in wanted:
+            if p.kind is p.KEYWORD_ONLY and keywords_ok is not None and p.name not in keywords_ok:
+                problems.append(f"{name}: does not take keyword {p.name!r}")
+    return tuple(problems)
 
 
 ELEMENT_DTYPES: tuple[tuple[str, str], ...] = (
