@@ -69,7 +69,7 @@ class TableEntry:
     primitive: str | None = None
 
 
-_PENDING: list[TableEntry] = []
+_TABLE: list[TableEntry] = []
 
 
 def _lowering(
@@ -78,7 +78,7 @@ def _lowering(
     dispatch: Mapping[str, str] | None = None,
 ) -> Callable[[F], F]:
     def mark(function: F) -> F:
-        _PENDING.append(
+        _TABLE.append(
             TableEntry(
                 function.__name__,
                 op,
@@ -93,7 +93,7 @@ def _lowering(
 
 def _primitive(name: str) -> Callable[[F], F]:
     def mark(function: F) -> F:
-        _PENDING.append(TableEntry(function.__name__, None, MappingProxyType({}), {}, name))
+        _TABLE.append(TableEntry(function.__name__, None, MappingProxyType({}), {}, name))
         return function
 
     return mark
@@ -569,7 +569,7 @@ class StandardLowerings:
         return self.adapter.take_rows(x, index)
 
 
-STANDARD_TABLE: tuple[TableEntry, ...] = tuple(_PENDING)
+STANDARD_TABLE: tuple[TableEntry, ...] = tuple(_TABLE)
 """Every standard lowering and primitive, in definition order (one table for all runtimes)."""
 
 
