@@ -43,6 +43,7 @@ import torch.distributed as dist
 
 # The one place the scene generator is imported from (a numpy-only module).
 from lattice_conformance.segmentation import CLASS_NAMES, make_scene
+from lattice_contract.atomic import atomic_write_file
 from safetensors.torch import save_file
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
@@ -264,11 +265,13 @@ def evaluate(
 
 
 def save_weights(model: torch.nn.Module, path: Path) -> None:
-    """Atomic safetensors write (CPU float32 state dict; SyncBatchNorm keys are BatchNorm's)."""
+    """Atomic safetensors write (CPU float32 state dict; SyncBatchNorm keys are BatchNorm's).
+
+    Through ``lattice_contract.atomic``: a lock, a synced temporary renamed
+    into place, the umask's mode, leftovers of a killed run removed.
+    """
     state = {k: v.detach().cpu().contiguous() for k, v in unwrap(model).state_dict().items()}
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(state, str(tmp))
-    tmp.replace(path)
+    atomic_write_file(path, lambda tmp: save_file(state, str(tmp)))
 
 
 def export_and_replay(
@@ -358,9 +361,8 @@ def main() -> None:
         log(ctx, f"saved {out / 'minkunet_ddp.safetensors'}")
         if not args.no_export:
             record["export"] = export_and_replay(model, out, args)
-        tmp = out / ".train_ddp.json.tmp"
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
-        tmp.replace(out / "train_ddp.json")
+        text = json.dumps(record, indent=2) + "\n"
+        atomic_write_file(out / "train_ddp.json", lambda tmp: tmp.write_text(text))
     if ctx.distributed:
         dist.barrier()
         dist.destroy_process_group()

@@ -412,4 +412,23 @@ def test_the_manifest_cannot_be_dst_or_inside_it(tmp_path: Path) -> None:
             migrate(src, dst, manifest=manifest)
     with pytest.raises(MigrationError, match="the manifest's directory"):
         migrate(src, dst, manifest=tmp_path / "nowhere" / "m.json")
+    with pytest.raises(MigrationError, match="would be SRC or lie inside it"):
+        migrate(src, dst, manifest=src / "graph.mlir")
     assert not dst.exists()
+    assert (src / "graph.mlir").read_bytes() == (
+        FIXTURES / "sparse_classifier" / "graph.mlir"
+    ).read_bytes()
+
+
+def test_src_and_dst_may_not_contain_each_other(tmp_path: Path) -> None:
+    """--force over a tree holding SRC would delete the source with the old DST."""
+    src = _bundle(tmp_path)
+    with pytest.raises(MigrationError, match="lie inside one another"):
+        migrate(src, src / "nested.lattice")
+    tree = tmp_path / "tree"
+    migrate(FIXTURES, tree)  # a previous migration's output, which --force may replace
+    inner = tree / "inner.lattice"
+    shutil.copytree(src, inner)
+    with pytest.raises(MigrationError, match="lie inside one another"):
+        migrate(inner, tree, force=True)
+    assert check_bundle_dir(inner)

@@ -381,12 +381,19 @@ def migrate(
     )
     if target.resolve() == source.resolve():
         raise MigrationError("SRC and DST are the same path; migrate into a new DST")
-    written = target.resolve()
-    if manifest_path.resolve() == written or written in manifest_path.resolve().parents:
+    read, written, noted = source.resolve(), target.resolve(), manifest_path.resolve()
+    if read in written.parents or written in read.parents:
         raise MigrationError(
-            f"the manifest {str(manifest_path)!r} would be DST or lie inside it; write it "
-            "beside DST (the default, DST.migration.json)"
+            f"SRC {str(source)!r} and DST {str(target)!r} lie inside one another; a migration "
+            "neither writes into its source nor replaces a tree that holds it: choose a DST "
+            "beside SRC"
         )
+    for inside, what in ((written, "DST"), (read, "SRC")):
+        if noted == inside or inside in noted.parents:
+            raise MigrationError(
+                f"the manifest {str(manifest_path)!r} would be {what} or lie inside it; write "
+                "it beside DST (the default, DST.migration.json)"
+            )
     for what, folder in (("DST", target.parent), ("the manifest", manifest_path.parent)):
         if not (folder if str(folder) else Path(".")).is_dir():
             raise MigrationError(f"{what}'s directory {str(folder)!r} does not exist")
