@@ -220,8 +220,7 @@ def test_an_oversized_manifest_is_refused_not_truncated(migrated: Path, tmp_path
 
 
 def test_sniffing_an_archive_is_bounded(migrated: Path, tmp_path: Path) -> None:
-    """A gzip bomb ahead of a tree manifest is refused at its header, never decompressed."""
-    bomb = tmp_path / "bomb.tar.gz"
+    """A gzip bomb in a tree archive is refused at its header, before or behind the manifest."""
     size = 64 << 20
 
     class Zeros(io.RawIOBase):
@@ -237,14 +236,27 @@ def test_sniffing_an_archive_is_bounded(migrated: Path, tmp_path: Path) -> None:
             self.left -= n
             return n
 
-    with tarfile.open(bomb, "w:gz", compresslevel=1) as tar:
-        info = tarfile.TarInfo("fixtures/a.bin")
-        info.size = size
-        tar.addfile(info, io.BufferedReader(Zeros()))
-        tar.add(migrated / "manifest.json", arcname="fixtures/manifest.json")
-    assert bomb.stat().st_size * 200 < size
+    def pack(path: Path, bomb_first: bool) -> Path:
+        with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+            if not bomb_first:
+                tar.add(migrated / "manifest.json", arcname="fixtures/manifest.json")
+            info = tarfile.TarInfo("fixtures/a.bin")
+            info.size = size
+            tar.addfile(info, io.BufferedReader(Zeros()))
+            if bomb_first:
+                tar.add(migrated / "manifest.json", arcname="fixtures/manifest.json")
+        assert path.stat().st_size * 200 < size
+        return path
+
+    first = pack(tmp_path / "bomb.tar.gz", bomb_first=True)
     started = time.perf_counter()
-    assert not is_upstream_tree(bomb)
+    assert not is_upstream_tree(first)
     assert time.perf_counter() - started < 0.5  # the 64 MiB were not inflated to get here
-    result = replay_archive(bomb, runtime="mlx")  # refused by the archive reader, no crash
+    result = replay_archive(first, runtime="mlx")  # refused by the archive reader, no crash
     assert result.error is not None and result.exit_code == 2
+    # Behind the manifest the archive is a tree; its headers are checked before extraction.
+    behind = pack(tmp_path / "late.tar.gz", bomb_first=False)
+    assert is_upstream_tree(behind)
+    result = replay_archive(behind, runtime="mlx")
+    assert result.error is not None and "over the caps" in result.error, result.error
+    assert "a.bin" in result.error and result.exit_code == 2

@@ -48,6 +48,7 @@ __all__ = [
     "MAX_TRAILING_BYTES",
     "ArchiveLimits",
     "FixtureArchiveError",
+    "check_headers",
     "extract_members",
     "find_member",
     "load_bounded_json",
@@ -436,3 +437,13 @@ def find_member(
             "truncated_or_corrupt", f"{archive} is truncated or not a gzip-compressed tar ({exc})"
         ) from exc
     return None
+
+
+def check_headers(archive: Path, limits: ArchiveLimits) -> None:
+    """Every member header against the caps (names, kinds, sizes, total, expansion); writes nothing.
+
+    For archives without a manifest that declares the sizes (upstream fixture
+    trees): run before :func:`extract_members`, so a gzip bomb is refused at
+    the header that crosses a cap instead of after its bytes are on disk.
+    """
+    find_member(archive, lambda _: False, limits, max_bytes=0)

@@ -51,7 +51,12 @@ from lattice_conformance.metrics import OutputResult, compare_dense, compare_spa
 from lattice_conformance.native_check import native_verification_crash
 from lattice_conformance.replay import CaseResult, ReplayResult
 from lattice_conformance.runners import Runner, RuntimeUnavailable, make_runner
-from lattice_conformance.safe_extract import extract_members, find_member, load_bounded_json
+from lattice_conformance.safe_extract import (
+    check_headers,
+    extract_members,
+    find_member,
+    load_bounded_json,
+)
 from lattice_conformance.upstream_tensors import TensorFile, read_tensors
 
 Array = npt.NDArray[Any]
@@ -214,8 +219,10 @@ def open_upstream_tree(
     if p.is_dir():
         yield p, tree_cases(p)
         return
+    limits = limits or ArchiveLimits()
+    check_headers(p, limits)  # a tree declares no sizes: every header against the caps first
     with tempfile.TemporaryDirectory(prefix="lattice-upstream-") as tmp:
-        extract_members(p, Path(tmp), limits or ArchiveLimits())
+        extract_members(p, Path(tmp), limits)
         root = _root_of(Path(tmp))
         yield root, tree_cases(root)
 
