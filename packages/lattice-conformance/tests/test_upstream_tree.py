@@ -260,3 +260,41 @@ def test_sniffing_an_archive_is_bounded(migrated: Path, tmp_path: Path) -> None:
     result = replay_archive(behind, runtime="mlx")
     assert result.error is not None and "over the caps" in result.error, result.error
     assert "a.bin" in result.error and result.exit_code == 2
+
+
+def _edit_inputs(root: Path, case: str, edit: Callable[[dict[str, torch.Tensor]], None]) -> None:
+    path = str(root / case / "inputs.safetensors")
+    tensors = load_torch(path)
+    edit(tensors)
+    save_torch(tensors, path)
+
+
+def test_inputs_must_hold_the_declared_dtype(migrated: Path, tmp_path: Path) -> None:
+    case = "sparse_classifier"
+    root = _tree_of(migrated, tmp_path, case)
+
+    def to_half(tensors: dict[str, torch.Tensor]) -> None:
+        tensors["x_features"] = tensors["x_features"].half()
+
+    _edit_inputs(root, case, to_half)
+    passed, reasons = _only_case(root)
+    assert not passed
+    assert "input 'x_features' is stored as f16 but the graph declares f32" in reasons
+
+
+def test_lattice_unit_coordinates_that_leave_int32_are_refused(
+    migrated: Path, tmp_path: Path
+) -> None:
+    case = "pool_transpose"  # a stride (2, 1, 1) source stored in lattice units
+    root = _tree_of(migrated, tmp_path, case)
+
+    def far(tensors: dict[str, torch.Tensor]) -> None:
+        tensors["source_coords"][0, 1] = 2**31 - 1  # times 2 wrapped to -2 before
+
+    _edit_inputs(root, case, far)
+    (result,) = replay_archive(root, runtime="mlx", coords="lattice-units").cases
+    reasons = " ".join(result.reasons)
+    assert not result.passed
+    assert (
+        "input 'source_coords': coordinates times the stride (2, 1, 1) leave the int32" in reasons
+    )

@@ -33,6 +33,7 @@ writing anything, under the safe extractor's caps.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -256,9 +257,38 @@ def _sparse_input_strides(runner: Runner) -> dict[str, tuple[int, int, int]]:
     return strides
 
 
-def _scaled(coords: Array, stride: Sequence[int]) -> Array:
-    scaled: Array = coords * np.asarray((1, *stride), dtype=coords.dtype)
+def _scaled(coords: Array, stride: Sequence[int], where: str) -> Array:
+    """Lattice-unit coordinates times the stride, refused where a product leaves int32."""
+    wide = coords.astype(np.int64) * np.asarray((1, *stride), dtype=np.int64)
+    if wide.size and (int(wide.max()) > _INT32_MAX or int(wide.min()) < -_INT32_MAX - 1):
+        raise UpstreamTreeError(
+            "lattice_units",
+            f"{where}: coordinates times the stride {tuple(stride)} leave the int32 range, so "
+            "they cannot be lattice units of this graph; replay without --coords lattice-units",
+        )
+    scaled: Array = wide.astype(coords.dtype)
     return scaled
+
+
+_INT32_MAX: Final = 2**31 - 1
+_ELEMENT_TYPE = re.compile(r"x(bf16|f16|f32|f64|i8|i16|i32|i64)>\s*$")
+
+
+def _check_input_dtype(case: TreeCase, name: str, declared_type: str, inputs: TensorFile) -> str:
+    """The declared element type of an input, which the stored tensor must hold exactly."""
+    found = _ELEMENT_TYPE.search(declared_type)
+    declared = found.group(1) if found else "other"
+    stored = inputs.dtypes[name]
+    if found is None or stored == declared:
+        return declared
+    value = inputs.arrays[name]
+    if declared == "bf16" and stored == "f32" and not np.any(value.view(np.uint32) & 0xFFFF):
+        return declared  # bf16 values carried as f32 (as Lattice archives carry them): exact
+    raise UpstreamTreeError(
+        "bad_arrays",
+        f"case {case.name!r}: input {name!r} is stored as {stored} but the graph declares "
+        f"{declared} ({declared_type}); store it as {declared}",
+    )
 
 
 def _inputs(
@@ -285,7 +315,7 @@ def _inputs(
                     "coordinates are (N, 4) rows (batch, x, y, z)",
                 )
             if coords == "lattice-units":
-                value = _scaled(value, stride)
+                value = _scaled(value, stride, f"case {case.name!r}: input {name!r}")
             elif value.size and np.any(value[:, 1:] % np.asarray(stride)):
                 raise UpstreamTreeError(
                     "lattice_units",
@@ -293,8 +323,9 @@ def _inputs(
                     f"stride {stride}: they are in lattice units; replay with --coords "
                     "lattice-units to multiply them by the stride",
                 )
+        declared = _check_input_dtype(case, name, arg["type"], inputs)
         values.append(value)
-        dtypes.append("bf16" if "bf16" in arg["type"] else "other")  # only bf16 is converted
+        dtypes.append("bf16" if declared == "bf16" else "other")  # only bf16 is converted
     return values, dtypes
 
 
@@ -327,7 +358,7 @@ def _expected_sparse(
     count = int(active[0])
     want_coords, want_feats = want_coords[:count], want_feats[:count]  # rows past it: padding
     if coords == "lattice-units":
-        want_coords = _scaled(want_coords, stride)
+        want_coords = _scaled(want_coords, stride, f"case {case.name!r}: expected {keys[0]}")
     return SparseArrays(want_coords, want_feats, stride), expected.dtypes[keys[1]]
 
 
