@@ -48,7 +48,12 @@ from safetensors.torch import save_file
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 from torch_lattice.data import PointCloud, VoxelizedDataset, sparse_collate
-from torch_lattice.distributed import DistributedContext, global_mean, init_distributed
+from torch_lattice.distributed import (
+    DistributedContext,
+    SparseDDP,
+    global_mean,
+    init_distributed,
+)
 from torch_lattice.models import MinkUNet
 from torch_lattice.nn import SyncBatchNorm
 
@@ -119,12 +124,19 @@ def build_model(ctx: DistributedContext, args: argparse.Namespace) -> torch.nn.M
         # With one rank SyncBatchNorm is BatchNorm; the script stays the same for any N.
         model = SyncBatchNorm.convert_sync_batchnorm(model)
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-        # Every MinkUNet parameter is used in every step: no find_unused_parameters.
-        model = DistributedDataParallel(model, device_ids=ids)
+        if args.find_unused_parameters:
+            # Models whose branches skip some steps: SparseDDP lets DDP see the
+            # features inside the SparseTensor the model returns.
+            model = SparseDDP(model, device_ids=ids, find_unused_parameters=True)
+        else:
+            # Every MinkUNet parameter is used in every step: no find_unused_parameters.
+            model = DistributedDataParallel(model, device_ids=ids)
     return model
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    if isinstance(model, SparseDDP):
+        return model.module
     return model.module if isinstance(model, DistributedDataParallel) else model
 
 
@@ -340,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--out", type=Path, default=Path("out/train_ddp"))
     parser.add_argument("--no-export", action="store_true", help="skip export and replay")
+    parser.add_argument(
+        "--find-unused-parameters",
+        action="store_true",
+        help="wrap in torch_lattice.distributed.SparseDDP with find_unused_parameters=True "
+        "(for models with branches that skip steps; MinkUNet needs no such detection)",
+    )
     return parser
 
 
