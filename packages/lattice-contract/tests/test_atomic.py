@@ -8,6 +8,7 @@ killed with SIGKILL; the parent then looks at what is on disk.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -169,6 +170,30 @@ def test_the_exchange_is_really_used_on_linux(tmp_path: Path) -> None:
     (a / "x").write_text("a")
     assert atomic._exchange(a, b)
     assert (b / "x").read_text() == "a" and not (a / "x").exists()
+
+
+def test_a_save_forks_no_process_while_it_holds_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child forked under the lock shares it until it execs (the old libc lookup forked).
+
+    ``ctypes.util.find_library`` runs ``ldconfig``; a writer killed while
+    that child had not exec'd yet left the lock taken after its own death.
+    """
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2 is Linux's")
+    target = tmp_path / "m.lattice"
+    atomic_bundle_write(target, _write_version("O", 16))
+    atomic._renameat2.cache_clear()  # the lookup a fresh process makes on its first save
+
+    def no_fork(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a save started a process")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_fork)
+    monkeypatch.setattr(os, "fork", no_fork)
+    atomic_bundle_write(target, _write_version("N", 16))
+    assert _version(target, 16) == "N"
+    assert atomic._renameat2() is not None  # the exchange itself was available
 
 
 KILL_TRIALS = 15

@@ -47,6 +47,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import hashlib
 import os
 import shutil
@@ -56,7 +57,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "Companion",
@@ -338,19 +339,39 @@ def _place_companion(pending: Path | None, companion: Companion | None) -> None:
     _fsync_path(_parent(companion.path), directory=True)
 
 
+@functools.cache
+def _renameat2() -> Any:
+    """libc's ``renameat2``, looked up once per process; None where libc has none.
+
+    The process's own symbols come first (``CDLL(None)``: glibc is loaded),
+    so a save never runs ``ctypes.util.find_library``, which forks
+    ``ldconfig``: a process forked while the writer lock is held shares the
+    lock until it execs, and a writer killed in that window left the lock
+    taken for a moment after its death.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    finders: tuple[Callable[[], str | None], ...] = (
+        lambda: None,
+        lambda: ctypes.util.find_library("c"),
+    )
+    for find in finders:
+        try:
+            function = ctypes.CDLL(find(), use_errno=True).renameat2
+        except (OSError, AttributeError):
+            continue
+        function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+        function.argtypes += [ctypes.c_uint]
+        function.restype = ctypes.c_int
+        return function
+    return None
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
-    if not sys.platform.startswith("linux"):
+    renameat2 = _renameat2()
+    if renameat2 is None:
         return False
-    libc_name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
-    renameat2.argtypes += [ctypes.c_uint]
-    renameat2.restype = ctypes.c_int
     if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     code = ctypes.get_errno()
