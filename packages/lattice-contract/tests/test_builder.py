@@ -999,7 +999,13 @@ def test_weight_shapes_against_the_op():
     _err(lambda: b.conv3d(input=x, weight=w, bias=bias, kernel_size=3), "'bias'", "(8,)")
     f = features_of(b, x)
     lin = b.weight(storage_key="lin", layout="linear_o_i", dtype="f32", shape=(3, 5))
-    _err(lambda: b.linear(input=f, weight=lin), "lattice.linear", "'weight'", "(C_out, 4)")
+    _err(
+        lambda: b.linear(input=f, weight=lin),
+        "lattice.linear",
+        "'weight'",
+        "input has 4 channels",
+        "[rule weight.in_channels]",
+    )
     _err(
         lambda: b.layer_norm(
             input=f, scale=_channel(b, 5), bias=vector(b, "b4", "bias_c", 4), eps=0.1
@@ -1036,7 +1042,11 @@ def test_stride_propagation():
     )
     assert b.target_conv_transpose3d(input=x, target=t1, weight=w, kernel_size=2, stride=2)
     _err(lambda: b.sparse_binary(lhs=x, rhs=t1, op="add", join="inner"), "'rhs'", "stride")
-    _err(lambda: b.sparse_cat(lhs=x, rhs=t4, join="outer"), "same stride")
+    _err(
+        lambda: b.sparse_cat(lhs=x, rhs=t4, join="outer"),
+        "has stride (4, 4, 4)",
+        "[rule stride.same]",
+    )
     _err(lambda: b.sparse_reindex(input=x, target=t1), "lattice.sparse.reindex", "'target'")
     up = b.generative_conv_transpose3d(input=x, weight=w, kernel_size=2, stride=2)
     assert up.type.stride == (1, 1, 1)
@@ -1076,7 +1086,12 @@ def test_feature_op_rules():
     _err(lambda: b.cast(input=f, dtype="i32", rounding="upward"), "'dtype'", "float")
     _err(lambda: b.cast(input=f, dtype="f16", rounding="nearest"), "'rounding'", "nearest_even")
     idx = b.add_input("idx", "tensor<?xi32>")
-    _err(lambda: b.cast(input=idx, dtype="f32", rounding="upward"), "'input'", "float tensors")
+    _err(
+        lambda: b.cast(input=idx, dtype="f32", rounding="upward"),
+        "'input'",
+        "not a float type",
+        "[rule cast.float]",
+    )
     _err(lambda: b.call(inputs=[f], callee="topk"), "'callee'", "not a registered", "argmax")
     _err(lambda: b.call(inputs=[f, f], callee="argmax"), "'inputs'", "takes 1")
     _err(lambda: b.call(inputs=[f, f], callee="gather_rows"), "'inputs'", "item 1", "i32 of rank 1")

@@ -12,6 +12,9 @@ import sys
 SPARSE = "!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>"
 
 
+MISMATCH = "operands must share a stride: 'lhs' is at (1, 1, 1) but 'rhs' is at (2, 2, 2)"
+
+
 def module(length: int) -> str:
     lines = [
         "func.func @forward(%c: tensor<?x4xi32>, %f: tensor<?x8xf32>, %a: tensor<1xi32>) -> !s {",
@@ -29,8 +32,7 @@ def module(length: int) -> str:
         )
         previous = f"%v{i}"
     lines += [
-        "  // expected-error @+1 {{operands must share a stride: 'lhs' is at (1, 1, 1) but "
-        "'rhs' is at (2, 2, 2)}}",
+        f"  // expected-error-re @+1 {{{{{MISMATCH}{{{{.*}}}}[rule stride.same]}}}}",
         f"  %y = lattice.sparse.cat {previous}, %coarse {{join = #lattice.join<inner>}} : "
         "(!s, !s) -> !s",
         "  return %y : !s",
