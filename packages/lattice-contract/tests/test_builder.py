@@ -618,6 +618,9 @@ def test_one_method_per_op_with_schema_keywords(name):
     op = SCHEMA.ops[name]
     method = getattr(MLIRModuleBuilder, op.python_name)
     params = list(inspect.signature(method).parameters.values())[1:]
+    # Unexpected keywords are typed Never (mypy rejects them) and reach emit's diagnostic.
+    assert params[-1].kind is inspect.Parameter.VAR_KEYWORD and params[-1].name == "unexpected"
+    params = params[:-1]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
     schema_names = [o.name for o in op.operands] + [a.name for a in op.attributes]
     assert [p.name for p in params][: len(schema_names)] == schema_names
@@ -632,7 +635,7 @@ def test_one_method_per_op_with_schema_keywords(name):
 def test_builder_surface_has_no_ops_outside_the_schema():
     public = {
         n
-        for n in vars(MLIRModuleBuilder)
+        for n in dir(MLIRModuleBuilder)
         if not n.startswith("_") and callable(getattr(MLIRModuleBuilder, n))
     }
     abi = {"add_input", "add_sparse_input", "add_output", "build", "emit"}
@@ -872,11 +875,18 @@ def test_unknown_keyword_names_the_op_and_suggests():
 
 def test_missing_operand_and_attribute():
     b, x, w = _ctx()
-    _err(lambda: b.conv3d(weight=w, kernel_size=3), "lattice.conv3d", "missing operand 'input'")
-    _err(lambda: b.conv3d(input=x, weight=w), "missing attribute 'kernel_size'", "three ints")
-    _err(lambda: b.pool3d(input=x, kernel_size=2), "missing attribute 'mode'", "'max', 'avg'")
+    # emit() (generic over the schema) names the op, the argument and the rule ...
+    _err(lambda: b.emit("conv3d", weight=w, kernel_size=3), "missing operand 'input'")
+    _err(lambda: b.emit("conv3d", input=x, weight=w), "missing attribute 'kernel_size'")
+    _err(lambda: b.emit("pool3d", input=x, kernel_size=2), "missing attribute 'mode'", "'max'")
     f = features_of(b, x)
-    _err(lambda: b.cast(input=f, rounding="upward"), "lattice.cast", "missing keyword 'dtype'")
+    _err(lambda: b.emit("cast", input=f, rounding="upward"), "missing keyword 'dtype'")
+    # ... and the typed methods make the same keywords required in their signatures
+    # (a TypeError at the call, an error for mypy before it).
+    with pytest.raises(TypeError, match="'input'"):
+        b.conv3d(weight=w, kernel_size=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'dtype'"):
+        b.cast(input=f, rounding="upward")  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,15 @@ builder method per dialect op; the builder checks every argument against the
 schema while the graph is being built, infers each result's type, and finally
 prints the module exactly as MLIR itself prints it.  Nothing outside
 :mod:`lattice_contract.schema` lists op, operand or attribute names: the
-methods (``conv3d``, ``sparse_make``, ``sparse_binary``...) and their keyword
-arguments are created from the :class:`~lattice_contract.schema.OpDef`
-records when this module is imported.  What the schema cannot say -- how a
-result's type follows from the operands (strides multiply or divide, channel
-counts come from weight shapes) -- lives in the result-type rules below, each
-bound to a schema op by name and checked against it.
+methods (``conv3d``, ``sparse_make``, ``sparse_binary``...) and their typed
+keyword arguments are generated from the :class:`~lattice_contract.schema.OpDef`
+records into :mod:`lattice_contract.builder_methods` (checked in, so mypy
+rejects ``kernel_sise=``; a test regenerates it).  What the schema cannot say
+-- how a result's type follows from the operands (strides multiply or divide,
+channel counts come from weight shapes) -- lives in the result-type rules of
+:mod:`lattice_contract.builder_rules`; the schema-driven argument checks are in
+:mod:`lattice_contract.builder_args` and the MLIR spellings in
+:mod:`lattice_contract.builder_text`.  Every error names its rule ID.
 
 Typical use::
 
@@ -30,12 +33,11 @@ exporter fails at the layer that caused it rather than in the native verifier.
 from __future__ import annotations
 
 import difflib
-import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lattice_contract.builder_args import (
     ATTRIBUTE_DEFAULTS,
@@ -45,6 +47,7 @@ from lattice_contract.builder_args import (
     _normalize_attr,
     _owner_error,
 )
+from lattice_contract.builder_methods import GeneratedOps
 from lattice_contract.builder_rules import (
     _ACTIVE_TYPE,
     _COORDS_TYPE,
@@ -126,7 +129,7 @@ class _Arg:
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class MLIRModuleBuilder:
+class MLIRModuleBuilder(GeneratedOps):
     """Builds one lattice artifact module, one op per method call.
 
     Besides the ABI methods below, the builder has one method per schema op,
@@ -495,65 +498,24 @@ class MLIRModuleBuilder:
 
     # -- generated surface ------------------------------------------------------
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        """Unknown attribute: suggest the nearest schema op (methods exist for every op)."""
-        if name.startswith("__"):
-            raise AttributeError(name)
-        hint = difflib.get_close_matches(name, [o.python_name for o in SCHEMA.ops.values()], n=1)
-        raise AttributeError(
-            f"MLIRModuleBuilder has no method {name!r}"
-            + (f" (did you mean {hint[0]!r}?)" if hint else "")
-            + "; there is one method per lattice op, named after OpDef.python_name"
-        )
+    if not TYPE_CHECKING:  # unknown names stay type errors for mypy
 
-
-def _make_method(op: OpDef) -> Callable[..., Any]:
-    rule = _RULES[op.name]
-
-    def method(self: MLIRModuleBuilder, **kwargs: Any) -> Value | tuple[Value, ...]:
-        return self.emit(op.name, **kwargs)
-
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    for operand in op.operands:
-        default: Any = inspect.Parameter.empty
-        if operand.optional:
-            default = None
-        elif operand.variadic:
-            default = ()
-        params.append(
-            inspect.Parameter(operand.name, inspect.Parameter.KEYWORD_ONLY, default=default)
-        )
-    for attr in op.attributes:
-        value = _attr_default(attr.spec, attr.name)
-        if rule.prepare is not None and attr.spec.kind is AttrKind.symbol:
-            value = None  # derived from other arguments when omitted
-        params.append(
-            inspect.Parameter(
-                attr.name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=inspect.Parameter.empty if value is _MISSING else value,
+        def __getattr__(self, name: str) -> Callable[..., Any]:
+            """Unknown attribute: suggest the nearest schema op (methods exist for every op)."""
+            if name.startswith("__"):
+                raise AttributeError(name)
+            hint = difflib.get_close_matches(
+                name, [o.python_name for o in SCHEMA.ops.values()], n=1
             )
-        )
-    for name, value in rule.extras.items():
-        params.append(
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=inspect.Parameter.empty if value is _MISSING else value,
+            raise AttributeError(
+                f"MLIRModuleBuilder has no method {name!r}"
+                + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                + "; there is one method per lattice op, named after OpDef.python_name"
             )
-        )
-    method.__name__ = method.__qualname__ = op.python_name
-    method.__qualname__ = f"MLIRModuleBuilder.{op.python_name}"
-    method.__doc__ = (
-        f"{op.summary}\n\nAppends ``{op.mlir_name}``; keywords: "
-        + ", ".join(p.name for p in params[1:])
-        + "."
-    )
-    method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    return method
 
 
-def _install_methods() -> None:
+def _check_surface() -> None:
+    """The typed methods, the result-type rules and the defaults match the schema."""
     missing = sorted(set(SCHEMA.ops) - set(_RULES))
     if missing:  # pragma: no cover - a schema op without a result-type rule
         raise TypeError("builder has no result-type rule for: " + ", ".join(missing))
@@ -563,7 +525,11 @@ def _install_methods() -> None:
     for op in SCHEMA.ops.values():
         if op.python_name in vars(MLIRModuleBuilder):
             raise TypeError(f"schema op {op.name} collides with builder method {op.python_name}")
-        setattr(MLIRModuleBuilder, op.python_name, _make_method(op))
+        if op.python_name not in vars(GeneratedOps):  # pragma: no cover - regenerate the file
+            raise TypeError(
+                f"builder_methods.py lacks {op.python_name}; run python -m "
+                "lattice_contract.builder_codegen"
+            )
 
 
-_install_methods()
+_check_surface()
