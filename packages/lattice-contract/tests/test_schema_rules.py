@@ -307,3 +307,11 @@ def test_builder_accepts_geometry_just_inside_int32():
     x = b.add_sparse_input("x", channels=4, dtype="f32", stride=BIG)
     y = b.conv3d(input=x, weight=_conv_w(b, "w", (4, 1, 1, 1, 4)), kernel_size=1, stride=1)
     assert y.type.stride == (BIG, BIG, BIG)
+
+
+def test_each_op_section_of_the_docs_lists_its_rules():
+    text = DOCS.read_text(encoding="utf-8")
+    for op in SCHEMA.ops.values():
+        section = text.split(f"### `{op.mlir_name}`\n", 1)[1].split("\n### ", 1)[0]
+        ids = ", ".join(f"`{u.rule.id}`" for u in op.rules) or "none"
+        assert f"see the rule index): {ids}.\n" in section, op.name

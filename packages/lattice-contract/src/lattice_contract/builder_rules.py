@@ -28,6 +28,7 @@ from lattice_contract.schema import (
     SCHEMA,
     WEIGHT_DTYPES,
     ActivationKind,
+    ChannelRule,
     GeluApprox,
     OpDef,
     StrideRule,
@@ -263,7 +264,9 @@ def _conv_like(
         target = call.operands.get("target") is not None
     _, vt, in_stride, in_channels = call.sparse("input")
     channels = (
-        _conv_weight(call, in_channels, vt.dtype) if "weight" in call.operands else in_channels
+        _conv_weight(call, in_channels, vt.dtype)
+        if call.op.channels is ChannelRule.weight
+        else in_channels
     )
     _check_bias(call, channels, vt.dtype)
     if stride_rule == "keep":
