@@ -315,3 +315,74 @@ def test_each_op_section_of_the_docs_lists_its_rules():
         section = text.split(f"### `{op.mlir_name}`\n", 1)[1].split("\n### ", 1)[0]
         ids = ", ".join(f"`{u.rule.id}`" for u in op.rules) or "none"
         assert f"see the rule index): {ids}.\n" in section, op.name
+
+
+# The same bound in two languages: the builder (Python) and the native verifier
+# (C++) must accept and refuse the same attributes, at the int32 edge.
+EDGE = [
+    # (op, input stride, kernel, stride, padding, dilation)
+    ("conv3d", 1, 3, 1, 0, 2**30 - 1),  # (K-1)*d = 2^31 - 2: fits
+    ("conv3d", 1, 3, 1, 1, 2**30 - 1),  # 2^31 - 1: fits exactly
+    ("conv3d", 1, 3, 1, 2, 2**30 - 1),  # 2^31: refused
+    ("conv3d", 2**15, 1, 2**16, 0, 1),  # output stride 2^31: refused
+    ("conv3d", 2**15, 1, 2**16 - 1, 0, 1),  # fits
+    ("conv_transpose3d", 2**20, 2**11, 2**20, 0, 1),  # s*K = 2^31: refused
+    ("conv_transpose3d", 2**20, 2**11 - 1, 2**20, 0, 1),  # fits (fine stride 1)
+    ("subm_conv3d", 2**29, 5, None, None, 1),  # physical reach 4 * 2^29 = 2^31: refused
+    ("subm_conv3d", 2**29, 4, None, None, 1),  # 3 * 2^29: fits
+    ("pool3d", 1, 1, 1, 2**31 - 1, 1),  # padding alone at the limit: fits
+]
+
+
+@pytest.mark.parametrize(("op", "t", "k", "s", "p", "d"), EDGE)
+def test_builder_and_native_verifier_agree_on_the_int32_geometry_bound(op, t, k, s, p, d):
+    import lattice_mlir
+
+    attrs: dict[str, object] = {"kernel_size": k, "dilation": d}
+    if s is not None:
+        attrs.update(stride=s, padding=p)
+    problem = geometry_int32_problem(
+        kernel_size=(k, k, k),
+        stride=None if s is None else (s, s, s),
+        padding=None if p is None else (p, p, p),
+        dilation=(d, d, d),
+        input_stride=(t, t, t),
+        step={"conv3d": "multiply", "pool3d": "multiply", "conv_transpose3d": "divide"}.get(
+            op, "input"
+        ),
+    )
+    # The native side: the module built with harmless attributes, then given these ones.
+    b = MLIRModuleBuilder()
+    x = b.add_sparse_input("x", channels=4, dtype="f32", stride=t)
+    safe = {key: 1 for key in attrs} | ({"padding": 0} if "padding" in attrs else {})
+    args: dict[str, object] = {"input": x, **safe}
+    if op == "pool3d":
+        args["mode"] = "max"
+    else:
+        args["weight"] = _conv_w(b, "w", (4, 1, 1, 1, 4))
+    b.add_output("y", b.emit(op, **args))
+    lines = b.build().splitlines()
+    row = next(i for i, line in enumerate(lines) if f"lattice.{op} " in line)
+    for key, value in attrs.items():  # only the op under test, not sparse.make's stride
+        lines[row] = re.sub(
+            rf"{key} = array<i64: [0-9, ]+>",
+            f"{key} = array<i64: {value}, {value}, {value}>",
+            lines[row],
+        )
+    text = "\n".join(lines) + "\n"
+    status = lattice_mlir.verify(text)
+    tagged = rule_tag("geometry.int32").strip() in status.diagnostics
+    assert tagged == (problem is not None), (problem, status.diagnostics)
+    # And the builder refuses exactly then (it checks weight shapes first: match them).
+    b2 = MLIRModuleBuilder()
+    x2 = b2.add_sparse_input("x", channels=4, dtype="f32", stride=t)
+    args2: dict[str, object] = {"input": x2, **attrs}
+    if op == "pool3d":
+        args2["mode"] = "max"
+    else:
+        args2["weight"] = _conv_w(b2, "w", (4, k, k, k, 4))
+    if problem is None:
+        b2.emit(op, **args2)
+    else:
+        with pytest.raises(BuilderError, match=re.escape(rule_tag("geometry.int32"))):
+            b2.emit(op, **args2)
