@@ -466,9 +466,6 @@ def _call(call: _Call) -> tuple[ValueType, ...]:
 BUILDER_SCALE_DTYPES: tuple[str, ...] = ("f16", "f32")
 """Scale dtypes the builder writes (every reader, upstream's too, accepts them)."""
 
-_PACKABLE_FAMILIES = (WeightFamily.conv3d, WeightFamily.linear)
-"""Families whose weights may be affine-packed (the big matrices; never bias or norm)."""
-
 
 def _prepare_weight(kwargs: dict[str, Any]) -> set[str]:
     """The symbol defaults to the storage key (quoted when it is not a bare identifier)."""
@@ -507,7 +504,7 @@ def _weight(call: _Call) -> tuple[ValueType, ...]:
         )
     dtype = call.extras["dtype"]
     if packing is not None:
-        if family not in _PACKABLE_FAMILIES:
+        if not family.packable:
             call.fail("weight.packable", "packing", f"is given for a {family.value} weight")
         if packing["scale_dtype"] not in BUILDER_SCALE_DTYPES:
             call.fail("weight.scale_dtype", "packing", f"has scale_dtype {packing['scale_dtype']}")
