@@ -1,6 +1,6 @@
 """Print a lattice module whose stride mismatch sits behind a chain of N ops.
 
-``invalid/stride_chain_long.mlir`` runs it: the verifier must find the
+``invalid/stride.same--chain_long.mlir`` runs it: the verifier must find the
 mismatch however long the chain (an earlier def-chain walk gave up after
 1,024 ops and accepted such graphs).  Usage: ``long_stride_chain.py N``.
 """
