@@ -386,3 +386,14 @@ def test_builder_and_native_verifier_agree_on_the_int32_geometry_bound(op, t, k,
     else:
         with pytest.raises(BuilderError, match=re.escape(rule_tag("geometry.int32"))):
             b2.emit(op, **args2)
+
+
+def test_the_weight_family_table_of_the_docs_is_the_schemas():
+    text = DOCS.read_text(encoding="utf-8")
+    for f in WeightFamily:
+        row = f"| {f.value} | `{f.layout.value}` | "
+        assert row in text, row
+        line = next(line for line in text.splitlines() if line.startswith(row))
+        assert line.endswith(" yes |" if f.packable else " no |"), line
+        axes = [a for a in line.split(" | ")[2].strip("()").split(",") if a.strip()]
+        assert len(axes) == f.rank, line
