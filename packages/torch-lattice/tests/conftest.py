@@ -16,6 +16,20 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
+@pytest.fixture(scope="module")
+def triton_interpreter() -> Iterator[None]:
+    """``TRITON_INTERPRET=1`` for one test module on a machine without CUDA, restored after it.
+
+    The Triton tests run their kernels on the interpreter there (torch_lattice's
+    kernels choose it themselves when no GPU is present); the variable is set
+    for Triton's own code too, and never outlives the module that asked for it.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        if not torch.cuda.is_available():
+            patch.setenv("TRITON_INTERPRET", "1")
+        yield
+
+
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     """One torch thread: spconv's CPU scatter-add races with more (its oracle tests use it)."""
