@@ -13,7 +13,8 @@
 //  * exotic rules of the hand-written verifyRules overloads
 //    (LatticeVerify.cpp, LatticeVerifyExtraOps.cpp).
 //
-// Defined in LatticeVerifySchema.cpp.
+// Defined in LatticeVerifySchema.cpp (generic layer, accessors, strides) and
+// LatticeVerifyGenerated.cpp (generated rules).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +36,12 @@ bool isFloatDtype(Type type);
 std::optional<Triple> multiplyTriple(const Triple &a, const Triple &b);
 /// a / b per axis, or nullopt when some b does not divide a.
 std::optional<Triple> divideTriple(const Triple &a, const Triple &b);
+/// The operand the schema calls `name` (null when absent, variadic or out of
+/// range), read without trusting the op's own invariants.
+Value operandNamed(Operation *op, llvm::StringRef name);
+/// A triple attribute with every component >= `minimum`, or nullopt when it
+/// is absent, malformed or out of range (its own rule reports that).
+std::optional<Triple> tripleAttr(Operation *op, llvm::StringRef name, int64_t minimum = 1);
 
 /// Operand kinds, undeclared attributes, attribute values and element-type
 /// agreement, from the op's schema tables.
