@@ -128,7 +128,7 @@ def test_artifact_status_parses_the_graph_once(
     import lattice_mlir
 
     calls: list[str] = []
-    for name in ("verify", "import_plan"):
+    for name in ("verify", "import_plan", "verify_and_import"):
         real = getattr(lattice_mlir, name)
 
         def counted(graph: str, _real: Any = real, _name: str = name) -> Any:
@@ -142,11 +142,11 @@ def test_artifact_status_parses_the_graph_once(
     graph = b.build()
     artifact = package.LatticeArtifact(graph, {})
     assert package.lattice_artifact_status(artifact).valid
-    assert calls == ["import_plan"]
+    assert calls == ["verify_and_import"]
     bad = graph.replace("lattice.ir_version = 2", "lattice.ir_version = 3")
     calls.clear()
     status = package.lattice_artifact_status(package.LatticeArtifact(bad, {}))
-    assert calls == ["import_plan"] and not status.valid
+    assert calls == ["verify_and_import"] and not status.valid
     graph_status = package.lattice_graph_status(bad)
     assert status.diagnostics == graph_status.diagnostics and "ir_version" in status.diagnostics
 

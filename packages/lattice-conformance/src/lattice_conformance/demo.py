@@ -251,9 +251,7 @@ def _verify(result: VariantResult, stages: Stages) -> None:
 
     graph = (result.path / "graph.mlir").read_text()
     with stages(f"verify {result.name} (native MLIR)"):
-        status = lattice_mlir.verify(graph)
-        if status.valid:
-            lattice_mlir.import_plan(graph)
+        status, _ = lattice_mlir.verify_and_import(graph)
     result.verified = bool(status.valid)
     result.diagnostics = status.diagnostics
     weights = result.path / "weights.safetensors"

@@ -233,17 +233,18 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
             loaded: ArtifactT = artifact
         else:
             loaded = self.load_artifact(artifact)  # type: ignore[arg-type]
-        in_process = verify.native_module() is not None
-        if in_process and lattice_opt is None and isinstance(loaded.graph, str):
-            # The native import verifies as it parses, with the same diagnostics
-            # as verify, so the graph is parsed and verified once, not twice.
-            status = LatticeMLIRStatus(True, "")
+        if lattice_opt is None and isinstance(loaded.graph, str):
+            # One native call parses, verifies and imports the graph (without the
+            # native module it verifies through lattice-opt and gives no plan).
+            status, plan = verify.graph_status_and_plan(
+                loaded.graph, env=self.adapter.lattice_opt_env
+            )
         else:
-            status = self.graph_status(loaded.graph, lattice_opt=lattice_opt)
-            if not status.valid or not in_process:
-                return status
+            status, plan = self.graph_status(loaded.graph, lattice_opt=lattice_opt), None
+        if not status.valid or plan is None:
+            return status
         try:
-            self.program(verify.import_native_plan(loaded.graph), loaded.weights)
+            self.program(plan, loaded.weights)
         except LatticeValidationError as exc:
             return LatticeMLIRStatus(False, exc.diagnostics)
         except ValueError as exc:
