@@ -56,7 +56,7 @@ from typing import Any, Protocol, TypeVar
 
 from lattice_contract.options import packed_geometry
 from lattice_contract.plan import PlanError
-from lattice_contract.schema import SCHEMA, Op, OpDef, TypeKind, WeightLayout
+from lattice_contract.schema import SCHEMA, Op, OpDef, TypeKind, WeightLayout, layout_family
 from lattice_contract.typecheck import ValueType
 
 __all__ = [
@@ -80,15 +80,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT_PARAMETER = "context"
 """Name of the optional leading lowering parameter that receives the execution context."""
 
-_LAYOUT_RANK: Mapping[str, int] = MappingProxyType(
-    {
-        WeightLayout.conv3d_o_xyz_i.value: 5,
-        WeightLayout.linear_o_i.value: 2,
-        WeightLayout.bias_c.value: 1,
-        WeightLayout.channel_c.value: 1,
-        WeightLayout.embedding_n_c.value: 2,
-    }
-)
 _LAYOUT_AXES: Mapping[str, str] = MappingProxyType(
     {
         WeightLayout.conv3d_o_xyz_i.value: "(C_out, Kx, Ky, Kz, C_in)",
@@ -213,7 +204,7 @@ def resolve_weight(
     for a conv weight, refined by the consuming op.  Every violation raises
     :class:`WeightContractError` naming the key.
     """
-    rank = _LAYOUT_RANK[layout]
+    rank = layout_family(WeightLayout(layout)).rank
     axes = _LAYOUT_AXES[layout]
     if packing is None:
         if storage_key not in store:

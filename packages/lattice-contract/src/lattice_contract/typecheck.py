@@ -40,7 +40,6 @@ from lattice_contract.schema import (
     TypeConstraint,
     TypeKind,
     WeightFamily,
-    WeightLayout,
 )
 
 __all__ = [
@@ -53,17 +52,11 @@ __all__ = [
 ]
 
 LAYOUT_OF_FAMILY: Mapping[str, str] = MappingProxyType(
-    {
-        WeightFamily.conv3d.value: WeightLayout.conv3d_o_xyz_i.value,
-        WeightFamily.linear.value: WeightLayout.linear_o_i.value,
-        WeightFamily.bias.value: WeightLayout.bias_c.value,
-        WeightFamily.channel.value: WeightLayout.channel_c.value,
-        WeightFamily.embedding.value: WeightLayout.embedding_n_c.value,
-    }
+    {family.value: family.layout.value for family in WeightFamily}
 )
-"""The one layout each weight family is stored in."""
+"""The one layout each weight family is stored in (read from the schema's family table)."""
 
-PACKABLE_FAMILIES: tuple[str, ...] = (WeightFamily.conv3d.value, WeightFamily.linear.value)
+PACKABLE_FAMILIES: tuple[str, ...] = tuple(f.value for f in WeightFamily if f.packable)
 """The weight families whose weights may be packed (int4/int8)."""
 
 

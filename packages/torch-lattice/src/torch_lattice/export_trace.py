@@ -22,7 +22,6 @@ from typing import Any
 import torch
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value
 from lattice_contract.schema import SCHEMA, OpDef, TypeKind, WeightFamily
-from lattice_contract.typecheck import LAYOUT_OF_FAMILY, PACKABLE_FAMILIES
 
 from torch_lattice.artifact.backend import dtype_name
 from torch_lattice.ops.quant import QuantizedWeight, quantize_weight
@@ -228,11 +227,11 @@ class GraphTracer:
             )
         kwargs: dict[str, Any] = {
             "storage_key": key,
-            "layout": LAYOUT_OF_FAMILY[family.value],
+            "layout": family.layout.value,
             "shape": tuple(int(d) for d in tensor.shape),
         }
         stored: torch.Tensor | QuantizedWeight = tensor
-        if self.quantize is not None and family.value in PACKABLE_FAMILIES:
+        if self.quantize is not None and family.packable:
             bits, group = self.quantize["bits"], self.quantize["group_size"]
             if tensor.shape[-1] % group == 0:
                 stored = quantize_weight(tensor, bits=bits, group_size=group)
