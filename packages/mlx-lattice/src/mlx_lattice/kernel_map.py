@@ -32,13 +32,9 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.kernel import (
-    Triple,
-    centred_tap_offsets,
-    subm_offsets,
-    tap_index,
-    tap_offsets,
-)
+from lattice_contract import geometry
+from lattice_contract.kernel import Triple, subm_offsets, tap_index
+from lattice_contract.options import Window
 
 from mlx_lattice.coord_range import check_emitted
 from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, flat_nonzero
@@ -339,25 +335,15 @@ def full_conv_support(
     index = _index(cache, coords, stride)
     logical = _logical(coords, stride)
     lo, hi = _box(index.space)
-    out_lo = [lo[0]] + [
-        (lo[1 + a] + padding[a] - (kernel_size[a] - 1) * dilation[a]) // op_stride[a]
-        for a in range(3)
-    ]
-    out_hi = [hi[0]] + [(hi[1 + a] + padding[a]) // op_stride[a] for a in range(3)]
-    out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
-    shifts = [
-        (padding[0] - t[0], padding[1] - t[1], padding[2] - t[2])
-        for t in tap_offsets(kernel_size, dilation)
-    ]
+    out_space = KeySpace.from_bounds(
+        *geometry.full_output_bounds(lo, hi, Window(kernel_size, op_stride, padding, dilation))
+    )
+    shifts = geometry.full_shifts(kernel_size, padding, dilation)
     valid: mx.array | None = None
     if op_stride != (1, 1, 1):
         valid = mx.stack(_divisible(logical, shifts, op_stride))
-    out_stride = (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
+    out_stride = geometry.forward_stride(stride, op_stride)
     return _generate(cache, key, logical, valid, shifts, op_stride, True, out_stride, out_space)
-
-
-def _scaled(stride: Triple, op_stride: Triple) -> Triple:
-    return (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
 
 
 def coarsened_support(
@@ -375,7 +361,7 @@ def coarsened_support(
     hit = cache.relations.get(key)
     if isinstance(hit, tuple):
         return hit
-    out_stride = _scaled(stride, op_stride)
+    out_stride = geometry.forward_stride(stride, op_stride)
     logical = _logical(coords, stride) // mx.array((1, *op_stride), dtype=mx.int32)
     space = KeySpace.of(logical)
     n = int(logical.shape[0])
@@ -406,13 +392,6 @@ def _centred_map(
     return _assemble(found, rows, out_rows, index.size, m)
 
 
-def _centred_shifts(kernel_size: Triple, padding: Triple, dilation: Triple) -> list[Triple]:
-    return [
-        (off[0] - padding[0], off[1] - padding[1], off[2] - padding[2])
-        for off in centred_tap_offsets(kernel_size, dilation)
-    ]
-
-
 def conv_support(
     cache: SupportCache,
     coords: mx.array,
@@ -433,29 +412,18 @@ def conv_support(
     if isinstance(hit, GeneratedSupport):
         return hit
     out_coords, out_cache = coarsened_support(cache, coords, stride, op_stride)
-    out_stride = _scaled(stride, op_stride)
-    if op_stride == (1, 1, 1) and padding == (0, 0, 0) and all(k % 2 for k in kernel_size):
+    out_stride = geometry.forward_stride(stride, op_stride)
+    if geometry.is_submanifold_relation(kernel_size, op_stride, padding):
         kmap = subm_map(cache, coords, stride, kernel_size, dilation)
     else:
         index = _index(cache, coords, stride)
         target = _logical(out_coords, out_stride)
         kmap = _centred_map(
-            index, target, op_stride, _centred_shifts(kernel_size, padding, dilation)
+            index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
         )
     generated = GeneratedSupport(coords=out_coords, stride=out_stride, cache=out_cache, kmap=kmap)
     cache.relations[key] = generated
     return generated
-
-
-def transposed_stride(stride: Triple, op_stride: Triple) -> Triple:
-    """Output stride t/s of a transposed op, with an error when s does not divide t."""
-    if any(t % s for t, s in zip(stride, op_stride, strict=True)):
-        raise ValueError(
-            f"a transposed conv with stride {op_stride} needs an input whose stride is a "
-            f"multiple of it on every axis (the output stride is input stride / stride), "
-            f"but the input stride is {stride}"
-        )
-    return (stride[0] // op_stride[0], stride[1] // op_stride[1], stride[2] // op_stride[2])
 
 
 def transpose_support(
@@ -468,22 +436,19 @@ def transpose_support(
     dilation: Triple,
 ) -> GeneratedSupport:
     """Output support and map of a transposed conv: every ``o = c s - p + k d``; stride t/s."""
-    out_stride = transposed_stride(stride, op_stride)
+    out_stride = geometry.transposed_stride(stride, op_stride, "conv_transpose3d")
     key = ("transpose", kernel_size, op_stride, padding, dilation)
     hit = cache.relations.get(key)
     if isinstance(hit, GeneratedSupport):
         return hit
     index = _index(cache, coords, stride)
     lo, hi = _box(index.space)
-    out_lo = [lo[0]] + [lo[1 + a] * op_stride[a] - padding[a] for a in range(3)]
-    out_hi = [hi[0]] + [
-        hi[1 + a] * op_stride[a] - padding[a] + (kernel_size[a] - 1) * dilation[a] for a in range(3)
-    ]
-    out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
-    shifts = [
-        (t[0] - padding[0], t[1] - padding[1], t[2] - padding[2])
-        for t in tap_offsets(kernel_size, dilation)
-    ]
+    out_space = KeySpace.from_bounds(
+        *geometry.transposed_output_bounds(
+            lo, hi, Window(kernel_size, op_stride, padding, dilation)
+        )
+    )
+    shifts = geometry.transposed_shifts(kernel_size, padding, dilation)
     logical = _logical(coords, stride)
     return _generate(cache, key, logical, None, shifts, op_stride, False, out_stride, out_space)
 
@@ -514,7 +479,7 @@ def target_conv_map(
         index = _index(cache, coords, stride)
         target = _logical(target_coords, target_stride)
         kmap = _centred_map(
-            index, target, op_stride, _centred_shifts(kernel_size, padding, dilation)
+            index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
         )
     cache.relations[key] = kmap
     return kmap
@@ -542,11 +507,11 @@ def target_transpose_map(
     hit = cache.relations.get(key)
     if isinstance(hit, KernelMap):
         return hit
-    geometry = (kernel_size, op_stride, padding, dilation)
-    forward = target_cache.relations.get(("full", *geometry))
-    if not isinstance(forward, GeneratedSupport) and all(k % 2 == 0 or k == 1 for k in kernel_size):
+    window = (kernel_size, op_stride, padding, dilation)
+    forward = target_cache.relations.get(("full", *window))
+    if not isinstance(forward, GeneratedSupport) and geometry.indexed_equals_centred(kernel_size):
         # conv3d's centred rule is the indexed one for even and unit kernels.
-        forward = target_cache.relations.get(("conv", *geometry))
+        forward = target_cache.relations.get(("conv", *window))
     if isinstance(forward, GeneratedSupport) and forward.cache is cache:
         kmap = forward.kmap.transposed()
         cache.relations[key] = kmap
@@ -555,10 +520,7 @@ def target_transpose_map(
     target = _logical(target_coords, target_stride)
     m = int(target.shape[0])
     s = mx.array((1, *op_stride), dtype=mx.int32)
-    shifts = [
-        (padding[0] - t[0], padding[1] - t[1], padding[2] - t[2])
-        for t in tap_offsets(kernel_size, dilation)
-    ]
+    shifts = geometry.full_shifts(kernel_size, padding, dilation)
     keys = []
     for shift, valid in zip(shifts, _divisible(target, shifts, op_stride), strict=True):
         keys.append(mx.where(valid, index.space.pack(_shifted(target, shift) // s), -1))
@@ -585,5 +547,4 @@ __all__ = [
     "target_conv_map",
     "target_transpose_map",
     "transpose_support",
-    "transposed_stride",
 ]

@@ -21,6 +21,7 @@ from typing import Any
 
 import mlx.core as mx
 from lattice_contract.coord_range import Int32CoordinateError
+from lattice_contract.geometry import forward_stride, transposed_stride
 from lattice_contract.kernel import Triple, kernel_volume
 
 from mlx_lattice.kernel_map import (
@@ -31,7 +32,6 @@ from mlx_lattice.kernel_map import (
     target_conv_map,
     target_transpose_map,
     transpose_support,
-    transposed_stride,
 )
 from mlx_lattice.ops.feature import channel_vector
 from mlx_lattice.ops.quant import QuantizedWeight, quantized_matmul
@@ -233,14 +233,9 @@ def _strided(
     """The shared body of the forward and transposed families, with or without a target."""
     x = sparse_input(input, op)
     if transposed:
-        out_stride, rule = transposed_stride(x.stride, g.stride), "input stride / stride"
+        out_stride, rule = transposed_stride(x.stride, g.stride, op), "input stride / stride"
     else:
-        out_stride = (
-            x.stride[0] * g.stride[0],
-            x.stride[1] * g.stride[1],
-            x.stride[2] * g.stride[2],
-        )
-        rule = "input stride * stride"
+        out_stride, rule = forward_stride(x.stride, g.stride), "input stride * stride"
     product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
     geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
     if coordinates is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from lattice_contract.geometry import forward_stride, transposed_stride
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
@@ -601,7 +602,7 @@ def conv3d(
     x = require_sparse(input, "conv3d")
     k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv3d")
-    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    out_stride = forward_stride(x.stride, s)
     if coordinates is not None:
         target = _check_target(coordinates, x, out_stride, "conv3d")
         if _triton_wanted(x):
@@ -682,11 +683,7 @@ def conv_transpose3d(
     x = require_sparse(input, "conv_transpose3d")
     k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv_transpose3d")
-    if any(x.stride[a] % s[a] for a in range(3)):
-        raise ValueError(
-            f"conv_transpose3d: stride {s} must divide the input stride {x.stride} on every axis"
-        )
-    out_stride = (x.stride[0] // s[0], x.stride[1] // s[1], x.stride[2] // s[2])
+    out_stride = transposed_stride(x.stride, s, "conv_transpose3d")
     if coordinates is not None:
         target = _check_target(coordinates, x, out_stride, "conv_transpose3d")
         if _triton_wanted(x):
@@ -717,10 +714,7 @@ def generative_conv_transpose3d(
     k = triple(kernel_size, "kernel_size", minimum=1)
     s = triple(stride, "stride", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "generative_conv_transpose3d")
-    if any(x.stride[a] % s[a] for a in range(3)):
-        raise ValueError(
-            f"generative_conv_transpose3d: stride {s} must divide the input stride {x.stride}"
-        )
+    transposed_stride(x.stride, s, "generative_conv_transpose3d")
     if _triton_wanted(x):
         return _on_triton("transpose", x, w, b, (k, s, (0, 0, 0), (1, 1, 1)))
     out_support, kmap = generative_transpose_map(x.support, k, s)
