@@ -262,7 +262,7 @@ class SupportCache:
     forward pass that read the same support reuse one map.
     """
 
-    __slots__ = ("_index", "relations")
+    __slots__ = ("__weakref__", "_index", "relations")
 
     def __init__(self, index: SupportIndex | None = None) -> None:
         self._index = index

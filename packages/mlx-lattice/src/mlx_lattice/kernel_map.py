@@ -7,6 +7,12 @@ supports of the support-generating ops, with whole-kernel vectorised lookups
 :class:`~mlx_lattice.coords.SupportCache` so that every layer of a forward
 pass that reads the same support with the same geometry reuses one map.
 
+A cache key names a target support by a weak reference (as torch's cache
+does): a cached map never keeps another support alive, so an encoder's and a
+decoder's supports form no reference cycle and are freed by reference
+counting as soon as no value uses them.  A dead reference equals only itself,
+so a new support at a recycled address never hits a stale map.
+
 Geometry (docs/semantics.md), per axis, in logical units (physical / stride),
 with K taps, dilation d, op stride s and padding p, and the two offset rules of
 :mod:`lattice_contract.kernel` (centred ``off_c(k)``: ``(k - K//2) d`` for odd
@@ -27,6 +33,7 @@ Tap numbering comes from :mod:`lattice_contract.kernel` and nowhere else.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -469,7 +476,7 @@ def target_conv_map(
     dilation: Triple,
 ) -> KernelMap:
     """Map of ``target_conv3d``: tap k of target o reads ``o s + off_c(k) - p`` (centred)."""
-    key = ("target_conv", kernel_size, op_stride, padding, dilation, target_cache)
+    key = ("target_conv", kernel_size, op_stride, padding, dilation, weakref.ref(target_cache))
     hit = cache.relations.get(key)
     if isinstance(hit, KernelMap):
         return hit
@@ -503,7 +510,7 @@ def target_transpose_map(
     whose output is this input (the encoder/decoder pairing), that forward
     map is reused with its roles swapped instead of being searched again.
     """
-    key = ("target_transpose", kernel_size, op_stride, padding, dilation, target_cache)
+    key = ("target_transpose", kernel_size, op_stride, padding, dilation, weakref.ref(target_cache))
     hit = cache.relations.get(key)
     if isinstance(hit, KernelMap):
         return hit

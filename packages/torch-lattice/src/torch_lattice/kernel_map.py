@@ -103,8 +103,14 @@ class KernelMap:
         return self.num_pairs / slots if slots else 0.0
 
     def transposed(self) -> KernelMap:
-        """The same pairs with inputs and outputs swapped (the adjoint's map), cached."""
+        """The same pairs with inputs and outputs swapped (the adjoint's map), cached.
+
+        The twin points back weakly: the pair forms no reference cycle, so a map
+        is freed with the support that caches it, without the cyclic collector.
+        """
         found = self.cache.get("transposed")
+        if isinstance(found, weakref.ref):
+            found = found()
         if found is None:
             found = KernelMap(
                 self.out_idx,
@@ -116,7 +122,7 @@ class KernelMap:
                 outputs_sorted=self.inputs_sorted,
                 inputs_sorted=self.outputs_sorted,
             )
-            found.cache["transposed"] = self
+            found.cache["transposed"] = weakref.ref(self)
             self.cache["transposed"] = found
         result: KernelMap = found
         return result
