@@ -15,6 +15,12 @@ the formulas exist once (docs/semantics.md gives them per op):
   runtimes' packed-key spaces
   (:func:`full_output_bounds`, :func:`transposed_output_bounds`).
 
+It also holds the **coordinate-span policy**: a support whose bounding box
+(batch, x, y, z extents, in logical units) holds 2^62 cells or more cannot be
+indexed by either runtime's packed 64-bit keys, and both refuse it where the
+value is constructed (``SparseTensor(...)``, trusted or not), with
+:class:`CoordinateSpanError` and one message, rather than at its first conv.
+
 Everything is in logical units (physical / stride) per axis, with K taps,
 dilation d, op stride s and padding p.  Bounds are 4-tuples ``(batch, x, y, z)``;
 the batch bound passes through unchanged.  These are plain-integer helpers
@@ -30,14 +36,19 @@ from lattice_contract.op_rules import transposed_stride
 from lattice_contract.options import Window
 
 __all__ = [
+    "SPAN_CELL_LIMIT",
     "Bounds",
+    "CoordinateSpanError",
     "centred_shifts",
+    "check_coordinate_span",
+    "coordinate_span_error",
     "disjoint_windows",
     "forward_stride",
     "full_output_bounds",
     "full_shifts",
     "indexed_equals_centred",
     "is_submanifold_relation",
+    "span_cells",
     "transposed_output_bounds",
     "transposed_shifts",
     "transposed_stride",
@@ -45,6 +56,39 @@ __all__ = [
 
 Bounds = tuple[int, int, int, int]
 """Inclusive per-column bound of (batch, x, y, z) rows."""
+
+
+SPAN_CELL_LIMIT = 1 << 62
+"""Cells a support's bounding box must stay below (packed keys stay clear of int64's limits)."""
+
+
+class CoordinateSpanError(ValueError):
+    """The coordinates span a box too large to index (see the span policy above)."""
+
+
+def span_cells(low: Sequence[int], high: Sequence[int]) -> tuple[tuple[int, ...], int]:
+    """Per-column extents of the inclusive box ``[low, high]`` and their product."""
+    extents = tuple(max(int(h) - int(v) + 1, 1) for v, h in zip(low, high, strict=True))
+    cells = 1
+    for e in extents:
+        cells *= e
+    return extents, cells
+
+
+def coordinate_span_error(extents: Sequence[int]) -> CoordinateSpanError:
+    """The span policy's error, worded once for both runtimes."""
+    return CoordinateSpanError(
+        f"coordinates span a box of (batch, x, y, z) extents {tuple(extents)} in logical "
+        f"units, 2^62 cells or more, which no runtime can index; translate the coordinates "
+        f"so that they lie closer together, or split far-apart batch items into separate calls"
+    )
+
+
+def check_coordinate_span(low: Sequence[int], high: Sequence[int]) -> None:
+    """Raise :class:`CoordinateSpanError` unless the box ``[low, high]`` is indexable."""
+    extents, cells = span_cells(low, high)
+    if cells >= SPAN_CELL_LIMIT:
+        raise coordinate_span_error(extents)
 
 
 def forward_stride(input_stride: Sequence[int], op_stride: Sequence[int]) -> Triple:

@@ -19,13 +19,7 @@ import numpy as np
 from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
 
-from mlx_lattice.coords import (
-    CoordinateRangeError,
-    SupportCache,
-    SupportIndex,
-    duplicate_row_host,
-    scalar_int,
-)
+from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, scalar_int
 
 FEATURE_DTYPES: tuple[mx.Dtype, ...] = (mx.float16, mx.bfloat16, mx.float32)
 """Storage dtypes a sparse value's features may have."""
@@ -178,6 +172,7 @@ class SparseTensor:
             row = scalar_int(mx.argmax((c[:, 0] < 0).astype(mx.int32)))  # the first one
             raise sparse_errors.negative_batch(row, _row(c, row))
         if trusted:
+            KeySpace.of(self.logical_coords)  # the span policy holds for trusted values too
             return
         if st != (1, 1, 1):
             rem = c[:, 1:] % mx.array(st, dtype=mx.int32)
@@ -185,12 +180,9 @@ class SparseTensor:
             if bool(mx.any(bad).item()):
                 row = scalar_int(mx.argmax(bad.astype(mx.int32)))
                 raise sparse_errors.not_divisible(row, _row(c, row), st)
-        try:
-            index = SupportIndex.build(self.logical_coords)
-            dup = index.duplicate_row()
-            self._cache = SupportCache(index)
-        except CoordinateRangeError:
-            dup = duplicate_row_host(c)
+        index = SupportIndex.build(self.logical_coords)  # refuses an unindexable span
+        dup = index.duplicate_row()
+        self._cache = SupportCache(index)
         if dup is not None:
             raise sparse_errors.duplicate_row(dup, _row(c, dup))
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from lattice_contract import shared_errors
 from lattice_contract.coord_range import Int32CoordinateError
 from lattice_contract.geometry import forward_stride, transposed_stride
 from lattice_contract.kernel import Triple, kernel_volume
@@ -115,7 +116,6 @@ def _tap_weights(
 ) -> tuple[TapProduct, int, mx.array | None]:
     """Validate a conv weight and bias; return ``(product(tap, rows_f32), C_out, bias_f32)``."""
     c_in = x.num_channels
-    expected = f"(C_out, {kernel_size[0]}, {kernel_size[1]}, {kernel_size[2]}, {c_in})"
     volume = kernel_volume(kernel_size)
     product: TapProduct
     if isinstance(weight, QuantizedWeight):
@@ -128,12 +128,9 @@ def _tap_weights(
         product = quantized
     elif isinstance(weight, mx.array):
         if weight.dtype not in (mx.float32, mx.float16, mx.bfloat16):
-            raise TypeError(f"{op}: weight must be f32, f16 or bf16, got {weight.dtype}")
+            raise shared_errors.weight_dtype(op, weight.dtype)
         if weight.ndim != 5 or tuple(weight.shape[1:]) != (*kernel_size, c_in):
-            raise ValueError(
-                f"{op}: weight has shape {tuple(weight.shape)}, expected {expected} "
-                f"(layout conv3d_o_xyz_i: C_out first, C_in last, C_in = the input's channels)"
-            )
+            raise shared_errors.conv_weight_shape(op, weight.shape, kernel_size, c_in)
         c_out = weight.shape[0]
         per_tap = weight.reshape(c_out, volume, c_in).transpose(1, 2, 0).astype(mx.float32)
 
@@ -212,10 +209,7 @@ def apply_kernel_map(
 def _target(value: object, op: str, stride: Triple, rule: str) -> SparseTensor:
     target = sparse_input(value, op, "coordinates")
     if target.stride != stride:
-        raise ValueError(
-            f"{op}: the target (coordinates=) has stride {target.stride}, but this op "
-            f"produces stride {stride} ({rule}); pass a target at that stride"
-        )
+        raise shared_errors.target_stride_mismatch(op, target.stride, stride, rule)
     return target
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 from lattice_contract.op_rules import check_elementwise_kind
+from lattice_contract.shared_errors import check_elementwise_input
 
 __all__ = ["elementwise"]
 
@@ -18,8 +19,5 @@ def elementwise(x: mx.array, *, kind: str) -> mx.array:
     check_elementwise_kind(kind)
     if not isinstance(x, mx.array):
         raise TypeError(f"elementwise: x must be an mx.array, got {type(x).__name__}")
-    if x.ndim != 2:
-        raise ValueError(f"elementwise: x must have shape (N, C), got {tuple(x.shape)}")
-    if x.dtype != mx.float32:
-        raise TypeError(f"elementwise: x must be float32, got {x.dtype}; cast it first")
+    check_elementwise_input(x.dtype, x.shape)
     return mx.exp(x) if kind == "exp" else mx.round(x)

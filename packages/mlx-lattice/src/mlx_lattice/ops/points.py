@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import mlx.core as mx
 import numpy as np
+from lattice_contract import shared_errors
 from lattice_contract.options import as_enum, int_triple, voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -54,10 +55,7 @@ def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array,
             f"{op}: batch must be an int32 mx.array of shape (P,) (one batch index per point)"
         )
     if tuple(batch.shape) != (points.shape[0],):
-        raise ValueError(
-            f"{op}: batch has shape {tuple(batch.shape)} but there are {points.shape[0]} "
-            f"points; it must be ({points.shape[0]},)"
-        )
+        raise shared_errors.point_vector_shape(op, "batch_indices", batch.shape, points.shape[0])
     if points.shape[0] and scalar_int(mx.min(batch)) < 0:
         raise ValueError(f"{op}: batch indices must be >= 0")
     p = points.astype(mx.float32)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from lattice_contract.op_rules import check_elementwise_kind
+from lattice_contract.shared_errors import check_elementwise_input
 
 from torch_lattice._trace import traced
 
@@ -22,8 +23,5 @@ def elementwise(x: torch.Tensor, *, kind: str) -> torch.Tensor:
     check_elementwise_kind(kind)
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"elementwise: x must be a torch.Tensor, got {type(x).__name__}")
-    if x.ndim != 2:
-        raise ValueError(f"elementwise: x must have shape (N, C), got {tuple(x.shape)}")
-    if x.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"elementwise: x must be float32, got {x.dtype}; cast it first")
+    check_elementwise_input(x.dtype, x.shape)
     return torch.exp(x) if kind == "exp" else torch.round(x)

@@ -14,6 +14,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from lattice_contract import shared_errors
 from lattice_contract.options import positive_float, softmax_axis
 from lattice_contract.schema import ActivationKind, GeluApprox
 
@@ -48,10 +49,7 @@ def linear(
     else:
         raise TypeError("linear: weight must be a float tensor or a QuantizedWeight")
     if w.ndim != 2 or w.shape[1] != x.shape[1]:
-        raise ValueError(
-            f"linear: weight must have shape (C_out, {x.shape[1]}) (layout linear_o_i), "
-            f"got {tuple(w.shape)}"
-        )
+        raise shared_errors.linear_weight_shape(w.shape, int(x.shape[1]))
     if w.device != x.device:
         raise ValueError(f"linear: weight is on {w.device}, features on {x.device}")
     out = x.to(dtype) @ w.t()

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from lattice_contract import shared_errors
 from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -51,10 +52,7 @@ def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, t
     if not isinstance(batch, torch.Tensor) or batch.dtype != torch.int32:
         raise TypeError(f"{op}: batch_indices must be an int32 torch.Tensor of shape (P,)")
     if tuple(batch.shape) != (points.shape[0],):
-        raise ValueError(
-            f"{op}: batch_indices must have shape ({points.shape[0]},) (one index per point), "
-            f"got {tuple(batch.shape)}"
-        )
+        raise shared_errors.point_vector_shape(op, "batch_indices", batch.shape, points.shape[0])
     if batch.device != points.device:
         raise ValueError(f"{op}: points are on {points.device} but batch on {batch.device}")
     if batch.numel() and bool((batch < 0).any()):
