@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lattice_contract.options import check_logical_shape, check_quantization, packed_geometry
 from lattice_contract.sparse_errors import dtype_word
 
 __all__ = [
@@ -21,9 +22,12 @@ __all__ = [
     "channel_vector_shape",
     "check_aligned_pair",
     "check_elementwise_input",
+    "check_embedding_table",
+    "check_packed_triplet",
     "conv_weight_shape",
     "dense_op_on_sparse",
     "linear_weight_shape",
+    "packed_on_normalized",
     "point_vector_shape",
     "stride_mismatch",
     "target_stride_mismatch",
@@ -142,3 +146,65 @@ def check_elementwise_input(dtype: object, shape: Sequence[int]) -> None:
         raise ValueError(f"elementwise: x must have shape (N, C), got {_shape(shape)}")
     if dtype_word(dtype) != "float32":
         raise TypeError(f"elementwise: x must be float32, got {dtype_word(dtype)}; cast it first")
+
+
+_SCALE_WORDS = ("float16", "bfloat16", "float32")
+
+
+def check_packed_triplet(
+    weight: tuple[object, Sequence[int]],
+    scales: tuple[object, Sequence[int]],
+    biases: tuple[object, Sequence[int]],
+    bits: object,
+    group_size: object,
+    shape: Sequence[int] | None,
+) -> tuple[int, int, int]:
+    """A ``QuantizedWeight``'s triplet, each part given as ``(dtype, shape)``: its geometry.
+
+    uint32 words; f16, bf16 or f32 scales with biases of the same dtype and
+    shape; the words and the groups agreeing on one padded ``C_in``
+    (:func:`lattice_contract.options.packed_geometry`); and, when given, the
+    logical ``shape`` fitting it.  Returns ``(K, C_out, padded C_in)``.
+    """
+    n_bits, group = check_quantization(bits, group_size)
+    (w_dtype, w_shape), (s_dtype, s_shape), (b_dtype, b_shape) = weight, scales, biases
+    if dtype_word(w_dtype) != "uint32":
+        raise TypeError(f"QuantizedWeight.weight must hold uint32 words, got {dtype_word(w_dtype)}")
+    if dtype_word(s_dtype) not in _SCALE_WORDS:
+        raise TypeError(
+            f"QuantizedWeight.scales must be f16, bf16 or f32, got {dtype_word(s_dtype)}"
+        )
+    if dtype_word(b_dtype) != dtype_word(s_dtype):
+        raise TypeError(
+            f"QuantizedWeight.biases dtype {dtype_word(b_dtype)} differs from scales dtype "
+            f"{dtype_word(s_dtype)}; both must use the packing's scale_dtype"
+        )
+    geometry = packed_geometry(tuple(w_shape), tuple(s_shape), n_bits, group)
+    if _shape(b_shape) != _shape(s_shape):
+        raise ValueError(
+            f"QuantizedWeight.scales {_shape(s_shape)} and biases {_shape(b_shape)} must match"
+        )
+    if shape is not None:
+        check_logical_shape(shape, geometry, group)
+    return geometry
+
+
+def check_embedding_table(kind: object, dtype_ok: bool, shape: Sequence[int]) -> None:
+    """``embedding_lookup``'s weight: a float array (``kind`` names what it is) of rank 2."""
+    if not dtype_ok:
+        raise TypeError(
+            "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), "
+            f"got {dtype_word(kind)}"
+        )
+    if len(shape) != 2:
+        raise ValueError(
+            f"embedding_lookup: weight must have shape (num_embeddings, C), got {_shape(shape)}"
+        )
+
+
+def packed_on_normalized(op: str) -> TypeError:
+    """A packed weight handed to a normalised convolution (the contract forbids it)."""
+    return TypeError(
+        f"{op}: packed (quantized) weights are not allowed on normalised convolutions; "
+        "the normaliser needs the dense weight, so pass a float tensor"
+    )

@@ -9,6 +9,7 @@ out of bounds), checked with one vectorised comparison before the gather.
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract import shared_errors
 from lattice_contract.op_rules import check_index_vector, embedding_index_error
 
 from mlx_lattice.coords import scalar_int
@@ -33,15 +34,11 @@ def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> m
 
 def embedding_lookup(indices: mx.array, weight: mx.array) -> mx.array:
     """``weight[indices]``: an ``(N, C)`` array in the table's dtype (layout ``embedding_n_c``)."""
-    if not isinstance(weight, mx.array) or weight.dtype not in _FLOATS:
-        raise TypeError(
-            "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), got "
-            + (str(weight.dtype) if isinstance(weight, mx.array) else type(weight).__name__)
-        )
-    if weight.ndim != 2:
-        raise ValueError(
-            "embedding_lookup: weight must have shape (num_embeddings, C), "
-            f"got {tuple(weight.shape)}"
-        )
+    is_array = isinstance(weight, mx.array)
+    shared_errors.check_embedding_table(
+        weight.dtype if is_array else type(weight).__name__,
+        is_array and weight.dtype in _FLOATS,
+        tuple(weight.shape) if is_array else (),
+    )
     rows = check_indices(indices, int(weight.shape[0]))
     return weight[rows]

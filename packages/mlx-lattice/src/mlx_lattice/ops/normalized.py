@@ -17,6 +17,7 @@ pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract import shared_errors
 from lattice_contract.kernel import Triple, kernel_volume
 from lattice_contract.op_rules import NORMALIZED_EPS
 from lattice_contract.options import positive_float
@@ -49,10 +50,7 @@ DEFAULT_EPS = NORMALIZED_EPS
 
 def _refuse_packed(weight: object, op: str) -> None:
     if isinstance(weight, QuantizedWeight):
-        raise TypeError(
-            f"{op}: packed (quantized) weights are not allowed on normalised convolutions; "
-            "the normaliser needs the dense weight, so pass a float tensor"
-        )
+        raise shared_errors.packed_on_normalized(op)
 
 
 def _normalized(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import shared_errors
 from lattice_contract.op_rules import check_index_vector, embedding_index_error
 
 from torch_lattice._trace import traced
@@ -36,15 +37,11 @@ def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torc
 @traced("embedding_lookup")
 def embedding_lookup(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``weight[indices]``: an ``(N, C)`` tensor in the table's dtype (layout ``embedding_n_c``)."""
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), got "
-            + (str(weight.dtype) if isinstance(weight, torch.Tensor) else type(weight).__name__)
-        )
-    if weight.ndim != 2:
-        raise ValueError(
-            "embedding_lookup: weight must have shape (num_embeddings, C), "
-            f"got {tuple(weight.shape)}"
-        )
+    is_tensor = isinstance(weight, torch.Tensor)
+    shared_errors.check_embedding_table(
+        weight.dtype if is_tensor else type(weight).__name__,
+        is_tensor and weight.dtype in FLOAT_DTYPES,
+        tuple(weight.shape) if is_tensor else (),
+    )
     rows = check_indices(indices, int(weight.shape[0]))
     return weight.index_select(0, rows.to(device=weight.device))
