@@ -1,4 +1,8 @@
-"""Occupancy hierarchy utilities against brute-force Python references (loops live here only)."""
+"""Occupancy hierarchy utilities: round trips, the Morton property, modes and errors.
+
+The brute-force oracle of downsampling and expansion, shared by both runtimes,
+is lattice-conformance/tests/test_occupancy_oracle.py.
+"""
 
 from __future__ import annotations
 
@@ -34,25 +38,6 @@ def morton_key(row: Row) -> tuple[int, int]:
     return (b, key)
 
 
-def brute_downsample(rows: list[Row]) -> list[tuple[Row, int]]:
-    codes: dict[Row, int] = {}
-    for b, x, y, z in set(rows):
-        parent = (b, x // 2, y // 2, z // 2)  # Python's // is floor division
-        dx, dy, dz = x - 2 * parent[1], y - 2 * parent[2], z - 2 * parent[3]
-        bit = dx + 2 * dy + 4 * dz  # upstream's child bit order: x fastest
-        codes[parent] = codes.get(parent, 0) | (1 << bit)
-    return sorted(codes.items(), key=lambda item: morton_key(item[0]))
-
-
-def brute_expand(parents: list[Row], codes: list[int]) -> list[Row]:
-    out = []
-    for (b, x, y, z), code in zip(parents, codes, strict=True):
-        for dx, dy, dz in kernel_taps(2):  # Morton order within a parent
-            if code >> (dx + 2 * dy + 4 * dz) & 1:
-                out.append((b, 2 * x + dx, 2 * y + dy, 2 * z + dz))
-    return out
-
-
 def as_rows(t: torch.Tensor) -> list[Row]:
     return [(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in t.tolist()]
 
@@ -67,33 +52,6 @@ coords_strategy = st.lists(
     min_size=0,
     max_size=60,
 )
-
-
-@settings(max_examples=40, deadline=None)
-@given(coords_strategy)
-def test_downsample_matches_brute_force(rows: list[Row]) -> None:
-    coords = torch.tensor(rows, dtype=torch.int32).reshape(-1, 4)
-    parents, codes = downsample_occupancy(coords)
-    expected = brute_downsample(rows)
-    assert as_rows(parents) == [p for p, _ in expected]
-    assert codes.dtype == torch.uint8
-    assert codes.tolist() == [c for _, c in expected]
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 1), st.integers(-9, 9), st.integers(-9, 9), st.integers(-9, 9)),
-        unique=True,
-        max_size=20,
-    ),
-    st.data(),
-)
-def test_expand_matches_brute_force(parents: list[Row], data: st.DataObject) -> None:
-    codes = data.draw(st.lists(st.integers(0, 255), min_size=len(parents), max_size=len(parents)))
-    p = torch.tensor(parents, dtype=torch.int32).reshape(-1, 4)
-    c = torch.tensor(codes, dtype=torch.uint8)
-    assert as_rows(expand_occupancy(p, c)) == brute_expand(parents, codes)
 
 
 @settings(max_examples=30, deadline=None)
