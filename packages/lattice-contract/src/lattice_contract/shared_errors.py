@@ -24,10 +24,12 @@ __all__ = [
     "check_elementwise_input",
     "check_embedding_table",
     "check_packed_triplet",
+    "check_points_and_batch",
     "conv_weight_shape",
     "dense_op_on_sparse",
     "linear_weight_shape",
     "packed_on_normalized",
+    "point_features_shape",
     "point_vector_shape",
     "stride_mismatch",
     "target_stride_mismatch",
@@ -207,4 +209,33 @@ def packed_on_normalized(op: str) -> TypeError:
     return TypeError(
         f"{op}: packed (quantized) weights are not allowed on normalised convolutions; "
         "the normaliser needs the dense weight, so pass a float tensor"
+    )
+
+
+def check_points_and_batch(
+    op: str,
+    points: tuple[bool, object, Sequence[int]],
+    batch: tuple[bool, object, Sequence[int]],
+) -> None:
+    """``voxelize``/``devoxelize`` inputs, each given as ``(is an array, dtype, shape)``.
+
+    Points are f32 ``(P, 3)`` (the contract's points type) and batch indices
+    int32 ``(P,)``; nothing is promoted.
+    """
+    p_array, p_dtype, p_shape = points
+    b_array, b_dtype, b_shape = batch
+    if not p_array or dtype_word(p_dtype) != "float32":
+        raise TypeError(f"{op}: points must be a float32 array of shape (P, 3)")
+    if len(p_shape) != 2 or p_shape[1] != 3:
+        raise ValueError(f"{op}: points must have shape (P, 3), got {_shape(p_shape)}")
+    if not b_array or dtype_word(b_dtype) != "int32":
+        raise TypeError(f"{op}: batch_indices must be an int32 array of shape (P,)")
+    if _shape(b_shape) != (int(p_shape[0]),):
+        raise point_vector_shape(op, "batch_indices", b_shape, int(p_shape[0]))
+
+
+def point_features_shape(shape: Sequence[int], points: int) -> ValueError:
+    """``voxelize`` features that are not one row per point."""
+    return ValueError(
+        f"voxelize: features must have shape ({points}, C) (one row per point), got {_shape(shape)}"
     )

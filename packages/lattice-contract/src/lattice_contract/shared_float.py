@@ -21,7 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["CAST_TARGETS", "FLOAT_FORMATS", "FloatFormat"]
+__all__ = [
+    "CAST_TARGETS",
+    "FLOAT_FORMATS",
+    "FloatFormat",
+    "cast_source_error",
+    "cast_target_error",
+]
 
 
 @dataclass(frozen=True)
@@ -73,3 +79,17 @@ FLOAT_FORMATS: Final[dict[str, FloatFormat]] = {
 
 CAST_TARGETS: Final = ("f16", "bf16", "f32")
 """The element types a ``cast`` may produce (the artifact's float types)."""
+
+
+def cast_target_error(dtype: object) -> ValueError:
+    """A ``cast`` to something that is not one of :data:`CAST_TARGETS`."""
+    return ValueError(
+        f"cast: dtype must be f32, f16 or bf16 (or the runtime's float32, float16 or bfloat16 "
+        f"dtype), got {dtype!r}"
+    )
+
+
+def cast_source_error(dtype: object) -> TypeError:
+    """A ``cast`` of an array that is not of a float type."""
+    word = str(dtype).rsplit(".", 1)[-1]
+    return TypeError(f"cast: x must be a float array (float32, float16 or bfloat16), got {word}")

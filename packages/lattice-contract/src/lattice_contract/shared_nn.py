@@ -86,15 +86,28 @@ class ActivationParams(NamedTuple):
 def activation_params(
     kind: ActivationKind | str,
     approximate: GeluApprox | str,
-    alpha: float,
-    beta: float,
-    threshold: float,
+    alpha: object,
+    beta: object,
+    threshold: object,
 ) -> ActivationParams:
-    """Parse an activation's kind and parameters (enum values or their spellings)."""
+    """Parse an activation's kind and parameters (enum values or their spellings).
+
+    Used by both runtimes' functional ``activation`` and their ``Activation``
+    modules: the parameters must be finite numbers, and softplus needs a
+    non-zero ``beta``.
+    """
+    numbers = []
+    for name, value in (("alpha", alpha), ("beta", beta), ("threshold", threshold)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise ValueError(f"activation: {name} must be a finite number, got {value!r}")
+        numbers.append(float(value))
+    parsed = as_enum(kind, ActivationKind, "kind")
+    if parsed is ActivationKind.softplus and numbers[1] == 0:
+        raise ValueError("activation: softplus needs beta != 0")
     return ActivationParams(
-        as_enum(kind, ActivationKind, "kind"),
-        as_enum(approximate, GeluApprox, "approximate"),
-        float(alpha),
-        float(beta),
-        float(threshold),
+        parsed, as_enum(approximate, GeluApprox, "approximate"), numbers[0], numbers[1], numbers[2]
     )

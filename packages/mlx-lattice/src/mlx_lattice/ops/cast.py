@@ -22,7 +22,12 @@ from __future__ import annotations
 import mlx.core as mx
 from lattice_contract.options import as_enum
 from lattice_contract.schema import Rounding
-from lattice_contract.shared_float import FLOAT_FORMATS, FloatFormat
+from lattice_contract.shared_float import (
+    FLOAT_FORMATS,
+    FloatFormat,
+    cast_source_error,
+    cast_target_error,
+)
 
 __all__ = ["FLOAT_DTYPES", "cast", "float_dtype"]
 
@@ -165,10 +170,13 @@ def cast(
     """
     if not isinstance(x, mx.array):
         raise TypeError(f"cast expects an mx.array, got {type(x).__name__}")
-    source = float_dtype(x.dtype, "input dtype")
-    target = float_dtype(dtype)
+    if x.dtype not in FLOAT_DTYPES.values():
+        raise cast_source_error(x.dtype)  # every float source widens to binary32 exactly
+    try:
+        target = float_dtype(dtype)
+    except (TypeError, ValueError):
+        raise cast_target_error(dtype) from None
     mode = as_enum(rounding, Rounding, "rounding")
-    del source  # checked; every source widens to binary32 exactly
     bits32 = _quiet_nans(_widen_to_f32_bits(x))
     if target == mx.float32:
         return bits32.view(mx.float32)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 import mlx.core as mx
 from lattice_contract import shared_errors
-from lattice_contract.options import as_enum, positive_float, softmax_axis
+from lattice_contract.options import positive_float, softmax_axis
 from lattice_contract.schema import ActivationKind, GeluApprox
+from lattice_contract.shared_nn import activation_params
 
 if TYPE_CHECKING:
     from mlx_lattice.ops.quant import QuantizedWeight
@@ -109,8 +110,9 @@ def activation(
     ``x * relu6(x + 3) / 6``.  Unused parameters are ignored.
     """
     x = features_array(x, "activation", min_ndim=0)
-    op = as_enum(kind, ActivationKind, "kind")
-    approx = as_enum(approximate, GeluApprox, "approximate")
+    op, approx, alpha, beta, threshold = activation_params(
+        kind, approximate, alpha, beta, threshold
+    )
     if op is ActivationKind.identity:
         return x
     v = x.astype(mx.float32)

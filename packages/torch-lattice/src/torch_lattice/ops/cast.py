@@ -22,7 +22,12 @@ from typing import Any
 
 import torch
 from lattice_contract.schema import Rounding
-from lattice_contract.shared_float import FLOAT_FORMATS, FloatFormat
+from lattice_contract.shared_float import (
+    FLOAT_FORMATS,
+    FloatFormat,
+    cast_source_error,
+    cast_target_error,
+)
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import as_enum
@@ -148,14 +153,11 @@ def cast(
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"cast: x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _FORMATS:
-        raise TypeError(f"cast: x must be float16, bfloat16, float32 or float64, got {x.dtype}")
+    if x.dtype not in _FORMATS:  # float64 too, for gradcheck
+        raise cast_source_error(x.dtype)
     target = _TARGETS.get(dtype)
     if target is None:
-        raise ValueError(
-            "cast: dtype must be float16, bfloat16 or float32 (or 'f16', 'bf16', 'f32'), "
-            f"got {dtype!r}"
-        )
+        raise cast_target_error(dtype)
     mode = as_enum(rounding, Rounding, "rounding")
     result: torch.Tensor = _CastFunction.apply(x, target, mode)  # type: ignore[no-untyped-call]
     return result
