@@ -212,18 +212,15 @@ def packed_on_normalized(op: str) -> TypeError:
     )
 
 
-def check_points_and_batch(
-    op: str,
-    points: tuple[bool, object, Sequence[int]],
-    batch: tuple[bool, object, Sequence[int]],
-) -> None:
-    """``voxelize``/``devoxelize`` inputs, each given as ``(is an array, dtype, shape)``.
+def check_points_and_batch(op: str, points: object, batch: object, array_type: type) -> None:
+    """``voxelize``/``devoxelize`` inputs, arrays of the runtime's ``array_type``.
 
     Points are f32 ``(P, 3)`` (the contract's points type) and batch indices
     int32 ``(P,)``; nothing is promoted.
     """
-    p_array, p_dtype, p_shape = points
-    b_array, b_dtype, b_shape = batch
+    p_array, b_array = isinstance(points, array_type), isinstance(batch, array_type)
+    p_dtype, p_shape = getattr(points, "dtype", None), tuple(getattr(points, "shape", ()))
+    b_dtype, b_shape = getattr(batch, "dtype", None), tuple(getattr(batch, "shape", ()))
     if not p_array or dtype_word(p_dtype) != "float32":
         raise TypeError(f"{op}: points must be a float32 array of shape (P, 3)")
     if len(p_shape) != 2 or p_shape[1] != 3:

@@ -42,12 +42,7 @@ _INT32_RANGE = 2.0**31
 
 def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array, mx.array]:
     """Validate ``points`` (P, 3) float and ``batch`` (P,) int32 >= 0; points in f32."""
-    p_ok, b_ok = isinstance(points, mx.array), isinstance(batch, mx.array)
-    shared_errors.check_points_and_batch(
-        op,
-        (p_ok, getattr(points, "dtype", None), tuple(getattr(points, "shape", ()))),
-        (b_ok, getattr(batch, "dtype", None), tuple(getattr(batch, "shape", ()))),
-    )
+    shared_errors.check_points_and_batch(op, points, batch, mx.array)
     assert isinstance(points, mx.array) and isinstance(batch, mx.array)
     if points.shape[0] and scalar_int(mx.min(batch)) < 0:
         raise ValueError(f"{op}: batch indices must be >= 0")

@@ -45,12 +45,7 @@ _INT32_LIMIT = 2.0**31
 
 
 def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, torch.Tensor]:
-    p_ok, b_ok = isinstance(points, torch.Tensor), isinstance(batch, torch.Tensor)
-    shared_errors.check_points_and_batch(
-        op,
-        (p_ok, getattr(points, "dtype", None), tuple(getattr(points, "shape", ()))),
-        (b_ok, getattr(batch, "dtype", None), tuple(getattr(batch, "shape", ()))),
-    )
+    shared_errors.check_points_and_batch(op, points, batch, torch.Tensor)
     assert isinstance(points, torch.Tensor) and isinstance(batch, torch.Tensor)
     if batch.device != points.device:
         raise ValueError(f"{op}: points are on {points.device} but batch on {batch.device}")
