@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lattice_contract.op_rules import check_elementwise_kind, check_index_vector
 from lattice_contract.options import check_logical_shape, check_quantization, packed_geometry
-from lattice_contract.sparse_errors import dtype_word
+from lattice_contract.sparse_errors import ARRAY_TYPES, dtype_word
 
 __all__ = [
     "ALIGNED_STRIDE_FIX",
     "channel_count_mismatch",
     "channel_vector_shape",
     "check_aligned_pair",
+    "check_elementwise",
     "check_elementwise_input",
     "check_embedding_table",
+    "check_index_array",
     "check_packed_triplet",
     "check_points_and_batch",
     "conv_weight_shape",
@@ -191,13 +194,17 @@ def check_packed_triplet(
     return geometry
 
 
-def check_embedding_table(kind: object, dtype_ok: bool, shape: Sequence[int]) -> None:
-    """``embedding_lookup``'s weight: a float array (``kind`` names what it is) of rank 2."""
-    if not dtype_ok:
+def check_embedding_table(
+    weight: object, array_type: type, float_dtypes: tuple[object, ...]
+) -> None:
+    """``embedding_lookup``'s weight: an ``array_type`` of one of ``float_dtypes``, rank 2."""
+    if not isinstance(weight, array_type) or getattr(weight, "dtype", None) not in float_dtypes:
+        kind = getattr(weight, "dtype", None) if isinstance(weight, array_type) else type(weight)
         raise TypeError(
             "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), "
-            f"got {dtype_word(kind)}"
+            f"got {dtype_word(getattr(kind, '__name__', kind))}"
         )
+    shape = tuple(getattr(weight, "shape", ()))
     if len(shape) != 2:
         raise ValueError(
             f"embedding_lookup: weight must have shape (num_embeddings, C), got {_shape(shape)}"
@@ -236,3 +243,26 @@ def point_features_shape(shape: Sequence[int], points: int) -> ValueError:
     return ValueError(
         f"voxelize: features must have shape ({points}, C) (one row per point), got {_shape(shape)}"
     )
+
+
+def _require_array(op: str, name: str, value: object, array_type: type) -> None:
+    if not isinstance(value, array_type):
+        raise TypeError(
+            f"{op}: {name} must be an array ({ARRAY_TYPES}), got {type(value).__name__}"
+        )
+
+
+def check_index_array(op: str, indices: object, array_type: type) -> None:
+    """An index vector: an array of the runtime's ``array_type``, int32 (or int64), rank 1."""
+    _require_array(op, "indices", indices, array_type)
+    dtype = getattr(indices, "dtype", None)
+    dtype_ok = dtype_word(dtype) in ("int32", "int64")
+    check_index_vector(op, dtype_ok, dtype, tuple(getattr(indices, "shape", ())))
+
+
+def check_elementwise(kind: object, x: object, array_type: type) -> str:
+    """``elementwise``'s kind and input (rank-2 f32 of the runtime's ``array_type``); the kind."""
+    checked = check_elementwise_kind(kind)
+    _require_array("elementwise", "x", x, array_type)
+    check_elementwise_input(getattr(x, "dtype", None), tuple(getattr(x, "shape", ())))
+    return checked
