@@ -14,10 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, octree_tap_bits
+from lattice_contract.sparse_errors import ARRAY_TYPES, dtype_word
+
 __all__ = [
+    "CHILD_TAPS",
     "MAX_LEVELS",
+    "TAP_BITS",
     "OccupancyHierarchy",
     "check_levels",
+    "check_rows_array",
     "codes_per_parent",
     "coords_dtype",
     "coords_shape",
@@ -30,6 +36,12 @@ __all__ = [
 
 MAX_LEVELS = 30
 """Deepest grid supported: ``2^30`` still fits int32 coordinates after doubling."""
+
+CHILD_TAPS = OCTREE_CHILD_OFFSETS
+"""Offset from ``2 * parent`` of the child that bit ``b`` of an occupancy code describes."""
+
+TAP_BITS = octree_tap_bits()
+"""Code bit of each 2x2x2 tap (the parity ``px * 4 + py * 2 + pz`` is the tap's index)."""
 
 
 class _Rows(Protocol):
@@ -71,6 +83,17 @@ def check_levels(levels: object) -> int:
     if not 1 <= levels <= MAX_LEVELS:
         raise ValueError(f"levels must lie in [1, {MAX_LEVELS}], got {levels}")
     return levels
+
+
+def check_rows_array(what: str, coords: object, array_type: type) -> None:
+    """Occupancy rows: an ``array_type`` of int32 ``(N, 4)`` rows (the batch is checked apart)."""
+    if not isinstance(coords, array_type):
+        raise TypeError(f"{what} must be an array ({ARRAY_TYPES}), got {type(coords).__name__}")
+    if dtype_word(getattr(coords, "dtype", None)) != "int32":
+        raise coords_dtype(what, getattr(coords, "dtype", None))
+    shape = tuple(getattr(coords, "shape", ()))
+    if len(shape) != 2 or shape[1] != 4:
+        raise coords_shape(what, shape)
 
 
 def coords_dtype(what: str, dtype: object) -> TypeError:

@@ -39,8 +39,9 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 from lattice_contract import shared_occupancy as shared
-from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, kernel_taps, octree_tap_bits
-from lattice_contract.shared_occupancy import check_levels
+from lattice_contract.kernel import kernel_taps
+from lattice_contract.shared_occupancy import CHILD_TAPS, check_levels
+from lattice_contract.shared_occupancy import TAP_BITS as _TAP_BITS
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import canonical_order
@@ -57,22 +58,12 @@ __all__ = [
     "quantize_points",
 ]
 
-CHILD_TAPS = OCTREE_CHILD_OFFSETS
-"""Offset from ``2 * parent`` of the child that bit ``b`` of an occupancy code describes."""
-
-_TAP_BITS = octree_tap_bits()
-"""Code bit of each 2x2x2 tap (the parity ``px * 4 + py * 2 + pz`` is the tap's index)."""
-
 
 def _check_coords(coords: Any, what: str = "coords") -> mx.array:
     if isinstance(coords, np.ndarray):
         coords = mx.array(coords)
-    if not isinstance(coords, mx.array):
-        raise TypeError(f"{what} must be an mlx.core.array, got {type(coords).__name__}")
-    if coords.dtype != mx.int32:
-        raise shared.coords_dtype(what, coords.dtype)
-    if coords.ndim != 2 or coords.shape[1] != 4:
-        raise shared.coords_shape(what, tuple(coords.shape))
+    shared.check_rows_array(what, coords, mx.array)
+    assert isinstance(coords, mx.array)
     if coords.shape[0] and bool(mx.any(coords[:, 0] < 0).item()):
         raise shared.negative_batch(what)
     return coords

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import torch
 from lattice_contract import shared_occupancy as shared
-from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, kernel_taps, octree_tap_bits
-from lattice_contract.shared_occupancy import check_levels
+from lattice_contract.kernel import kernel_taps
+from lattice_contract.shared_occupancy import CHILD_TAPS, check_levels
+from lattice_contract.shared_occupancy import TAP_BITS as _TAP_BITS
 
 from torch_lattice.coords import canonical_order
 
@@ -53,20 +54,10 @@ __all__ = [
     "quantize_points",
 ]
 
-CHILD_TAPS = OCTREE_CHILD_OFFSETS
-"""Offset from ``2 * parent`` of the child that bit ``b`` of an occupancy code describes."""
-
-_TAP_BITS = octree_tap_bits()
-"""Code bit of each 2x2x2 tap (the parity ``px * 4 + py * 2 + pz`` is the tap's index)."""
-
 
 def _check_coords(coords: object, what: str = "coords") -> torch.Tensor:
-    if not isinstance(coords, torch.Tensor):
-        raise TypeError(f"{what} must be a torch.Tensor, got {type(coords).__name__}")
-    if coords.dtype != torch.int32:
-        raise shared.coords_dtype(what, coords.dtype)
-    if coords.ndim != 2 or coords.shape[1] != 4:
-        raise shared.coords_shape(what, tuple(coords.shape))
+    shared.check_rows_array(what, coords, torch.Tensor)
+    assert isinstance(coords, torch.Tensor)
     if coords.shape[0] and bool((coords[:, 0] < 0).any()):
         raise shared.negative_batch(what)
     return coords
