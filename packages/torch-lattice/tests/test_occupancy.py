@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lattice_contract.kernel import kernel_taps, tap_index
+from lattice_contract.shared_order import morton_keys
 from torch_lattice import ops
 from torch_lattice.occupancy import (
     CHILD_TAPS,
@@ -28,14 +29,9 @@ Row = tuple[int, int, int, int]
 
 
 def morton_key(row: Row) -> tuple[int, int]:
-    """(batch, Morton code) written bit by bit from the SPEC §4 definition."""
-    b, *xyz = row
-    u = [v + (1 << 31) for v in xyz]
-    key = 0
-    for bit in range(31, -1, -1):
-        for axis in range(3):
-            key = (key << 1) | ((u[axis] >> bit) & 1)
-    return (b, key)
+    """(batch, 96-bit Morton code) from the contract's reference (itself checked bit by bit)."""
+    _, high, low = morton_keys([row])
+    return (row[0], (int(high[0]) << 48) | int(low[0]))
 
 
 def as_rows(t: torch.Tensor) -> list[Row]:
