@@ -2,7 +2,7 @@
 
 Per layer (subm 3x3x3 at C = 32/64/128, conv k2s2 and k3s2, transposed k2s2,
 inverse k2s2) and for a four-level MinkUNet (forward in f16, training step in
-f32), on surface scenes of about 100k and 200k voxels (``scenes.py``), it
+f32), on surface scenes of about 100k and 200k voxels (``lattice_conformance.scenes``), it
 prints each library's time with the map cached (the later layers of a
 network) and with the map built (a fresh input), and the ratio ours / peer
 (below 1: ours is faster).  First it measures the device's two ceilings (copy
@@ -21,18 +21,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenes import batched, make_scene
+from lattice_conformance.scenes import batched, make_scene
 from torch_lattice import SparseTensor, ops
 
 PEERS: dict[str, ModuleType] = {}
@@ -401,6 +397,12 @@ def bench_unet(coords: torch.Tensor, shape: list[int]) -> dict[str, float]:
     for name, (net, wrap) in nets.items():
         try:
             _bench_net(name, net, wrap, feats, labels, result)
+            print(
+                f"  {name}: fwd {result[name + ' fwd'] * 1e3:.2f} ms, "
+                f"fwd+map {result[name + ' fwd+map'] * 1e3:.2f} ms, "
+                f"train {result[name + ' train'] * 1e3:.2f} ms",
+                flush=True,
+            )
         except Exception as err:
             print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
     nan = float("nan")
@@ -446,9 +448,15 @@ def main() -> None:
     parser.add_argument("--unet-sizes", type=int, nargs="*", default=[200_000])
     parser.add_argument("--no-layers", action="store_true")
     parser.add_argument(
+        "--peers", nargs="*", default=None, help="peers to run (default: every one importable)"
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="CPU, Triton interpreter, one tiny scene, no timing"
     )
     args = parser.parse_args()
+    if args.peers is not None:
+        for name in [p for p in PEERS if p not in args.peers]:
+            del PEERS[name]
     if args.dry_run:
         global DEVICE
         DEVICE = "cpu"

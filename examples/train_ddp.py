@@ -43,11 +43,17 @@ import torch.distributed as dist
 
 # The one place the scene generator is imported from (a numpy-only module).
 from lattice_conformance.segmentation import CLASS_NAMES, make_scene
+from lattice_contract.atomic import atomic_write_file
 from safetensors.torch import save_file
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 from torch_lattice.data import PointCloud, VoxelizedDataset, sparse_collate
-from torch_lattice.distributed import DistributedContext, global_mean, init_distributed
+from torch_lattice.distributed import (
+    DistributedContext,
+    SparseDDP,
+    global_mean,
+    init_distributed,
+)
 from torch_lattice.models import MinkUNet
 from torch_lattice.nn import SyncBatchNorm
 
@@ -118,12 +124,19 @@ def build_model(ctx: DistributedContext, args: argparse.Namespace) -> torch.nn.M
         # With one rank SyncBatchNorm is BatchNorm; the script stays the same for any N.
         model = SyncBatchNorm.convert_sync_batchnorm(model)
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-        # Every MinkUNet parameter is used in every step: no find_unused_parameters.
-        model = DistributedDataParallel(model, device_ids=ids)
+        if args.find_unused_parameters:
+            # Models whose branches skip some steps: SparseDDP lets DDP see the
+            # features inside the SparseTensor the model returns.
+            model = SparseDDP(model, device_ids=ids, find_unused_parameters=True)
+        else:
+            # Every MinkUNet parameter is used in every step: no find_unused_parameters.
+            model = DistributedDataParallel(model, device_ids=ids)
     return model
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    if isinstance(model, SparseDDP):
+        return model.module
     return model.module if isinstance(model, DistributedDataParallel) else model
 
 
@@ -264,11 +277,13 @@ def evaluate(
 
 
 def save_weights(model: torch.nn.Module, path: Path) -> None:
-    """Atomic safetensors write (CPU float32 state dict; SyncBatchNorm keys are BatchNorm's)."""
+    """Atomic safetensors write (CPU float32 state dict; SyncBatchNorm keys are BatchNorm's).
+
+    Through ``lattice_contract.atomic``: a lock, a synced temporary renamed
+    into place, the umask's mode, leftovers of a killed run removed.
+    """
     state = {k: v.detach().cpu().contiguous() for k, v in unwrap(model).state_dict().items()}
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(state, str(tmp))
-    tmp.replace(path)
+    atomic_write_file(path, lambda tmp: save_file(state, str(tmp)))
 
 
 def export_and_replay(
@@ -337,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--out", type=Path, default=Path("out/train_ddp"))
     parser.add_argument("--no-export", action="store_true", help="skip export and replay")
+    parser.add_argument(
+        "--find-unused-parameters",
+        action="store_true",
+        help="wrap in torch_lattice.distributed.SparseDDP with find_unused_parameters=True "
+        "(for models with branches that skip steps; MinkUNet needs no such detection)",
+    )
     return parser
 
 
@@ -358,9 +379,8 @@ def main() -> None:
         log(ctx, f"saved {out / 'minkunet_ddp.safetensors'}")
         if not args.no_export:
             record["export"] = export_and_replay(model, out, args)
-        tmp = out / ".train_ddp.json.tmp"
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
-        tmp.replace(out / "train_ddp.json")
+        text = json.dumps(record, indent=2) + "\n"
+        atomic_write_file(out / "train_ddp.json", lambda tmp: tmp.write_text(text))
     if ctx.distributed:
         dist.barrier()
         dist.destroy_process_group()

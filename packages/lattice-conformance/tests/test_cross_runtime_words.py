@@ -72,7 +72,7 @@ def _sparse_args(case: str) -> tuple[np.ndarray, np.ndarray, Any, Any]:
         feats = feats[:, 0]
     elif case == "zero_stride":
         stride = (2, 0, 2)
-    elif case in ("span_too_wide", "span_too_wide_trusted"):
+    elif case == "span_too_wide":
         coords = np.array([[0, -(2**31), 0, 0], [0, 2**31 - 2, 2**31 - 2, 0], [5, 0, 0, 2**30]])
         coords = coords.astype(np.int32)
     return coords, feats, stride, active
@@ -92,7 +92,6 @@ SPARSE_BAD = [
     "feats_int",
     "feats_rank",
     "span_too_wide",
-    "span_too_wide_trusted",
 ]
 
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
+import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import lattice_mlir
@@ -26,7 +30,8 @@ from lattice_conformance.migrate import (
     migrate,
     migrate_graph,
 )
-from lattice_contract import SCHEMA_DIGEST
+from lattice_contract import SCHEMA_DIGEST, atomic
+from lattice_contract.atomic import path_lock, recover_interrupted
 from lattice_contract.bundle import check_bundle_dir
 from lattice_contract.plan import RuntimePlan
 from lattice_contract.verify import LatticeValidationError
@@ -72,6 +77,7 @@ def test_bundle_migrates_and_loads(tmp_path: Path) -> None:
         {"what": "lattice.schema_digest", "before": UPSTREAM_DIGEST, "after": SCHEMA_DIGEST}
     ]
     assert manifest["copied_unchanged"] == ["weights.safetensors"]
+    assert manifest["destination_sha256"] == atomic.fingerprint(dst)  # the DST it describes
     for path in (dst, paths.graph, paths.weights, report.manifest):
         assert _readable_by_others(path), oct(path.stat().st_mode)
     # the migrated bundle is a Lattice artifact: the MLX runtime loads it
@@ -115,10 +121,10 @@ def test_bare_graph_rewrites_roles_and_bare_sparse_names(tmp_path: Path) -> None
     assert [a.abi_name for a in plan.args] == ["input_coords", "input_features", "input_active"]
 
 
-def test_fixture_tree_inputs_follow_renamed_sparse_names(tmp_path: Path) -> None:
-    """A case whose sparse input has upstream's bare names gets its inputs renamed too."""
+def _bare_name_tree(tmp_path: Path) -> tuple[Path, str]:
+    """A one-case tree whose sparse input carries upstream's bare names (graph and inputs)."""
     src = tmp_path / "tree"
-    shutil.copytree(FIXTURES, src, ignore=shutil.ignore_patterns("*"))
+    src.mkdir()
     case = "sparse_classifier"
     shutil.copytree(FIXTURES / case, src / case)
     manifest = json.loads((FIXTURES / "manifest.json").read_text())
@@ -131,6 +137,12 @@ def test_fixture_tree_inputs_follow_renamed_sparse_names(tmp_path: Path) -> None
         .replace('"x_features"', '"features"')
         .replace('"x_active"', '"active"')
     )
+    return src, case
+
+
+def test_fixture_tree_inputs_follow_renamed_sparse_names(tmp_path: Path) -> None:
+    """A case whose sparse input has upstream's bare names gets its inputs renamed too."""
+    src, case = _bare_name_tree(tmp_path)
     inputs = load_file(str(src / case / "inputs.safetensors"))
     bare = {k.removeprefix("x_"): v for k, v in inputs.items()}
     save_file(bare, str(src / case / "inputs.safetensors"))
@@ -142,6 +154,37 @@ def test_fixture_tree_inputs_follow_renamed_sparse_names(tmp_path: Path) -> None
     for key, value in bare.items():
         np.testing.assert_array_equal(migrated[f"input_{key}"], value)
         assert migrated[f"input_{key}"].dtype == value.dtype
+
+
+def test_renamed_inputs_keep_bf16_bytes_and_metadata(tmp_path: Path) -> None:
+    """Renaming rewrites the header only: bf16 entries and ``__metadata__`` survive."""
+    import torch
+    from safetensors.torch import load_file as load_torch
+    from safetensors.torch import save_file as save_torch
+
+    src, case = _bare_name_tree(tmp_path)
+    inputs = load_torch(str(src / case / "inputs.safetensors"))
+    bare = {k.removeprefix("x_"): v for k, v in inputs.items()}
+    bare["features"] = bare["features"].to(torch.bfloat16)
+    save_torch(bare, str(src / case / "inputs.safetensors"), metadata={"producer": "torch"})
+    migrate(src, tmp_path / "out")
+    out = tmp_path / "out" / case / "inputs.safetensors"
+    migrated = load_torch(str(out))
+    assert migrated["input_features"].dtype == torch.bfloat16
+    for key, value in bare.items():
+        assert torch.equal(migrated[f"input_{key}"], value)
+    from safetensors import safe_open
+
+    with safe_open(str(out), "pt") as handle:
+        assert handle.metadata() == {"producer": "torch"}
+
+
+def test_an_inputs_file_without_the_renamed_entry_is_refused(tmp_path: Path) -> None:
+    src, _ = _bare_name_tree(tmp_path)  # the graph says "coords", the file "x_coords"
+    with pytest.raises(MigrationError, match=r"has no entries 'active', 'coords', 'features'"):
+        migrate(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def _upstream_graph(tmp_path: Path, source: Path, old: str = "", new: str = "") -> Path:
@@ -209,27 +252,35 @@ def test_destination_and_source_rules(tmp_path: Path) -> None:
 
 
 def test_fixture_tree_rules(tmp_path: Path) -> None:
+    """The tree's manifest is read by the replayer's own bounded rules (one reader)."""
     tree = tmp_path / "tree"
     tree.mkdir()
+    schema = "torch_lattice_e2e_fixtures/v1"
+
+    def manifest(cases: object) -> None:
+        (tree / "manifest.json").write_text(json.dumps({"schema": schema, "cases": cases}))
+
     (tree / "manifest.json").write_text(json.dumps({"schema": "other/v9", "cases": []}))
     with pytest.raises(MigrationError, match="torch_lattice_e2e_fixtures/v1"):
         migrate(tree, tmp_path / "out")
-    (tree / "manifest.json").write_text(
-        json.dumps({"schema": "torch_lattice_e2e_fixtures/v1", "cases": [{"name": "a"}]})
-    )
+    case = {"name": "a", "output_kind": "sparse", "atol": 0, "rtol": 0}
+    manifest([case])
     (tree / "a").mkdir()
     shutil.copyfile(FIXTURES / "sparse_reindex" / "graph.mlir", tree / "a" / "graph.mlir")
     with pytest.raises(MigrationError, match=r"lacks weights\.safetensors, inputs\.safetensors"):
         migrate(tree, tmp_path / "out")
-    (tree / "manifest.json").write_text(
-        json.dumps({"schema": "torch_lattice_e2e_fixtures/v1", "cases": [{"name": "../a"}]})
-    )
-    with pytest.raises(MigrationError, match="plain 'name'"):
+    manifest([{**case, "name": "../a"}])
+    with pytest.raises(MigrationError, match="is not a folder"):
         migrate(tree, tmp_path / "out")
-    (tree / "manifest.json").write_text(
-        json.dumps({"schema": "torch_lattice_e2e_fixtures/v1", "cases": 5})
-    )
-    with pytest.raises(MigrationError, match="must list its cases"):  # not a TypeError
+    manifest(5)
+    with pytest.raises(MigrationError, match="lists no cases"):  # not a TypeError
+        migrate(tree, tmp_path / "out")
+    (tree / "manifest.json").write_text(f'{{"schema": "{schema}", "cases": [{"[" * 40}]}}')
+    with pytest.raises(MigrationError, match="nests 42 levels deep"):  # bounded, no RecursionError
+        migrate(tree, tmp_path / "out")
+    pad = " " * (1 << 20)
+    (tree / "manifest.json").write_text(json.dumps({"schema": schema, "cases": [case]}) + pad)
+    with pytest.raises(MigrationError, match="refused, not truncated"):
         migrate(tree, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -264,3 +315,120 @@ def test_nothing_migrates_at_load_time(tmp_path: Path) -> None:
     assert (src / "graph.mlir").read_bytes() == (
         FIXTURES / "sparse_classifier" / "graph.mlir"
     ).read_bytes()
+
+
+# A child process runs `lattice migrate --force` over an existing DST and is
+# killed with SIGKILL at one step of the atomic swap (lattice_contract.atomic's
+# test hook; "fallback" forces the two-rename path used where RENAME_EXCHANGE
+# is unavailable).
+KILLED_MIGRATION = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from lattice_contract import atomic
+    from lattice_conformance.migrate import migrate
+
+    src, dst, mode, step, marker = sys.argv[1:6]
+
+    def pause(name):
+        if name == step:
+            Path(marker).write_text(name)
+            time.sleep(60)
+
+    atomic._test_hook = pause
+    if mode == "fallback":
+        atomic._exchange_impl = lambda a, b: False
+    migrate(src, dst, force=True)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "step", "survivor"),
+    [
+        ("exchange", "before_swap", "old"),
+        ("exchange", "before_companion", "new"),
+        ("fallback", "between_renames", "old"),
+    ],
+)
+def test_a_killed_forced_migration_keeps_dst_and_its_manifest_together(
+    tmp_path: Path, mode: str, step: str, survivor: str
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old_src = _bundle(tmp_path / "a", "sparse_classifier")
+    new_src = _bundle(tmp_path / "b", "transpose_convolution")
+    dst = tmp_path / "out" / "model.lattice"
+    dst.parent.mkdir()
+    manifest = dst.with_name("model.lattice.migration.json")
+    migrate(old_src, dst)
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_MIGRATION, str(new_src), str(dst), mode, step, str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists():  # the old private writer never reached the atomic swap
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    expected = {"old": old_src, "new": new_src}[survivor]
+    if mode == "exchange":  # DST is a complete bundle at every instant
+        assert (dst / "weights.safetensors").read_bytes() == (
+            expected / "weights.safetensors"
+        ).read_bytes()
+    with path_lock(dst) as locked_at:  # what the next run does first, under the lock
+        recover_interrupted(dst, before=locked_at, companion=manifest)
+    check_bundle_dir(dst)
+    assert (dst / "weights.safetensors").read_bytes() == (
+        expected / "weights.safetensors"
+    ).read_bytes()
+    record = json.loads(manifest.read_text())
+    assert record["source"] == str(expected)
+    assert record["destination_sha256"] == atomic.fingerprint(dst)
+    migrate(new_src, dst, force=True)  # and the next run leaves nothing hidden behind
+    hidden = [p.name for p in dst.parent.iterdir() if p.name.startswith(".")]
+    assert hidden == [], hidden
+
+
+def test_a_second_writer_is_refused_clearly(tmp_path: Path) -> None:
+    src = _bundle(tmp_path)
+    dst = tmp_path / "model.lattice"
+    with path_lock(dst):
+        with pytest.raises(MigrationError, match="another writer holds"):
+            migrate(src, dst)
+        assert lattice_main(["migrate", str(src), str(dst)]) == 1
+    assert not dst.exists() and not dst.with_name("model.lattice.migration.json").exists()
+
+
+def test_the_manifest_cannot_be_dst_or_inside_it(tmp_path: Path) -> None:
+    src = _bundle(tmp_path)
+    dst = tmp_path / "model.lattice"
+    for manifest in (dst, dst / "changes.json"):
+        with pytest.raises(MigrationError, match="would be DST or lie inside it"):
+            migrate(src, dst, manifest=manifest)
+    with pytest.raises(MigrationError, match="the manifest's directory"):
+        migrate(src, dst, manifest=tmp_path / "nowhere" / "m.json")
+    with pytest.raises(MigrationError, match="would be SRC or lie inside it"):
+        migrate(src, dst, manifest=src / "graph.mlir")
+    assert not dst.exists()
+    assert (src / "graph.mlir").read_bytes() == (
+        FIXTURES / "sparse_classifier" / "graph.mlir"
+    ).read_bytes()
+
+
+def test_src_and_dst_may_not_contain_each_other(tmp_path: Path) -> None:
+    """--force over a tree holding SRC would delete the source with the old DST."""
+    src = _bundle(tmp_path)
+    with pytest.raises(MigrationError, match="lie inside one another"):
+        migrate(src, src / "nested.lattice")
+    tree = tmp_path / "tree"
+    migrate(FIXTURES, tree)  # a previous migration's output, which --force may replace
+    inner = tree / "inner.lattice"
+    shutil.copytree(src, inner)
+    with pytest.raises(MigrationError, match="lie inside one another"):
+        migrate(inner, tree, force=True)
+    assert check_bundle_dir(inner)

@@ -8,6 +8,7 @@ killed with SIGKILL; the parent then looks at what is on disk.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -103,9 +104,8 @@ def _siblings(target: Path) -> list[str]:
     return sorted(p.name for p in target.parent.iterdir() if p.name != target.name)
 
 
-def _kill_at(target: Path, mode: str, step: str) -> None:
-    marker = target.parent / "marker"
-    proc = _child(str(target), mode, step, str(marker), str(WEIGHT_BYTES))
+def _kill_when_paused(proc: subprocess.Popen[bytes], marker: Path) -> None:
+    """SIGKILL ``proc`` once its test hook wrote ``marker`` (it is paused at that step)."""
     deadline = time.monotonic() + 30
     while not marker.exists():
         assert proc.poll() is None, proc.communicate()
@@ -114,6 +114,11 @@ def _kill_at(target: Path, mode: str, step: str) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     marker.unlink()
+
+
+def _kill_at(target: Path, mode: str, step: str) -> None:
+    marker = target.parent / "marker"
+    _kill_when_paused(_child(str(target), mode, step, str(marker), str(WEIGHT_BYTES)), marker)
 
 
 @pytest.mark.parametrize(("step", "expected"), [("before_swap", "O"), ("after_swap", "N")])
@@ -165,6 +170,30 @@ def test_the_exchange_is_really_used_on_linux(tmp_path: Path) -> None:
     (a / "x").write_text("a")
     assert atomic._exchange(a, b)
     assert (b / "x").read_text() == "a" and not (a / "x").exists()
+
+
+def test_a_save_forks_no_process_while_it_holds_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child forked under the lock shares it until it execs (the old libc lookup forked).
+
+    ``ctypes.util.find_library`` runs ``ldconfig``; a writer killed while
+    that child had not exec'd yet left the lock taken after its own death.
+    """
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2 is Linux's")
+    target = tmp_path / "m.lattice"
+    atomic_bundle_write(target, _write_version("O", 16))
+    atomic._renameat2.cache_clear()  # the lookup a fresh process makes on its first save
+
+    def no_fork(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a save started a process")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_fork)
+    monkeypatch.setattr(os, "fork", no_fork)
+    atomic_bundle_write(target, _write_version("N", 16))
+    assert _version(target, 16) == "N"
+    assert atomic._renameat2() is not None  # the exchange itself was available
 
 
 KILL_TRIALS = 15
@@ -225,3 +254,120 @@ def test_leftovers_of_interrupted_saves_are_removed(tmp_path: Path) -> None:
     (tmp_path / ".other.lattice.tmp-keep").mkdir()  # another destination's: not ours
     atomic_bundle_write(target, _write_version("N", 4))
     assert _siblings(target) == [".other.lattice.tmp-keep"]
+
+
+# A companion (a manifest beside the destination) moves with it: the child
+# writes version N of the bundle and a companion naming N and the bundle's
+# fingerprint; it is killed at one step of the save.
+COMPANION_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from lattice_contract import atomic
+
+    target, companion, mode, step, marker = (Path(a) for a in sys.argv[1:6])
+    step = str(step)
+
+    def pause(name):
+        if name == step:
+            Path(marker).write_text(name)
+            time.sleep(60)
+
+    atomic._test_hook = pause
+    if str(mode) == "fallback":
+        atomic._exchange_impl = lambda a, b: False
+
+    def write(tmp):
+        (tmp / "graph.mlir").write_text("N")
+        (tmp / "weights.safetensors").write_bytes(b"N" * 1024)
+
+    atomic.atomic_write_dir(
+        target, write, companion=atomic.Companion(companion, lambda fp: "N " + fp)
+    )
+    """
+)
+
+
+def _companion_save(target: Path, companion: Path, version: str) -> None:
+    atomic.atomic_write_dir(
+        target,
+        _write_version(version, 1024),
+        companion=atomic.Companion(companion, lambda fp: f"{version} {fp}"),
+    )
+
+
+def _pair(target: Path, companion: Path) -> str:
+    """The version of a consistent (destination, companion) pair; fails on any other state."""
+    version = _version(target, 1024)
+    assert companion.read_text() == f"{version} {atomic.fingerprint(target)}"
+    return version
+
+
+@pytest.mark.parametrize(
+    ("mode", "step", "expected"),
+    [
+        ("exchange", "before_swap", "O"),
+        ("exchange", "after_swap", "N"),
+        ("exchange", "before_companion", "N"),
+        ("fallback", "between_renames", "O"),
+    ],
+)
+def test_a_companion_always_describes_the_destination_after_a_kill(
+    tmp_path: Path, mode: str, step: str, expected: str
+) -> None:
+    target, companion = tmp_path / "m.lattice", tmp_path / "m.lattice.migration.json"
+    _companion_save(target, companion, "O")
+    assert _pair(target, companion) == "O"
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", COMPANION_CHILD, str(target), str(companion), mode, step,
+         str(marker)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _kill_when_paused(proc, marker)
+    if mode == "exchange":  # the destination itself is complete at every instant
+        assert _version(target, 1024) == expected
+    # What any later writer does first, under the lock:
+    with path_lock(target) as locked_at:
+        recover_interrupted(target, before=locked_at, companion=companion)
+    assert _pair(target, companion) == expected
+    leftovers = [n for n in _siblings(target) if not n.endswith(".lock")]  # the dead writer's
+    assert leftovers == [companion.name]
+    _companion_save(target, companion, "A")
+    assert _pair(target, companion) == "A"
+    assert _siblings(target) == [companion.name]
+
+
+def test_a_failed_write_leaves_the_old_pair_and_no_pending_companion(tmp_path: Path) -> None:
+    target, companion = tmp_path / "m.lattice", tmp_path / "m.json"
+    _companion_save(target, companion, "O")
+
+    def broken(tmp: Path) -> None:
+        (tmp / "graph.mlir").write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic.atomic_write_dir(target, broken, companion=atomic.Companion(companion, str))
+    assert _pair(target, companion) == "O"
+    assert _siblings(target) == [companion.name]
+    file_target = tmp_path / "g.mlir"
+    atomic_write_file(
+        file_target,
+        lambda tmp: tmp.write_text("g"),
+        companion=atomic.Companion(tmp_path / "g.json", lambda fp: fp),
+    )
+    assert (tmp_path / "g.json").read_text() == atomic.fingerprint(file_target)
+
+
+def test_the_fingerprint_depends_on_names_and_bytes_only(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root, order in ((a, ("x", "sub/y")), (b, ("sub/y", "x"))):
+        for name in order:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(name.encode())
+    assert atomic.fingerprint(a) == atomic.fingerprint(b)
+    (b / "x").write_bytes(b"X")
+    assert atomic.fingerprint(a) != atomic.fingerprint(b)
+    (b / "x").write_bytes(b"x")
+    (b / "sub" / "y").rename(b / "sub" / "z")
+    assert atomic.fingerprint(a) != atomic.fingerprint(b)

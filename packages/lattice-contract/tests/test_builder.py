@@ -618,6 +618,9 @@ def test_one_method_per_op_with_schema_keywords(name):
     op = SCHEMA.ops[name]
     method = getattr(MLIRModuleBuilder, op.python_name)
     params = list(inspect.signature(method).parameters.values())[1:]
+    # Unexpected keywords are typed Never (mypy rejects them) and reach emit's diagnostic.
+    assert params[-1].kind is inspect.Parameter.VAR_KEYWORD and params[-1].name == "unexpected"
+    params = params[:-1]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
     schema_names = [o.name for o in op.operands] + [a.name for a in op.attributes]
     assert [p.name for p in params][: len(schema_names)] == schema_names
@@ -632,7 +635,7 @@ def test_one_method_per_op_with_schema_keywords(name):
 def test_builder_surface_has_no_ops_outside_the_schema():
     public = {
         n
-        for n in vars(MLIRModuleBuilder)
+        for n in dir(MLIRModuleBuilder)
         if not n.startswith("_") and callable(getattr(MLIRModuleBuilder, n))
     }
     abi = {"add_input", "add_sparse_input", "add_output", "build", "emit"}
@@ -872,11 +875,18 @@ def test_unknown_keyword_names_the_op_and_suggests():
 
 def test_missing_operand_and_attribute():
     b, x, w = _ctx()
-    _err(lambda: b.conv3d(weight=w, kernel_size=3), "lattice.conv3d", "missing operand 'input'")
-    _err(lambda: b.conv3d(input=x, weight=w), "missing attribute 'kernel_size'", "three ints")
-    _err(lambda: b.pool3d(input=x, kernel_size=2), "missing attribute 'mode'", "'max', 'avg'")
+    # emit() (generic over the schema) names the op, the argument and the rule ...
+    _err(lambda: b.emit("conv3d", weight=w, kernel_size=3), "missing operand 'input'")
+    _err(lambda: b.emit("conv3d", input=x, weight=w), "missing attribute 'kernel_size'")
+    _err(lambda: b.emit("pool3d", input=x, kernel_size=2), "missing attribute 'mode'", "'max'")
     f = features_of(b, x)
-    _err(lambda: b.cast(input=f, rounding="upward"), "lattice.cast", "missing keyword 'dtype'")
+    _err(lambda: b.emit("cast", input=f, rounding="upward"), "missing keyword 'dtype'")
+    # ... and the typed methods make the same keywords required in their signatures
+    # (a TypeError at the call, an error for mypy before it).
+    with pytest.raises(TypeError, match="'input'"):
+        b.conv3d(weight=w, kernel_size=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'dtype'"):
+        b.cast(input=f, rounding="upward")  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(
@@ -999,7 +1009,13 @@ def test_weight_shapes_against_the_op():
     _err(lambda: b.conv3d(input=x, weight=w, bias=bias, kernel_size=3), "'bias'", "(8,)")
     f = features_of(b, x)
     lin = b.weight(storage_key="lin", layout="linear_o_i", dtype="f32", shape=(3, 5))
-    _err(lambda: b.linear(input=f, weight=lin), "lattice.linear", "'weight'", "(C_out, 4)")
+    _err(
+        lambda: b.linear(input=f, weight=lin),
+        "lattice.linear",
+        "'weight'",
+        "input has 4 channels",
+        "[rule weight.in_channels]",
+    )
     _err(
         lambda: b.layer_norm(
             input=f, scale=_channel(b, 5), bias=vector(b, "b4", "bias_c", 4), eps=0.1
@@ -1036,7 +1052,11 @@ def test_stride_propagation():
     )
     assert b.target_conv_transpose3d(input=x, target=t1, weight=w, kernel_size=2, stride=2)
     _err(lambda: b.sparse_binary(lhs=x, rhs=t1, op="add", join="inner"), "'rhs'", "stride")
-    _err(lambda: b.sparse_cat(lhs=x, rhs=t4, join="outer"), "same stride")
+    _err(
+        lambda: b.sparse_cat(lhs=x, rhs=t4, join="outer"),
+        "has stride (4, 4, 4)",
+        "[rule stride.same]",
+    )
     _err(lambda: b.sparse_reindex(input=x, target=t1), "lattice.sparse.reindex", "'target'")
     up = b.generative_conv_transpose3d(input=x, weight=w, kernel_size=2, stride=2)
     assert up.type.stride == (1, 1, 1)
@@ -1076,7 +1096,12 @@ def test_feature_op_rules():
     _err(lambda: b.cast(input=f, dtype="i32", rounding="upward"), "'dtype'", "float")
     _err(lambda: b.cast(input=f, dtype="f16", rounding="nearest"), "'rounding'", "nearest_even")
     idx = b.add_input("idx", "tensor<?xi32>")
-    _err(lambda: b.cast(input=idx, dtype="f32", rounding="upward"), "'input'", "float tensors")
+    _err(
+        lambda: b.cast(input=idx, dtype="f32", rounding="upward"),
+        "'input'",
+        "not a float type",
+        "[rule cast.float]",
+    )
     _err(lambda: b.call(inputs=[f], callee="topk"), "'callee'", "not a registered", "argmax")
     _err(lambda: b.call(inputs=[f, f], callee="argmax"), "'inputs'", "takes 1")
     _err(lambda: b.call(inputs=[f, f], callee="gather_rows"), "'inputs'", "item 1", "i32 of rank 1")

@@ -48,6 +48,11 @@ bool mlir::lattice::isDtypeOneOf(Type type, llvm::StringRef names) {
   return llvm::is_contained(items, text);
 }
 
+std::string mlir::lattice::ruleSuffix(schema::RuleId id) {
+  const schema::RuleInfo &rule = schema::ruleInfo(id);
+  return std::string("; ") + rule.fix + " [rule " + rule.id + "]";
+}
+
 //===----------------------------------------------------------------------===//
 // Generated bodies: enum attribute parsers, type verifiers, schema tables.
 //===----------------------------------------------------------------------===//
@@ -106,7 +111,7 @@ LogicalResult PackingAttr::verify(function_ref<InFlightDiagnostic()> emitError, 
   InFlightDiagnostic diag = emitError() << "#lattice.packing group_size must be one of ";
   llvm::interleaveComma(schema::kGroupSizes, diag);
   return diag << " (the group sizes MLX's affine quantization supports), got " << groupSize
-              << "; re-quantize with one of them";
+              << ruleSuffix(schema::RuleId::weight_group_size);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,6 +1,6 @@
 """Print a lattice module whose stride mismatch sits behind a chain of N ops.
 
-``invalid/stride_chain_long.mlir`` runs it: the verifier must find the
+``invalid/stride.same--chain_long.mlir`` runs it: the verifier must find the
 mismatch however long the chain (an earlier def-chain walk gave up after
 1,024 ops and accepted such graphs).  Usage: ``long_stride_chain.py N``.
 """
@@ -10,6 +10,9 @@ from __future__ import annotations
 import sys
 
 SPARSE = "!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>"
+
+
+MISMATCH = "operands must share a stride: 'lhs' is at (1, 1, 1) but 'rhs' is at (2, 2, 2)"
 
 
 def module(length: int) -> str:
@@ -29,8 +32,7 @@ def module(length: int) -> str:
         )
         previous = f"%v{i}"
     lines += [
-        "  // expected-error @+1 {{operands must share a stride: 'lhs' is at (1, 1, 1) but "
-        "'rhs' is at (2, 2, 2)}}",
+        f"  // expected-error-re @+1 {{{{{MISMATCH}{{{{.*}}}}[rule stride.same]}}}}",
         f"  %y = lattice.sparse.cat {previous}, %coarse {{join = #lattice.join<inner>}} : "
         "(!s, !s) -> !s",
         "  return %y : !s",

@@ -12,6 +12,11 @@ process on the same global batches as the reference.  Each rank writes
   second seeded run gave bit-identical parameters;
 * ``unused_parameters_equal``: whether ``find_unused_parameters=True``
   over a module that returns the logits tensor trains as the default does;
+* ``sparse_unused``: with ``find_unused_parameters=True``, a model that
+  returns a ``SparseTensor`` and uses a branch only on some steps: the error
+  plain DDP raises (None if it trains), and whether :class:`SparseDDP`
+  trains it exactly as the same model does with the branch's gradients
+  treated as unused by hand;
 * ``checkpoint_equal`` / ``resume_equal``: whether rank 0's checkpoint,
   reloaded on this rank, equals the live model, and whether one more step
   from the reloaded checkpoint equals one more step of the live run.
@@ -28,9 +33,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 from torch_lattice.data import PointCloud, VoxelizedDataset, sparse_collate
-from torch_lattice.distributed import global_mean, init_distributed
+from torch_lattice.distributed import SparseDDP, global_mean, init_distributed
 from torch_lattice.models import MinkUNet
 from torch_lattice.nn import BatchNorm, SyncBatchNorm
+from torch_lattice.sparse import SparseTensor
 
 SCENES = 12
 PER_RANK = 2
@@ -176,6 +182,64 @@ def unused_parameters_case(batches: list[Any]) -> bool:
     return all(torch.equal(v, models[1][k]) for k, v in models[0].items())
 
 
+class _Branchy(torch.nn.Module):
+    """MinkUNet plus a head that only odd steps use; returns a ``SparseTensor``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = SyncBatchNorm.convert_sync_batchnorm(MinkUNet(4, CLASSES, (8, 8, 16)))
+        self.extra = torch.nn.Linear(CLASSES, CLASSES)
+
+    def forward(self, x: Any, use_extra: bool) -> Any:
+        out = self.net(x)
+        return out.with_feats(out.feats + self.extra(out.feats)) if use_extra else out
+
+
+class _Always(_Branchy):
+    """The reference: the head takes part in every step, scaled by 0 where _Branchy skips it."""
+
+    def forward(self, x: Any, use_extra: bool) -> Any:
+        out = self.net(x)
+        scale = 1.0 if use_extra else 0.0
+        return out.with_feats(out.feats + scale * self.extra(out.feats))
+
+
+def _branchy_steps(
+    wrap: Any, batches: list[Any], kind: type[_Branchy] = _Branchy
+) -> dict[str, torch.Tensor]:
+    torch.manual_seed(SEED)
+    model = kind()
+    ddp = wrap(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for index, batch in enumerate(batches[:3]):
+        out = ddp(batch["input"], use_extra=index == 1)
+        assert isinstance(out, SparseTensor)
+        total = torch.nn.functional.cross_entropy(out.feats, batch["labels"], reduction="sum")
+        optimizer.zero_grad()
+        global_mean(total, batch["labels"].numel()).backward()
+        optimizer.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def sparse_unused_case(batches: list[Any]) -> dict[str, Any]:
+    """find_unused_parameters=True over SparseTensor outputs: plain DDP, then SparseDDP.
+
+    The reference is plain DDP without unused-parameter detection over
+    :class:`_Always`, whose head gets a zero gradient on the steps that skip
+    it (SGD without momentum leaves it where it is, as an unused head stays).
+    """
+    plain_error = None
+    try:
+        _branchy_steps(lambda m: DistributedDataParallel(m, find_unused_parameters=True), batches)
+    except RuntimeError as exc:
+        plain_error = str(exc).splitlines()[0]
+    dist.barrier()  # both ranks failed (or not) in the same step; start clean
+    fixed = _branchy_steps(lambda m: SparseDDP(m, find_unused_parameters=True), batches)
+    reference = _branchy_steps(DistributedDataParallel, batches, _Always)
+    worst = max(float((fixed[k] - v).abs().max()) for k, v in reference.items())
+    return {"plain_error": plain_error, "worst": worst, "params": fixed}
+
+
 def main(out: Path) -> None:
     torch.set_num_threads(1)
     ctx = init_distributed("gloo", device="cpu")
@@ -191,6 +255,7 @@ def main(out: Path) -> None:
         torch.equal(params[k], v) for k, v in unwrap(rerun).state_dict().items()
     )
     result["unused_parameters_equal"] = unused_parameters_case(batches)
+    result["sparse_unused"] = sparse_unused_case(batches)
     checkpoint = out / "checkpoint.pt"
     if ctx.is_main:
         tmp = out / ".checkpoint.pt.tmp"

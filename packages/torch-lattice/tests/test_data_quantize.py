@@ -104,6 +104,14 @@ def test_vote_labels_is_the_majority_with_ties_to_the_smallest() -> None:
     assert tie.tolist() == [1, 250]
 
 
+def test_vote_labels_with_huge_label_ids_neither_overflows_nor_crashes() -> None:
+    # voxel * (max label + 1) used to overflow int64: a bare RuntimeError or wrong votes
+    big = 2**61
+    inverse = torch.tensor([0, 0, 1, 1, 2, 3, 4, 4, 4, 5, 5])
+    labels = torch.tensor([7, 7, 3, 3, 9, 5, big, big, big + 1, big + 1, 2**63 - 1])
+    assert vote_labels(labels, inverse).tolist() == [7, 3, 9, 5, big, big + 1]
+
+
 def test_voxel_features_are_point_means() -> None:
     g = torch.Generator().manual_seed(3)
     inverse = torch.randint(0, 10, (100,), generator=g)

@@ -183,6 +183,39 @@ def test_written_semantic_kitti_reads_back_with_numpy(tmp_path: Path) -> None:
     assert read_point_cloud(scan).labels is not None
 
 
+def _npy_with_header(path: Path, header: str) -> Path:
+    """A version-1 .npy file whose header text is ``header`` (padded as NumPy pads it)."""
+    text = header.encode("latin1")
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text + bytes(8))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("header", "words"),
+    [
+        # ast.literal_eval let these escape as RecursionError / MemoryError
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (" + "-" * 3000 + "1,), }",
+            "unreadable",
+        ),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (" + "-" * 9000 + "1,), }",
+            "unreadable",
+        ),
+        # and accepted these, reading a truthy string or a bool as the order and a dimension
+        ("{'descr': '<f4', 'fortran_order': 'no', 'shape': (2,), }", "fortran_order must be"),
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (True, 2), }", "unreadable"),
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", "unreadable"),
+        ("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", "unreadable"),
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} " + " " * 20000, "limit"),
+    ],
+)
+def test_hostile_npy_headers_are_refused(tmp_path: Path, header: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        read_npy(_npy_with_header(tmp_path / "h.npy", header))
+
+
 def test_bad_values_are_refused_not_wrapped(tmp_path: Path) -> None:
     """Negative .npy dims, 17-bit labels and negative label ids get a ValueError."""
     np.save(tmp_path / "n.npy", np.zeros((2, 3), dtype=np.float32))
@@ -193,6 +226,12 @@ def test_bad_values_are_refused_not_wrapped(tmp_path: Path) -> None:
     points, remission = torch.zeros(2, 3), torch.zeros(2)
     with pytest.raises(ValueError, match=r"\[0, 65535\]"):
         write_semantic_kitti(tmp_path, 0, 0, points, remission, torch.tensor([1, 65536]))
+    with pytest.raises(ValueError, match=r"instances must be .* \[0, 65535\]"):
+        labels = torch.tensor([1, 2])
+        write_semantic_kitti(tmp_path, 0, 0, points, remission, labels, torch.tensor([0, 1 << 16]))
+    assert not (tmp_path / "sequences").exists() or not any(
+        p.is_file() for p in (tmp_path / "sequences").rglob("*")
+    )  # a refused frame writes nothing (the scan used to be written before the check)
     _kitti_sample(tmp_path)
     with pytest.raises(ValueError, match="cannot be negative"):
         SemanticKITTIScans(tmp_path, ["08"], learning_map={-1: 0, 10: 1})

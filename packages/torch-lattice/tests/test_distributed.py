@@ -11,7 +11,11 @@ time) is compared with one plain process on the same global batches:
 * a second seeded run is bit-identical, and a checkpoint saved by rank 0
   reloads on every rank and resumes exactly;
 * ``find_unused_parameters=True`` (with an unused parameter) over a module
-  returning the logits tensor trains exactly as the default does.
+  returning the logits tensor trains exactly as the default does;
+* with ``find_unused_parameters=True`` and a model returning a
+  ``SparseTensor`` whose head only some steps use, plain DDP fails and
+  :class:`torch_lattice.distributed.SparseDDP` trains it like the same
+  model run with the head's gradient zeroed on the steps that skip it.
 """
 
 from __future__ import annotations
@@ -142,6 +146,16 @@ def test_seeded_ddp_run_is_reproducible(ddp: dict[str, Any]) -> None:
 
 def test_find_unused_parameters_over_a_tensor_output(ddp: dict[str, Any]) -> None:
     assert all(r["unused_parameters_equal"] for r in ddp["ranks"])
+
+
+def test_find_unused_parameters_over_sparse_tensor_outputs(ddp: dict[str, Any]) -> None:
+    rank0, rank1 = (r["sparse_unused"] for r in ddp["ranks"])
+    # Plain DDP finds no tensor in a SparseTensor: it marks every parameter unused.
+    assert rank0["plain_error"] is not None
+    assert "Expected to mark a variable ready only once" in rank0["plain_error"]
+    for key, value in rank0["params"].items():
+        assert torch.equal(value, rank1["params"][key]), key
+    assert rank0["worst"] <= 1e-6, rank0["worst"]
 
 
 def test_rank0_checkpoint_reloads_and_resumes(ddp: dict[str, Any]) -> None:

@@ -9,23 +9,23 @@ reference path) and the three gradients.
 
 from __future__ import annotations
 
-import os
+import importlib.util
 
 import pytest
 import torch
+from torch_lattice import SparseTensor, ops
+from torch_lattice.coords import Packing
+from torch_lattice.ops.conv import schedule
+from torch_lattice.ops.reference import random_sparse
+
+# torch_lattice.triton (and so triton) is imported inside the tests, under the
+# module-scoped triton_interpreter fixture (conftest.py): without CUDA, Triton
+# must be imported with TRITON_INTERPRET=1, and the variable is restored after.
+if importlib.util.find_spec("triton") is None:
+    pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
 
 CUDA = torch.cuda.is_available()
-if not CUDA:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-pytest.importorskip("triton", reason="the Triton path needs triton (requirements-dev.txt)")
-
-from torch_lattice import SparseTensor, ops  # noqa: E402
-from torch_lattice.coords import Packing  # noqa: E402
-from torch_lattice.ops.conv import schedule  # noqa: E402
-from torch_lattice.ops.reference import random_sparse  # noqa: E402
-from torch_lattice.triton import maps  # noqa: E402
-from torch_lattice.triton.kernels import set_tf32, tf32_enabled  # noqa: E402
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 DEVICE = "cuda" if CUDA else "cpu"
 ROWS, C_IN, C_OUT, EXTENT = (20000, 32, 48, 40) if CUDA else (40, 5, 6, 5)
@@ -273,6 +273,8 @@ def test_centred_stride1_odd_kernel_is_subm() -> None:
 
 def test_slot_map_adjoint_and_pairs_agree() -> None:
     """The transposed table and the compacted pairs list hold exactly the table's pairs."""
+    from torch_lattice.triton import maps
+
     x = _input(17, torch.float32)
     _, smap = maps.build("indexed", x.support, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1))
     slots = smap.slots.cpu().to(torch.int64)
@@ -306,6 +308,8 @@ def test_empty_input_and_f64_are_handled() -> None:
 
 
 def test_tf32_is_off_by_default_and_switchable() -> None:
+    from torch_lattice.triton.kernels import set_tf32, tf32_enabled
+
     assert not tf32_enabled()
     set_tf32(True)
     try:
@@ -313,6 +317,13 @@ def test_tf32_is_off_by_default_and_switchable() -> None:
     finally:
         set_tf32(False)
     assert not tf32_enabled()
+
+
+def test_kernels_run_interpreted_without_cuda() -> None:
+    """Without a GPU the kernels were defined for the interpreter (the fixture's setting)."""
+    from torch_lattice.triton import interpreting
+
+    assert interpreting() == (not CUDA)
 
 
 def test_schedule_dispatch() -> None:

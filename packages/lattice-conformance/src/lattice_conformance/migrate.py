@@ -31,9 +31,16 @@ A graph whose numbers would differ is refused: a generative transposed
 convolution whose stride is smaller than its kernel on some axis has taps
 that meet on one output, and upstream emits a duplicate row for each where
 Lattice sums them into one.  Refusals (:class:`MigrationError`) say why and
-write nothing.  DST is written atomically (a temporary sibling renamed into
-place), weights and fixture tensors are copied byte for byte, and a JSON
-manifest of every change goes to ``DST.migration.json`` (or ``--manifest``).
+write nothing.  DST is written through :mod:`lattice_contract.atomic` (the
+writer lock, a complete synced sibling swapped in with
+``renameat2(RENAME_EXCHANGE)``, leftovers of interrupted runs cleaned up),
+weights and fixture tensors are copied byte for byte, and a JSON manifest of
+every change goes to ``DST.migration.json`` (or ``--manifest``; a bundle may
+hold no JSON, so it lives beside DST).  The manifest is DST's atomic
+companion: it names DST's ``destination_sha256`` (:func:`lattice_contract.
+atomic.fingerprint`), is staged before DST is swapped and moved into place
+after, and a run killed in between is completed by the next run to the same
+DST, so a manifest on disk always describes the DST that is there.
 """
 
 from __future__ import annotations
@@ -43,12 +50,18 @@ import json
 import os
 import shutil
 import sys
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from lattice_contract.atomic import (
+    Companion,
+    WriterLockedError,
+    atomic_write_dir,
+    atomic_write_file,
+)
 from lattice_contract.bundle import BundleError, check_bundle_dir
 from lattice_contract.constants import (
     GRAPH_FILE,
@@ -58,6 +71,10 @@ from lattice_contract.constants import (
     WEIGHT_FILE,
 )
 from lattice_contract.digest import SCHEMA_DIGEST
+
+from lattice_conformance.safe_extract import FixtureArchiveError
+from lattice_conformance.upstream_tensors import UpstreamTensorError, rename_entries
+from lattice_conformance.upstream_tree import CASE_FILES, MANIFEST, TREE_SCHEMA, tree_cases
 
 __all__ = [
     "FIXTURE_TREE_SCHEMA",
@@ -71,18 +88,13 @@ __all__ = [
     "migrate_graph",
 ]
 
-FIXTURE_TREE_SCHEMA = "torch_lattice_e2e_fixtures/v1"
+FIXTURE_TREE_SCHEMA = TREE_SCHEMA
 """``schema`` of an upstream fixture tree's ``manifest.json``."""
 
 MANIFEST_SCHEMA = "lattice_migration/v1"
 """``schema`` of the manifest of changes this command writes."""
 
-FIXTURE_CASE_FILES: tuple[str, ...] = (
-    GRAPH_FILE,
-    WEIGHT_FILE,
-    "inputs.safetensors",
-    "expected.safetensors",
-)
+FIXTURE_CASE_FILES: tuple[str, ...] = CASE_FILES
 """Files of one fixture-tree case."""
 
 BARE_SPARSE_NAMES: tuple[str, str, str] = ("coords", "features", "active")
@@ -295,51 +307,16 @@ def migrate_graph(text: str, *, where: str = GRAPH_FILE) -> MigratedGraph:
 # Sources and atomic destinations.
 
 
-def _fresh_sibling(target: Path, kind: str) -> Path:
-    return target.parent / f".{target.name}.{kind}-{uuid.uuid4().hex[:12]}"
-
-
-def _write_text(path: Path, text: str) -> None:
-    # open() (not mkstemp) so the mode follows the umask like any other file.
-    with open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _atomic_file(target: Path, text: str) -> None:
-    tmp = _fresh_sibling(target, "tmp")
-    try:
-        _write_text(tmp, text)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _atomic_dir(target: Path, fill: Callable[[Path], None]) -> None:
-    tmp = _fresh_sibling(target, "tmp")
-    os.mkdir(tmp)  # umask mode, like any directory the user creates
-    try:
-        fill(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _copy(src: Path, dst: Path) -> None:
-    shutil.copyfile(src, dst)
-    with open(dst, "rb") as handle:
-        os.fsync(handle.fileno())
-
-
 def _rename_tensors(src: Path, dst: Path, renamed: dict[str, str]) -> None:
-    """Copy a safetensors file with entries renamed (the migrated input names)."""
-    from safetensors.numpy import load_file, save_file
+    """Copy a safetensors file with entries renamed (the migrated input names).
 
-    tensors = load_file(str(src))
-    save_file({renamed.get(k, k): v for k, v in tensors.items()}, str(dst))
+    Only the header changes: every entry keeps its dtype, shape and bytes
+    (bf16 included, which NumPy cannot hold) and ``__metadata__`` is kept.
+    """
+    try:
+        rename_entries(src, dst, renamed)
+    except UpstreamTensorError as exc:
+        raise MigrationError(str(exc)) from None
 
 
 def _source_kind(src: Path) -> str:
@@ -347,40 +324,35 @@ def _source_kind(src: Path) -> str:
         return "graph"
     if not src.is_dir():
         raise MigrationError(f"SRC {str(src)!r} does not exist")
-    if (src / "manifest.json").is_file():
+    if (src / MANIFEST).is_file():
         return "fixture-tree"
     return "bundle"
 
 
 def _tree_cases(src: Path) -> list[str]:
+    """The case names of a fixture tree, read by the replayer's own (bounded) manifest rules."""
     try:
-        manifest = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MigrationError(f"{src / 'manifest.json'} is not readable JSON: {exc}") from None
-    schema = manifest.get("schema") if isinstance(manifest, dict) else None
-    if schema != FIXTURE_TREE_SCHEMA:
+        return [case.name for case in tree_cases(src)]
+    except FixtureArchiveError as exc:
+        raise MigrationError(str(exc)) from None
+
+
+def _check_destination(target: Path, *, kind: str, force: bool) -> None:
+    """An existing DST is replaced only with ``force`` and only if it is a migration's output."""
+    if not force:
+        raise MigrationError(f"DST {str(target)!r} exists; choose a new path or pass --force")
+    replaceable = (
+        target.is_file() and not target.is_symlink()
+        if kind == "graph"
+        else target.is_dir()
+        and not target.is_symlink()
+        and ((target / GRAPH_FILE).is_file() or (target / MANIFEST).is_file())
+    )
+    if not replaceable:
         raise MigrationError(
-            f"{src / 'manifest.json'} has schema {schema!r}; a fixture tree's manifest has "
-            f"schema {FIXTURE_TREE_SCHEMA!r} (an artifact bundle holds no manifest)"
+            f"refusing to replace {str(target)!r}: it is not a previous migration's "
+            + ("graph file" if kind == "graph" else "artifact or fixture tree")
         )
-    cases = manifest.get("cases")
-    if not isinstance(cases, list):
-        cases = []  # refused just below, with the message that names the fix
-    names = [c.get("name") if isinstance(c, dict) else None for c in cases]
-    plain = [n for n in names if isinstance(n, str) and n and "/" not in n and n[0] != "."]
-    if not isinstance(cases, list) or not cases or len(plain) != len(names):
-        raise MigrationError(
-            f"{src / 'manifest.json'} must list its cases as objects with a plain 'name' (a "
-            "directory of the tree)"
-        )
-    for name in plain:
-        missing = [f for f in FIXTURE_CASE_FILES if not (src / name / f).is_file()]
-        if missing:
-            raise MigrationError(
-                f"fixture case {name!r} lacks {', '.join(missing)} in {src / name}; each case "
-                f"holds {', '.join(FIXTURE_CASE_FILES)}"
-            )
-    return plain
 
 
 def _read_graph(path: Path) -> str:
@@ -409,22 +381,24 @@ def migrate(
     )
     if target.resolve() == source.resolve():
         raise MigrationError("SRC and DST are the same path; migrate into a new DST")
-    if target.exists():
-        if not force:
-            raise MigrationError(f"DST {str(target)!r} exists; choose a new path or pass --force")
-        replaceable = (
-            target.is_file()
-            if kind == "graph"
-            else target.is_dir()
-            and ((target / GRAPH_FILE).is_file() or (target / "manifest.json").is_file())
+    read, written, noted = source.resolve(), target.resolve(), manifest_path.resolve()
+    if read in written.parents or written in read.parents:
+        raise MigrationError(
+            f"SRC {str(source)!r} and DST {str(target)!r} lie inside one another; a migration "
+            "neither writes into its source nor replaces a tree that holds it: choose a DST "
+            "beside SRC"
         )
-        if not replaceable:
+    for inside, what in ((written, "DST"), (read, "SRC")):
+        if noted == inside or inside in noted.parents:
             raise MigrationError(
-                f"refusing to replace {str(target)!r}: it is not a previous migration's "
-                + ("graph file" if kind == "graph" else "artifact or fixture tree")
+                f"the manifest {str(manifest_path)!r} would be {what} or lie inside it; write "
+                "it beside DST (the default, DST.migration.json)"
             )
-    if not target.parent.is_dir():
-        raise MigrationError(f"DST's directory {str(target.parent)!r} does not exist")
+    for what, folder in (("DST", target.parent), ("the manifest", manifest_path.parent)):
+        if not (folder if str(folder) else Path(".")).is_dir():
+            raise MigrationError(f"{what}'s directory {str(folder)!r} does not exist")
+    if os.path.lexists(target):  # checked again under the writer lock
+        _check_destination(target, kind=kind, force=force)
 
     migrated: dict[str, MigratedGraph] = {}
     if kind == "graph":
@@ -443,39 +417,19 @@ def migrate(
 
     def fill_bundle(root: Path) -> None:
         (graph,) = migrated.values()
-        _write_text(root / GRAPH_FILE, graph.text)
-        _copy(source / WEIGHT_FILE, root / WEIGHT_FILE)
+        (root / GRAPH_FILE).write_text(graph.text, encoding="utf-8")
+        shutil.copyfile(source / WEIGHT_FILE, root / WEIGHT_FILE)
 
     def fill_tree(root: Path) -> None:
-        _copy(source / "manifest.json", root / "manifest.json")
+        shutil.copyfile(source / MANIFEST, root / MANIFEST)
         for name, graph in migrated.items():
             os.mkdir(root / name)
-            _write_text(root / name / GRAPH_FILE, graph.text)
+            (root / name / GRAPH_FILE).write_text(graph.text, encoding="utf-8")
             for file in FIXTURE_CASE_FILES[1:]:
                 if file == "inputs.safetensors" and graph.renamed_inputs:
                     _rename_tensors(source / name / file, root / name / file, graph.renamed_inputs)
                 else:
-                    _copy(source / name / file, root / name / file)
-
-    if kind == "graph":
-        (graph,) = migrated.values()
-        _atomic_file(target, graph.text)
-    else:
-        staged = _fresh_sibling(target, "new")
-        _atomic_dir(staged, fill_bundle if kind == "bundle" else fill_tree)
-        # With --force the old DST goes only once the new one is complete.
-        old = _fresh_sibling(target, "old") if target.exists() else None
-        if old is not None:
-            os.replace(target, old)
-        try:
-            os.replace(staged, target)
-        except BaseException:
-            if old is not None:
-                os.replace(old, target)
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+                    shutil.copyfile(source / name / file, root / name / file)
 
     report = MigrationReport(
         kind=kind,
@@ -485,29 +439,49 @@ def migrate(
         producer=", ".join(producers),
         cases={name: graph.changes for name, graph in migrated.items()},
     )
-    record = {
-        "schema": MANIFEST_SCHEMA,
-        "kind": kind,
-        "source": str(source),
-        "destination": str(target),
-        "producer": report.producer,
-        "schema_digest": SCHEMA_DIGEST,
-        "graphs": {
-            name: {
-                "changes": [c.record() for c in graph.changes],
-                "renamed_inputs": graph.renamed_inputs,
-            }
-            for name, graph in migrated.items()
-        },
-        "copied_unchanged": (
-            [WEIGHT_FILE]
-            if kind == "bundle"
-            else ["manifest.json", *FIXTURE_CASE_FILES[1:]]
-            if kind == "fixture-tree"
-            else []
-        ),
-    }
-    _atomic_file(manifest_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+    def render(destination_sha256: str) -> str:
+        record = {
+            "schema": MANIFEST_SCHEMA,
+            "kind": kind,
+            "source": str(source),
+            "destination": str(target),
+            "destination_sha256": destination_sha256,
+            "producer": report.producer,
+            "schema_digest": SCHEMA_DIGEST,
+            "graphs": {
+                name: {
+                    "changes": [c.record() for c in graph.changes],
+                    "renamed_inputs": graph.renamed_inputs,
+                }
+                for name, graph in migrated.items()
+            },
+            "copied_unchanged": (
+                [WEIGHT_FILE]
+                if kind == "bundle"
+                else [MANIFEST, *FIXTURE_CASE_FILES[1:]]
+                if kind == "fixture-tree"
+                else []
+            ),
+        }
+        return json.dumps(record, indent=2, sort_keys=True) + "\n"
+
+    companion = Companion(manifest_path, render)
+    check = partial(_check_destination, kind=kind, force=force)
+    try:
+        if kind == "graph":
+            (graph,) = migrated.values()
+            atomic_write_file(
+                target,
+                lambda tmp: tmp.write_text(graph.text, encoding="utf-8"),
+                check_existing=check,
+                companion=companion,
+            )
+        else:
+            fill = fill_bundle if kind == "bundle" else fill_tree
+            atomic_write_dir(target, fill, check_existing=check, companion=companion)
+    except WriterLockedError as exc:
+        raise MigrationError(str(exc)) from None
     return report
 
 

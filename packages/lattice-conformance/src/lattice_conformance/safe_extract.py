@@ -29,6 +29,7 @@ and whose message names the member.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -36,7 +37,7 @@ import math
 import re
 import tarfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
@@ -47,7 +48,9 @@ __all__ = [
     "MAX_TRAILING_BYTES",
     "ArchiveLimits",
     "FixtureArchiveError",
+    "check_headers",
     "extract_members",
+    "find_member",
     "load_bounded_json",
 ]
 
@@ -246,6 +249,42 @@ def _check_declared(
         )
 
 
+def _archive_size(archive: Path, limits: ArchiveLimits) -> int:
+    """The archive's size on disk, refused over the cap before anything is read."""
+    try:
+        size = archive.stat().st_size
+    except OSError as exc:
+        raise FixtureArchiveError(
+            "missing", f"cannot read fixture archive {archive}: {exc}"
+        ) from exc
+    if size > limits.max_archive_bytes:
+        raise FixtureArchiveError(
+            "archive_too_large",
+            f"{archive} is {size} bytes, over the {limits.max_archive_bytes}-byte cap",
+        )
+    return size
+
+
+@contextlib.contextmanager
+def _streamed(archive: Path) -> Iterator[tuple[gzip.GzipFile, tarfile.TarFile]]:
+    """The archive as a gzip stream and a tar read from it once, front to back."""
+    with (
+        open(archive, "rb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="rb") as gz,
+        tarfile.open(fileobj=gz, mode="r|") as tar,
+    ):
+        yield gz, tar
+
+
+def _members(tar: tarfile.TarFile, limits: ArchiveLimits) -> Iterator[tarfile.TarInfo]:
+    for count, member in enumerate(tar, start=1):
+        if count > limits.max_members:
+            raise FixtureArchiveError(
+                "too_many_members", f"archive has more than {limits.max_members} members"
+            )
+        yield member
+
+
 def extract_members(
     archive: Path,
     dest: Path,
@@ -260,32 +299,14 @@ def extract_members(
     ``declared(its bytes)`` returns every other member's size, checked (total,
     expansion, then per member) before that member is written.
     """
-    try:
-        archive_size = archive.stat().st_size
-    except OSError as exc:
-        raise FixtureArchiveError(
-            "missing", f"cannot read fixture archive {archive}: {exc}"
-        ) from exc
-    if archive_size > limits.max_archive_bytes:
-        raise FixtureArchiveError(
-            "archive_too_large",
-            f"{archive} is {archive_size} bytes, over the {limits.max_archive_bytes}-byte cap",
-        )
+    archive_size = _archive_size(archive, limits)
     seen: dict[str, str] = {}
     files: dict[str, tuple[int, str]] = {}
     sizes: Mapping[str, int] | None = None
     total = 0
     try:
-        with (
-            open(archive, "rb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="rb") as gz,
-            tarfile.open(fileobj=gz, mode="r|") as tar,
-        ):
-            for count, member in enumerate(tar, start=1):
-                if count > limits.max_members:
-                    raise FixtureArchiveError(
-                        "too_many_members", f"archive has more than {limits.max_members} members"
-                    )
+        with _streamed(archive) as (gz, tar):
+            for member in _members(tar, limits):
                 key = _member_path(member.name).as_posix()
                 folded = key.casefold()
                 if folded in seen:
@@ -373,3 +394,56 @@ def extract_members(
             "copy the archive again",
         ) from exc
     return files
+
+
+def find_member(
+    archive: Path,
+    wanted: Callable[[PurePosixPath], bool],
+    limits: ArchiveLimits,
+    *,
+    max_bytes: int,
+) -> bytes | None:
+    """The first regular member ``wanted`` accepts, read without writing anything.
+
+    The member names, kinds and sizes pass :func:`extract_members`' checks,
+    and the sizes the headers declare so far are held to the total and
+    expansion caps *before* any member's data is decompressed or skipped, so
+    sniffing a gzip bomb stops at its first oversized header.  Returns at
+    most ``max_bytes + 1`` bytes (the caller refuses an oversized member by
+    its length) or None when no member is wanted.
+    """
+    compressed = _archive_size(archive, limits)
+    total = 0
+    try:
+        with _streamed(archive) as (_, tar):
+            for member in _members(tar, limits):
+                path = _member_path(member.name)
+                _check_kind(member, limits)
+                total += member.size
+                if total > min(limits.max_total_bytes, limits.max_expansion * max(compressed, 1)):
+                    raise FixtureArchiveError(
+                        "archive_too_large",
+                        f"{archive} declares {total} bytes up to member {member.name!r} in a "
+                        f"{compressed}-byte archive, over the caps ({limits.max_total_bytes} "
+                        f"bytes, {limits.max_expansion}x expansion)",
+                    )
+                if member.isreg() and wanted(path):
+                    source = tar.extractfile(member)
+                    return source.read(max_bytes + 1) if source is not None else b""
+    except FixtureArchiveError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+        raise FixtureArchiveError(
+            "truncated_or_corrupt", f"{archive} is truncated or not a gzip-compressed tar ({exc})"
+        ) from exc
+    return None
+
+
+def check_headers(archive: Path, limits: ArchiveLimits) -> None:
+    """Every member header against the caps (names, kinds, sizes, total, expansion); writes nothing.
+
+    For archives without a manifest that declares the sizes (upstream fixture
+    trees): run before :func:`extract_members`, so a gzip bomb is refused at
+    the header that crosses a cap instead of after its bytes are on disk.
+    """
+    find_member(archive, lambda _: False, limits, max_bytes=0)

@@ -18,32 +18,47 @@ every sparse input's coordinates -- and every expected sparse output's -- are
 multiplied by the stride, and the report says so.  Upstream's expected files
 carry no stride, so an expected sparse output takes the stride the runtime
 reports; its coordinates are still compared exactly.
+
+Each output is compared with what the fixture stores: its dtype (the stored
+features' dtype, so an f16 fixture fails an f32 result), and for a sparse
+output only the rows ``[0, out.active)`` (rows past it are capacity padding;
+an ``active`` that is missing, not one integer or beyond the stored rows is
+a fixture error).  Tensor files are read by
+:mod:`lattice_conformance.upstream_tensors` (the contract's header policy,
+bf16 widened exactly).  The manifest is bounded (:data:`MANIFEST_LIMIT`,
+refused beyond it, never truncated) and an archive is sniffed without
+writing anything, under the safe extractor's caps.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
 from lattice_contract.constants import GRAPH_FILE, KNOWN_PRODUCER_DIGESTS, WEIGHT_FILE
-from safetensors import numpy as stnp
 
 from lattice_conformance.archive import ArchiveLimits, FixtureArchiveError, SparseArrays
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
 from lattice_conformance.native_check import native_verification_crash
 from lattice_conformance.replay import CaseResult, ReplayResult
 from lattice_conformance.runners import Runner, RuntimeUnavailable, make_runner
-from lattice_conformance.safe_extract import extract_members, load_bounded_json
+from lattice_conformance.safe_extract import (
+    check_headers,
+    extract_members,
+    find_member,
+    load_bounded_json,
+)
+from lattice_conformance.upstream_tensors import TensorFile, read_tensors
 
 Array = npt.NDArray[Any]
 
@@ -56,7 +71,8 @@ COORD_UNITS: Final = ("physical", "lattice-units")
 
 CASE_FILES: Final = (GRAPH_FILE, WEIGHT_FILE, "inputs.safetensors", "expected.safetensors")
 MANIFEST: Final = "manifest.json"
-_MANIFEST_LIMIT: Final = 1 << 20
+MANIFEST_LIMIT: Final = 1 << 20
+"""Largest tree manifest read (bytes); a larger one is refused with its size."""
 
 
 class UpstreamTreeError(FixtureArchiveError):
@@ -75,37 +91,51 @@ class TreeCase:
     directory: Path
 
 
-def _manifest_of(raw: bytes, where: str) -> dict[str, Any] | None:
+def _manifest_limits() -> ArchiveLimits:
+    return ArchiveLimits(max_manifest_bytes=MANIFEST_LIMIT)
+
+
+def _read_manifest(path: Path) -> bytes:
+    """At most one byte past the limit, so an oversized manifest is refused, never truncated."""
+    with open(path, "rb") as handle:
+        return handle.read(MANIFEST_LIMIT + 1)
+
+
+def _is_tree_manifest(raw: bytes, where: str) -> bool:
+    if len(raw) > MANIFEST_LIMIT:
+        # Too large to parse; say it is a tree when it names the tree schema, so that
+        # the replay refuses it for its size instead of reading it as something else.
+        return TREE_SCHEMA.encode() in raw
     try:  # bounded: a hostile manifest's depth or numbers must not crash the sniffing
-        manifest = load_bounded_json(raw, where, ArchiveLimits())
+        manifest = load_bounded_json(raw, where, _manifest_limits())
     except FixtureArchiveError:
-        return None
-    if isinstance(manifest, dict) and manifest.get("schema") == TREE_SCHEMA:
-        return manifest
-    return None
+        return False
+    return isinstance(manifest, dict) and manifest.get("schema") == TREE_SCHEMA
+
+
+def _tree_manifest_member(path: PurePosixPath) -> bool:
+    return path.name == MANIFEST and len(path.parts) <= 2
 
 
 def is_upstream_tree(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is an upstream fixture tree (a directory or a ``.tar.gz`` of one)."""
+    """Whether ``path`` is an upstream fixture tree (a directory or a ``.tar.gz`` of one).
+
+    An archive is sniffed with the bounded reader of
+    :func:`lattice_conformance.safe_extract.find_member` (nothing is written;
+    a hostile archive is not a tree here and is refused by whichever reader
+    takes it next).
+    """
     p = Path(path)
-    if p.is_dir():
-        found = p / MANIFEST
-        if not found.is_file():
-            return False
-        return _manifest_of(found.read_bytes()[:_MANIFEST_LIMIT], str(p)) is not None
-    if not p.is_file() or not tarfile.is_tarfile(p):
-        return False
     try:
-        with tarfile.open(p, "r:*") as tar:
-            for member in tar:
-                parts = Path(member.name).parts
-                if member.isfile() and parts[-1:] == (MANIFEST,) and len(parts) <= 2:
-                    handle = tar.extractfile(member)
-                    raw = handle.read(_MANIFEST_LIMIT) if handle is not None else b""
-                    return _manifest_of(raw, str(p)) is not None
-    except (tarfile.TarError, OSError):
+        if p.is_dir():
+            found = p / MANIFEST
+            return found.is_file() and _is_tree_manifest(_read_manifest(found), str(found))
+        if not p.is_file():
+            return False
+        raw = find_member(p, _tree_manifest_member, ArchiveLimits(), max_bytes=MANIFEST_LIMIT)
+    except (FixtureArchiveError, OSError):
         return False
-    return False
+    return raw is not None and _is_tree_manifest(raw, f"{p}: {MANIFEST}")
 
 
 def _root_of(extracted: Path) -> Path:
@@ -118,11 +148,30 @@ def _root_of(extracted: Path) -> Path:
     raise UpstreamTreeError("bad_manifest", f"no {MANIFEST} at the top of the archive")
 
 
-def _parse_cases(root: Path) -> tuple[TreeCase, ...]:
-    manifest = _manifest_of((root / MANIFEST).read_bytes()[:_MANIFEST_LIMIT], str(root))
-    if manifest is None:
+def tree_cases(root: Path) -> tuple[TreeCase, ...]:
+    """The cases of the tree at ``root``, checked; :class:`UpstreamTreeError` names each defect.
+
+    The manifest is read by the bounded JSON reader and refused (not
+    truncated) past :data:`MANIFEST_LIMIT` bytes.
+    """
+    where = str(root / MANIFEST)
+    try:
+        raw = _read_manifest(root / MANIFEST)
+    except OSError as exc:
+        raise UpstreamTreeError("bad_manifest", f"cannot read {where}: {exc}") from None
+    if len(raw) > MANIFEST_LIMIT:
         raise UpstreamTreeError(
-            "bad_manifest", f"{root / MANIFEST} is not a {TREE_SCHEMA} manifest"
+            "bad_manifest",
+            f"{where} is over {MANIFEST_LIMIT} bytes, the limit of a fixture tree's manifest "
+            "(a list of cases and tolerances is a few KiB); it is refused, not truncated",
+        )
+    manifest = load_bounded_json(raw, where, _manifest_limits())
+    if not isinstance(manifest, dict) or manifest.get("schema") != TREE_SCHEMA:
+        schema = manifest.get("schema") if isinstance(manifest, dict) else None
+        raise UpstreamTreeError(
+            "bad_manifest",
+            f"{where} has schema {schema!r}; a fixture tree's manifest has schema "
+            f"{TREE_SCHEMA!r} (an artifact bundle holds no manifest)",
         )
     raw_cases = manifest.get("cases")
     if not isinstance(raw_cases, list) or not raw_cases:
@@ -169,12 +218,14 @@ def open_upstream_tree(
     """``(root, cases)`` of a tree; a ``.tar.gz`` is extracted (checked) into a temporary folder."""
     p = Path(path)
     if p.is_dir():
-        yield p, _parse_cases(p)
+        yield p, tree_cases(p)
         return
+    limits = limits or ArchiveLimits()
+    check_headers(p, limits)  # a tree declares no sizes: every header against the caps first
     with tempfile.TemporaryDirectory(prefix="lattice-upstream-") as tmp:
-        extract_members(p, Path(tmp), limits or ArchiveLimits())
+        extract_members(p, Path(tmp), limits)
         root = _root_of(Path(tmp))
-        yield root, _parse_cases(root)
+        yield root, tree_cases(root)
 
 
 def _graph_digest(graph: Path) -> str | None:
@@ -187,13 +238,11 @@ def _graph_digest(graph: Path) -> str | None:
     return rest[1:65] if rest.startswith('"') else None
 
 
-def _load(path: Path, where: str) -> dict[str, Array]:
+def _load(path: Path, where: str) -> TensorFile:
     try:
-        return stnp.load(path.read_bytes())
-    except Exception as exc:  # safetensors raises its own error types
-        raise UpstreamTreeError(
-            "bad_arrays", f"{where}: {path.name} is unreadable ({exc})"
-        ) from exc
+        return read_tensors(path)
+    except FixtureArchiveError as exc:
+        raise UpstreamTreeError("bad_arrays", f"{where}: {exc}") from None
 
 
 def _sparse_input_strides(runner: Runner) -> dict[str, tuple[int, int, int]]:
@@ -208,17 +257,47 @@ def _sparse_input_strides(runner: Runner) -> dict[str, tuple[int, int, int]]:
     return strides
 
 
-def _scaled(coords: Array, stride: Sequence[int]) -> Array:
-    scaled: Array = coords * np.asarray((1, *stride), dtype=coords.dtype)
+def _scaled(coords: Array, stride: Sequence[int], where: str) -> Array:
+    """Lattice-unit coordinates times the stride, refused where a product leaves int32."""
+    wide = coords.astype(np.int64) * np.asarray((1, *stride), dtype=np.int64)
+    if wide.size and (int(wide.max()) > _INT32_MAX or int(wide.min()) < -_INT32_MAX - 1):
+        raise UpstreamTreeError(
+            "lattice_units",
+            f"{where}: coordinates times the stride {tuple(stride)} leave the int32 range, so "
+            "they cannot be lattice units of this graph; replay without --coords lattice-units",
+        )
+    scaled: Array = wide.astype(coords.dtype)
     return scaled
 
 
+_INT32_MAX: Final = 2**31 - 1
+_ELEMENT_TYPE = re.compile(r"x(bf16|f16|f32|f64|i8|i16|i32|i64)>\s*$")
+
+
+def _check_input_dtype(case: TreeCase, name: str, declared_type: str, inputs: TensorFile) -> str:
+    """The declared element type of an input, which the stored tensor must hold exactly."""
+    found = _ELEMENT_TYPE.search(declared_type)
+    declared = found.group(1) if found else "other"
+    stored = inputs.dtypes[name]
+    if found is None or stored == declared:
+        return declared
+    value = inputs.arrays[name]
+    if declared == "bf16" and stored == "f32" and not np.any(value.view(np.uint32) & 0xFFFF):
+        return declared  # bf16 values carried as f32 (as Lattice archives carry them): exact
+    raise UpstreamTreeError(
+        "bad_arrays",
+        f"case {case.name!r}: input {name!r} is stored as {stored} but the graph declares "
+        f"{declared} ({declared_type}); store it as {declared}",
+    )
+
+
 def _inputs(
-    runner: Runner, case: TreeCase, arrays: Mapping[str, Array], coords: str
+    runner: Runner, case: TreeCase, inputs: TensorFile, coords: str
 ) -> tuple[list[Array], list[str]]:
     """The case's input arrays in ABI order with their dtypes (coordinates scaled if asked)."""
     abi = runner.abi()["inputs"]
     strides = _sparse_input_strides(runner)
+    arrays: Mapping[str, Array] = inputs.arrays
     values, dtypes = [], []
     for arg in abi:
         name = arg["name"]
@@ -236,7 +315,7 @@ def _inputs(
                     "coordinates are (N, 4) rows (batch, x, y, z)",
                 )
             if coords == "lattice-units":
-                value = _scaled(value, stride)
+                value = _scaled(value, stride, f"case {case.name!r}: input {name!r}")
             elif value.size and np.any(value[:, 1:] % np.asarray(stride)):
                 raise UpstreamTreeError(
                     "lattice_units",
@@ -244,31 +323,58 @@ def _inputs(
                     f"stride {stride}: they are in lattice units; replay with --coords "
                     "lattice-units to multiply them by the stride",
                 )
+        declared = _check_input_dtype(case, name, arg["type"], inputs)
         values.append(value)
-        dtypes.append("bf16" if "bf16" in arg["type"] else "other")  # only bf16 is converted
+        dtypes.append("bf16" if declared == "bf16" else "other")  # only bf16 is converted
     return values, dtypes
+
+
+def _expected_sparse(
+    case: TreeCase, expected: TensorFile, name: str, stride: tuple[int, int, int], coords: str
+) -> tuple[SparseArrays, str]:
+    """The expected rows ``[0, active)`` of sparse output ``name`` and its features' dtype."""
+    keys = (f"{name}.coords", f"{name}.features", f"{name}.active")
+    missing = [k for k in keys if k not in expected.arrays]
+    if missing:
+        raise UpstreamTreeError(
+            "bad_arrays",
+            f"case {case.name!r}: expected.safetensors lacks {', '.join(missing)}; a sparse "
+            f"output is stored as {', '.join(keys)}",
+        )
+    want_coords, want_feats, active = (expected.arrays[k] for k in keys)
+    rows = len(want_coords)
+    if want_coords.ndim != 2 or want_coords.shape[1] != 4 or len(want_feats) != rows:
+        raise UpstreamTreeError(
+            "bad_arrays",
+            f"case {case.name!r}: expected {keys[0]} {want_coords.shape} and {keys[1]} "
+            f"{want_feats.shape} are not (N, 4) and (N, C) rows",
+        )
+    if active.shape != (1,) or active.dtype.kind not in "iu" or not 0 <= int(active[0]) <= rows:
+        raise UpstreamTreeError(
+            "bad_arrays",
+            f"case {case.name!r}: expected {keys[2]} is {active.tolist()} ({active.dtype}); it "
+            f"is one integer, the active rows, between 0 and the {rows} stored rows",
+        )
+    count = int(active[0])
+    want_coords, want_feats = want_coords[:count], want_feats[:count]  # rows past it: padding
+    if coords == "lattice-units":
+        want_coords = _scaled(want_coords, stride, f"case {case.name!r}: expected {keys[0]}")
+    return SparseArrays(want_coords, want_feats, stride), expected.dtypes[keys[1]]
 
 
 def _compare_case(
     case: TreeCase,
-    expected: Mapping[str, Array],
+    expected: TensorFile,
     runner: Runner,
     outputs: Sequence[Any],
     coords: str,
 ) -> list[OutputResult]:
+    """Each output against the fixture: its rows, values and its stored dtype."""
     names = [o["name"] for o in runner.abi()["outputs"]]
     results = []
     for name, got in zip(names, outputs, strict=True):
         if isinstance(got.value, SparseArrays):
-            keys = (f"{name}.coords", f"{name}.features")
-            if not all(k in expected for k in keys):
-                raise UpstreamTreeError(
-                    "bad_arrays", f"case {case.name!r}: expected.safetensors lacks {keys}"
-                )
-            want_coords = expected[keys[0]]
-            if coords == "lattice-units":
-                want_coords = _scaled(want_coords, got.value.stride)
-            want = SparseArrays(want_coords, expected[keys[1]], got.value.stride)
+            want, want_dtype = _expected_sparse(case, expected, name, got.value.stride, coords)
             results.append(
                 compare_sparse(
                     name,
@@ -276,12 +382,12 @@ def _compare_case(
                     want,
                     atol=case.atol,
                     rtol=case.rtol,
-                    expected_dtype=got.dtype,
+                    expected_dtype=want_dtype,
                     actual_dtype=got.dtype,
                 )
             )
         else:
-            if name not in expected:
+            if name not in expected.arrays:
                 raise UpstreamTreeError(
                     "bad_arrays", f"case {case.name!r}: expected.safetensors lacks {name!r}"
                 )
@@ -289,10 +395,10 @@ def _compare_case(
                 compare_dense(
                     name,
                     got.value,
-                    expected[name],
+                    expected.arrays[name],
                     atol=case.atol,
                     rtol=case.rtol,
-                    expected_dtype=got.dtype,
+                    expected_dtype=expected.dtypes[name],
                     actual_dtype=got.dtype,
                 )
             )

@@ -25,7 +25,20 @@ Every writer of a user-visible file or directory goes through
   moves back before doing anything else;
 * give the result the **modes** ``open()``/``mkdir()`` would: ``0o666`` and
   ``0o777`` minus the umask (``mkstemp``/``mkdtemp`` create 0600/0700, which
-  other accounts, a serving container or CI, cannot read).
+  other accounts, a serving container or CI, cannot read);
+* optionally move a **companion** file with the destination (a manifest of
+  what was written beside it, such as ``lattice migrate``'s
+  ``DST.migration.json``, which cannot live inside an artifact bundle).  Two
+  paths cannot change in one rename, so the companion records the
+  destination's :func:`fingerprint` and is staged complete and synced as
+  ``.<companion>.pending-<fingerprint>`` *before* the destination is swapped,
+  then renamed over the companion.  A writer killed between the swap and
+  that rename leaves the new destination and its pending companion; the next
+  save to the destination (or :func:`recover_interrupted` with
+  ``companion=``) finds the pending file whose fingerprint is the
+  destination's and moves it into place, and drops pending files of swaps
+  that never happened.  A companion on disk therefore always describes a
+  destination whose fingerprint it names.
 """
 
 from __future__ import annotations
@@ -34,21 +47,26 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
+import hashlib
 import os
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
+    "Companion",
     "WriterLockedError",
     "atomic_write_dir",
     "atomic_write_file",
     "default_dir_mode",
     "default_file_mode",
+    "fingerprint",
     "path_lock",
     "recover_interrupted",
 ]
@@ -57,7 +75,8 @@ _AT_FDCWD: Final = -100
 _RENAME_EXCHANGE: Final = 2
 
 _test_hook: Callable[[str], None] | None = None
-"""Called with a step name (``"before_swap"``, ``"between_renames"``, ``"after_swap"``).
+"""Called with a step name (``"before_swap"``, ``"between_renames"``, ``"after_swap"``,
+``"before_companion"``).
 
 Tests set it in a child process to pause a writer at an exact point of the
 swap and kill it there; it is never set in normal use.
@@ -66,6 +85,43 @@ swap and kill it there; it is never set in normal use.
 
 class WriterLockedError(RuntimeError):
     """Another process (or thread) is saving to the same destination right now."""
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A file that describes the destination and moves with it (see the module docs).
+
+    ``render(fingerprint)`` returns the companion's text for a destination
+    whose :func:`fingerprint` is ``fingerprint`` (record it in the text, so a
+    reader can check the pair).
+    """
+
+    path: Path
+    render: Callable[[str], str]
+
+
+def fingerprint(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes, or of a directory tree's relative names, sizes and bytes.
+
+    Names are sorted and POSIX-spelled, so the value depends only on what is
+    in the tree, not on the order a file system lists it or on modes.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        return _file_sha256(root)
+    digest = hashlib.sha256()
+    files = sorted(
+        (Path(d) / n).relative_to(root).as_posix() for d, _, names in os.walk(root) for n in names
+    )
+    for name in files:
+        item = root / name
+        digest.update(f"{name}\0{item.stat().st_size}\0{_file_sha256(item)}\n".encode())
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _umask() -> int:
@@ -180,12 +236,19 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def recover_interrupted(path: str | os.PathLike[str], *, before: float | None = None) -> None:
+def recover_interrupted(
+    path: str | os.PathLike[str],
+    *,
+    before: float | None = None,
+    companion: str | os.PathLike[str] | None = None,
+) -> None:
     """Undo what an interrupted save to ``path`` left behind (call with the lock held).
 
     If the destination is missing but an old tree survives in a backup, the
     newest backup is moved back; then every leftover temporary or backup
-    sibling older than ``before`` (default: now) is removed.
+    sibling older than ``before`` (default: now) is removed.  With
+    ``companion``, a pending companion staged for the destination now on
+    disk is moved into place and the others are removed.
     """
     target = Path(path)
     cutoff = time.time() if before is None else before
@@ -204,21 +267,108 @@ def recover_interrupted(path: str | os.PathLike[str], *, before: float | None = 
             stale.remove(newest)
     for item in stale:
         _remove(item)
+    if companion is not None:
+        recover_interrupted(companion, before=before)
+        _settle_companion(target, Path(companion))
+
+
+def _pending_prefix(companion: Path) -> str:
+    return f".{companion.name}.pending-"
+
+
+def _settle_companion(target: Path, companion: Path) -> None:
+    """Finish or drop pending companions: only the one staged for ``target``'s content stays."""
+    prefix = _pending_prefix(companion)
+    try:
+        pending = [p for p in _parent(companion).iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return
+    if not pending:
+        return
+    current = fingerprint(target) if os.path.lexists(target) else None
+    for item in pending:
+        if current is not None and item.name == prefix + current:
+            os.replace(item, companion)
+            _fsync_path(_parent(companion), directory=True)
+        else:
+            _remove(item)
+
+
+def _stage_companion(companion: Companion, destination_fingerprint: str) -> Path:
+    """Write the companion complete and synced as its pending file; return that path."""
+    parent = _parent(companion.path)
+    fd, name = tempfile.mkstemp(prefix=f".{companion.path.name}.tmp-", dir=parent)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(companion.render(destination_fingerprint))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, default_file_mode())
+        pending = parent / (_pending_prefix(companion.path) + destination_fingerprint)
+        os.replace(tmp, pending)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_path(parent, directory=True)
+    return pending
+
+
+@contextlib.contextmanager
+def _locked(target: Path, companion: Companion | None) -> Iterator[float]:
+    """The destination's lock (and the companion's), with earlier leftovers recovered."""
+    with contextlib.ExitStack() as stack:
+        locked_at = stack.enter_context(path_lock(target))
+        if companion is not None:
+            stack.enter_context(path_lock(companion.path))
+        recover_interrupted(
+            target, before=locked_at, companion=companion.path if companion else None
+        )
+        yield locked_at
+
+
+def _place_companion(pending: Path | None, companion: Companion | None) -> None:
+    if pending is None or companion is None:
+        return
+    _hook("before_companion")
+    os.replace(pending, companion.path)
+    _fsync_path(_parent(companion.path), directory=True)
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """libc's ``renameat2``, looked up once per process; None where libc has none.
+
+    The process's own symbols come first (``CDLL(None)``: glibc is loaded),
+    so a save never runs ``ctypes.util.find_library``, which forks
+    ``ldconfig``: a process forked while the writer lock is held shares the
+    lock until it execs, and a writer killed in that window left the lock
+    taken for a moment after its death.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    finders: tuple[Callable[[], str | None], ...] = (
+        lambda: None,
+        lambda: ctypes.util.find_library("c"),
+    )
+    for find in finders:
+        try:
+            function = ctypes.CDLL(find(), use_errno=True).renameat2
+        except (OSError, AttributeError):
+            continue
+        function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+        function.argtypes += [ctypes.c_uint]
+        function.restype = ctypes.c_int
+        return function
+    return None
 
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
-    if not sys.platform.startswith("linux"):
+    renameat2 = _renameat2()
+    if renameat2 is None:
         return False
-    libc_name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
-    renameat2.argtypes += [ctypes.c_uint]
-    renameat2.restype = ctypes.c_int
     if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     code = ctypes.get_errno()
@@ -248,28 +398,35 @@ def atomic_write_dir(
     write: Callable[[Path], object],
     *,
     check_existing: Callable[[Path], None] | None = None,
+    companion: Companion | None = None,
 ) -> Path:
     """Create or replace the directory ``path`` with what ``write(tmp)`` puts in ``tmp``.
 
     ``check_existing(path)`` runs under the lock when ``path`` exists and may
     raise to refuse the overwrite.  On any error (or kill) the destination is
-    the old complete tree; see the module docstring for the swap.
+    the old complete tree; see the module docstring for the swap and for
+    ``companion``.
     """
     target = Path(path)
     parent = _parent(target)
-    with path_lock(target) as locked_at:
-        recover_interrupted(target, before=locked_at)
+    with _locked(target, companion):
         exists = os.path.lexists(target)
         if exists and check_existing is not None:
             check_existing(target)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+        pending: Path | None = None
+        swapped = False
         try:
             write(tmp)
             _apply_modes(tmp)
+            if companion is not None:
+                pending = _stage_companion(companion, fingerprint(tmp))
             _hook("before_swap")
             if not exists:
                 os.rename(tmp, target)
+                swapped = True
             elif _exchange_impl(tmp, target):
+                swapped = True
                 _hook("after_swap")
                 shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old tree
             else:
@@ -282,38 +439,56 @@ def atomic_write_dir(
                 except BaseException:
                     os.rename(backup, target)
                     raise
+                swapped = True
                 shutil.rmtree(backup, ignore_errors=True)
             _fsync_path(parent, directory=True)
         except BaseException:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+            if pending is not None and not swapped:
+                _remove(pending)
             raise
+        _place_companion(pending, companion)
     return target
 
 
-def atomic_write_file(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
+def atomic_write_file(
+    path: str | os.PathLike[str],
+    write: Callable[[Path], object],
+    *,
+    check_existing: Callable[[Path], None] | None = None,
+    companion: Companion | None = None,
+) -> Path:
     """Create or replace the file ``path`` with what ``write(tmp)`` writes to ``tmp``.
 
     ``write`` receives the path of a fresh hidden sibling file and may
     reopen it by name (safetensors and PLY writers do).  The file is synced
     and given the umask's mode before ``os.replace`` moves it into place.
+    ``check_existing`` and ``companion`` as for :func:`atomic_write_dir`.
     """
     target = Path(path)
     parent = _parent(target)
-    with path_lock(target) as locked_at:
-        recover_interrupted(target, before=locked_at)
+    with _locked(target, companion):
+        if os.path.lexists(target) and check_existing is not None:
+            check_existing(target)
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
         os.close(fd)
         tmp = Path(name)
+        pending: Path | None = None
         try:
             write(tmp)
             os.chmod(tmp, default_file_mode())
             _fsync_path(tmp)
+            if companion is not None:
+                pending = _stage_companion(companion, fingerprint(tmp))
             _hook("before_swap")
             os.replace(tmp, target)
-            _fsync_path(parent, directory=True)
         except BaseException:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+            if pending is not None:
+                _remove(pending)
             raise
+        _fsync_path(parent, directory=True)
+        _place_companion(pending, companion)
     return target

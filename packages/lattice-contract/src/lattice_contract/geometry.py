@@ -18,8 +18,10 @@ the formulas exist once (docs/semantics.md gives them per op):
 It also holds the **coordinate-span policy**: a support whose bounding box
 (batch, x, y, z extents, in logical units) holds 2^62 cells or more cannot be
 indexed by either runtime's packed 64-bit keys, and both refuse it where the
-value is constructed (``SparseTensor(...)``, trusted or not), with
-:class:`CoordinateSpanError` and one message, rather than at its first conv.
+value is constructed (``SparseTensor(...)``), with :class:`CoordinateSpanError`
+and one message, rather than at its first conv.  Trusted values
+(``SparseTensor.trusted``), which skip every check that needs a look at the
+rows, meet the same error at their first op that indexes them.
 
 Everything is in logical units (physical / stride) per axis, with K taps,
 dilation d, op stride s and padding p.  Bounds are 4-tuples ``(batch, x, y, z)``;

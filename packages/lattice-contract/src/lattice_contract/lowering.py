@@ -10,6 +10,11 @@ A runtime (``mlx_lattice``, ``torch_lattice``) owns one
                              dilation, accumulation):
         return ops.conv3d(input, weight, bias, kernel_size=kernel_size, ...)
 
+The two runtimes do not write their lowerings one by one: each builds its
+registry with :func:`lattice_contract.runtime_lowerings.standard_lowerings`,
+which registers the one standard table through this same decorator, bound
+to the runtime's :class:`~lattice_contract.runtime_ops.RuntimeAdapter`.
+
 Registration checks the function against the schema: its parameters must be
 exactly the op's operands (positional-or-keyword, in any order) and its
 attributes (keyword-only), plus an optional leading ``context`` parameter
@@ -107,7 +112,9 @@ class WeightContractError(PlanError):
 class RuntimeBackend(Protocol):
     """What the shared contract code needs to know about a runtime's arrays.
 
-    Each runtime implements this once (MLX arrays, torch tensors).  ``dtype_name``
+    Each runtime implements this once, through
+    :class:`~lattice_contract.runtime_ops.RuntimeAdapter` (MLX arrays, torch
+    tensors).  ``dtype_name``
     returns MLIR-style element names: ``f16``, ``bf16``, ``f32``, ``u32``,
     ``i32`` and so on.
     """

@@ -22,506 +22,222 @@ attribute order of the MLIR op and of the builder's keyword arguments.
 
 from __future__ import annotations
 
-import enum
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, get_type_hints
 
-DIALECT = "lattice"
-
-# ---------------------------------------------------------------------------
-# Enums.  Each enum that appears as an attribute is spelled
-# ``#lattice.<mnemonic><value>``; enums used only as type or struct parameters
-# are spelled as bare keywords inside their owner.
-
-
-class SchemaEnum(enum.Enum):
-    """Base of every dialect enum: the value is the keyword spelled in MLIR.
-
-    A member defined twice with one value is a *synonym*: ``max = "maximum"``
-    after ``maximum = "maximum"`` makes the keyword ``max`` parse as
-    ``maximum`` (Python: ``BinaryOp("max") is BinaryOp.maximum``), while
-    printing, iteration and the digest see only the canonical keyword.
-    """
-
-    __mnemonic__: ClassVar[str]
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    @classmethod
-    def _missing_(cls, value: object) -> SchemaEnum | None:
-        member = cls.__members__.get(value) if isinstance(value, str) else None
-        return member if isinstance(member, cls) else None
-
-
-def enum_synonyms(enum_type: type[SchemaEnum]) -> Mapping[str, str]:
-    """Synonym keyword -> canonical keyword of an enum (its aliases)."""
-    return MappingProxyType(
-        {name: m.value for name, m in enum_type.__members__.items() if name != m.name}
-    )
-
-
-class WeightFamily(SchemaEnum):
-    """What a symbolic weight is for; the first parameter of ``!lattice.weight``."""
-
-    __mnemonic__ = "weight_family"
-    conv3d = "conv3d"
-    linear = "linear"
-    bias = "bias"
-    channel = "channel"
-    embedding = "embedding"
-
-
-class WeightLayout(SchemaEnum):
-    """Logical axis order of a weight payload (``#lattice.weight_layout<...>``)."""
-
-    __mnemonic__ = "weight_layout"
-    conv3d_o_xyz_i = "conv3d_o_xyz_i"
-    linear_o_i = "linear_o_i"
-    bias_c = "bias_c"
-    channel_c = "channel_c"
-    embedding_n_c = "embedding_n_c"
-
-
-class PackingBits(SchemaEnum):
-    """Storage of a weight: dense, or the bit width of packed affine quantization."""
-
-    __mnemonic__ = "packing_bits"
-    dense = "dense"
-    int4 = "int4"
-    int8 = "int8"
-
-
-class ScaleDtype(SchemaEnum):
-    """Storage type of packed-weight scales and biases."""
-
-    __mnemonic__ = "scale_dtype"
-    f16 = "f16"
-    bf16 = "bf16"
-    f32 = "f32"
-
-
-class PackingMode(SchemaEnum):
-    """Quantization mode of a packed weight: ``w = scale * q + bias``."""
-
-    __mnemonic__ = "packing_mode"
-    affine = "affine"
-
-
-class CoordLayout(SchemaEnum):
-    """Column meaning of a sparse coordinate row."""
-
-    __mnemonic__ = "coord"
-    batch_x_y_z = "batch_x_y_z"
-
-
-class FeatureLayout(SchemaEnum):
-    """Storage of sparse features: one row per coordinate row."""
-
-    __mnemonic__ = "feature_layout"
-    row_channel = "row_channel"
-
-
-class ActivationKind(SchemaEnum):
-    """Pointwise nonlinearity of ``lattice.activation``."""
-
-    __mnemonic__ = "activation"
-    relu = "relu"
-    leaky_relu = "leaky_relu"
-    gelu = "gelu"
-    silu = "silu"
-    sigmoid = "sigmoid"
-    tanh = "tanh"
-    softplus = "softplus"
-    elu = "elu"
-    hardswish = "hardswish"
-    identity = "identity"
-
-
-class GeluApprox(SchemaEnum):
-    """GELU formula: erf (none, precise), tanh approximation, or x * sigmoid(1.702 x) (fast)."""
-
-    __mnemonic__ = "gelu_approx"
-    none = "none"
-    tanh = "tanh"
-    precise = "precise"
-    fast = "fast"
-
-
-class PoolMode(SchemaEnum):
-    """Reduction over a pooling window or a whole batch item."""
-
-    __mnemonic__ = "pool_mode"
-    max = "max"
-    avg = "avg"
-    sum = "sum"
-
-
-class Join(SchemaEnum):
-    """Which coordinate rows survive a two-operand sparse op."""
-
-    __mnemonic__ = "join"
-    inner = "inner"
-    left = "left"
-    right = "right"
-    outer = "outer"
-
-
-class BinaryOp(SchemaEnum):
-    """Elementwise combination of coordinate-aligned sparse features."""
-
-    __mnemonic__ = "binary_op"
-    add = "add"
-    sub = "sub"
-    mul = "mul"
-    maximum = "maximum"
-    minimum = "minimum"
-    max = "maximum"  # Lattice's earlier spelling, read as a synonym
-    min = "minimum"
-
-
-class VoxelReduction(SchemaEnum):
-    """How ``lattice.voxelize`` merges the features of points in one voxel."""
-
-    __mnemonic__ = "voxel_reduction"
-    mean = "mean"
-    sum = "sum"
-    max = "max"
-
-
-class Interpolation(SchemaEnum):
-    """How ``lattice.devoxelize`` reads voxels: nearest, linear corners, trilinear renormalised."""
-
-    __mnemonic__ = "point_interpolation"
-    nearest = "nearest"
-    linear = "linear"
-    trilinear = "trilinear"
-
-
-class Rounding(SchemaEnum):
-    """IEEE 754 rounding direction of ``lattice.cast``."""
-
-    __mnemonic__ = "rounding"
-    nearest_even = "nearest_even"
-    nearest_away = "nearest_away"
-    toward_zero = "toward_zero"
-    upward = "upward"
-    downward = "downward"
-
-
-ENUMS: tuple[type[SchemaEnum], ...] = (
-    WeightFamily,
-    WeightLayout,
-    PackingBits,
-    ScaleDtype,
-    PackingMode,
+from lattice_contract.schema_rules import (
+    DIALECT_RULES,
+    RULES,
+    Rule,
+    RuleCheck,
+    RuleKind,
+    RuleUse,
+    rule,
+    rule_tag,
+    use,
+)
+from lattice_contract.schema_types import (
+    ACCUMULATION,
+    ACTIVE,
+    AXIS,
+    BATCH_INDEX,
+    BATCH_SIZE,
+    COORDS,
+    DEFAULT_ACCUMULATION,
+    DIALECT,
+    ELEMENTWISE_KINDS,
+    ENUMS,
+    F32,
+    F64_TRIPLE,
+    FEATURES,
+    FILL,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    NONNEGATIVE_TRIPLE,
+    OP_DECLARATIONS,
+    OPTIONAL,
+    PACKED_DTYPE_OF_BITS,
+    PACKED_DTYPES,
+    PACKING,
+    PACKING_FIELDS,
+    PACKING_GROUP_SIZES,
+    POINTS,
+    POSITIVE_F32,
+    POSITIVE_F64_TRIPLE,
+    POSITIVE_I64,
+    POSITIVE_TRIPLE,
+    PRIMITIVES,
+    SPARSE,
+    STRING,
+    SYMBOL,
+    TENSOR,
+    TYPES,
+    VARIADIC,
+    WEIGHT_DTYPES,
+    WEIGHT_FAMILY_INFO,
+    ActivationKind,
+    AttrDef,
+    Attribute,
+    AttrKind,
+    AttrSpec,
+    BinaryOp,
+    ChannelRule,
     CoordLayout,
     FeatureLayout,
-    ActivationKind,
     GeluApprox,
-    PoolMode,
-    Join,
-    BinaryOp,
-    VoxelReduction,
     Interpolation,
+    Join,
+    OpDef,
+    Operand,
+    OperandDef,
+    PackingBits,
+    PackingMode,
+    PoolMode,
+    PrimitiveDef,
+    Result,
+    ResultDef,
     Rounding,
+    ScaleDtype,
+    SchemaEnum,
+    StrideRule,
+    TypeConstraint,
+    TypeDef,
+    TypeKind,
+    TypeParamDef,
+    VoxelReduction,
+    WeightFamily,
+    WeightFamilyInfo,
+    WeightLayout,
+    enum_attr,
+    enum_synonyms,
+    layout_family,
+    weight_of,
 )
 
-
-class StrideRule(enum.Enum):
-    """How an op's sparse result stride follows statically from its operands.
-
-    Not a dialect enum (nothing spells it in MLIR): the verifier's one forward
-    pass over a block and the builder read it.  Whatever the rule, an op whose
-    ``target`` operand is present takes the target's stride (the op's own
-    verifier checks that it equals what the rule derives).
-    """
-
-    none = "none"  # no sparse result
-    attribute = "attribute"  # the op's ``stride`` attribute (sparse.make, voxelize)
-    input = "input"  # the ``input`` operand's stride
-    lhs = "lhs"  # the ``lhs`` operand's stride
-    target = "target"  # the ``target`` operand's stride
-    multiply = "multiply"  # input stride x ``stride`` (strided conv and pool)
-    divide = "divide"  # input stride / ``stride`` (transposes, upsampling)
-
-
-# ---------------------------------------------------------------------------
-# Element types.
-
-FLOAT_DTYPES: tuple[str, ...] = ("f16", "bf16", "f32")
-"""Floating element types a feature tensor may have."""
-
-INT_DTYPES: tuple[str, ...] = ("i32",)
-"""Integer element types a dense tensor may have (coordinates, labels)."""
-
-PACKED_DTYPES: tuple[str, ...] = ("i4", "i8")
-"""Integer element types of packed weights; each needs a packed ``packing`` attribute.
-
-A packed weight may instead declare the float type of its dequantised values
-(upstream's producer does); the packing attribute then says it is packed."""
-
-WEIGHT_DTYPES: tuple[str, ...] = FLOAT_DTYPES + PACKED_DTYPES
-
-PACKED_DTYPE_OF_BITS: Mapping[str, str] = MappingProxyType({"int4": "i4", "int8": "i8"})
-
-# ---------------------------------------------------------------------------
-# Type constraints of operands and results.
-
-
-class TypeKind(enum.Enum):
-    """Shape of value an operand or result carries."""
-
-    sparse = "sparse"  # !lattice.sparse_tensor<...>
-    weight = "weight"  # !lattice.weight<family, dtype>
-    coords = "coords"  # tensor<?x4xi32>
-    active = "active"  # tensor<1xi32>
-    features = "features"  # rank-2 float tensor, one row per sparse row
-    points = "points"  # tensor<?x3xf32>
-    batch_index = "batch_index"  # tensor<?xi32>
-    tensor = "tensor"  # any ranked tensor of a float or i32 element type
-
-
-@dataclass(frozen=True)
-class TypeConstraint:
-    """What an operand or result must be; ``families`` restricts weights."""
-
-    kind: TypeKind
-    families: tuple[WeightFamily, ...] = ()
-
-    def describe(self) -> str:
-        """A short phrase for diagnostics and docs."""
-        if self.kind is TypeKind.weight:
-            return "!lattice.weight<" + "|".join(f.value for f in self.families) + ", dtype>"
-        return {
-            TypeKind.sparse: "!lattice.sparse_tensor",
-            TypeKind.coords: "tensor<?x4xi32>",
-            TypeKind.active: "tensor<1xi32>",
-            TypeKind.features: "rank-2 float tensor",
-            TypeKind.points: "tensor<?x3xf32>",
-            TypeKind.batch_index: "tensor<?xi32>",
-            TypeKind.tensor: "ranked tensor",
-        }[self.kind]
-
-
-SPARSE = TypeConstraint(TypeKind.sparse)
-COORDS = TypeConstraint(TypeKind.coords)
-ACTIVE = TypeConstraint(TypeKind.active)
-FEATURES = TypeConstraint(TypeKind.features)
-POINTS = TypeConstraint(TypeKind.points)
-BATCH_INDEX = TypeConstraint(TypeKind.batch_index)
-TENSOR = TypeConstraint(TypeKind.tensor)
-
-
-def weight_of(*families: WeightFamily) -> TypeConstraint:
-    """Constraint for a ``!lattice.weight`` operand of the given families."""
-    return TypeConstraint(TypeKind.weight, tuple(families))
-
-
-# ---------------------------------------------------------------------------
-# Attribute kinds.
-
-
-class AttrKind(enum.Enum):
-    """How an attribute is spelled in MLIR and what Python value it becomes."""
-
-    triple = "triple"  # array<i64: a, b, c>          -> tuple[int, int, int]
-    i64 = "i64"  # 3 : i64                            -> int
-    f32 = "f32"  # 0.5 : f32                          -> float
-    string = "string"  # "text"                       -> str
-    symbol = "symbol"  # @name (the op's symbol)       -> str
-    enum = "enum"  # #lattice.<mnemonic><value>       -> str
-    packing = "packing"  # #lattice.packing<...>      -> Mapping[str, Any]
-    f64_triple = "f64_triple"  # array<f64: a, b, c>  -> tuple[float, float, float]
-
-
-@dataclass(frozen=True)
-class AttrSpec:
-    """One attribute: its kind and the values it may take."""
-
-    kind: AttrKind
-    enum: type[SchemaEnum] | None = None
-    minimum: int | float | None = None  # inclusive, per element for triples
-    exclusive_minimum: bool = False
-    allowed: tuple[str, ...] = ()  # closed value set of a string, or of an i64 as decimal text
-    required: bool = True
-    default: int | float | str | None = None  # what an absent optional attribute means
-
-    def optional(self, default: int | float | str | None = None) -> AttrSpec:
-        """The same attribute, allowed to be absent; ``default`` is what absence means.
-
-        The plan fills the default in, so lowerings always see a value; with no
-        default (``packing``) absence is itself the meaning (dense).
-        """
-        return AttrSpec(
-            self.kind,
-            self.enum,
-            self.minimum,
-            self.exclusive_minimum,
-            self.allowed,
-            False,
-            default,
-        )
-
-
-def enum_attr(enum_type: type[SchemaEnum]) -> AttrSpec:
-    """An attribute spelled ``#lattice.<mnemonic><value>``."""
-    return AttrSpec(AttrKind.enum, enum=enum_type)
-
-
-POSITIVE_TRIPLE = AttrSpec(AttrKind.triple, minimum=1)
-NONNEGATIVE_TRIPLE = AttrSpec(AttrKind.triple, minimum=0)
-POSITIVE_I64 = AttrSpec(AttrKind.i64, minimum=1)
-BATCH_SIZE = AttrSpec(AttrKind.i64, minimum=-1)
-"""``global_pool`` rows: B >= 1 fixed, 0 an empty batch set, -1 inferred at run time."""
-AXIS = AttrSpec(AttrKind.i64, allowed=("-1", "1")).optional(default=-1)
-"""``softmax`` over the channel axis of a rank-2 tensor, spelled -1 or 1 (default -1)."""
-F32 = AttrSpec(AttrKind.f32)
-FILL = AttrSpec(AttrKind.f32).optional(default=0.0)
-"""Value an absent row or side contributes (default 0)."""
-POSITIVE_F64_TRIPLE = AttrSpec(AttrKind.f64_triple, minimum=0.0, exclusive_minimum=True)
-F64_TRIPLE = AttrSpec(AttrKind.f64_triple)
-POSITIVE_F32 = AttrSpec(AttrKind.f32, minimum=0.0, exclusive_minimum=True)
-STRING = AttrSpec(AttrKind.string)
-SYMBOL = AttrSpec(AttrKind.symbol)
-PACKING = AttrSpec(AttrKind.packing)
-ACCUMULATION = AttrSpec(AttrKind.string, allowed=("canonical_f32",))
-"""Every conv, pool and linear op sums products in f32 whatever the storage.
-
-Required on convolutions; optional (same single value) on pools,
-``global_pool`` and ``linear``, which upstream spells without it."""
-DEFAULT_ACCUMULATION = ACCUMULATION.optional(default="canonical_f32")
-
-PACKING_FIELDS: tuple[tuple[str, type[SchemaEnum] | None], ...] = (
-    ("bits", PackingBits),
-    ("group_size", None),
-    ("scale_dtype", ScaleDtype),
-    ("mode", PackingMode),
-)
-"""Parameters of ``#lattice.packing<bits, group_size = N, scale_dtype = T, mode = M>``.
-
-``#lattice.packing<dense>`` (bits ``dense``) has no other parameter; a
-packed weight has all four."""
-
-PACKING_GROUP_SIZES: tuple[int, ...] = (32, 64, 128)
-"""Group sizes of packed weights (those MLX's affine quantization supports)."""
-
-# ---------------------------------------------------------------------------
-# Annotation markers.
-
-
-class Operand:
-    """Marker: the annotated name is an SSA operand."""
-
-
-class Result:
-    """Marker: the annotated name is an SSA result."""
-
-
-class Attribute:
-    """Marker: the annotated name is an attribute."""
-
-
-class _Optional:
-    def __repr__(self) -> str:
-        return "OPTIONAL"
-
-
-class _Variadic:
-    def __repr__(self) -> str:
-        return "VARIADIC"
-
-
-OPTIONAL = _Optional()
-"""Annotation flag: the operand may be omitted (at most one per op)."""
-
-VARIADIC = _Variadic()
-"""Annotation flag: the operand takes zero or more values (``call`` only)."""
-
-# ---------------------------------------------------------------------------
-# Definitions derived from the annotations.
-
-
-@dataclass(frozen=True)
-class OperandDef:
-    """One operand of an op, in declaration order."""
-
-    name: str
-    type: TypeConstraint
-    optional: bool = False
-    variadic: bool = False
-
-
-@dataclass(frozen=True)
-class ResultDef:
-    """One result of an op, in declaration order."""
-
-    name: str
-    type: TypeConstraint
-
-
-@dataclass(frozen=True)
-class AttrDef:
-    """One attribute of an op, in declaration order."""
-
-    name: str
-    spec: AttrSpec
-
-
-@dataclass(frozen=True)
-class OpDef:
-    """A dialect operation as every consumer of the schema sees it."""
-
-    name: str  # without the dialect prefix, e.g. "sparse.make"
-    class_name: str  # e.g. "SparseMake"
-    summary: str
-    operands: tuple[OperandDef, ...]
-    results: tuple[ResultDef, ...]
-    attributes: tuple[AttrDef, ...]
-    traits: tuple[str, ...] = ()
-    stride: StrideRule = StrideRule.none
-
-    @property
-    def mlir_name(self) -> str:
-        """Full operation name, e.g. ``lattice.sparse.make``."""
-        return f"{DIALECT}.{self.name}"
-
-    @property
-    def python_name(self) -> str:
-        """Name of the builder method and lowering key, e.g. ``sparse_make``."""
-        return self.name.replace(".", "_")
-
-    def operand(self, name: str) -> OperandDef:
-        """The operand called ``name``; KeyError names the op when absent."""
-        for item in self.operands:
-            if item.name == name:
-                return item
-        raise KeyError(f"{self.mlir_name} has no operand {name!r}")
-
-    def attribute(self, name: str) -> AttrDef:
-        """The attribute called ``name``; KeyError names the op when absent."""
-        for item in self.attributes:
-            if item.name == name:
-                return item
-        raise KeyError(f"{self.mlir_name} has no attribute {name!r}")
-
-    @property
-    def variadic(self) -> bool:
-        """Whether any operand is variadic (so operand counts vary)."""
-        return any(o.variadic for o in self.operands)
-
-    @property
-    def min_operands(self) -> int:
-        """Fewest operands a use of this op may have."""
-        return sum(1 for o in self.operands if not (o.optional or o.variadic))
-
-    @property
-    def max_operands(self) -> int | None:
-        """Most operands a use may have; None when a variadic operand is unbounded."""
-        return None if self.variadic else len(self.operands)
+__all__ = [
+    "ACCUMULATION",
+    "ACTIVE",
+    "AXIS",
+    "BATCH_INDEX",
+    "BATCH_SIZE",
+    "COORDS",
+    "DEFAULT_ACCUMULATION",
+    "DIALECT",
+    "DIALECT_RULES",
+    "ELEMENTWISE_KINDS",
+    "ENUMS",
+    "F32",
+    "F64_TRIPLE",
+    "FEATURES",
+    "FILL",
+    "FLOAT_DTYPES",
+    "INT_DTYPES",
+    "NONNEGATIVE_TRIPLE",
+    "OPTIONAL",
+    "PACKED_DTYPES",
+    "PACKED_DTYPE_OF_BITS",
+    "PACKING",
+    "PACKING_FIELDS",
+    "PACKING_GROUP_SIZES",
+    "POINTS",
+    "POSITIVE_F32",
+    "POSITIVE_F64_TRIPLE",
+    "POSITIVE_I64",
+    "POSITIVE_TRIPLE",
+    "PRIMITIVES",
+    "RULES",
+    "SCHEMA",
+    "SPARSE",
+    "STRING",
+    "SYMBOL",
+    "TENSOR",
+    "TYPES",
+    "VARIADIC",
+    "WEIGHT_DTYPES",
+    "WEIGHT_FAMILY_INFO",
+    "Activation",
+    "ActivationKind",
+    "AttrDef",
+    "AttrKind",
+    "AttrSpec",
+    "Attribute",
+    "BatchNorm",
+    "BinaryOp",
+    "Call",
+    "Cast",
+    "ChannelRule",
+    "Conv3d",
+    "ConvTranspose3d",
+    "CoordLayout",
+    "Devoxelize",
+    "DialectSchema",
+    "Elementwise",
+    "EmbeddingLookup",
+    "FeatureLayout",
+    "FullConv3d",
+    "FullPool3d",
+    "GeluApprox",
+    "GenerativeConvTranspose3d",
+    "GlobalPool",
+    "Interpolation",
+    "Join",
+    "LayerNorm",
+    "Linear",
+    "NormalizedConvTranspose3d",
+    "NormalizedGenerativeConvTranspose3d",
+    "NormalizedSubmConv3d",
+    "Op",
+    "OpDef",
+    "Operand",
+    "OperandDef",
+    "PackingBits",
+    "PackingMode",
+    "Pool3d",
+    "PoolMode",
+    "PoolTranspose3d",
+    "PrimitiveDef",
+    "Result",
+    "ResultDef",
+    "RmsNorm",
+    "Rounding",
+    "Rule",
+    "RuleCheck",
+    "RuleKind",
+    "RuleUse",
+    "ScaleDtype",
+    "SchemaEnum",
+    "Softmax",
+    "SparseBinary",
+    "SparseCat",
+    "SparseDecompose",
+    "SparseMake",
+    "SparseReindex",
+    "SparseWithFeatures",
+    "StrideRule",
+    "SubmConv3d",
+    "TargetConv3d",
+    "TargetConvTranspose3d",
+    "TargetNormalizedConvTranspose3d",
+    "TrilinearUpsample3d",
+    "TypeConstraint",
+    "TypeDef",
+    "TypeKind",
+    "TypeParamDef",
+    "VoxelReduction",
+    "Voxelize",
+    "Weight",
+    "WeightFamily",
+    "WeightFamilyInfo",
+    "WeightLayout",
+    "enum_attr",
+    "enum_synonyms",
+    "layout_family",
+    "rule",
+    "rule_tag",
+    "weight_of",
+]
 
 
 class Op:
@@ -530,6 +246,8 @@ class Op:
     __mnemonic__: ClassVar[str]
     __traits__: ClassVar[tuple[str, ...]] = ()
     __stride__: ClassVar[StrideRule] = StrideRule.none
+    __channels__: ClassVar[ChannelRule] = ChannelRule.none
+    __rules__: ClassVar[tuple[RuleUse, ...]] = ()
     _registry: ClassVar[list[type[Op]]] = []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -538,7 +256,7 @@ class Op:
 
 
 def _op_def(cls: type[Op]) -> OpDef:
-    hints = get_type_hints(cls, include_extras=True, globalns=vars(sys.modules[__name__]))
+    hints = get_type_hints(cls, include_extras=True)  # each base in its own module
     operands: list[OperandDef] = []
     results: list[ResultDef] = []
     attributes: list[AttrDef] = []
@@ -567,6 +285,7 @@ def _op_def(cls: type[Op]) -> OpDef:
     summary = (cls.__doc__ or "").strip().splitlines()[0]
     if not summary:  # pragma: no cover - a schema authoring error
         raise TypeError(f"{cls.__name__} needs a one-line docstring summary")
+    OP_DECLARATIONS[cls.__mnemonic__] = (tuple(cls.__rules__), cls.__channels__)
     return OpDef(
         name=cls.__mnemonic__,
         class_name=cls.__name__,
@@ -603,6 +322,8 @@ class SparseMake(Op):
 
     __mnemonic__ = "sparse.make"
     __stride__ = StrideRule.attribute
+    __channels__ = ChannelRule.features
+    __rules__ = (use("make.rows"),)
     coords: Annotated[Operand, COORDS]
     features: _Features
     active: Annotated[Operand, ACTIVE]
@@ -617,6 +338,7 @@ class SparseDecompose(Op):
     """Split a sparse value into its coordinates, features and active-row count."""
 
     __mnemonic__ = "sparse.decompose"
+    __channels__ = ChannelRule.input
     input: _Sparse
     coords: Annotated[Result, COORDS]
     features: _FeaturesResult
@@ -628,6 +350,7 @@ class SparseWithFeatures(Op):
 
     __mnemonic__ = "sparse.with_features"
     __stride__ = StrideRule.input
+    __channels__ = ChannelRule.features
     input: _Sparse
     features: _Features
     result: _SparseResult
@@ -638,6 +361,8 @@ class SparseReindex(Op):
 
     __mnemonic__ = "sparse.reindex"
     __stride__ = StrideRule.target
+    __channels__ = ChannelRule.input
+    __rules__ = (use("stride.same", "input", "target"),)
     input: _Sparse
     target: _Sparse
     result: _SparseResult
@@ -648,6 +373,18 @@ class Weight(Op):
     """Bind a symbolic weight to its safetensors payload."""
 
     __mnemonic__ = "weight"
+    __channels__ = ChannelRule.none
+    __rules__ = (
+        use("weight.layout"),
+        use("weight.storage_key"),
+        use("weight.packed_dtype"),
+        use("weight.packable"),
+        use("weight.packing_bits"),
+        use("weight.group_size"),
+        use("weight.shape"),
+        use("weight.scale_dtype"),
+        use("weight.unique"),
+    )
     result: Annotated[Result, weight_of(*WeightFamily)]
     sym_name: Annotated[Attribute, SYMBOL]
     storage_key: Annotated[Attribute, STRING]
@@ -660,6 +397,13 @@ class Conv3d(Op):
 
     __mnemonic__ = "conv3d"
     __stride__ = StrideRule.multiply
+    __channels__ = ChannelRule.weight
+    __rules__ = (
+        use("geometry.int32"),
+        use("weight.kernel_extent"),
+        use("weight.in_channels"),
+        use("weight.channel_shape"),
+    )
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -682,6 +426,14 @@ class SubmConv3d(Op):
 
     __mnemonic__ = "subm_conv3d"
     __stride__ = StrideRule.input
+    __channels__ = ChannelRule.weight
+    __rules__ = (
+        use("subm.no_stride", "stride", "padding"),
+        use("geometry.int32"),
+        use("weight.kernel_extent"),
+        use("weight.in_channels"),
+        use("weight.channel_shape"),
+    )
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -696,6 +448,14 @@ class TargetConv3d(Op):
 
     __mnemonic__ = "target_conv3d"
     __stride__ = StrideRule.multiply
+    __channels__ = ChannelRule.weight
+    __rules__ = (
+        use("stride.target", "input", "target"),
+        use("geometry.int32"),
+        use("weight.kernel_extent"),
+        use("weight.in_channels"),
+        use("weight.channel_shape"),
+    )
     input: _Sparse
     target: _Sparse
     weight: _Conv
@@ -713,6 +473,14 @@ class ConvTranspose3d(Op):
 
     __mnemonic__ = "conv_transpose3d"
     __stride__ = StrideRule.divide
+    __channels__ = ChannelRule.weight
+    __rules__ = (
+        use("stride.divides", "input"),
+        use("geometry.int32"),
+        use("weight.kernel_extent"),
+        use("weight.in_channels"),
+        use("weight.channel_shape"),
+    )
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -729,6 +497,15 @@ class TargetConvTranspose3d(Op):
 
     __mnemonic__ = "target_conv_transpose3d"
     __stride__ = StrideRule.divide
+    __channels__ = ChannelRule.weight
+    __rules__ = (
+        use("stride.divides", "input"),
+        use("stride.target", "input", "target"),
+        use("geometry.int32"),
+        use("weight.kernel_extent"),
+        use("weight.in_channels"),
+        use("weight.channel_shape"),
+    )
     input: _Sparse
     target: _Sparse
     weight: _Conv
@@ -746,6 +523,15 @@ class GenerativeConvTranspose3d(Op):
 
     __mnemonic__ = "generative_conv_transpose3d"
     __stride__ = StrideRule.divide
+    __channels__ = ChannelRule.weight
+    __rules__ = (
+        use("generative.no_padding", "padding", "dilation"),
+        use("stride.divides", "input"),
+        use("geometry.int32"),
+        use("weight.kernel_extent"),
+        use("weight.in_channels"),
+        use("weight.channel_shape"),
+    )
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -760,6 +546,8 @@ class Pool3d(Op):
 
     __mnemonic__ = "pool3d"
     __stride__ = StrideRule.multiply
+    __channels__ = ChannelRule.input
+    __rules__ = (use("geometry.int32"),)
     input: _Sparse
     result: _SparseResult
     mode: Annotated[Attribute, enum_attr(PoolMode)]
@@ -780,6 +568,8 @@ class GlobalPool(Op):
     """Reduce each batch item's rows to one dense feature row."""
 
     __mnemonic__ = "global_pool"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("global_pool.rows"),)
     input: _Sparse
     result: Annotated[Result, FEATURES]
     mode: Annotated[Attribute, enum_attr(PoolMode)]
@@ -792,6 +582,8 @@ class Voxelize(Op):
 
     __mnemonic__ = "voxelize"
     __stride__ = StrideRule.attribute
+    __channels__ = ChannelRule.features
+    __rules__ = (use("rows.per_point"),)
     points: Annotated[Operand, POINTS]
     features: _Features
     batch_indices: Annotated[Operand, BATCH_INDEX]
@@ -807,6 +599,8 @@ class Devoxelize(Op):
     """Read sparse voxel features back at the active points (nearest, linear or trilinear)."""
 
     __mnemonic__ = "devoxelize"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("rows.per_point"),)
     points: Annotated[Operand, POINTS]
     voxels: _Sparse
     batch_indices: Annotated[Operand, BATCH_INDEX]
@@ -821,6 +615,8 @@ class Linear(Op):
     """Dense projection of feature rows: x @ W^T + b."""
 
     __mnemonic__ = "linear"
+    __channels__ = ChannelRule.weight
+    __rules__ = (use("linear.rows"), use("weight.in_channels"), use("weight.channel_shape"))
     input: _Features
     weight: Annotated[Operand, weight_of(WeightFamily.linear)]
     bias: _Bias
@@ -832,6 +628,8 @@ class Activation(Op):
     """Pointwise nonlinearity on feature rows."""
 
     __mnemonic__ = "activation"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("shape.same", "input", "result"), use("activation.approximate"))
     input: _Features
     result: _FeaturesResult
     kind: Annotated[Attribute, enum_attr(ActivationKind)]
@@ -845,6 +643,8 @@ class BatchNorm(Op):
     """Frozen-statistics batch norm: (x - mean) / sqrt(var + eps) * scale + bias."""
 
     __mnemonic__ = "batch_norm"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("shape.same", "input", "result"), use("weight.channel_shape"))
     input: _Features
     scale: _Channel
     bias: _ChannelBias
@@ -858,6 +658,8 @@ class LayerNorm(Op):
     """Normalize each feature row over its channels, then scale and shift."""
 
     __mnemonic__ = "layer_norm"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("shape.same", "input", "result"), use("weight.channel_shape"))
     input: _Features
     scale: _Channel
     bias: _ChannelBias
@@ -869,6 +671,8 @@ class RmsNorm(Op):
     """Divide each feature row by its root mean square, then scale."""
 
     __mnemonic__ = "rms_norm"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("shape.same", "input", "result"), use("weight.channel_shape"))
     input: _Features
     scale: _Channel
     result: _FeaturesResult
@@ -879,6 +683,8 @@ class Softmax(Op):
     """Softmax of each feature row over its channels."""
 
     __mnemonic__ = "softmax"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("shape.same", "input", "result"),)
     input: _Features
     result: _FeaturesResult
     axis: Annotated[Attribute, AXIS]
@@ -889,6 +695,8 @@ class SparseBinary(Op):
 
     __mnemonic__ = "sparse.binary"
     __stride__ = StrideRule.lhs
+    __channels__ = ChannelRule.lhs
+    __rules__ = (use("stride.same", "lhs", "rhs"), use("binary.channels"))
     lhs: _Sparse
     rhs: _Sparse
     result: _SparseResult
@@ -903,6 +711,8 @@ class SparseCat(Op):
 
     __mnemonic__ = "sparse.cat"
     __stride__ = StrideRule.lhs
+    __channels__ = ChannelRule.concat
+    __rules__ = (use("stride.same", "lhs", "rhs"),)
     lhs: _Sparse
     rhs: _Sparse
     result: _SparseResult
@@ -913,6 +723,8 @@ class Cast(Op):
     """Convert a dense tensor to another float type with an explicit IEEE rounding direction."""
 
     __mnemonic__ = "cast"
+    __channels__ = ChannelRule.input
+    __rules__ = (use("cast.float"), use("cast.shape"))
     input: Annotated[Operand, TENSOR]
     result: Annotated[Result, TENSOR]
     rounding: Annotated[Attribute, enum_attr(Rounding)]
@@ -922,222 +734,15 @@ class Call(Op):
     """Apply a registered primitive with an explicit element-type signature."""
 
     __mnemonic__ = "call"
+    __channels__ = ChannelRule.none
+    __rules__ = (use("call.registered"), use("call.signature"))
     inputs: Annotated[Operand, TENSOR, VARIADIC]
     result: Annotated[Result, TENSOR]
     callee: Annotated[Attribute, STRING]
 
 
 # ---------------------------------------------------------------------------
-# The reference system's weight-normalised convolutions, upsampling onto finer
-# supports, embedding lookup and elementwise maps (semantics: docs/extra-ops.md).
-
-ELEMENTWISE_KINDS: tuple[str, ...] = ("exp", "round")
-"""Kinds of ``lattice.elementwise`` (``round`` rounds half to even)."""
-
-_OptionalTarget = Annotated[Operand, SPARSE, OPTIONAL]
-
-
-class NormalizedSubmConv3d(Op):
-    """Submanifold convolution normalised per row by the weight mass its support reaches."""
-
-    __mnemonic__ = "normalized_subm_conv3d"
-    __stride__ = StrideRule.input
-    input: _Sparse
-    weight: _Conv
-    bias: _Bias
-    result: _SparseResult
-    kernel_size: _Triple
-    dilation: _Triple
-    eps: _Eps
-    accumulation: _DefaultAccumulation
-
-
-class NormalizedConvTranspose3d(Op):
-    """Weight-normalised transposed convolution over the support its taps derive."""
-
-    __mnemonic__ = "normalized_conv_transpose3d"
-    __stride__ = StrideRule.divide
-    input: _Sparse
-    weight: _Conv
-    bias: _Bias
-    result: _SparseResult
-    kernel_size: _Triple
-    stride: _Triple
-    padding: _Padding
-    dilation: _Triple
-    eps: _Eps
-    accumulation: _DefaultAccumulation
-
-
-class TargetNormalizedConvTranspose3d(Op):
-    """Weight-normalised transposed convolution evaluated exactly at a target's rows."""
-
-    __mnemonic__ = "target_normalized_conv_transpose3d"
-    __stride__ = StrideRule.divide
-    input: _Sparse
-    target: _Sparse
-    weight: _Conv
-    bias: _Bias
-    result: _SparseResult
-    kernel_size: _Triple
-    stride: _Triple
-    padding: _Padding
-    dilation: _Triple
-    eps: _Eps
-    accumulation: _DefaultAccumulation
-
-
-class NormalizedGenerativeConvTranspose3d(Op):
-    """Weight-normalised support expansion: every tap of every input row, one row per output."""
-
-    __mnemonic__ = "normalized_generative_conv_transpose3d"
-    __stride__ = StrideRule.divide
-    input: _Sparse
-    weight: _Conv
-    bias: _Bias
-    result: _SparseResult
-    kernel_size: _Triple
-    stride: _Triple
-    eps: _Eps
-    accumulation: _DefaultAccumulation
-
-
-class PoolTranspose3d(Op):
-    """Mean of the coarse rows reaching each finer row by the transposed relation."""
-
-    __mnemonic__ = "pool_transpose3d"
-    __stride__ = StrideRule.divide
-    input: _Sparse
-    target: _OptionalTarget
-    result: _SparseResult
-    kernel_size: _Triple
-    stride: _Triple
-    padding: _Padding
-    dilation: _Triple
-    accumulation: _DefaultAccumulation
-
-
-class TrilinearUpsample3d(Op):
-    """Trilinear interpolation onto finer rows, renormalised over the coarse rows present."""
-
-    __mnemonic__ = "trilinear_upsample3d"
-    __stride__ = StrideRule.divide
-    input: _Sparse
-    target: _OptionalTarget
-    result: _SparseResult
-    stride: _Triple
-
-
-class EmbeddingLookup(Op):
-    """Rows of a dense embedding table picked by an i32 index vector."""
-
-    __mnemonic__ = "embedding_lookup"
-    indices: Annotated[Operand, BATCH_INDEX]
-    weight: Annotated[Operand, weight_of(WeightFamily.embedding)]
-    result: _FeaturesResult
-
-
-class Elementwise(Op):
-    """Deterministic unary map of f32 features: exp, or round half to even."""
-
-    __mnemonic__ = "elementwise"
-    input: _Features
-    result: _FeaturesResult
-    kind: Annotated[Attribute, AttrSpec(AttrKind.string, allowed=ELEMENTWISE_KINDS)]
-
-
-# ---------------------------------------------------------------------------
-# Registered primitives for ``lattice.call``.
-
-
-@dataclass(frozen=True)
-class PrimitiveDef:
-    """A primitive ``lattice.call`` may name: its exact element-type signature.
-
-    ``input_ranks`` and ``output_rank`` pin ranks; shapes beyond rank are the
-    runtime's to check.  Runtimes must register an implementation of each
-    primitive they execute; a program using one they lack does not compile.
-    """
-
-    name: str
-    summary: str
-    inputs: tuple[str, ...]
-    output: str
-    input_ranks: tuple[int, ...]
-    output_rank: int
-
-
-PRIMITIVES: Mapping[str, PrimitiveDef] = MappingProxyType(
-    {
-        p.name: p
-        for p in (
-            PrimitiveDef(
-                "argmax",
-                "Index of the largest channel of each f32 feature row, as i32 (ties: first).",
-                inputs=("f32",),
-                output="i32",
-                input_ranks=(2,),
-                output_rank=1,
-            ),
-            PrimitiveDef(
-                "gather_rows",
-                "Rows of an f32 matrix picked by an i32 index vector.",
-                inputs=("f32", "i32"),
-                output="f32",
-                input_ranks=(2, 1),
-                output_rank=2,
-            ),
-        )
-    }
-)
-
-# ---------------------------------------------------------------------------
 # The schema object.
-
-
-@dataclass(frozen=True)
-class TypeParamDef:
-    """One parameter of a dialect type, spelled ``name = value`` or positionally."""
-
-    name: str
-    kind: str  # "unsigned" | "enum" | "dtype"
-    enum: type[SchemaEnum] | None = None
-    allowed: tuple[str, ...] = ()
-    keyword: bool = True
-
-
-@dataclass(frozen=True)
-class TypeDef:
-    """A dialect type, e.g. ``!lattice.sparse_tensor<rank = 3, ...>``."""
-
-    mnemonic: str
-    class_name: str
-    summary: str
-    params: tuple[TypeParamDef, ...]
-
-
-TYPES: tuple[TypeDef, ...] = (
-    TypeDef(
-        "sparse_tensor",
-        "SparseTensorType",
-        "A sparse value: physical coordinates, row-aligned features, an active count and a stride.",
-        (
-            TypeParamDef("rank", "unsigned", allowed=("3",)),
-            TypeParamDef("coord", "enum", CoordLayout),
-            TypeParamDef("feature", "enum", FeatureLayout),
-            TypeParamDef("dtype", "dtype", allowed=FLOAT_DTYPES),
-        ),
-    ),
-    TypeDef(
-        "weight",
-        "WeightType",
-        "A symbolic weight bound to safetensors storage.",
-        (
-            TypeParamDef("family", "enum", WeightFamily, keyword=False),
-            TypeParamDef("dtype", "dtype", allowed=WEIGHT_DTYPES, keyword=False),
-        ),
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -1165,6 +770,19 @@ class DialectSchema:
     @property
     def _by_python_name(self) -> Mapping[str, OpDef]:
         return {o.python_name: o for o in self.ops.values()}
+
+
+# The reference system's extra ops register from their own module (subclassing Op).
+from lattice_contract.schema_extra_ops import (  # noqa: E402
+    Elementwise,
+    EmbeddingLookup,
+    NormalizedConvTranspose3d,
+    NormalizedGenerativeConvTranspose3d,
+    NormalizedSubmConv3d,
+    PoolTranspose3d,
+    TargetNormalizedConvTranspose3d,
+    TrilinearUpsample3d,
+)
 
 
 def _build_schema() -> DialectSchema:

@@ -31,6 +31,10 @@
 
 namespace mlir::lattice {
 
+/// The trailing part every rule diagnostic ends with: "; <fix> [rule <id>]"
+/// (the fix and ID from the generated rule table, lattice_contract.schema_rules).
+std::string ruleSuffix(schema::RuleId id);
+
 /// Every keyword of a generated enum, in declaration order ("a, b, c").
 template <typename EnumT> std::string allowedEnumKeywords() {
   std::string out;
@@ -66,7 +70,7 @@ FailureOr<EnumT> parseLatticeEnum(AsmParser &parser, llvm::StringRef mnemonic) {
                             << "'; expected one of: " << allowedEnumKeywords<EnumT>();
   if (const char *fix = schema::rejectedSpellingFix(mnemonic, keyword))
     diag << "; " << fix;
-  return diag;
+  return diag << ruleSuffix(schema::RuleId::attr_allowed);
 }
 
 /// Whether `type` is one of the comma-separated element type names
@@ -77,6 +81,33 @@ std::string describeDtype(Type type);
 /// The keyword of any lattice enum attribute, or nullopt.
 std::optional<llvm::StringRef> enumAttrValue(Attribute attr);
 
+/// An op diagnostic for one rule: stream the problem into it; when it goes
+/// out of scope it appends the rule's fix and ID tag and is reported.
+/// Converts to failure(), so `return RuleDiagnostic(op, id) << ...;` works.
+class RuleDiagnostic {
+public:
+  RuleDiagnostic(Operation *op, schema::RuleId id) : diag(op->emitOpError()), id(id) {}
+  RuleDiagnostic(InFlightDiagnostic &&diag, schema::RuleId id) : diag(std::move(diag)), id(id) {}
+  RuleDiagnostic(RuleDiagnostic &&) = default;
+  RuleDiagnostic(const RuleDiagnostic &) = delete;
+  RuleDiagnostic &operator=(const RuleDiagnostic &) = delete;
+  RuleDiagnostic &operator=(RuleDiagnostic &&) = delete;
+  ~RuleDiagnostic() {
+    if (diag.getUnderlyingDiagnostic()) // not moved from
+      diag << ruleSuffix(id);
+  }
+  template <typename T> RuleDiagnostic &operator<<(T &&value) {
+    diag << std::forward<T>(value);
+    return *this;
+  }
+  operator LogicalResult() const { return failure(); }
+  operator ParseResult() const { return failure(); }
+
+private:
+  InFlightDiagnostic diag;
+  schema::RuleId id;
+};
+
 } // namespace mlir::lattice
 
 #include "LatticeDialect.h.inc"
@@ -86,6 +117,13 @@ std::optional<llvm::StringRef> enumAttrValue(Attribute attr);
 
 #define GET_TYPEDEF_CLASSES
 #include "LatticeTypes.h.inc"
+
+namespace mlir::lattice {
+/// The one layout weights of `family` declare (schema WEIGHT_FAMILY_INFO; generated).
+WeightLayout familyLayout(WeightFamily family);
+/// Whether weights of `family` may be affine-packed (generated).
+bool familyPackable(WeightFamily family);
+} // namespace mlir::lattice
 
 namespace mlir::lattice::detail {
 /// Schema-driven checks plus the op's hand-written rules; defined in

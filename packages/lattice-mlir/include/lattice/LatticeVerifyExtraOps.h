@@ -1,14 +1,13 @@
-//===- LatticeVerifyExtraOps.h - rules of the normalised/resampling ops -*- C++ -*-===//
+//===- LatticeVerifyExtraOps.h - rules of the lookup/elementwise ops -*- C++ -*-===//
 //
-// Hand-written verifier rules of the ops the reference system has beyond the
-// first contract: the weight-normalised convolutions, pool_transpose3d,
-// trilinear_upsample3d, embedding_lookup and elementwise.  Defined in
-// LatticeVerifyExtraOps.cpp.
+// Hand-written verifier rules of embedding_lookup and elementwise, defined in
+// LatticeVerifyExtraOps.cpp (the other ops the reference system has beyond
+// the first contract need only generated rules).
 //
 // They are declared at global scope on purpose: detail::verifyLatticeOp (in
-// LatticeVerify.cpp) calls `preRules(op)` and `verifyRules(op)` unqualified,
-// and ordinary lookup must find these overloads in the same scope as the
-// generic ones there, so overload resolution picks the exact op type.
+// LatticeVerify.cpp) calls `verifyRules(op)` unqualified, and ordinary lookup
+// must find these overloads in the same scope as the generic ones there, so
+// overload resolution picks the exact op type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,15 +16,6 @@
 
 #include "lattice/LatticeDialect.h"
 
-mlir::LogicalResult preRules(mlir::lattice::NormalizedSubmConv3dOp op);
-mlir::LogicalResult preRules(mlir::lattice::NormalizedGenerativeConvTranspose3dOp op);
-
-mlir::LogicalResult verifyRules(mlir::lattice::NormalizedSubmConv3dOp op);
-mlir::LogicalResult verifyRules(mlir::lattice::NormalizedConvTranspose3dOp op);
-mlir::LogicalResult verifyRules(mlir::lattice::TargetNormalizedConvTranspose3dOp op);
-mlir::LogicalResult verifyRules(mlir::lattice::NormalizedGenerativeConvTranspose3dOp op);
-mlir::LogicalResult verifyRules(mlir::lattice::PoolTranspose3dOp op);
-mlir::LogicalResult verifyRules(mlir::lattice::TrilinearUpsample3dOp op);
 mlir::LogicalResult verifyRules(mlir::lattice::EmbeddingLookupOp op);
 mlir::LogicalResult verifyRules(mlir::lattice::ElementwiseOp op);
 

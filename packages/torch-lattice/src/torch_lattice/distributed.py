@@ -17,17 +17,33 @@ Two things are easy to get subtly wrong and live here:
 Kernel maps are cached on each ``SparseTensor``'s support, which lives in
 the process that built it; nothing is shared between ranks and DDP's
 gradient buckets see only ordinary parameters.
+
+:class:`SparseDDP` is ``DistributedDataParallel`` for models that return
+``SparseTensor`` values when ``find_unused_parameters=True`` is needed (some
+parameters skip some steps).  Plain DDP looks for the output's tensors in
+tensors, lists, tuples, dicts and dataclasses only, so it finds none in a
+``SparseTensor``, marks every parameter unused and then fails in the
+backward with "Expected to mark a variable ready only once".  SparseDDP
+hands DDP each ``SparseTensor`` as a named tuple of its features (which DDP
+finds, and routes through its unused-output handling) and the value it came
+from, and rebuilds the ``SparseTensor`` around the features DDP returns.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
-__all__ = ["DistributedContext", "global_mean", "init_distributed"]
+from torch_lattice.sparse import SparseTensor
+
+__all__ = ["DistributedContext", "SparseDDP", "global_mean", "init_distributed"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +121,83 @@ def global_mean(total: torch.Tensor, count: int | torch.Tensor) -> torch.Tensor:
     if float(n) <= 0:
         raise ValueError("global_mean: the global batch holds no terms (count is 0 on every rank)")
     return total * (world / float(n))
+
+
+class _SparseParts(NamedTuple):
+    """What DDP sees of one ``SparseTensor`` output: its features, and the value itself."""
+
+    feats: torch.Tensor
+    value: SparseTensor
+
+
+def _map_outputs(obj: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``obj`` with ``leaf`` applied to every item of its lists, tuples and dicts."""
+    if isinstance(obj, SparseTensor | _SparseParts):
+        return leaf(obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a user's named tuple
+        return type(obj)(*(_map_outputs(item, leaf) for item in obj))
+    if isinstance(obj, list | tuple):
+        return type(obj)(_map_outputs(item, leaf) for item in obj)
+    if isinstance(obj, dict):
+        return {key: _map_outputs(item, leaf) for key, item in obj.items()}
+    return obj
+
+
+def _to_parts(obj: Any) -> Any:
+    return _SparseParts(obj.feats, obj) if isinstance(obj, SparseTensor) else obj
+
+
+def _from_parts(obj: Any) -> Any:
+    return obj.value.with_feats(obj.feats) if isinstance(obj, _SparseParts) else obj
+
+
+class _PartsOut(torch.nn.Module):
+    """The model inside DDP: its ``SparseTensor`` outputs become :class:`_SparseParts`."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return _map_outputs(self.model(*args, **kwargs), _to_parts)
+
+
+class SparseDDP(torch.nn.Module):
+    """``DistributedDataParallel`` over a model whose outputs are (or hold) ``SparseTensor``s.
+
+    ``SparseDDP(model, **ddp_kwargs)`` takes DDP's own keyword arguments
+    (``find_unused_parameters``, ``device_ids``, ``bucket_cap_mb``, ...) and
+    returns what the model returns, ``SparseTensor`` values included (inside
+    lists, tuples and dicts too).  ``.module`` is the wrapped model, as with
+    DDP (save ``ddp.module.state_dict()`` on rank 0); ``.ddp`` is the
+    ``DistributedDataParallel`` instance, and other attributes (``join``,
+    ``register_comm_hook``, ...) are DDP's.  With ``find_unused_parameters``
+    at its default ``False``, plain DDP works as well; this wrapper is what
+    makes ``True`` work.
+    """
+
+    def __init__(self, model: torch.nn.Module, **ddp_kwargs: Any) -> None:
+        super().__init__()
+        self.ddp = DistributedDataParallel(_PartsOut(model), **ddp_kwargs)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The model being trained (its state dict has the model's own keys)."""
+        inner: _PartsOut = self.ddp.module
+        return inner.model
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return _map_outputs(self.ddp(*args, **kwargs), _from_parts)
+
+    def no_sync(self) -> AbstractContextManager[None]:
+        """DDP's ``no_sync``: accumulate gradients locally for the steps inside it."""
+        context: AbstractContextManager[None] = self.ddp.no_sync()
+        return context
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "ddp":
+                raise
+            return getattr(self.ddp, name)

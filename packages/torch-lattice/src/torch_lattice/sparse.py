@@ -19,11 +19,10 @@ from typing import Any
 
 import torch
 from lattice_contract import sparse_errors
-from lattice_contract.geometry import check_coordinate_span
 from lattice_contract.kernel import as_triple
 
 from torch_lattice._trace import traced
-from torch_lattice.coords import CoordinateTable, bounds, canonical_order, inverse_permutation
+from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
 
 __all__ = [
     "FLOAT_DTYPES",
@@ -204,7 +203,6 @@ class SparseTensor:
             row = int((coords[:, 0] < 0).nonzero()[0].item())
             raise sparse_errors.negative_batch(row, coords[row].tolist())
         if trusted:
-            check_coordinate_span(*bounds(support.logical))  # the span policy holds here too
             return support, feats
         if triple != (1, 1, 1):
             s = torch.tensor(triple, dtype=torch.int32, device=coords.device)

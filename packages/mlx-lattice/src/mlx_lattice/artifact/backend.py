@@ -1,87 +1,98 @@
-"""The MLX side of :class:`lattice_contract.lowering.RuntimeBackend`.
+"""The MLX adapter of the shared artifact runtime (:mod:`lattice_contract.runtime_ops`).
 
-The shared plan, weight-resolution and call-binding code asks a runtime only
-a few questions about its values (shapes, element types, whether a value is a
-SparseTensor); this module answers them for MLX arrays.
+Everything an artifact needs that is not MLX-specific -- the lowerings, bundle
+rules, verification, call binding -- lives in the contract.  This module
+holds only what MLX does its own way: its dtypes, how ``mx.load`` and
+``mx.save_safetensors`` read and write weights (MLX dimensions are 32-bit),
+and the two array calls of the ``argmax`` and ``gather_rows`` primitives.
+``mlx_lattice.ops`` itself is the :class:`~lattice_contract.runtime_ops.RuntimeOps`
+the standard lowerings call (checked by mypy at the assignment below).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
 
 import mlx.core as mx
+import numpy as np
+from lattice_contract.runtime_ops import RuntimeAdapter, RuntimeOps
 
+from mlx_lattice import ops as mlx_ops
 from mlx_lattice.ops.quant import QuantizedWeight
 from mlx_lattice.sparse import SparseTensor
 
-__all__ = ["MLX_BACKEND", "MLXBackend", "dtype_name"]
+__all__ = ["MLX_BACKEND", "MLX_OPS", "MLXBackend", "dtype_name"]
 
-_DTYPE_NAMES: dict[Any, str] = {
-    mx.float16: "f16",
-    mx.bfloat16: "bf16",
-    mx.float32: "f32",
-    mx.float64: "f64",
-    mx.int8: "i8",
-    mx.int16: "i16",
-    mx.int32: "i32",
-    mx.int64: "i64",
-    mx.uint8: "u8",
-    mx.uint16: "u16",
-    mx.uint32: "u32",
-    mx.uint64: "u64",
-    mx.bool_: "i1",
-}
+MLX_OPS: RuntimeOps = mlx_ops
+"""``mlx_lattice.ops`` as the runtime ops of the standard lowerings (a mypy-checked assignment)."""
+
+
+class MLXBackend(RuntimeAdapter):
+    """MLX arrays, ``mlx_lattice.SparseTensor`` and MLX's safetensors reader."""
+
+    name = "mlx"
+    sparse_type = SparseTensor
+    array_type = mx.array
+    packed_type = QuantizedWeight
+    ops = MLX_OPS
+    dtype_spellings: ClassVar[Mapping[str, str]] = {"i1": "bool_"}
+
+    def argmax_rows(self, x: mx.array) -> mx.array:
+        """``mx.argmax`` over channels, as int32."""
+        return mx.argmax(x, axis=1).astype(mx.int32)
+
+    def index_span(self, index: mx.array) -> tuple[int, int] | None:
+        """Smallest and largest index (one host read each), None for an empty index."""
+        if not index.size:
+            return None
+        low, high = np.asarray(mx.stack([mx.min(index), mx.max(index)])).tolist()
+        return int(low), int(high)
+
+    def take_rows(self, x: mx.array, index: mx.array) -> mx.array:
+        """``mx.take`` along rows."""
+        return mx.take(x, index, axis=0)
+
+    def write_weights(
+        self, path: Path, entries: Mapping[str, mx.array], metadata: Mapping[str, str] | None
+    ) -> None:
+        """``mx.save_safetensors`` (with ``__metadata__`` only when there is some)."""
+        if metadata:
+            mx.save_safetensors(str(path), dict(entries), metadata=dict(metadata))
+        else:
+            mx.save_safetensors(str(path), dict(entries))
+
+    def read_weights(self, path: str | os.PathLike[str]) -> Mapping[str, mx.array]:
+        """``mx.load``, which maps the payload lazily."""
+        loaded = mx.load(str(path))
+        if not isinstance(loaded, dict):  # pragma: no cover - mx.load of .safetensors is a dict
+            raise ValueError("it did not load as a safetensors mapping")
+        return loaded
+
+    read_errors = (RuntimeError, ValueError)
+
+    def loaded_shape_problem(self, name: str, stored: tuple[int, ...], got: Any) -> str | None:
+        """A shape MLX read differently is a dimension past its 32-bit range."""
+        shape = tuple(got.shape)
+        if shape != stored:
+            return (
+                f"has shape {list(stored)} but MLX read it as {shape}; MLX dimensions are "
+                "32-bit, so this weight cannot be loaded here"
+            )
+        return None
+
+    def non_finite_counts(self, arrays: Sequence[mx.array]) -> list[int]:
+        """NaN and infinity counts of every array, evaluated in one pass."""
+        counts: list[int] = np.asarray(mx.stack([mx.sum(~mx.isfinite(a)) for a in arrays])).tolist()
+        return counts
+
+
+MLX_BACKEND = MLXBackend()
+"""The one adapter instance the MLX artifact runtime uses."""
 
 
 def dtype_name(dtype: mx.Dtype) -> str:
     """MLIR-style element name (``f16``, ``u32``...) of an MLX dtype."""
-    return _DTYPE_NAMES.get(dtype, str(dtype))
-
-
-class MLXBackend:
-    """Answers the contract's questions about MLX values."""
-
-    name = "mlx"
-    sparse_type_name = "mlx_lattice.SparseTensor"
-    array_type_name = "mlx.core.array"
-
-    def shape(self, array: Any) -> tuple[int, ...]:
-        """Shape of an ``mx.array``."""
-        return tuple(int(d) for d in array.shape)
-
-    def dtype_name(self, array: Any) -> str:
-        """Element type of an ``mx.array`` as an MLIR-style name."""
-        return dtype_name(array.dtype)
-
-    def make_packed(
-        self, weight: Any, scales: Any, biases: Any, bits: int, group_size: int
-    ) -> QuantizedWeight:
-        """The packed triplet as a :class:`~mlx_lattice.ops.quant.QuantizedWeight`."""
-        return QuantizedWeight(weight, scales, biases, bits, group_size)
-
-    def is_sparse(self, value: Any) -> bool:
-        """Whether ``value`` is an ``mlx_lattice.SparseTensor``."""
-        return isinstance(value, SparseTensor)
-
-    def is_array(self, value: Any) -> bool:
-        """Whether ``value`` is an ``mx.array``."""
-        return isinstance(value, mx.array)
-
-    def decompose(self, value: Any) -> tuple[Any, Any, Any]:
-        """``(coords, feats, active_rows)`` of a SparseTensor."""
-        return value.coords, value.feats, value.active_rows
-
-    def stride(self, value: Any) -> tuple[int, int, int]:
-        """The stride of a SparseTensor."""
-        x, y, z = value.stride
-        return (int(x), int(y), int(z))
-
-    def channels(self, value: Any) -> int:
-        """Channel count of a SparseTensor or a feature array."""
-        if isinstance(value, SparseTensor):
-            return int(value.num_channels)
-        return int(value.shape[-1])
-
-
-MLX_BACKEND = MLXBackend()
-"""The one backend instance the MLX artifact runtime uses."""
+    return MLX_BACKEND.element_name(dtype)

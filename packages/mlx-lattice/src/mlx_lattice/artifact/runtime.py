@@ -8,48 +8,44 @@ like a function (see :func:`lattice_contract.execute.bind_call` for the call
 forms).  Without the native module there is no way to execute an artifact:
 the functions here raise :class:`ArtifactCapabilityError` instead of falling
 back to any other graph runtime.
+
+Loading, saving, validation and compilation are the shared
+:class:`~lattice_contract.runtime_artifact.ArtifactRuntime` bound to the MLX
+adapter (:data:`RUNTIME`); this module publishes its methods under the names
+``mlx_lattice.artifact`` has always used.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import mlx.core as mx
 from lattice_contract.execute import LatticeProgramBase, ProgramCallError, compile_plan
 from lattice_contract.plan import RuntimePlan
-from lattice_contract.verify import (
-    ArtifactCapabilityError,
-    import_native_plan,
-    native_module,
-    require_native,
-)
+from lattice_contract.runtime_artifact import ArtifactRuntime, LatticeArtifactBase
+from lattice_contract.verify import ArtifactCapabilityError
 
 from mlx_lattice.artifact.backend import MLX_BACKEND
-from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
-from mlx_lattice.artifact.lowerings import (
-    MLX_LOWERINGS,
-    sparse_decompose_from_artifact,
-    sparse_make_from_artifact,
-    weight_from_artifact,
-)
+from mlx_lattice.artifact.lowerings import MLX_LOWERINGS
 
 __all__ = [
+    "RUNTIME",
     "ArtifactCapabilityError",
+    "LatticeArtifact",
     "LatticeProgram",
     "ProgramCallError",
     "compile_lattice_artifact",
     "load_lattice_program",
     "native_artifact_execution_available",
-    "sparse_decompose_from_artifact",
-    "sparse_make_from_artifact",
-    "weight_from_artifact",
 ]
 
 
-def native_artifact_execution_available() -> bool:
-    """Whether this install has the native MLIR importer needed to execute artifacts."""
-    return native_module() is not None
+class LatticeArtifact(LatticeArtifactBase[mx.array]):
+    """An artifact in memory: the MLIR text and its MLX arrays by safetensors name.
+
+    Packed weights appear as their three entries ``<key>.weight``,
+    ``<key>.scales`` and ``<key>.biases``, exactly as stored.
+    """
 
 
 class LatticeProgram(LatticeProgramBase):
@@ -77,19 +73,14 @@ class LatticeProgram(LatticeProgramBase):
     @classmethod
     def from_artifact(cls, artifact: LatticeArtifact) -> LatticeProgram:
         """Verify ``artifact.graph`` natively, then compile the plan with its weights."""
-        return cls(import_native_plan(artifact.graph), artifact.weights)
+        return RUNTIME.compile(artifact)
 
 
-def compile_lattice_artifact(artifact: LatticeArtifact) -> LatticeProgram:
-    """Compile a loaded artifact into an executable MLX program (needs the native module)."""
-    return LatticeProgram.from_artifact(artifact)
+RUNTIME: ArtifactRuntime[LatticeArtifact, LatticeProgram] = ArtifactRuntime(
+    MLX_BACKEND, MLX_LOWERINGS, artifact_type=LatticeArtifact, program=LatticeProgram
+)
+"""The shared artifact runtime bound to MLX: the methods below are its public face."""
 
-
-def load_lattice_program(path: str | os.PathLike[str]) -> LatticeProgram:
-    """Load an artifact directory and compile it (needs the native module).
-
-    The capability check comes first, so a missing native module is reported as
-    such rather than as a later bundle or graph error.
-    """
-    require_native()
-    return compile_lattice_artifact(load_lattice_artifact(path))
+native_artifact_execution_available = RUNTIME.native_available
+compile_lattice_artifact = RUNTIME.compile
+load_lattice_program = RUNTIME.load_program

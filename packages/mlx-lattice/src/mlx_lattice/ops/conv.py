@@ -25,6 +25,7 @@ from lattice_contract.coord_range import Int32CoordinateError
 from lattice_contract.geometry import forward_stride, transposed_stride
 from lattice_contract.kernel import Triple, kernel_volume
 
+from mlx_lattice import cuda
 from mlx_lattice.kernel_map import (
     KernelMap,
     conv_support,
@@ -232,8 +233,11 @@ def _strided(
         out_stride, rule = forward_stride(x.stride, g.stride), "input stride * stride"
     product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
     geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
-    if coordinates is not None:
-        target = _target(coordinates, op, out_stride, rule)
+    target = None if coordinates is None else _target(coordinates, op, out_stride, rule)
+    if cuda.routes(weight):  # MLX on CUDA: device maps and mlx_lattice's own kernels
+        family = "transposed" if transposed else "full" if full else "forward"
+        return cuda.convolve(op, x, weight, b, geometry, target, out_stride, family=family)
+    if target is not None:
         build = target_transpose_map if transposed else target_conv_map
         kmap = build(
             x.cache, x.coords, x.stride, target.cache, target.coords, target.stride, *geometry
@@ -312,6 +316,9 @@ def subm_conv3d(
     x = sparse_input(input, op)
     g = Geometry.of(kernel_size, 1, 0, dilation)
     product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
+    if cuda.routes(weight):  # MLX on CUDA: device maps and mlx_lattice's own kernels
+        geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
+        return cuda.convolve(op, x, weight, b, geometry, None, x.stride, family="subm")
     kmap = subm_map(x.cache, x.coords, x.stride, g.kernel_size, g.dilation)
     feats = apply_kernel_map(x.feats, kmap, product, c_out, b, x.dtype)
     return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)

@@ -146,7 +146,10 @@ def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
     starts = mx.concatenate([mx.array([True]), srt[1:] != srt[:-1]])
     segment = mx.cumsum(starts.astype(mx.int32)) - 1
     count = scalar_int(segment[-1]) + 1
-    unique_keys = mx.zeros((count,), dtype=mx.int64).at[segment].maximum(srt)
+    # One sorted position per segment, then its key: MLX's CUDA scatter takes no int64.
+    rows = mx.arange(int(srt.shape[0]), dtype=mx.int32)
+    last = mx.zeros((count,), dtype=mx.int32).at[segment].maximum(rows)
+    unique_keys = srt[last]
     inverse = mx.zeros((coords.shape[0],), dtype=mx.int32).at[order].add(segment)
     return space.unpack(unique_keys), inverse
 

@@ -1,96 +1,95 @@
-"""The torch side of :class:`lattice_contract.lowering.RuntimeBackend`.
+"""The torch adapter of the shared artifact runtime (:mod:`lattice_contract.runtime_ops`).
 
-The shared plan, weight-resolution and call-binding code of ``lattice_contract``
-asks a runtime only a few questions about its values (shapes, element types,
-whether a value is a SparseTensor); this module answers them for torch tensors.
+Everything an artifact needs that is not torch-specific -- the lowerings,
+bundle rules, verification, call binding -- lives in the contract.  This
+module holds only what torch does its own way: its dtypes, how
+``safetensors.torch`` reads and writes weights (on the CPU, detached and
+contiguous), and the two tensor calls of the ``argmax`` and ``gather_rows``
+primitives.  ``torch_lattice.ops`` itself is the
+:class:`~lattice_contract.runtime_ops.RuntimeOps` the standard lowerings call
+(checked by mypy at the assignment below).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import torch
+from lattice_contract.runtime_ops import RuntimeAdapter, RuntimeOps
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
+from torch_lattice import ops as torch_ops
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.sparse import SparseTensor
 
-__all__ = ["TORCH_BACKEND", "TorchBackend", "dtype_name", "torch_dtype"]
+__all__ = ["TORCH_BACKEND", "TORCH_OPS", "TorchBackend", "dtype_name", "torch_dtype"]
 
-_DTYPE_NAMES: dict[torch.dtype, str] = {
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.float32: "f32",
-    torch.float64: "f64",
-    torch.int8: "i8",
-    torch.int16: "i16",
-    torch.int32: "i32",
-    torch.int64: "i64",
-    torch.uint8: "u8",
-    torch.uint16: "u16",
-    torch.uint32: "u32",
-    torch.uint64: "u64",
-    torch.bool: "i1",
-}
-_TORCH_DTYPES: dict[str, torch.dtype] = {v: k for k, v in _DTYPE_NAMES.items()}
+TORCH_OPS: RuntimeOps = torch_ops
+"""``torch_lattice.ops`` as the standard lowerings' runtime ops (a mypy-checked assignment)."""
+
+
+class TorchBackend(RuntimeAdapter):
+    """Torch tensors, ``torch_lattice.SparseTensor`` and ``safetensors.torch``."""
+
+    name = "torch"
+    sparse_type = SparseTensor
+    array_type = torch.Tensor
+    packed_type = QuantizedWeight
+    ops = TORCH_OPS
+    read_errors = (SafetensorError, OSError, ValueError)
+
+    def argmax_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``torch.argmax`` over channels, as int32 (zero rows give an empty index)."""
+        if x.shape[0] == 0:
+            return torch.zeros(0, dtype=torch.int32, device=x.device)
+        return torch.argmax(x, dim=1).to(torch.int32)
+
+    def index_span(self, index: torch.Tensor) -> tuple[int, int] | None:
+        """Smallest and largest index (one host read), None for an empty index."""
+        if not index.numel():
+            return None
+        low, high = torch.aminmax(index)
+        return int(low), int(high)
+
+    def take_rows(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """``index_select`` along rows."""
+        return x.index_select(0, index.to(torch.int64))
+
+    def storage_buffer(self, array: torch.Tensor) -> torch.Tensor:
+        """Detached, on the CPU and contiguous, as safetensors stores plain buffers."""
+        return array.detach().to("cpu").contiguous()
+
+    def write_weights(
+        self, path: Path, entries: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None
+    ) -> None:
+        """``safetensors.torch.save_file``."""
+        save_file(dict(entries), str(path), metadata=dict(metadata) if metadata else None)
+
+    def read_weights(self, path: str | os.PathLike[str]) -> Mapping[str, torch.Tensor]:
+        """``safetensors.torch.load_file`` onto the CPU."""
+        return load_file(str(path), device="cpu")
+
+    def non_finite_counts(self, arrays: Sequence[torch.Tensor]) -> list[int]:
+        """NaN and infinity counts of every tensor (upcast so f16/bf16 count exactly)."""
+        counts: list[int] = torch.stack(
+            [(~torch.isfinite(t.float())).sum() for t in arrays]
+        ).tolist()
+        return counts
+
+
+TORCH_BACKEND = TorchBackend()
+"""The one adapter instance the torch artifact runtime uses."""
 
 
 def dtype_name(dtype: torch.dtype) -> str:
     """MLIR-style element name (``f16``, ``u32``...) of a torch dtype."""
-    return _DTYPE_NAMES.get(dtype, str(dtype))
+    return TORCH_BACKEND.element_name(dtype)
 
 
 def torch_dtype(name: str) -> torch.dtype:
     """The torch dtype of an MLIR-style element name; KeyError names unknown ones."""
-    try:
-        return _TORCH_DTYPES[name]
-    except KeyError:
-        raise KeyError(f"no torch dtype for element type {name!r}") from None
-
-
-class TorchBackend:
-    """Answers the contract's questions about torch values."""
-
-    name = "torch"
-    sparse_type_name = "torch_lattice.SparseTensor"
-    array_type_name = "torch.Tensor"
-
-    def shape(self, array: Any) -> tuple[int, ...]:
-        """Shape of a tensor as ints."""
-        return tuple(int(d) for d in array.shape)
-
-    def dtype_name(self, array: Any) -> str:
-        """Element type of a tensor as an MLIR-style name."""
-        return dtype_name(array.dtype)
-
-    def make_packed(
-        self, weight: Any, scales: Any, biases: Any, bits: int, group_size: int
-    ) -> QuantizedWeight:
-        """The packed triplet as a :class:`~torch_lattice.ops.quant.QuantizedWeight`."""
-        return QuantizedWeight(weight, scales, biases, bits, group_size)
-
-    def is_sparse(self, value: Any) -> bool:
-        """Whether ``value`` is a ``torch_lattice.SparseTensor``."""
-        return isinstance(value, SparseTensor)
-
-    def is_array(self, value: Any) -> bool:
-        """Whether ``value`` is a ``torch.Tensor``."""
-        return isinstance(value, torch.Tensor)
-
-    def decompose(self, value: Any) -> tuple[Any, Any, Any]:
-        """``(coords, feats, active_rows)`` of a SparseTensor."""
-        return value.coords, value.feats, value.active_rows
-
-    def stride(self, value: Any) -> tuple[int, int, int]:
-        """The stride of a SparseTensor."""
-        x, y, z = value.stride
-        return (int(x), int(y), int(z))
-
-    def channels(self, value: Any) -> int:
-        """Channel count of a SparseTensor or a feature tensor."""
-        if isinstance(value, SparseTensor):
-            return int(value.num_channels)
-        return int(value.shape[-1])
-
-
-TORCH_BACKEND = TorchBackend()
-"""The one backend instance the torch artifact runtime uses."""
+    dtype: torch.dtype = TORCH_BACKEND.element_dtype(name)
+    return dtype

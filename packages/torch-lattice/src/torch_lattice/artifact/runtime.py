@@ -5,10 +5,14 @@ The path is the same as on MLX: the native module parses and verifies
 :meth:`~lattice_contract.plan.RuntimePlan.from_native` freezes it;
 :func:`lattice_contract.execute.compile_plan` type-checks it, requires a
 lowering for every schema op and resolves the weights; the shared
-interpreter then runs the torch lowerings of
-:mod:`torch_lattice.artifact.lowerings`.  Python never reads MLIR text, and
+interpreter then runs the standard lowerings bound to torch
+(:mod:`torch_lattice.artifact.lowerings`).  Python never reads MLIR text, and
 there is no fallback interpreter: without the native module, compiling
 raises :class:`ArtifactCapabilityError`.
+
+Loading, saving, validation and compilation are the shared
+:class:`~lattice_contract.runtime_artifact.ArtifactRuntime` bound to the
+torch adapter (:data:`RUNTIME`); what this module adds is the device.
 """
 
 from __future__ import annotations
@@ -18,26 +22,25 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from lattice_contract import verify
 from lattice_contract.execute import LatticeProgramBase, ProgramCallError, compile_plan
 from lattice_contract.plan import RuntimePlan
+from lattice_contract.runtime_artifact import ArtifactRuntime, LatticeArtifactBase
 from lattice_contract.verify import (
     ArtifactCapabilityError,
     LatticeMLIRStatus,
     LatticeValidationError,
-    import_native_plan,
     native_module,
-    require_native,
 )
 
 from torch_lattice.artifact.backend import TORCH_BACKEND
-from torch_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
 from torch_lattice.artifact.lowerings import LOWERINGS
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
     "LATTICE_OPT_ENV",
+    "RUNTIME",
     "ArtifactCapabilityError",
+    "LatticeArtifact",
     "LatticeMLIRStatus",
     "LatticeProgram",
     "LatticeValidationError",
@@ -45,6 +48,7 @@ __all__ = [
     "compile_lattice_artifact",
     "import_lattice_plan",
     "lattice_artifact_status",
+    "lattice_graph_operation_names",
     "lattice_graph_status",
     "load_lattice_program",
     "native_artifact_execution_available",
@@ -54,90 +58,16 @@ __all__ = [
 ]
 
 
-LATTICE_OPT_ENV = "TORCH_LATTICE_LATTICE_OPT"
+LATTICE_OPT_ENV = TORCH_BACKEND.lattice_opt_env
 """Environment variable naming a ``lattice-opt`` executable (graph verification only)."""
 
 
-def native_artifact_execution_available() -> bool:
-    """Whether this install can execute artifacts (the native module is present)."""
-    return native_module() is not None
+class LatticeArtifact(LatticeArtifactBase[torch.Tensor]):
+    """An artifact in memory: the MLIR text and its tensors by safetensors name.
 
-
-def lattice_graph_status(
-    graph: str, *, lattice_opt: str | os.PathLike[str] | None = None
-) -> LatticeMLIRStatus:
-    """Parse and verify ``graph`` with real MLIR; report instead of raising.
-
-    Uses the in-process native module, or a ``lattice-opt`` executable
-    (``lattice_opt=``, ``$TORCH_LATTICE_LATTICE_OPT``, beside Python or on PATH).
+    Packed weights appear as their three entries ``<key>.weight``,
+    ``<key>.scales`` and ``<key>.biases``, exactly as stored.
     """
-    return verify.lattice_graph_status(graph, lattice_opt=lattice_opt, env=LATTICE_OPT_ENV)
-
-
-def validate_lattice_graph(
-    graph: str, *, lattice_opt: str | os.PathLike[str] | None = None
-) -> None:
-    """Raise :class:`LatticeValidationError` unless MLIR accepts ``graph``."""
-    verify.validate_lattice_graph(graph, lattice_opt=lattice_opt, env=LATTICE_OPT_ENV)
-
-
-def import_lattice_plan(graph: str) -> RuntimePlan:
-    """Verify ``graph`` in process and freeze its plan (schema- and ABI-checked).
-
-    MLIR's rejection is a :class:`LatticeValidationError` carrying MLIR's
-    diagnostics; a malformed payload a :class:`~lattice_contract.plan.PlanError`.
-    """
-    return import_native_plan(graph)
-
-
-def lattice_graph_operation_names(graph: str) -> tuple[str, ...]:
-    """Names of the entry's operations in order, from the natively verified plan.
-
-    Needs the in-process module; there is deliberately no textual fallback.
-    """
-    return tuple(op.name for op in import_lattice_plan(graph).ops)
-
-
-def lattice_artifact_status(
-    artifact: LatticeArtifact | str | os.PathLike[str],
-    *,
-    lattice_opt: str | os.PathLike[str] | None = None,
-) -> LatticeMLIRStatus:
-    """Verify an artifact: its graph, and (with the native module) its weights against it.
-
-    ``artifact`` is a loaded :class:`LatticeArtifact` or the path of a bundle
-    directory (loaded first, so the bundle rules apply).
-
-    The graph is verified in process or, without the native module, by a
-    ``lattice-opt`` executable (as :func:`lattice_graph_status` finds it), so
-    an install without ``lattice_mlir`` can still vet a bundle.  With the
-    native module the artifact is also compiled for torch, so weight payloads
-    that do not match the graph (missing entries, incomplete packed triplets,
-    dtype or shape drift) and type errors are reported too.
-    """
-    if not isinstance(artifact, LatticeArtifact):
-        artifact = load_lattice_artifact(artifact)
-    status = lattice_graph_status(artifact.graph, lattice_opt=lattice_opt)
-    if not status.valid or native_module() is None:
-        return status
-    try:
-        LatticeProgram(import_lattice_plan(artifact.graph), artifact.weights)
-    except ValueError as exc:
-        return LatticeMLIRStatus(False, str(exc))
-    return status
-
-
-def validate_lattice_artifact(
-    artifact: LatticeArtifact | str | os.PathLike[str],
-    *,
-    lattice_opt: str | os.PathLike[str] | None = None,
-) -> None:
-    """Raise :class:`LatticeValidationError` unless :func:`lattice_artifact_status` is valid."""
-    status = lattice_artifact_status(artifact, lattice_opt=lattice_opt)
-    if not status.valid:
-        raise LatticeValidationError(
-            "the lattice artifact does not verify:\n" + status.diagnostics, status.diagnostics
-        )
 
 
 def _device(device: str | torch.device) -> torch.device:
@@ -184,7 +114,7 @@ class LatticeProgram(LatticeProgramBase):
         cls, artifact: LatticeArtifact, *, device: str | torch.device = "cpu"
     ) -> LatticeProgram:
         """Verify, import and compile a loaded artifact."""
-        return cls(import_lattice_plan(artifact.graph), artifact.weights, device=device)
+        return RUNTIME.compile(artifact, device=device)
 
     def _to_device(self, value: Any) -> Any:
         if isinstance(value, SparseTensor) and value.device != self.device:
@@ -206,12 +136,25 @@ class LatticeProgram(LatticeProgramBase):
         return (str(self.device),)
 
 
+RUNTIME: ArtifactRuntime[LatticeArtifact, LatticeProgram] = ArtifactRuntime(
+    TORCH_BACKEND, LOWERINGS, artifact_type=LatticeArtifact, program=LatticeProgram
+)
+"""The shared artifact runtime bound to torch: the functions below are its public face."""
+
+native_artifact_execution_available = RUNTIME.native_available
+lattice_graph_status = RUNTIME.graph_status
+validate_lattice_graph = RUNTIME.validate_graph
+import_lattice_plan = RUNTIME.import_plan
+lattice_graph_operation_names = RUNTIME.operation_names
+lattice_artifact_status = RUNTIME.artifact_status
+validate_lattice_artifact = RUNTIME.validate_artifact
+
+
 def compile_lattice_artifact(
     artifact: LatticeArtifact, *, device: str | torch.device = "cpu"
 ) -> LatticeProgram:
-    """Compile a loaded artifact into an executable torch program."""
-    require_native("compiling a lattice artifact")
-    return LatticeProgram.from_artifact(artifact, device=device)
+    """Compile a loaded artifact into an executable torch program for ``device``."""
+    return RUNTIME.compile(artifact, device=device)
 
 
 def load_lattice_program(
@@ -222,5 +165,4 @@ def load_lattice_program(
     The capability check comes first, so a missing native module is reported
     as such rather than as a later bundle or graph error.
     """
-    require_native("loading a lattice program")
-    return compile_lattice_artifact(load_lattice_artifact(path), device=device)
+    return RUNTIME.load_program(path, device=device)

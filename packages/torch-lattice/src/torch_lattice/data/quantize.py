@@ -178,10 +178,14 @@ def vote_labels(
         return out
     lab, inv = lab[keep], inv[keep]
     # Count each (voxel, label) pair once, in O(points) memory whatever the
-    # label range (raw SemanticKITTI ids reach 259).
-    classes = int(lab.max()) + 1
-    pairs, counts = torch.unique(inv * classes + lab, return_counts=True)
-    voxel, label = pairs // classes, pairs % classes
+    # label range (raw SemanticKITTI ids reach 259).  Labels are first ranked
+    # among the distinct labels present, so the pair key voxel * classes + rank
+    # stays below points**2 and never overflows int64, however large the ids;
+    # ranks keep the labels' order, so ties still go to the smallest label.
+    present, rank = torch.unique(lab, return_inverse=True)
+    classes = int(present.numel())
+    pairs, counts = torch.unique(inv * classes + rank, return_counts=True)
+    voxel, label = pairs // classes, present[pairs % classes]
     most = torch.zeros(m, dtype=torch.int64, device=lab.device)
     most = most.scatter_reduce(0, voxel, counts, reduce="amax", include_self=True)
     winner = counts == most[voxel]

@@ -22,14 +22,15 @@ index error.
 
 from __future__ import annotations
 
-import ast
 import ctypes
 import os
+import re
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from lattice_contract.atomic import atomic_write_file
 
 __all__ = [
     "PointCloud",
@@ -208,6 +209,47 @@ def read_ply(path: PathLike) -> dict[str, torch.Tensor]:
 
 # --------------------------------------------------------------------------- NPY
 
+_NPY_MAX_HEADER = 10_000
+"""Largest ``.npy`` header read (bytes): NumPy's own default ``max_header_size``."""
+
+_NPY_ENTRY = re.compile(
+    r"\s*'(descr|fortran_order|shape)'\s*:\s*"
+    r"('[^'\\]{0,64}'|True|False|\(\s*(?:-?\d{1,19}\s*,\s*)*(?:-?\d{1,19}\s*)?\))"
+    r"\s*(?:,|(?=\}))"
+)
+"""One entry of the header dict as ``numpy.lib.format`` writes it (its ``repr``)."""
+
+
+def _npy_header(source: Path, text: str) -> tuple[str, bool, tuple[int, ...]]:
+    """``descr``, ``fortran_order`` and ``shape`` of a ``.npy`` header, read by its grammar.
+
+    The header is a Python dict literal, but evaluating it (``ast.literal_eval``)
+    lets a hostile file raise ``RecursionError`` or ``MemoryError`` (a few
+    thousand unary minus signs); the three entries NumPy writes have a tiny
+    grammar, so they are matched instead and anything else is refused.
+    """
+    body = text.rstrip(" \n\x00")
+    entries: dict[str, str] = {}
+    at = 1
+    if body.startswith("{") and body.endswith("}"):
+        while at < len(body) - 1 and (found := _NPY_ENTRY.match(body, at)) is not None:
+            if found.group(1) in entries:
+                break
+            entries[found.group(1)] = found.group(2)
+            at = found.end()
+        at += len(body[at:-1]) - len(body[at:-1].lstrip())
+    if at != len(body) - 1 or set(entries) != {"descr", "fortran_order", "shape"}:
+        raise ValueError(
+            f"{source}: unreadable .npy header {text[:80]!r} (a dict of 'descr', "
+            "'fortran_order' and 'shape', as numpy.save writes it)"
+        )
+    if not entries["descr"].startswith("'"):
+        raise ValueError(f"{source}: .npy descr {entries['descr']!r} is not a dtype string")
+    if entries["fortran_order"] not in ("True", "False"):
+        raise ValueError(f"{source}: .npy fortran_order must be True or False")
+    shape = tuple(int(v) for v in re.findall(r"-?\d+", entries["shape"]))
+    return entries["descr"][1:-1], entries["fortran_order"] == "True", shape
+
 
 def read_npy(path: PathLike) -> torch.Tensor:
     """A ``.npy`` file's array as a tensor (numeric dtypes; never unpickles)."""
@@ -222,11 +264,12 @@ def read_npy(path: PathLike) -> torch.Tensor:
         size, start = int.from_bytes(data[8:12], "little"), 12
     else:
         raise ValueError(f"{source}: unsupported .npy format version {major}")
-    try:
-        header = ast.literal_eval(data[start : start + size].decode("latin1"))
-        descr, fortran, shape = header["descr"], header["fortran_order"], tuple(header["shape"])
-    except (ValueError, SyntaxError, KeyError, TypeError):
-        raise ValueError(f"{source}: unreadable .npy header") from None
+    if size > _NPY_MAX_HEADER:
+        raise ValueError(
+            f"{source}: .npy header of {size} bytes, over the {_NPY_MAX_HEADER}-byte limit "
+            "NumPy itself reads by default"
+        )
+    descr, fortran, shape = _npy_header(source, data[start : start + size].decode("latin1"))
     if not isinstance(descr, str) or len(descr) < 3 or descr[0] not in "<>|=":
         raise ValueError(
             f"{source}: dtype {descr!r} is not a plain numeric array (structured or object "
@@ -240,7 +283,7 @@ def read_npy(path: PathLike) -> torch.Tensor:
         dtype, bits = _NPY_UNSIGNED[kind]
     else:
         raise ValueError(f"{source}: unsupported .npy dtype {descr!r}")
-    if not all(isinstance(dim, int) and dim >= 0 for dim in shape):
+    if not all(dim >= 0 for dim in shape):
         raise ValueError(f"{source}: .npy shape {shape} must hold non-negative integers")
     count = 1
     for dim in shape:
@@ -309,14 +352,18 @@ def write_semantic_kitti(
     labels: torch.Tensor | None = None,
     instances: torch.Tensor | None = None,
 ) -> tuple[Path, Path | None]:
-    """Write one frame in the SemanticKITTI layout (for samples and tests); returns its paths."""
+    """Write one frame in the SemanticKITTI layout (for samples and tests); returns its paths.
+
+    All checks run before anything is written; each file is replaced
+    atomically, the ``.label`` before the ``.bin``.
+    """
     if points.ndim != 2 or points.shape[1] != 3 or remission.shape != (points.shape[0],):
         raise ValueError("points must be (P, 3) and remission (P,)")
     scan, label = semantic_kitti_paths(root, sequence, frame)
     scan.parent.mkdir(parents=True, exist_ok=True)
     record = torch.cat([points.to(torch.float32), remission.to(torch.float32)[:, None]], dim=1)
-    scan.write_bytes(_host_to_little(record.contiguous()))
     if labels is None:
+        _write_bytes(scan, _host_to_little(record.contiguous()))
         return scan, None
     if labels.shape != (points.shape[0],):
         raise ValueError("labels must be (P,), one per point")
@@ -325,11 +372,26 @@ def write_semantic_kitti(
             "SemanticKITTI stores semantic labels in 16 bits: labels must lie in [0, 65535]"
         )
     inst = torch.zeros_like(labels) if instances is None else instances
+    if inst.shape != labels.shape or (
+        inst.numel() and (int(inst.min()) < 0 or int(inst.max()) > 0xFFFF)
+    ):
+        raise ValueError(
+            "instances must be (P,), one per point, in [0, 65535]: SemanticKITTI stores them "
+            "in the high 16 bits of each label word"
+        )
     word = (inst.to(torch.int64) << 16) | (labels.to(torch.int64) & 0xFFFF)
     signed = torch.where(word >= 2**31, word - 2**32, word).to(torch.int32)
     label.parent.mkdir(parents=True, exist_ok=True)
-    label.write_bytes(_host_to_little(signed))
+    # Each file complete or untouched (lattice_contract.atomic), labels first: a
+    # new frame interrupted between the two has labels but no scan, which no
+    # reader lists (they walk the scans).
+    _write_bytes(label, _host_to_little(signed))
+    _write_bytes(scan, _host_to_little(record.contiguous()))
     return scan, label
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    atomic_write_file(path, lambda tmp: tmp.write_bytes(data))
 
 
 def _host_to_little(tensor: torch.Tensor) -> bytes:

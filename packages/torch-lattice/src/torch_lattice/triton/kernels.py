@@ -1,6 +1,6 @@
 # mypy: disable-error-code="untyped-decorator,no-untyped-def"
 # (Triton jit kernels take untyped pointer and constexpr arguments.)
-"""Triton kernels of the CUDA path: map probe, implicit-GEMM conv, weight gradient.
+"""Triton kernels of the CUDA path: implicit-GEMM conv and weight gradient.
 
 Every convolution runs through one output-stationary kernel over a *slot
 table* ``slots[o, k]`` (the input row feeding output o through tap k, -1 where
@@ -31,7 +31,6 @@ import triton.language as tl
 __all__ = [
     "interpreting",
     "launch_conv",
-    "launch_probe",
     "launch_wgrad",
     "set_tf32",
     "tf32_enabled",
@@ -55,144 +54,18 @@ def tf32_enabled() -> bool:
     return _TF32
 
 
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+"""Read once, when this module is imported: Triton too decides when it and the kernels load."""
+
+
 def interpreting() -> bool:
-    """Whether Triton runs its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """Whether these kernels run on Triton's CPU interpreter (``TRITON_INTERPRET=1``).
 
-
-# --------------------------------------------------------------------------- probe
-
-
-@triton.jit
-def _probe_kernel(
-    out_ptr,  # (M, 4) int64 logical rows of the queried support
-    tap_ptr,  # (K, 3) int64: per tap the additive term B_k per axis
-    keys_ptr,  # (N,) int64 sorted packed keys of the searched support
-    order_ptr,  # (N,) int64 row of each sorted key
-    slots_ptr,  # (M, K) int32 result
-    m_rows,
-    n_keys,
-    a0,
-    a1,
-    a2,  # per-axis multiplier of the output coordinate
-    d0,
-    d1,
-    d2,  # per-axis exact divisor
-    lo0,
-    lo1,
-    lo2,
-    lo3,  # packing box origin (batch, x, y, z), pre-multiplied by the divisors
-    sz0,
-    sz1,
-    sz2,
-    sz3,  # packing box extent
-    K: tl.constexpr,
-    RUN: tl.constexpr,
-    STEPS: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    """slots[o, k] = row of ``(b, (o * a + B_k) / d)`` in the table, -1 if absent or inexact.
-
-    Taps come in runs of RUN consecutive z offsets (step 1, divisor 1): their
-    keys are consecutive integers, so one binary search finds the first and
-    each next one is either the next sorted key or absent.
+    Triton fixes the mode of every kernel (its own library's included) when
+    it is imported, so this is the value at import; on a machine without CUDA
+    the variable must be set before ``triton`` is first imported.
     """
-    G: tl.constexpr = K // RUN
-    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = e < m_rows * G
-    o = e // G
-    k0 = (e % G) * RUN
-    b = tl.load(out_ptr + o * 4, mask=live, other=0)
-    t0 = tl.load(tap_ptr + k0 * 3, mask=live, other=0)
-    t1 = tl.load(tap_ptr + k0 * 3 + 1, mask=live, other=0)
-    n0 = tl.load(out_ptr + o * 4 + 1, mask=live, other=0) * a0 + t0
-    n1 = tl.load(out_ptr + o * 4 + 2, mask=live, other=0) * a1 + t1
-    oz = tl.load(out_ptr + o * 4 + 3, mask=live, other=0) * a2
-    # Exact multiples only; then (n - lo*d) // d is the box-relative coordinate.
-    ok = live & (n0 % d0 == 0) & (n1 % d1 == 0)
-    x = (n0 - lo1) // d0
-    y = (n1 - lo2) // d1
-    bb = b - lo0
-    ok = ok & (bb >= 0) & (bb < sz0) & (x >= 0) & (x < sz1) & (y >= 0) & (y < sz2)
-    row_key = ((bb * sz1 + x) * sz2 + y) * sz3
-    pos = tl.zeros([BLOCK], dtype=tl.int64)
-    first = tl.zeros([BLOCK], dtype=tl.int64)
-    for j in tl.static_range(RUN):
-        n2 = oz + tl.load(tap_ptr + (k0 + j) * 3 + 2, mask=live, other=0)
-        z = (n2 - lo3) // d2
-        okj = ok & (n2 % d2 == 0) & (z >= 0) & (z < sz3)
-        key = row_key + z
-        if j == 0:
-            first = key
-            lo = tl.zeros([BLOCK], dtype=tl.int64)
-            hi = tl.zeros([BLOCK], dtype=tl.int64) + n_keys
-            for _ in range(STEPS):  # lower bound of the run's first key, lanes in lock step
-                active = ok & (lo < hi)
-                mid = (lo + hi) // 2
-                v = tl.load(keys_ptr + mid, mask=active, other=0)
-                right = active & (v < key)
-                left = active & (v >= key)
-                lo = tl.where(right, mid + 1, lo)
-                hi = tl.where(left, mid, hi)
-            pos = lo
-        else:
-            key = first + j
-        inside = ok & (pos < n_keys)
-        at = tl.minimum(pos, n_keys - 1)
-        same = inside & (tl.load(keys_ptr + at, mask=inside, other=-2) == key)
-        found = same & okj
-        row = tl.load(order_ptr + at, mask=found, other=-1)
-        tl.store(slots_ptr + o * K + k0 + j, tl.where(found, row, -1).to(tl.int32), mask=live)
-        pos = pos + same.to(tl.int64)
-
-
-def launch_probe(
-    out_logical: torch.Tensor,
-    terms: torch.Tensor,
-    keys: torch.Tensor,
-    order: torch.Tensor,
-    lo: tuple[int, int, int, int],
-    size: tuple[int, int, int, int],
-    mul: tuple[int, int, int],
-    div: tuple[int, int, int],
-    run: int = 1,
-) -> torch.Tensor:
-    """(M, K) int32 slot table of a relation ``c = (o * mul + terms[k]) / div`` (exact).
-
-    ``run`` > 1 promises that taps come in runs of that many whose z terms
-    step by one (divisor 1 on z): one search serves a whole run.
-    """
-    m = int(out_logical.shape[0])
-    k = int(terms.shape[0])
-    slots = torch.empty(m, k, dtype=torch.int32, device=out_logical.device)
-    n = int(keys.numel())
-    if m == 0 or k == 0:
-        return slots
-    if n == 0:
-        return slots.fill_(-1)
-    block = 256 if interpreting() else 512
-    # The box origin is in units of the searched support; scale it by the divisor so
-    # the kernel compares (n - lo*d) // d, i.e. n // d - lo, for exact n.
-    lo_scaled = (lo[0], lo[1] * div[0], lo[2] * div[1], lo[3] * div[2])
-    grid = (triton.cdiv(m * (k // run), block),)
-    _probe_kernel[grid](
-        out_logical.contiguous(),
-        terms.contiguous(),
-        keys,
-        order,
-        slots,
-        m,
-        n,
-        *mul,
-        *div,
-        *lo_scaled,
-        *size,
-        K=k,
-        RUN=run,
-        STEPS=max(1, n.bit_length()),
-        BLOCK=block,
-    )
-    return slots
+    return _INTERPRET
 
 
 # --------------------------------------------------------------------------- conv

@@ -7,13 +7,16 @@ input per (output, tap) and one output per (input, tap), so this table is the
 whole map, and its transpose (:meth:`SlotMap.transposed`) is the map of the
 input gradient.
 
-Lookups go through packed int64 keys of a support's logical coordinates
-(``torch_lattice.coords.Packing``), sorted once per support and searched by
-one Triton kernel for all (output, tap) queries at once.  Supports that a
-conv generates get their key table for free (their rows come out of
-``torch.unique`` in key order).  Nothing here synchronises with the host
-except ``torch.unique`` (the size of a generated support) and the bounding
-box of a support that arrives from outside (read once per support).
+Lookups go through a hash table of each searched support's physical rows
+(built once per support in two launches) and one Triton launch that resolves
+every (output row, tap) query.  A support that a conv generates comes from
+one candidates launch, a sort, a marking launch, a cumulative sum and one
+emitting launch that writes its rows (in sorted (batch, x, y, z) order, as
+the reference path emits them) and its slot table; the output size, the
+int32 range flag and the packing's overflow flag are read back together,
+the layer's only host synchronisation (:mod:`.map_kernels`).  A map whose
+output support is known (submanifold, targets, stride-1 ``conv3d``) reads
+nothing back.
 """
 
 from __future__ import annotations
@@ -24,11 +27,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
 from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_offsets, tap_offsets
 
-from torch_lattice.coords import Packing, bounds
+from torch_lattice.coords import Packing
 from torch_lattice.sparse import Support
-from torch_lattice.triton.kernels import launch_probe
+from torch_lattice.triton.map_kernels import (
+    first_bad,
+    launch_candidates,
+    launch_direct,
+    launch_emit,
+    launch_insert,
+    launch_mark,
+    launch_probe,
+    new_info,
+)
 
 __all__ = ["SlotMap", "build"]
 
@@ -64,19 +77,31 @@ class SlotMap:
         """
         found = self.cache.get("order")
         if found is None:
-            k = min(self.volume, 62)
-            weights = torch.ones(k, dtype=torch.int64, device=self.slots.device) << torch.arange(
-                k, device=self.slots.device
-            )
-            pattern = ((self.slots[:, :k] >= 0).to(torch.int64) * weights).sum(1)
+            pattern = self.cache.get("pattern")  # written by the lookup launch
+            if pattern is None:
+                k = min(self.volume, 62)
+                device = self.slots.device
+                weights = torch.ones(k, dtype=torch.int64, device=device) << torch.arange(
+                    k, device=device
+                )
+                pattern = ((self.slots[:, :k] >= 0).to(torch.int64) * weights).sum(1)
             found = torch.sort(pattern, stable=True).indices.to(torch.int32)
             self.cache["order"] = found
         result: torch.Tensor = found
         return result
 
     def transposed(self) -> SlotMap:
-        """The adjoint map: per (input row, tap) the output row it feeds, cached both ways."""
+        """The adjoint map: per (input row, tap) the output row it feeds, cached both ways.
+
+        A submanifold map with odd kernels is its own adjoint with the taps
+        reversed (offset -d of tap K-1-k undoes offset d of tap k): one flip.
+        """
         found = self.cache.get("transposed")
+        if found is None and self.cache.get("mirror"):
+            found = SlotMap(self.slots.flip(1).contiguous(), self.num_out)
+            found.cache["mirror"] = True
+            found.cache["transposed"] = self
+            self.cache["transposed"] = found
         if found is None:
             m, k = self.slots.shape
             device = self.slots.device
@@ -123,118 +148,7 @@ class SlotMap:
         return result
 
 
-# --------------------------------------------------------------------------- key tables
-
-
-@dataclass(frozen=True)
-class _Table:
-    packing: Packing
-    keys: torch.Tensor  # sorted int64
-    order: torch.Tensor  # int64 row of each sorted key
-
-
-def _packing(support: Support) -> Packing:
-    """The support's bounding box as a packing (one host read per support), cached on it."""
-    found = support.maps.get((_TAG, "box"))
-    if isinstance(found, Packing):
-        return found
-    if support.num_rows == 0:
-        packing = Packing((0, 0, 0, 0), (1, 1, 1, 1))
-    else:
-        lo, hi = bounds(support.logical)
-        packing = Packing.covering(lo, hi, margin=0)
-    support.maps[(_TAG, "box")] = packing
-    return packing
-
-
-def _table(support: Support) -> _Table:
-    """The sorted key table of a support, cached on it."""
-    found = support.maps.get((_TAG, "table"))
-    if isinstance(found, _Table):
-        return found
-    packing = _packing(support)
-    if support.num_rows == 0:
-        empty = torch.empty(0, dtype=torch.int64, device=support.logical.device)
-        table = _Table(packing, empty, empty)
-    else:
-        keys, order = torch.sort(packing.pack(support.logical))
-        table = _Table(packing, keys, order)
-    support.maps[(_TAG, "table")] = table
-    return table
-
-
-def _generated(keys: torch.Tensor, packing: Packing, stride: Triple) -> Support:
-    """A support from sorted unique keys, registered with its key table (no search later)."""
-    out = Support.from_logical(packing.unpack(keys), stride)
-    order = torch.arange(keys.numel(), device=keys.device)
-    out.maps[(_TAG, "table")] = _Table(packing, keys, order)
-    out.maps[(_TAG, "box")] = packing
-    return out
-
-
-def _box(
-    packing: Packing,
-    scale: Sequence[int],
-    shift_lo: Sequence[int],
-    shift_hi: Sequence[int],
-    div: Sequence[int],
-) -> Packing:
-    """Packing of ``floor((c * scale + shift) / div)`` for c in the packing's box (host only)."""
-    lo = [packing.lo[0]]
-    hi = [packing.lo[0] + packing.size[0] - 1]
-    for a in range(3):
-        c_lo = packing.lo[a + 1]
-        c_hi = c_lo + packing.size[a + 1] - 1
-        lo.append((c_lo * scale[a] + shift_lo[a]) // div[a])
-        hi.append((c_hi * scale[a] + shift_hi[a]) // div[a])
-    return Packing.covering(lo, hi, margin=0)
-
-
-def _probe(
-    out_logical: torch.Tensor, source: Support, terms: Sequence[Triple], mul: Triple, div: Triple
-) -> torch.Tensor:
-    table = _table(source)
-    t = _const(terms, out_logical.device).reshape(-1, 3)
-    p = table.packing
-    run = _z_run(terms, div)
-    return launch_probe(out_logical, t, table.keys, table.order, p.lo, p.size, mul, div, run)
-
-
-def _z_run(terms: Sequence[Triple], div: Triple) -> int:
-    """Length of the runs of consecutive taps that share x, y and step z by +1 (else 1)."""
-    if div[2] != 1:
-        return 1
-    for run in range(len(terms), 1, -1):
-        if len(terms) % run:
-            continue
-        groups = [terms[g : g + run] for g in range(0, len(terms), run)]
-        if all(
-            t[j][0] == t[0][0] and t[j][1] == t[0][1] and t[j][2] == t[0][2] + j
-            for t in groups
-            for j in range(run)
-        ):
-            return run
-    return 1
-
-
-def _scatter_slots(
-    inverse: torch.Tensor, valid: torch.Tensor | None, m: int, k: int
-) -> torch.Tensor:
-    """Slot table from ``inverse[c, k]`` (output row of candidate (c, k)), -1 elsewhere."""
-    n = int(inverse.shape[0])
-    device = inverse.device
-    dump = m * k
-    taps = torch.arange(k, device=device)
-    where = inverse * k + taps
-    if valid is not None:
-        where = torch.where(valid, where, torch.full_like(where, dump))
-    table = torch.full((dump + 1,), -1, dtype=torch.int32, device=device)
-    rows = torch.arange(n, device=device, dtype=torch.int32)[:, None].expand(n, k)
-    table.scatter_(0, where.reshape(-1), rows.reshape(-1))
-    return table[:dump].view(m, k)
-
-
-# --------------------------------------------------------------------------- relations
+# --------------------------------------------------------------------------- device helpers
 
 
 _CONSTANTS: dict[tuple[Any, ...], torch.Tensor] = {}
@@ -254,42 +168,151 @@ def _const(values: Sequence[Any], device: torch.device) -> torch.Tensor:
     return found
 
 
+def _coords(support: Support) -> torch.Tensor:
+    return support.coords if support.coords.is_contiguous() else support.coords.contiguous()
+
+
+def _hash_table(support: Support) -> torch.Tensor:
+    """The support's hash table (two launches, no host read), cached on it."""
+    found = support.maps.get((_TAG, "hash"))
+    if isinstance(found, torch.Tensor):
+        return found
+    table = launch_insert(_coords(support))
+    support.maps[(_TAG, "hash")] = table
+    return table
+
+
+def _device_box(support: Support) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-column minimum and maximum of the physical rows, on the device, cached on it."""
+    found = support.maps.get((_TAG, "box"))
+    if isinstance(found, tuple):
+        return found
+    lo, hi = torch.aminmax(_coords(support), dim=0)
+    support.maps[(_TAG, "box")] = (lo, hi)
+    return lo, hi
+
+
+def _probe(
+    out: Support, source: Support, terms: Sequence[Triple], mul: Triple, div: Triple
+) -> SlotMap:
+    """Slot map ``c = (o * mul + terms[k]) / div`` (exact), every lookup in one launch."""
+    table = _hash_table(source)
+    t = _const(terms, out.coords.device).reshape(-1, 3)
+    slots, pattern = launch_probe(
+        _coords(out), out.stride, t, _coords(source), source.stride, table, mul, div
+    )
+    return _slot_map(slots, source.num_rows, pattern)
+
+
+@dataclass(frozen=True)
+class _Relation:
+    """Candidates ``o = floor((c * mul + add + offsets[j]) / div)`` per input row c and j.
+
+    ``exact`` keeps exact divisions only (the indexed relation); ``disjoint``
+    keeps remainders below ``kernel`` and takes the tap from them
+    (downsampling whose windows do not overlap); otherwise candidate j is tap j.
+    """
+
+    offsets: tuple[Triple, ...]
+    mul: Triple
+    add: Triple
+    div: Triple
+    kernel: Triple = (1, 1, 1)
+    exact: bool = False
+    disjoint: bool = False
+
+    def geometry(self, stride: Triple) -> tuple[int, ...]:
+        return (*stride, *self.mul, *self.add, *self.div, *self.kernel)
+
+    def span(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        lo = tuple(min(o[a] for o in self.offsets) for a in range(3))
+        hi = tuple(max(o[a] for o in self.offsets) for a in range(3))
+        return lo, hi
+
+
+def _generate(
+    support: Support, rel: _Relation, out_stride: Triple, volume: int | None
+) -> tuple[Support, SlotMap | None]:
+    """The sorted distinct candidates as a support, and with ``volume`` their slot map.
+
+    Launches: candidates, sort, mark, cumulative sum, fill, emit; one host
+    read (the output size with the range and overflow flags).  Like the
+    reference path it refuses outputs whose bounding box exceeds 2^62 cells.
+    """
+    n = support.num_rows
+    device = support.coords.device
+    g = len(rel.offsets)
+    if n == 0:
+        empty = Support(torch.empty(0, 4, dtype=torch.int32, device=device), out_stride)
+        if volume is None:
+            return empty, None
+        return empty, SlotMap(torch.empty(0, volume, dtype=torch.int32, device=device), 0)
+    if n * g >= 2**31 - 1:
+        raise ValueError(
+            f"a conv layer with {n} rows and {g} candidates per row exceeds the Triton map "
+            "builder's 2^31 candidates; split the batch"
+        )
+    coords = _coords(support)
+    lo, hi = _device_box(support)
+    info = new_info(device)
+    offsets = _const(rel.offsets, device).reshape(-1, 3)
+    geometry = rel.geometry(support.stride)
+    keys = launch_candidates(
+        coords, offsets, lo, hi, info, geometry, out_stride, rel.span(), rel.exact, rel.disjoint
+    )
+    sorted_keys, perm = torch.sort(keys)
+    first = launch_mark(sorted_keys, info)
+    rank = torch.cumsum(first, 0, dtype=torch.int32)
+    count, bad, overflow, worst = info.tolist()  # the layer's one host read
+    if bad:
+        _raise_out_of_range(support, rel, out_stride, first_bad(worst))
+    if overflow:
+        _refuse_wide(support, rel, out_stride)
+    out = torch.empty(count, 4, dtype=torch.int32, device=device)
+    slots = None
+    if volume is not None:
+        slots = torch.full((count, volume), -1, dtype=torch.int32, device=device)
+    pattern = launch_emit(
+        coords, offsets, sorted_keys, perm, first, rank, out, slots, geometry, out_stride,
+        rel.exact, rel.disjoint,
+    )  # fmt: skip
+    return Support(out, out_stride), None if slots is None else _slot_map(slots, n, pattern)
+
+
+def _slot_map(slots: torch.Tensor, num_in: int, pattern: torch.Tensor | None) -> SlotMap:
+    """A slot map with the present-tap masks its launch wrote (for :meth:`SlotMap.order`)."""
+    smap = SlotMap(slots, num_in)
+    if pattern is not None:
+        smap.cache["pattern"] = pattern
+    return smap
+
+
+def _raise_out_of_range(support: Support, rel: _Relation, out_stride: Triple, e: int) -> None:
+    """The int32 error for candidate ``e`` (the first one out of range), computed exactly."""
+    n, j = divmod(e, len(rel.offsets))
+    row = tuple(int(v) for v in support.coords[n].tolist())
+    for a in range(3):
+        c = row[a + 1] // support.stride[a]
+        value = ((c * rel.mul[a] + rel.add[a] + rel.offsets[j][a]) // rel.div[a]) * out_stride[a]
+        if not INT32_MIN <= value <= INT32_MAX:
+            raise Int32CoordinateError("", a + 1, value, n, row)
+    raise AssertionError("the device flagged a candidate that is in range")  # pragma: no cover
+
+
+def _refuse_wide(support: Support, rel: _Relation, out_stride: Triple) -> None:
+    """Raise the reference path's error for an output box beyond 2^62 cells (no int64 key)."""
+    lo, hi = (t.tolist() for t in _device_box(support))
+    f, g = rel.span()
+    olo, ohi = [lo[0]], [hi[0]]
+    for a in range(3):
+        olo.append((lo[a + 1] // support.stride[a] * rel.mul[a] + rel.add[a] + f[a]) // rel.div[a])
+        ohi.append((hi[a + 1] // support.stride[a] * rel.mul[a] + rel.add[a] + g[a]) // rel.div[a])
+    Packing.covering(olo, ohi, margin=0)  # raises, naming the extents and the fix
+    raise AssertionError("the device flagged a box that packs")  # pragma: no cover
+
+
 def _times(a: Triple, b: Triple) -> Triple:
     return (a[0] * b[0], a[1] * b[1], a[2] * b[2])
-
-
-def _candidates(
-    support: Support, offsets: Sequence[Triple], mul: Triple, add: Triple, div: Triple
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(N, K, 4) logical rows ``(b, (c * mul + add + off_k) / div)`` and their exactness mask."""
-    logical = support.logical
-    device = logical.device
-    off = _const(offsets, device).reshape(1, -1, 3)
-    num = logical[:, None, 1:] * _const(mul, device) + _const(add, device) + off
-    d = _const(div, device)
-    valid = None
-    if div != (1, 1, 1):
-        valid = (torch.remainder(num, d) == 0).all(dim=2)
-        num = torch.div(num, d, rounding_mode="floor")
-    batch = logical[:, None, :1].expand(-1, num.shape[1], 1)
-    return torch.cat([batch, num], dim=2), valid
-
-
-def _unique_support(
-    cand: torch.Tensor, valid: torch.Tensor | None, packing: Packing, stride: Triple
-) -> tuple[Support, torch.Tensor]:
-    """Sorted unique rows of the candidates (one host sync: their count) and each one's row."""
-    keys = packing.pack(cand.reshape(-1, 4)).view(cand.shape[0], cand.shape[1])
-    if keys.numel() == 0:
-        return _generated(keys.reshape(-1), packing, stride), keys
-    if valid is not None:
-        # Invalid candidates borrow the smallest valid key so that unique() needs no filter.
-        smallest = torch.where(valid, keys, torch.full_like(keys, 1 << 62)).min()
-        keys = torch.where(valid, keys, smallest)
-    out_keys, inverse = torch.unique(keys.reshape(-1), sorted=True, return_inverse=True)
-    if valid is not None and out_keys.numel() == 1 and not bool(valid.any()):
-        out_keys = out_keys[:0]
-    return _generated(out_keys, packing, stride), inverse.view(cand.shape[0], cand.shape[1])
 
 
 def build(
@@ -334,13 +357,15 @@ def _build(
     dilation: Triple,
     target: Support | None,
 ) -> tuple[Support, SlotMap]:
-    n = support.num_rows
     volume = kernel_volume(kernel)
     ones: Triple = (1, 1, 1)
+    zero: Triple = (0, 0, 0)
     neg_p: Triple = (-padding[0], -padding[1], -padding[2])
     if kind == "subm":
-        terms = subm_offsets(kernel, dilation)
-        return support, SlotMap(_probe(support.logical, support, terms, ones, ones), n)
+        smap = _probe(support, support, subm_offsets(kernel, dilation), ones, ones)
+        if all(k % 2 for k in kernel):  # symmetric taps: the adjoint is the table mirrored
+            smap.cache["mirror"] = True
+        return support, smap
     if kind in ("centred", "indexed"):
         offsets = (
             centred_tap_offsets(kernel, dilation)
@@ -349,46 +374,34 @@ def _build(
         )
         terms = [(o[0] - padding[0], o[1] - padding[1], o[2] - padding[2]) for o in offsets]
         out_stride = _times(support.stride, stride)
+        even_or_one = all(kernel[a] % 2 == 0 or kernel[a] == 1 for a in range(3))
+        windows_apart = dilation == ones and all(kernel[a] <= stride[a] for a in range(3))
         if target is not None:
             out = target
         elif kind == "centred" and stride == ones:
             out = support
-        elif (
-            kind == "centred"
-            and padding == (0, 0, 0)
-            and dilation == ones
-            and all(kernel[a] % 2 == 0 or kernel[a] == 1 for a in range(3))
-            and all(kernel[a] <= stride[a] for a in range(3))
-        ):
-            # An even kernel no wider than its stride (k2s2): centred and indexed agree,
-            # and the windows do not overlap.
-            out, smap = _disjoint_down(support, kernel, stride, padding, out_stride)
-            _register_back(out, support, kernel, stride, padding, dilation, smap)
-            return out, smap
+        elif windows_apart and (kind == "indexed" or (padding == zero and even_or_one)):
+            # Windows that do not overlap (k2s2): input c feeds only tap (c + p) mod s of
+            # output floor((c + p) / s), one candidate per row (centred and indexed agree
+            # for even kernels without padding).
+            rel = _Relation(((0, 0, 0),), ones, padding, stride, kernel, disjoint=True)
+            out, made = _generate(support, rel, out_stride, volume)
+            assert made is not None
+            _register_back(out, support, kernel, stride, padding, dilation, made)
+            return out, made
         elif kind == "centred":
-            box = _box(_packing(support), ones, (0, 0, 0), (0, 0, 0), stride)
-            cand, _ = _candidates(support, [(0, 0, 0)], ones, (0, 0, 0), stride)
-            out, _ = _unique_support(cand, None, box, out_stride)
-        elif dilation == ones and all(kernel[a] <= stride[a] for a in range(3)):
-            # Indexed downsampling with windows that do not overlap: input c feeds only
-            # tap (c + p) mod s of output floor((c + p) / s), one candidate per row.
-            out, smap = _disjoint_down(support, kernel, stride, padding, out_stride)
-            _register_back(out, support, kernel, stride, padding, dilation, smap)
-            return out, smap
+            coarsen = _Relation(((0, 0, 0),), ones, zero, stride)
+            out, _ = _generate(support, coarsen, out_stride, None)
         else:
             # Indexed: every o = (c + p - k*d) / s (exact) of an active c; the candidates
-            # are exactly the pairs, so their unique() inverse is the map (no search).
-            span = [(kernel[a] - 1) * dilation[a] for a in range(3)]
-            box = _box(
-                _packing(support), ones, [padding[a] - span[a] for a in range(3)], padding, stride
-            )
-            neg = [(-o[0], -o[1], -o[2]) for o in offsets]
-            cand, valid = _candidates(support, neg, ones, padding, stride)
-            out, inverse = _unique_support(cand, valid, box, out_stride)
-            smap = SlotMap(_scatter_slots(inverse, valid, out.num_rows, volume), n)
-            _register_back(out, support, kernel, stride, padding, dilation, smap)
-            return out, smap
-        smap = SlotMap(_probe(out.logical, support, terms, stride, ones), n)
+            # are exactly the pairs, so they give the map directly (no lookup).
+            neg = tuple((-o[0], -o[1], -o[2]) for o in offsets)
+            rel = _Relation(neg, ones, padding, stride, exact=stride != ones)
+            out, made = _generate(support, rel, out_stride, volume)
+            assert made is not None
+            _register_back(out, support, kernel, stride, padding, dilation, made)
+            return out, made
+        smap = _probe(out, support, terms, stride, ones)
         if (
             target is None
             and kind == "centred"
@@ -413,46 +426,33 @@ def _build(
         if target is not None:
             # Input c = (o + p - k*d) / s, exact.
             terms = [(padding[0] - o[0], padding[1] - o[1], padding[2] - o[2]) for o in offsets]
-            return target, SlotMap(_probe(target.logical, support, terms, ones, stride), n)
-        cand, _ = _candidates(support, offsets, stride, neg_p, ones)
+            return target, _probe(target, support, terms, ones, stride)
         if all((kernel[a] - 1) * dilation[a] < stride[a] for a in range(3)):
             # No two candidates meet: output row c*K + k is fed by input c through tap k only.
-            out = Support.from_logical(cand.reshape(-1, 4), t_stride)
-            inverse = torch.arange(n * volume, device=cand.device).view(n, volume)
-            return out, SlotMap(_scatter_slots(inverse, None, n * volume, volume), n)
-        span = [(kernel[a] - 1) * dilation[a] for a in range(3)]
-        box = _box(_packing(support), stride, neg_p, [span[a] - padding[a] for a in range(3)], ones)
-        out, inverse = _unique_support(cand, None, box, t_stride)
-        return out, SlotMap(_scatter_slots(inverse, None, out.num_rows, volume), n)
+            return _direct(support, offsets, stride, neg_p, t_stride)
+        rel = _Relation(tuple(offsets), stride, neg_p, ones)
+        out, made = _generate(support, rel, t_stride, volume)
+        assert made is not None
+        return out, made
     raise ValueError(f"unknown conv kind {kind!r}")
 
 
-def _disjoint_down(
-    support: Support, kernel: Triple, stride: Triple, padding: Triple, out_stride: Triple
+def _direct(
+    support: Support, offsets: Sequence[Triple], stride: Triple, add: Triple, out_stride: Triple
 ) -> tuple[Support, SlotMap]:
-    """Indexed map of a conv whose windows do not overlap (K <= s, d = 1), one pass over rows.
+    """Transposed conv whose outputs never meet: rows in (input, tap) order, one launch.
 
-    Output ``floor((c + p) / s)`` through tap ``(c + p) mod s`` when that tap
-    exists (every tap below K); no candidate per tap and no search.
+    The int32 range flag is the one host read.
     """
-    n = support.num_rows
-    volume = kernel_volume(kernel)
-    ones: Triple = (1, 1, 1)
-    box = _box(_packing(support), ones, padding, padding, stride)
-    cand, _ = _candidates(support, [(0, 0, 0)], ones, padding, stride)
-    logical = support.logical
-    device = logical.device
-    rem = torch.remainder(logical[:, 1:] + _const(padding, device), _const(stride, device))
-    k = _const(kernel, device)
-    valid = (rem < k).all(dim=1, keepdim=True)
-    tap = (rem[:, 0] * kernel[1] + rem[:, 1]) * kernel[2] + rem[:, 2]
-    out, inverse = _unique_support(cand, valid, box, out_stride)
-    m = out.num_rows
-    dump = m * volume
-    where = torch.where(valid[:, 0], inverse[:, 0] * volume + tap, torch.full_like(tap, dump))
-    slots = torch.full((dump + 1,), -1, dtype=torch.int32, device=device)
-    slots.scatter_(0, where, torch.arange(n, device=device, dtype=torch.int32))
-    return out, SlotMap(slots[:dump].view(m, volume), n)
+    device = support.coords.device
+    info = new_info(device)
+    off = _const(offsets, device).reshape(-1, 3)
+    geometry = (*support.stride, *stride, *add)
+    out, slots = launch_direct(_coords(support), off, info, geometry, out_stride)
+    if support.num_rows and int(info[1]):
+        rel = _Relation(tuple(offsets), stride, add, (1, 1, 1))
+        _raise_out_of_range(support, rel, out_stride, first_bad(int(info[3])))
+    return Support(out, out_stride), SlotMap(slots, support.num_rows)
 
 
 def _register_back(

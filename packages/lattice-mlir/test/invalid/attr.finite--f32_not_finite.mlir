@@ -1,0 +1,9 @@
+// f32 attributes are finite.
+// RUN: lattice-opt --verify-diagnostics %s
+!s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+!s32 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+func.func @forward(%f: tensor<?x8xf16>) -> tensor<?x8xf16> {
+  // expected-error-re @+1 {{attribute 'alpha' must be a finite f32, got a NaN or infinity{{.*}}[rule attr.finite]}}
+  %y = lattice.activation %f {alpha = 0x7FC00000 : f32, approximate = #lattice.gelu_approx<none>, beta = 1.000000e+00 : f32, kind = #lattice.activation<leaky_relu>, threshold = 2.000000e+01 : f32} : (tensor<?x8xf16>) -> tensor<?x8xf16>
+  return %y : tensor<?x8xf16>
+}

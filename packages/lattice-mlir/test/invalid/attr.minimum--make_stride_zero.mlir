@@ -1,0 +1,9 @@
+// sparse.make records a positive stride.
+// RUN: lattice-opt --verify-diagnostics %s
+!s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+!s32 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+func.func @forward(%c: tensor<?x4xi32>, %f: tensor<?x8xf16>, %a: tensor<1xi32>) -> !s16 {
+  // expected-error-re @+1 {{attribute 'stride' = (1, 0, 1) must have every component >= 1{{.*}}[rule attr.minimum]}}
+  %x = lattice.sparse.make %c, %f, %a {stride = array<i64: 1, 0, 1>} : (tensor<?x4xi32>, tensor<?x8xf16>, tensor<1xi32>) -> !s16
+  return %x : !s16
+}

@@ -1,7 +1,0 @@
-// elementwise maps rank-2 feature tensors.
-// RUN: lattice-opt --verify-diagnostics %s
-func.func @forward(%x: tensor<?x4x2xf32>) -> tensor<?x4x2xf32> {
-  // expected-error @+1 {{operand 'input' (#0) must be}}
-  %y = lattice.elementwise %x {kind = "round"} : (tensor<?x4x2xf32>) -> tensor<?x4x2xf32>
-  return %y : tensor<?x4x2xf32>
-}

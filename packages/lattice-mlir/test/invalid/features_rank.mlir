@@ -1,9 +1,0 @@
-// Feature-only ops take rank-2 tensors.
-// RUN: lattice-opt --verify-diagnostics %s
-!s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
-!s32 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-func.func @forward(%f: tensor<?x8x2xf16>) -> tensor<?x8x2xf16> {
-  // expected-error @+1 {{operand 'input' (#0) must be a rank-2 float feature tensor tensor<?xCxT> (C static), got tensor<?x8x2xf16>}}
-  %y = lattice.activation %f {alpha = 0.00999999977 : f32, approximate = #lattice.gelu_approx<none>, beta = 1.000000e+00 : f32, kind = #lattice.activation<relu>, threshold = 2.000000e+01 : f32} : (tensor<?x8x2xf16>) -> tensor<?x8x2xf16>
-  return %y : tensor<?x8x2xf16>
-}

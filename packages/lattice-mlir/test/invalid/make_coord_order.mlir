@@ -1,9 +1,0 @@
-// coord_order names the coordinate convention; only batch_x_y_z exists.
-// RUN: not lattice-opt %s 2>&1 | FileCheck %s
-// CHECK: error: unknown coord 'x_y_z_batch'; expected one of: batch_x_y_z
-!s32 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
-func.func @forward(%c: tensor<?x4xi32>, %f: tensor<?x8xf32>, %a: tensor<1xi32>) -> !s32 {
-  %x = lattice.sparse.make %c, %f, %a {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !s32
-  %y = lattice.sparse.make %c, %f, %a {coord_order = #lattice.coord<x_y_z_batch>, stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !s32
-  return %y : !s32
-}

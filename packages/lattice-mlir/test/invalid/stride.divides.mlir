@@ -1,0 +1,11 @@
+// A transposed op divides the input stride by its stride, which must divide it.
+// RUN: lattice-opt --verify-diagnostics %s
+!s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
+!s32 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+func.func @forward(%c: tensor<?x4xi32>, %f: tensor<?x8xf32>, %a: tensor<1xi32>) -> !s32 {
+  %x = lattice.sparse.make %c, %f, %a {stride = array<i64: 1, 1, 1>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !s32
+  %w = lattice.weight @w {layout = #lattice.weight_layout<conv3d_o_xyz_i>, storage_key = "w"} : !lattice.weight<conv3d, f32>
+  // expected-error-re @+1 {{input stride (1, 1, 1) is not divisible by the op stride (2, 2, 2){{.*}}[rule stride.divides]}}
+  %y = lattice.normalized_conv_transpose3d %x, %w {dilation = array<i64: 1, 1, 1>, eps = 1.000000e-08 : f32, kernel_size = array<i64: 2, 2, 2>, padding = array<i64: 0, 0, 0>, stride = array<i64: 2, 2, 2>} : (!s32, !lattice.weight<conv3d, f32>) -> !s32
+  return %y : !s32
+}

@@ -1,8 +1,0 @@
-// Points are (P, 3) f32.
-// RUN: lattice-opt --verify-diagnostics %s
-!s16 = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>
-func.func @forward(%p: tensor<?x2xf32>, %f: tensor<?x8xf16>, %b: tensor<?xi32>, %n: tensor<1xi32>) -> !s16 {
-  // expected-error @+1 {{operand 'points' (#0) must be points tensor<?x3xf32>, got tensor<?x2xf32>}}
-  %y = lattice.voxelize %p, %f, %b, %n {origin = array<f64: 0.0, 0.0, 0.0>, reduction = #lattice.voxel_reduction<mean>, stride = array<i64: 1, 1, 1>, voxel_size = array<f64: 0.05, 0.05, 0.05>} : (tensor<?x2xf32>, tensor<?x8xf16>, tensor<?xi32>, tensor<1xi32>) -> !s16
-  return %y : !s16
-}

@@ -1,0 +1,212 @@
+"""Launchers for the kernels of :mod:`mlx_lattice.cuda.source` through ``mx.fast.cuda_kernel``.
+
+Each launcher takes and returns MLX arrays and adds one node to MLX's lazy
+graph: nothing here evaluates or reads back, so ``mx.compile`` and
+asynchronous evaluation see ordinary array operations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import mlx.core as mx
+
+from mlx_lattice.cuda.source import HEADER, KERNELS
+
+__all__ = [
+    "conv_rows",
+    "hash_build",
+    "hash_query",
+    "hash_unique",
+    "invert",
+    "table_size",
+    "weight_grad",
+]
+
+_COMPILED: dict[str, Any] = {}
+_MMA = os.environ.get("LATTICE_MLX_CUDA_MMA", "1") != "0"
+"""Tensor-core conv for f16/bf16 (``LATTICE_MLX_CUDA_MMA=0``: FFMA for every dtype)."""
+
+TILE = 64
+"""Rows and channels of one output tile of ``lt_conv`` / ``lt_conv_wgrad``."""
+THREADS = 256
+MMA_THREADS = 128
+"""Threads of one ``lt_conv_mma`` block (four warps)."""
+SLAB = 512
+"""Rows of one block of ``lt_conv_wgrad`` (its source's ``SLAB``)."""
+
+
+def _kernel(name: str) -> Any:
+    """The compiled-on-first-use kernel object.
+
+    MLX caches compiled kernels by name, in memory and on disk
+    (``MLX_PTX_CACHE_DIR``), so the name carries a digest of the source: an
+    edited kernel never meets a stale binary.
+    """
+    hit = _COMPILED.get(name)
+    if hit is None:
+        inputs, outputs, body = KERNELS[name]
+        digest = hashlib.sha256((HEADER + body).encode()).hexdigest()[:10]
+        hit = mx.fast.cuda_kernel(
+            name=f"{name}_{digest}",
+            input_names=list(inputs),
+            output_names=list(outputs),
+            source=body,
+            header=HEADER,
+            ensure_row_contiguous=True,
+        )
+        _COMPILED[name] = hit
+    return hit
+
+
+def _meta(*values: int) -> mx.array:
+    return mx.array(values, dtype=mx.int32)
+
+
+def _blocks(count: int, per: int) -> int:
+    return max(1, -(-count // per))
+
+
+def table_size(rows: int) -> int:
+    """Slots of a hash table for ``rows`` keys: a power of two, load factor at most 1/2."""
+    size = 64
+    while size < 2 * rows:
+        size *= 2
+    return size
+
+
+def hash_build(logical: mx.array) -> mx.array:
+    """The hash table (int32 row per slot, -1 empty) of ``(N, 4)`` logical int32 rows."""
+    n = int(logical.shape[0])
+    size = table_size(n)
+    (table,) = _kernel("lt_hash_build")(
+        inputs=[logical, _meta(n, size - 1)],
+        output_shapes=[(size,)],
+        output_dtypes=[mx.int32],
+        grid=(_blocks(n, THREADS) * THREADS, 1, 1),
+        threadgroup=(THREADS, 1, 1),
+        init_value=-1,
+    )
+    out: mx.array = table
+    return out
+
+
+def hash_unique(cand: mx.array, valid: mx.array) -> tuple[mx.array, mx.array]:
+    """``(table, first)`` of ``(P, 4)`` int32 candidates: one representative per distinct row.
+
+    ``first[i]`` is 1 for the smallest index of each distinct valid row;
+    ``table`` holds that index in the row's slot (a hash table of the rows).
+    """
+    p = int(cand.shape[0])
+    size = table_size(p)
+    flags = valid.astype(mx.int32)
+    meta = _meta(p, size - 1)
+    grid = (_blocks(p, THREADS) * THREADS, 1, 1)
+    (table,) = _kernel("lt_hash_unique")(
+        inputs=[cand, flags, meta],
+        output_shapes=[(size,)],
+        output_dtypes=[mx.int32],
+        grid=grid,
+        threadgroup=(THREADS, 1, 1),
+        init_value=-1,
+    )
+    (first,) = _kernel("lt_hash_first")(
+        inputs=[table, cand, flags, meta],
+        output_shapes=[(p,)],
+        output_dtypes=[mx.int32],
+        grid=grid,
+        threadgroup=(THREADS, 1, 1),
+    )
+    return table, first
+
+
+def hash_query(
+    table: mx.array,
+    logical: mx.array,
+    queries: mx.array,
+    offsets: mx.array,
+    mul: tuple[int, int, int],
+    div: tuple[int, int, int],
+) -> mx.array:
+    """``nbr (V, M)``: the table row at ``(q * mul + off_k) / div`` (exact) per query, or -1."""
+    m = int(queries.shape[0])
+    volume = int(offsets.shape[0])
+    (nbr,) = _kernel("lt_hash_query")(
+        inputs=[table, logical, queries, offsets, _meta(m, int(table.shape[0]) - 1, *mul, *div)],
+        output_shapes=[(volume, m)],
+        output_dtypes=[mx.int32],
+        grid=(_blocks(m, THREADS) * THREADS, volume, 1),
+        threadgroup=(THREADS, 1, 1),
+    )
+    out: mx.array = nbr
+    return out
+
+
+def invert(nbr: mx.array, num_in: int) -> mx.array:
+    """``inv (V, N)`` with ``inv[k, nbr[k, o]] = o`` (-1 where no output reads the row)."""
+    volume, m = (int(v) for v in nbr.shape)
+    (inv,) = _kernel("lt_invert")(
+        inputs=[nbr, _meta(m, num_in)],
+        output_shapes=[(volume, num_in)],
+        output_dtypes=[mx.int32],
+        grid=(_blocks(m, THREADS) * THREADS, volume, 1),
+        threadgroup=(THREADS, 1, 1),
+        init_value=-1,
+    )
+    out: mx.array = inv
+    return out
+
+
+def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.array:
+    """``y[o] = bias + sum_k x[nbr[k, o]] @ w[k]`` in f32, stored in ``x``'s dtype.
+
+    ``x`` is ``(N, C_in)``, ``w`` is ``(V, C_in, C_out)``, ``bias`` f32 ``(C_out,)``.
+    f16 and bf16 with both channel counts multiples of 8 run on the tensor
+    cores (f32 accumulators); everything else, f32 always, on FFMA.
+    """
+    volume, m = (int(v) for v in nbr.shape)
+    c_in, c_out = int(w.shape[1]), int(w.shape[2])
+    tensor_cores = (
+        _MMA
+        and x.dtype in (mx.float16, mx.bfloat16)
+        and w.dtype == x.dtype
+        and c_in % 8 == 0
+        and c_out % 8 == 0
+    )
+    threads = MMA_THREADS if tensor_cores else THREADS
+    (y,) = _kernel("lt_conv_mma" if tensor_cores else "lt_conv")(
+        inputs=[
+            x,
+            w.transpose(0, 2, 1) if tensor_cores else w,
+            bias,
+            nbr,
+            _meta(m, volume, c_in, c_out),
+        ],
+        template=[("T", x.dtype), ("TW", w.dtype)],
+        output_shapes=[(m, c_out)],
+        output_dtypes=[x.dtype],
+        grid=(_blocks(m, TILE) * threads, _blocks(c_out, TILE), 1),
+        threadgroup=(threads, 1, 1),
+    )
+    out: mx.array = y
+    return out
+
+
+def weight_grad(x: mx.array, dy: mx.array, nbr: mx.array) -> mx.array:
+    """``dw[k] = sum_o x[nbr[k, o]]^T dy[o]``, f32 ``(V, C_in, C_out)``."""
+    volume, m = (int(v) for v in nbr.shape)
+    c_in, c_out = int(x.shape[1]), int(dy.shape[1])
+    tiles_i, tiles_j = _blocks(c_in, TILE), _blocks(c_out, TILE)
+    (dw,) = _kernel("lt_conv_wgrad")(
+        inputs=[x, dy, nbr, _meta(m, c_in, c_out, tiles_j)],
+        template=[("T", x.dtype), ("TD", dy.dtype)],
+        output_shapes=[(volume, c_in, c_out)],
+        output_dtypes=[mx.float32],
+        grid=(_blocks(m, SLAB) * THREADS, volume, tiles_i * tiles_j),
+        threadgroup=(THREADS, 1, 1),
+        init_value=0,
+    )
+    out: mx.array = dw
+    return out

@@ -1,0 +1,279 @@
+"""Kernel maps built on the GPU for MLX's CUDA backend.
+
+The generic :mod:`mlx_lattice.kernel_map` (the CPU and Metal path, and the
+reference these maps are tested against) builds per-tap pair lists with
+sorted-key searches and reads tap counts back to the host.  Here every
+relation is one output-stationary neighbour table ``nbr[k, o]`` (the input
+row tap k of output o reads, or -1), filled by hashing: the input support's
+rows go into an open-addressing table once (memoised on its
+:class:`~mlx_lattice.coords.SupportCache`), and each relation of
+``docs/semantics.md`` is a query ``c = (o * mul + off_k) / div``:
+
+==========================  =====  =====  ===========================
+relation                    mul    div    off_k
+==========================  =====  =====  ===========================
+submanifold                 1      1      ``(k - (K-1)//2) d``
+forward (centred)           s      1      ``off_c(k) - p``
+full (indexed)              s      1      ``k d - p``
+transposed                  1      s      ``p - k d`` (exact division)
+==========================  =====  =====  ===========================
+
+Supports that an op generates (strided ``conv3d``, ``full_conv3d``,
+transposed and generative convs) are the distinct candidate rows of every
+(input, tap) pair, deduplicated by hashing (no sort) and kept in
+first-occurrence order (input row, then tap): deterministic, but not the
+generic path's key order; row order is not part of the contract
+(docs/semantics.md), and the deduplication table becomes the output's hash
+table.  Their row count is the only value read back inside a layer, together
+with the int32 range flag: when an emitted coordinate leaves int32 the
+generic builder is called to raise the contract's
+:class:`~lattice_contract.coord_range.Int32CoordinateError` with its full
+message.  Memory: ``V * M`` int32 per map (and as many for its
+adjoint, built only when a gradient needs it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+import numpy as np
+from lattice_contract.kernel import Triple, centred_tap_offsets, subm_offsets, tap_offsets
+
+from mlx_lattice import kernel_map as generic
+from mlx_lattice.coords import SupportCache
+from mlx_lattice.cuda import kernels
+
+__all__ = ["DeviceMap", "DeviceSupport", "Relation", "relation", "support_and_map", "target_map"]
+
+_INT32_LIMIT = 1 << 31
+
+
+@dataclass
+class DeviceMap:
+    """``nbr (V, M)``: for output row o and tap k the input row read, or -1."""
+
+    nbr: mx.array
+    num_in: int
+    _inverse: list[mx.array] = field(default_factory=list)
+
+    @property
+    def num_out(self) -> int:
+        """Output rows M."""
+        return int(self.nbr.shape[1])
+
+    def inverse(self) -> mx.array:
+        """The adjoint table ``(V, N)``: the output row that reads input c through tap k."""
+        if not self._inverse:
+            self._inverse.append(kernels.invert(self.nbr, self.num_in))
+        return self._inverse[0]
+
+
+@dataclass(frozen=True)
+class DeviceSupport:
+    """An output support (physical rows, stride, cache) with its map."""
+
+    coords: mx.array
+    stride: Triple
+    cache: SupportCache
+    dmap: DeviceMap
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One relation ``c = (o * mul + off_k) / div`` of docs/semantics.md."""
+
+    offsets: tuple[Triple, ...]
+    mul: Triple
+    div: Triple
+
+
+def relation(
+    family: str, kernel_size: Triple, op_stride: Triple, padding: Triple, dilation: Triple
+) -> Relation:
+    """The query of one op family: ``subm``, ``forward``, ``full`` or ``transposed``."""
+    one = (1, 1, 1)
+    if family == "subm":
+        return Relation(tuple(subm_offsets(kernel_size, dilation)), one, one)
+    if family == "forward":
+        offs = centred_tap_offsets(kernel_size, dilation)
+        return Relation(tuple(_minus(o, padding) for o in offs), op_stride, one)
+    indexed = tap_offsets(kernel_size, dilation)
+    if family == "full":
+        return Relation(tuple(_minus(o, padding) for o in indexed), op_stride, one)
+    if family == "transposed":
+        return Relation(tuple(_minus(padding, o) for o in indexed), one, op_stride)
+    raise ValueError(f"unknown relation family {family!r}")
+
+
+def _minus(a: Triple, b: Triple) -> Triple:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def _logical(coords: mx.array, stride: Triple) -> mx.array:
+    if stride == (1, 1, 1):
+        return coords
+    return coords // mx.array((1, *stride), dtype=mx.int32)
+
+
+def _table(cache: SupportCache, coords: mx.array, stride: Triple) -> tuple[mx.array, mx.array]:
+    """``(table, logical rows)`` of a support, built on the device once per cache."""
+    hit = cache.relations.get(("cuda", "table"))
+    if isinstance(hit, tuple):
+        return hit
+    logical = _logical(coords, stride)
+    found = (kernels.hash_build(logical), logical)
+    cache.relations[("cuda", "table")] = found
+    return found
+
+
+def _query(
+    cache: SupportCache, coords: mx.array, stride: Triple, queries: mx.array, rel: Relation
+) -> DeviceMap:
+    table, logical = _table(cache, coords, stride)
+    offsets = mx.array(rel.offsets, dtype=mx.int32).reshape(len(rel.offsets), 3)
+    nbr = kernels.hash_query(table, logical, queries, offsets, rel.mul, rel.div)
+    return DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
+
+
+def target_map(
+    key: tuple[object, ...],
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    target_coords: mx.array,
+    target_stride: Triple,
+    rel: Relation,
+) -> DeviceMap:
+    """The map of a relation evaluated at given output rows (subm, target forms), memoised."""
+    hit = cache.relations.get(("cuda", *key))
+    if isinstance(hit, DeviceMap):
+        return hit
+    dmap = _query(cache, coords, stride, _logical(target_coords, target_stride), rel)
+    cache.relations[("cuda", *key)] = dmap
+    return dmap
+
+
+def paired_transpose(
+    cache: SupportCache, target_cache: SupportCache, geometry: tuple[Triple, Triple, Triple, Triple]
+) -> DeviceMap | None:
+    """The map of a target transposed conv whose target produced this input by a forward conv.
+
+    In the encoder/decoder pairing the transposed relation ``o = c s - p + k d``
+    at the target's rows has exactly the pairs of the forward map that made the
+    coarse input (the full relation, or conv3d's centred one when every kernel
+    size is even or 1, where it is the indexed one), roles swapped: the
+    adjoint table of that map, one scatter instead of a search.
+    """
+    families = ["full"]
+    if all(k % 2 == 0 or k == 1 for k in geometry[0]):
+        families.append("forward")
+    for family in families:
+        hit = target_cache.relations.get(("cuda", "support", family, *geometry))
+        if isinstance(hit, DeviceSupport) and hit.cache is cache:
+            forward = hit.dmap
+            return DeviceMap(forward.inverse(), forward.num_out, [forward.nbr])
+    return None
+
+
+def _candidates(
+    family: str,
+    logical: mx.array,
+    op_stride: Triple,
+    padding: Triple,
+    kernel_size: Triple,
+    dilation: Triple,
+) -> tuple[mx.array, mx.array | None]:
+    """Every (input, tap) candidate output row in int64 ``(P, 4)``, and which are valid."""
+    s = mx.array((1, *op_stride), dtype=mx.int64)
+    base = logical.astype(mx.int64)
+    if family == "coarsen":
+        return base // s, None
+    table = mx.array([(0, *t) for t in tap_offsets(kernel_size, dilation)], dtype=mx.int64)
+    pad = mx.array((0, *padding), dtype=mx.int64)
+    if family == "transposed":  # o = c s - p + k d
+        out = (base * s - pad)[:, None, :] + table[None, :, :]
+        return out.reshape(-1, 4), None
+    # full: o = (c + p - k d) / s where exact on every axis
+    num = (base + pad)[:, None, :] - table[None, :, :]
+    valid = mx.all(num % s == 0, axis=-1).reshape(-1)
+    return (num // s).reshape(-1, 4), valid
+
+
+def _unique_rows(
+    cand: mx.array, valid: mx.array | None, out_stride: Triple
+) -> tuple[mx.array, mx.array] | None:
+    """Distinct valid rows of int64 candidates ``(P, 4)``, first occurrences in order.
+
+    Returns ``(rows, table)``: int32 logical rows and a hash table of them
+    (the deduplication table re-pointed at output rows, so the output support
+    needs no second build), or None when an emitted coordinate leaves int32.
+    One host read: the row count with the int32-range flag.
+    """
+    p = int(cand.shape[0])
+    if p == 0:
+        return mx.zeros((0, 4), dtype=mx.int32), mx.full((64,), -1, dtype=mx.int32)
+    if valid is None:
+        valid = mx.ones((p,), dtype=mx.bool_)
+    physical = cand[:, 1:] * mx.array(out_stride, dtype=mx.int64)
+    outside = (physical < -_INT32_LIMIT) | (physical >= _INT32_LIMIT)
+    out_of_range = mx.any(valid[:, None] & outside)
+    rows32 = cand.astype(mx.int32)
+    table, first = kernels.hash_unique(rows32, valid)
+    pos = mx.cumsum(first) - 1
+    flags = mx.stack([pos[-1] + 1, out_of_range.astype(mx.int32)])
+    n_out, bad = np.asarray(flags).tolist()  # the layer's one host read
+    if bad:
+        return None
+    slots = mx.where(first > 0, pos, n_out)
+    where = mx.zeros((n_out + 1,), dtype=mx.int32)
+    where[slots] = mx.arange(p, dtype=mx.int32)
+    rows = rows32[where[:n_out]]
+    out_table = mx.where(table >= 0, pos[mx.maximum(table, 0)], -1)
+    return rows, out_table
+
+
+def support_and_map(
+    family: str,
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    kernel_size: Triple,
+    op_stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    out_stride: Triple,
+) -> DeviceSupport:
+    """Output support and map of a support-generating op, memoised on the input's cache.
+
+    ``family`` is ``forward`` (conv3d: the coarsened support), ``full`` or
+    ``transposed`` (conv_transpose3d and generative_conv_transpose3d).
+    """
+    geometry = (kernel_size, op_stride, padding, dilation)
+    key = ("cuda", "support", family, *geometry)
+    hit = cache.relations.get(key)
+    if isinstance(hit, DeviceSupport):
+        return hit
+    rel = relation(family, *geometry)
+    if family == "forward" and op_stride == (1, 1, 1):
+        out_coords, out_cache = coords, cache
+        queries = _logical(coords, stride)
+    else:
+        logical = _logical(coords, stride)
+        source = "coarsen" if family == "forward" else family
+        cand, valid = _candidates(source, logical, op_stride, padding, kernel_size, dilation)
+        found = _unique_rows(cand, valid, out_stride)
+        if found is None:  # the generic builder raises the contract's int32 error, with its message
+            build = (
+                generic.transpose_support if family == "transposed" else generic.full_conv_support
+            )
+            build(SupportCache(), coords, stride, *geometry)
+            raise AssertionError("the device flagged an int32 overflow the generic path did not")
+        queries, out_table = found
+        out_coords = queries * mx.array((1, *out_stride), dtype=mx.int32)
+        out_cache = SupportCache()
+        out_cache.relations[("cuda", "table")] = (out_table, queries)
+    dmap = _query(cache, coords, stride, queries, rel)
+    generated = DeviceSupport(coords=out_coords, stride=out_stride, cache=out_cache, dmap=dmap)
+    cache.relations[key] = generated
+    return generated

@@ -1,0 +1,448 @@
+"""CUDA C++ bodies of mlx_lattice's device kernels, compiled by MLX (``mx.fast.cuda_kernel``).
+
+MLX generates each kernel's signature: every input ``name`` becomes
+``const T* name`` and every output ``T* name`` (``int32_t``, ``float``,
+``__half``, ``__nv_bfloat16``), in that order, then pastes the body below into
+``__global__ void custom_kernel_<name>(...)`` inside ``namespace mlx::core::cu``.
+Sizes travel in a small int32 ``meta`` input so that one compiled kernel
+serves every problem size; only dtypes and tile shapes are template
+arguments.  ``tests/test_cuda_source.py`` wraps each body in that signature
+and compiles it with ``nvcc`` where one is installed.
+
+Kernels:
+
+* ``lt_hash_build``: open-addressing table of row indices, keyed by the
+  full int32 coordinate row (``atomicCAS`` on ``-1`` slots, linear probing,
+  load factor at most 1/2), so no coordinate range is assumed.
+* ``lt_hash_unique`` / ``lt_hash_first``: the distinct rows of a list of
+  candidate output rows (generated supports), each represented by its first
+  candidate, without sorting.
+* ``lt_hash_query``: the neighbour table ``nbr[k, o]`` of one relation:
+  input row ``c = (o * mul + off_k) / div`` (exact division on every axis,
+  in int64, so positions outside int32 miss), or -1.
+* ``lt_invert``: the adjoint table ``inv[k, c] = o``; within a tap each
+  relation is one-to-one, so this is a plain scatter.
+* ``lt_conv``: output-stationary gather-GEMM: a 64-row by 64-channel tile of
+  ``y = bias + sum_k x[nbr[k, o]] @ W_k``, products summed in f32 by FFMA
+  (never TF32), taps no row of the tile reaches skipped.
+* ``lt_conv_mma``: the same product on the tensor cores for f16 and bf16
+  (PTX ``mma.sync`` m16n8k16, f32 accumulators; no header beyond
+  ``cuda_fp16.h``), when both channel counts are multiples of 8 so that rows
+  load as 16-byte vectors.
+* ``lt_conv_wgrad``: ``dW_k = sum_o x[nbr[k, o]]^T dy[o]``, a 64x64 tile of
+  one tap per block over a slab of rows, added into an f32 result with
+  ``atomicAdd``.
+"""
+
+from __future__ import annotations
+
+HEADER = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+__device__ __forceinline__ unsigned int lt_hash4(int4 c) {
+  unsigned long long a = ((unsigned long long)(unsigned int)c.y << 32) | (unsigned int)c.z;
+  unsigned long long b = ((unsigned long long)(unsigned int)c.w << 32) | (unsigned int)c.x;
+  unsigned long long h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33;
+  return (unsigned int)h;
+}
+
+__device__ __forceinline__ bool lt_same(int4 a, int4 b) {
+  return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w;
+}
+
+__device__ __forceinline__ float lt_f(float v) { return v; }
+__device__ __forceinline__ float lt_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float lt_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// One m16n8k16 tensor-core product, f32 accumulators (PTX mma.sync; the
+// overload's last argument only selects the operand type).
+__device__ __forceinline__ void lt_mma(float (&d)[4], const unsigned (&a)[4],
+                                       const unsigned (&b)[2], __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void lt_mma(float (&d)[4], const unsigned (&a)[4],
+                                       const unsigned (&b)[2], __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <typename T> __device__ __forceinline__ T lt_to(float v);
+template <> __device__ __forceinline__ float lt_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half lt_to<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 lt_to<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+"""
+
+# inputs: coords (N, 4) int32 logical rows; meta [N, mask]
+# outputs: table (mask + 1,) int32, initialised to -1
+HASH_BUILD = r"""
+  const int n = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int4* rows = reinterpret_cast<const int4*>(coords);
+  const int4 c = rows[i];
+  unsigned int h = lt_hash4(c) & mask;
+  while (true) {
+    const int prev = atomicCAS(table + h, -1, i);
+    if (prev == -1 || lt_same(rows[prev], c)) return;
+    h = (h + 1) & mask;
+  }
+"""
+
+# Distinct rows of a candidate list: every key's slot ends holding the smallest
+# index of a candidate with that key (atomicCAS to claim, atomicMin among equals),
+# so which candidate represents a key does not depend on thread timing.
+# inputs: coords (P, 4) int32 candidates, valid (P,) int32, meta [P, mask]
+# outputs: table (mask + 1,) int32, initialised to -1
+HASH_UNIQUE = r"""
+  const int n = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || !valid[i]) return;
+  const int4* rows = reinterpret_cast<const int4*>(coords);
+  const int4 c = rows[i];
+  unsigned int h = lt_hash4(c) & mask;
+  while (true) {
+    const int prev = atomicCAS(table + h, -1, i);
+    if (prev == -1) return;
+    if (lt_same(rows[prev], c)) { atomicMin(table + h, i); return; }
+    h = (h + 1) & mask;
+  }
+"""
+
+# first[i] = 1 when candidate i is its key's representative (after lt_hash_unique).
+# inputs: table, coords (P, 4), valid (P,), meta [P, mask]; outputs: first (P,) int32
+HASH_FIRST = r"""
+  const int n = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int mine = 0;
+  if (valid[i]) {
+    const int4* rows = reinterpret_cast<const int4*>(coords);
+    const int4 c = rows[i];
+    unsigned int h = lt_hash4(c) & mask;
+    while (true) {
+      const int r = table[h];
+      if (r < 0) break;
+      if (lt_same(rows[r], c)) { mine = (r == i); break; }
+      h = (h + 1) & mask;
+    }
+  }
+  first[i] = mine;
+"""
+
+# inputs: table, coords (N, 4) table rows, queries (M, 4) logical output rows,
+#         offs (V, 3) int32, meta [M, mask, mul x3, div x3]
+# outputs: nbr (V, M) int32
+HASH_QUERY = r"""
+  const int m = meta[0];
+  const unsigned int mask = (unsigned int)meta[1];
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  const int k = blockIdx.y;
+  if (o >= m) return;
+  const int4 q = reinterpret_cast<const int4*>(queries)[o];
+  const int qv[3] = {q.y, q.z, q.w};
+  int cv[3];
+  bool ok = true;
+  #pragma unroll
+  for (int a = 0; a < 3; ++a) {
+    long long v = (long long)qv[a] * meta[2 + a] + offs[k * 3 + a];
+    const long long d = meta[5 + a];
+    if (v % d != 0) ok = false;
+    v /= d;
+    if (v < -2147483648ll || v > 2147483647ll) ok = false;
+    cv[a] = (int)v;
+  }
+  int found = -1;
+  if (ok) {
+    const int4 c = make_int4(q.x, cv[0], cv[1], cv[2]);
+    const int4* rows = reinterpret_cast<const int4*>(coords);
+    unsigned int h = lt_hash4(c) & mask;
+    while (true) {
+      const int r = table[h];
+      if (r < 0) break;
+      if (lt_same(rows[r], c)) { found = r; break; }
+      h = (h + 1) & mask;
+    }
+  }
+  nbr[(long long)k * m + o] = found;
+"""
+
+# inputs: nbr (V, M); meta [M, N]; outputs: inv (V, N) int32, initialised to -1
+INVERT = r"""
+  const int m = meta[0];
+  const int n = meta[1];
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  const int k = blockIdx.y;
+  if (o >= m) return;
+  const int c = nbr[(long long)k * m + o];
+  if (c >= 0) inv[(long long)k * n + c] = o;
+"""
+
+# Tile: BM = 64 output rows x BN = 64 output channels per block of 256 threads,
+# BK = 16 input channels per step; thread (ty, tx) owns rows ty + 16 i and
+# channels tx + 16 j (i, j < 4).
+# inputs: x (N, Cin) T, w (V, Cin, Cout) TW, bias (Cout,) f32, nbr (V, M),
+#         meta [M, V, Cin, Cout]
+# outputs: y (M, Cout) T
+CONV = r"""
+  constexpr int BM = 64, BN = 64, BK = 16;
+  __shared__ float As[BK][BM + 4];
+  __shared__ float Bs[BK][BN + 4];
+  __shared__ int rows[BM];
+  const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
+  const int t = threadIdx.x;
+  const int tx = t % 16, ty = t / 16;
+  const int m0 = blockIdx.x * BM;
+  const int n0 = blockIdx.y * BN;
+  float acc[4][4];
+  #pragma unroll
+  for (int i = 0; i < 4; ++i)
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+  for (int k = 0; k < nv; ++k) {
+    int mine = -1;
+    if (t < BM && m0 + t < m) mine = nbr[(long long)k * m + m0 + t];
+    if (t < BM) rows[t] = mine;
+    if (!__syncthreads_or(mine >= 0)) continue;
+    for (int c0 = 0; c0 < cin; c0 += BK) {
+      // A tile: 64 rows x 16 channels, 4 per thread, stored transposed.
+      {
+        const int r = t / 4, cc = (t % 4) * 4;
+        const int src = rows[r];
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int c = c0 + cc + u;
+          As[cc + u][r] = (src >= 0 && c < cin) ? lt_f(x[(long long)src * cin + c]) : 0.f;
+        }
+      }
+      // B tile: 16 input channels x 64 output channels.
+      {
+        const int kk = t / 16, jj = (t % 16) * 4;
+        const int c = c0 + kk;
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int j = n0 + jj + u;
+          Bs[kk][jj + u] =
+              (c < cin && j < cout) ? lt_f(w[((long long)k * cin + c) * cout + j]) : 0.f;
+        }
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        float a[4], b[4];
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tx + 16 * j];
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
+      __syncthreads();
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = m0 + ty + 16 * i;
+    if (r >= m) continue;
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = n0 + tx + 16 * j;
+      if (c < cout) y[(long long)r * cout + c] = lt_to<T>(acc[i][j] + bias[c]);
+    }
+  }
+"""
+
+# Tensor-core variant for f16 / bf16 (T both for x and w), C_in and C_out
+# multiples of 8.  Tile BM = 64 rows x BN = 64 channels, BK = 32 input
+# channels per step, 128 threads = 4 warps, each owning a 32 x 32 quarter as
+# 2 x 4 m16n8k16 products (PTX mma.sync, fragment layouts of the PTX ISA).
+# Rows are gathered as 16-byte vectors (zeros where a row has no input
+# through the tap); ``w`` comes as (V, Cout, Cin) so that B loads along k as
+# well; the f32 tile goes through shared memory so the bias is added and the
+# output written coalesced.
+# inputs: x (N, Cin) T, w (V, Cout, Cin) T, bias (Cout,) f32, nbr (V, M),
+#         meta [M, V, Cin, Cout]
+# outputs: y (M, Cout) T
+CONV_MMA = r"""
+  constexpr int BM = 64, BN = 64, BK = 32, LDS = BK + 8, LDC = BN + 4;
+  __shared__ __align__(16) T As[BM * LDS];
+  __shared__ __align__(16) T Bs[BN * LDS];
+  __shared__ __align__(16) float Cs[BM * LDC];
+  __shared__ int rows[BM];
+  const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int g = lane / 4, q = lane % 4;
+  const int wm = warp / 2, wn = warp % 2;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  float acc[2][4][4];
+  #pragma unroll
+  for (int i = 0; i < 2; ++i)
+    #pragma unroll
+    for (int j = 0; j < 4; ++j)
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int k = 0; k < nv; ++k) {
+    int mine = -1;
+    if (t < BM && m0 + t < m) mine = nbr[(long long)k * m + m0 + t];
+    if (t < BM) rows[t] = mine;
+    if (!__syncthreads_or(mine >= 0)) continue;
+    for (int c0 = 0; c0 < cin; c0 += BK) {
+      #pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int idx = t + 128 * u;
+        const int r = idx / 4, ch = (idx % 4) * 8;
+        const int src = rows[r], c = c0 + ch;
+        uint4 v = zero;
+        if (src >= 0 && c < cin) v = *reinterpret_cast<const uint4*>(x + (long long)src * cin + c);
+        *reinterpret_cast<uint4*>(As + r * LDS + ch) = v;
+        const int j = n0 + r;
+        uint4 b = zero;
+        if (j < cout && c < cin)
+          b = *reinterpret_cast<const uint4*>(w + ((long long)k * cout + j) * cin + c);
+        *reinterpret_cast<uint4*>(Bs + r * LDS + ch) = b;
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) {
+        unsigned a[2][4], b[4][2];
+        #pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const T* base = As + (wm * 32 + i * 16 + g) * LDS + kk + 2 * q;
+          a[i][0] = *reinterpret_cast<const unsigned*>(base);
+          a[i][1] = *reinterpret_cast<const unsigned*>(base + 8 * LDS);
+          a[i][2] = *reinterpret_cast<const unsigned*>(base + 8);
+          a[i][3] = *reinterpret_cast<const unsigned*>(base + 8 * LDS + 8);
+        }
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const T* base = Bs + (wn * 32 + j * 8 + g) * LDS + kk + 2 * q;
+          b[j][0] = *reinterpret_cast<const unsigned*>(base);
+          b[j][1] = *reinterpret_cast<const unsigned*>(base + 8);
+        }
+        #pragma unroll
+        for (int i = 0; i < 2; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) lt_mma(acc[i][j], a[i], b[j], T());
+      }
+      __syncthreads();
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < 2; ++i)
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = wm * 32 + i * 16 + g, c = wn * 32 + j * 8 + 2 * q;
+      Cs[r * LDC + c] = acc[i][j][0];
+      Cs[r * LDC + c + 1] = acc[i][j][1];
+      Cs[(r + 8) * LDC + c] = acc[i][j][2];
+      Cs[(r + 8) * LDC + c + 1] = acc[i][j][3];
+    }
+  __syncthreads();
+  for (int idx = t; idx < BM * BN; idx += 128) {
+    const int r = idx / BN, c = idx % BN;
+    if (m0 + r < m && n0 + c < cout)
+      y[(long long)(m0 + r) * cout + n0 + c] = lt_to<T>(Cs[r * LDC + c] + bias[n0 + c]);
+  }
+"""
+
+# Weight gradient.  Block (slab, tap, tile): rows [slab * SLAB, + SLAB) of
+# tap k, input channels i0 + [0, 64), output channels j0 + [0, 64).
+# inputs: x (N, Cin) T, dy (M, Cout) T, nbr (V, M), meta [M, Cin, Cout, tiles_j]
+# outputs: dw (V, Cin, Cout) f32, initialised to 0
+WGRAD = r"""
+  constexpr int BI = 64, BJ = 64, BR = 16, SLAB = 512;
+  __shared__ float As[BR][BI + 4];
+  __shared__ float Bs[BR][BJ + 4];
+  __shared__ int rows[BR];
+  const int m = meta[0], cin = meta[1], cout = meta[2], tiles_j = meta[3];
+  const int k = blockIdx.y;
+  const int i0 = (blockIdx.z / tiles_j) * BI;
+  const int j0 = (blockIdx.z % tiles_j) * BJ;
+  const int t = threadIdx.x;
+  const int tx = t % 16, ty = t / 16;
+  const int r_begin = blockIdx.x * SLAB;
+  const int r_end = min(m, r_begin + SLAB);
+  float acc[4][4];
+  #pragma unroll
+  for (int i = 0; i < 4; ++i)
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+  for (int r0 = r_begin; r0 < r_end; r0 += BR) {
+    int mine = -1;
+    if (t < BR && r0 + t < r_end) mine = nbr[(long long)k * m + r0 + t];
+    if (t < BR) rows[t] = mine;
+    if (!__syncthreads_or(mine >= 0)) continue;
+    {
+      const int rr = t / 16, ii = (t % 16) * 4;
+      const int src = rows[rr];
+      #pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int c = i0 + ii + u;
+        As[rr][ii + u] = (src >= 0 && c < cin) ? lt_f(x[(long long)src * cin + c]) : 0.f;
+      }
+      const int o = r0 + rr;
+      #pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int j = j0 + ii + u;
+        Bs[rr][ii + u] = (src >= 0 && j < cout) ? lt_f(dy[(long long)o * cout + j]) : 0.f;
+      }
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int rr = 0; rr < BR; ++rr) {
+      float a[4], b[4];
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = As[rr][ty + 16 * i];
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = Bs[rr][tx + 16 * j];
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int c = i0 + ty + 16 * i;
+    if (c >= cin) continue;
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int o = j0 + tx + 16 * j;
+      if (o < cout && acc[i][j] != 0.f)
+        atomicAdd(dw + ((long long)k * cin + c) * cout + o, acc[i][j]);
+    }
+  }
+"""
+
+KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "lt_hash_build": (("coords", "meta"), ("table",), HASH_BUILD),
+    "lt_hash_unique": (("coords", "valid", "meta"), ("table",), HASH_UNIQUE),
+    "lt_hash_first": (("table", "coords", "valid", "meta"), ("first",), HASH_FIRST),
+    "lt_hash_query": (("table", "coords", "queries", "offs", "meta"), ("nbr",), HASH_QUERY),
+    "lt_invert": (("nbr", "meta"), ("inv",), INVERT),
+    "lt_conv": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV),
+    "lt_conv_mma": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV_MMA),
+    "lt_conv_wgrad": (("x", "dy", "nbr", "meta"), ("dw",), WGRAD),
+}
+"""Kernel name -> (input names, output names, body)."""

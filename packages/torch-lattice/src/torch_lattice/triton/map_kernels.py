@@ -1,0 +1,590 @@
+# mypy: disable-error-code="untyped-decorator,no-untyped-def"
+# (Triton jit kernels take untyped pointer and constexpr arguments.)
+"""Triton kernels that build kernel maps on the device, in a handful of launches per layer.
+
+* **Hash table of a support** (:func:`launch_insert`): one int32 slot per
+  power-of-two bucket holds a row index, claimed with a compare-and-swap and
+  linear probing; keys are the rows' physical ``(batch, x, y, z)`` themselves
+  (no bounding box, no sort, no host read), compared against the coordinate
+  array on lookup.
+* **All (output row, tap) lookups at once** (:func:`launch_probe`): one 2-D
+  launch over rows x taps computes each tap's input coordinate in int64
+  (coordinates that leave int32 cannot be present and are absent), probes the
+  table and writes the slot table and, per row, the bit mask of its present
+  taps (what the tap-skipping conv tiles sort by).
+* **A generated support** (:func:`launch_candidates`, :func:`launch_mark`,
+  :func:`launch_emit`): one launch computes every candidate output row of
+  every (input row, tap) in int64, checks that it fits int32 (a device flag
+  and the first offending candidate, read with the output size), and packs
+  it into an int64 key over a box derived on the device from the input's
+  bounds; after ``torch.sort`` one launch marks each distinct key and counts
+  them, and after a cumulative sum one launch writes the output coordinates
+  and the slot table.  The output size, the range flag and the overflow flag
+  of the packing come back in one read: the layer's only host
+  synchronisation.
+
+Integer division here only ever divides exact multiples or goes through
+:func:`_floor_div`, because compiled Triton truncates towards zero where the
+interpreter (NumPy) floors.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from torch_lattice.triton.kernels import interpreting
+
+__all__ = [
+    "KEY_SENTINEL",
+    "first_bad",
+    "launch_candidates",
+    "launch_direct",
+    "launch_emit",
+    "launch_insert",
+    "launch_mark",
+    "launch_probe",
+    "new_info",
+]
+
+KEY_SENTINEL = (1 << 63) - 1
+"""Key of a candidate that produces no row (sorted last, never counted)."""
+
+INFO_COUNT, INFO_RANGE, INFO_OVERFLOW, INFO_FIRST_BAD = range(4)
+"""Slots of the int32 info vector a generated support reports through (read once)."""
+
+
+def _block() -> int:
+    return 128 if interpreting() else 1024
+
+
+@triton.jit
+def _hash(b, x, y, z, cap_mask):
+    """Bucket of a row: a spatial hash of the four int64 coordinates, mixed (no overflow)."""
+    h = (x * 73856093) ^ (y * 19349663) ^ (z * 83492791) ^ (b * 1000003)
+    h = h ^ (h >> 29)
+    h = (h & 0x7FFFFFFF) * 0x45D9F3B
+    h = h ^ (h >> 16)
+    h = (h & 0x7FFFFFFF) * 0x45D9F3B
+    h = h ^ (h >> 16)
+    return h & cap_mask
+
+
+@triton.jit
+def _floor_div(a, d):
+    """(floor(a / d), a mod d) for d > 0, the same compiled and interpreted."""
+    r = ((a % d) + d) % d
+    return (a - r) // d, r
+
+
+@triton.jit
+def _in_int32(v):
+    return (v >= -2147483648) & (v <= 2147483647)
+
+
+# --------------------------------------------------------------------------- hash table
+
+
+@triton.jit
+def _insert_kernel(coords_ptr, table_ptr, n_rows, cap_mask, BLOCK: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = r < n_rows
+    b = tl.load(coords_ptr + r * 4, mask=live, other=0).to(tl.int64)
+    x = tl.load(coords_ptr + r * 4 + 1, mask=live, other=0).to(tl.int64)
+    y = tl.load(coords_ptr + r * 4 + 2, mask=live, other=0).to(tl.int64)
+    z = tl.load(coords_ptr + r * 4 + 3, mask=live, other=0).to(tl.int64)
+    # Lanes past the end start on distinct slots: a compare-and-swap cannot be masked, and
+    # lanes that share one address would serialise on it.
+    h = tl.where(live, _hash(b, x, y, z, cap_mask), r & cap_mask)
+    pending = live
+    while tl.max(pending.to(tl.int32), axis=0) > 0:
+        # Finished lanes (and those past the end) compare against -2, which no slot holds,
+        # on their own slot: no write, no contention.
+        want = tl.where(pending, -1, -2)
+        old = tl.atomic_cas(table_ptr + h, want, tl.where(pending, r, -2).to(tl.int32))
+        pending = pending & (old != -1)
+        h = tl.where(pending, (h + 1) & cap_mask, h)
+
+
+def launch_insert(coords: torch.Tensor) -> torch.Tensor:
+    """Hash table (``capacity + 1`` int32, -1 empty) of the rows of ``coords`` (N, 4) int32.
+
+    The capacity is a power of two of at least four times the rows (load at
+    most a quarter, so probe runs stay short for every lane of a block); the
+    extra last slot is never used (kept so the layout has room for a sentinel).
+    """
+    n = int(coords.shape[0])
+    cap = max(64, int(triton.next_power_of_2(4 * max(n, 1))))
+    table = torch.full((cap + 1,), -1, dtype=torch.int32, device=coords.device)
+    if n:
+        block = _block()
+        _insert_kernel[(triton.cdiv(n, block),)](coords, table, n, cap - 1, BLOCK=block)
+    return table
+
+
+@triton.jit
+def _probe_kernel(
+    q_ptr,  # (M, 4) int32 physical rows of the queried (output) support
+    term_ptr,  # (K, 3) int64 additive term of each tap
+    c_ptr,  # (N, 4) int32 physical rows of the searched support
+    table_ptr,  # its hash table
+    slots_ptr,  # (M, K) int32 result
+    pattern_ptr,  # (M,) int64 bit mask of present taps, or a dummy
+    m_rows,
+    cap_mask,
+    u0,
+    u1,
+    u2,  # stride of the queried support (divides its coordinates)
+    a0,
+    a1,
+    a2,  # multiplier of the queried logical coordinate
+    d0,
+    d1,
+    d2,  # exact divisor
+    t0,
+    t1,
+    t2,  # stride of the searched support
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    PATTERN: tl.constexpr,
+    BR: tl.constexpr,
+):
+    """slots[o, k] = row of ``(b, t * (o * a + B_k) / d)`` in the searched support, else -1."""
+    o = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    k = tl.arange(0, KP)
+    live_o = o < m_rows
+    live_k = k < K
+    live = live_o[:, None] & live_k[None, :]
+    b = tl.load(q_ptr + o * 4, mask=live_o, other=0).to(tl.int64)[:, None]
+    x = (tl.load(q_ptr + o * 4 + 1, mask=live_o, other=0).to(tl.int64) // u0)[:, None]
+    y = (tl.load(q_ptr + o * 4 + 2, mask=live_o, other=0).to(tl.int64) // u1)[:, None]
+    z = (tl.load(q_ptr + o * 4 + 3, mask=live_o, other=0).to(tl.int64) // u2)[:, None]
+    n0 = x * a0 + tl.load(term_ptr + k * 3, mask=live_k, other=0)[None, :]
+    n1 = y * a1 + tl.load(term_ptr + k * 3 + 1, mask=live_k, other=0)[None, :]
+    n2 = z * a2 + tl.load(term_ptr + k * 3 + 2, mask=live_k, other=0)[None, :]
+    ok = live & (n0 % d0 == 0) & (n1 % d1 == 0) & (n2 % d2 == 0)
+    c0 = (n0 // d0) * t0  # exact wherever ok
+    c1 = (n1 // d1) * t1
+    c2 = (n2 // d2) * t2
+    ok = ok & _in_int32(c0) & _in_int32(c1) & _in_int32(c2)
+    h = _hash(b, c0, c1, c2, cap_mask)
+    result = tl.full([BR, KP], -1, dtype=tl.int32)
+    pending = ok
+    while tl.max(tl.max(pending.to(tl.int32), axis=1), axis=0) > 0:
+        r = tl.load(table_ptr + h, mask=pending, other=-1)
+        pending = pending & (r >= 0)
+        row = r.to(tl.int64) * 4
+        miss = tl.load(c_ptr + row, mask=pending, other=0) != b
+        miss = miss | (tl.load(c_ptr + row + 1, mask=pending, other=0) != c0)
+        miss = miss | (tl.load(c_ptr + row + 2, mask=pending, other=0) != c1)
+        miss = miss | (tl.load(c_ptr + row + 3, mask=pending, other=0) != c2)
+        result = tl.where(pending & (miss.to(tl.int32) == 0), r, result)
+        pending = pending & miss
+        h = (h + 1) & cap_mask
+    tl.store(slots_ptr + o[:, None] * K + k[None, :], result, mask=live)
+    if PATTERN:
+        bits = tl.where(result >= 0, tl.full([BR, KP], 1, tl.int64) << k[None, :], 0)
+        tl.store(pattern_ptr + o, tl.sum(bits, axis=1), mask=live_o)
+
+
+def launch_probe(
+    queried: torch.Tensor,
+    queried_stride: tuple[int, int, int],
+    terms: torch.Tensor,
+    searched: torch.Tensor,
+    searched_stride: tuple[int, int, int],
+    table: torch.Tensor,
+    mul: tuple[int, int, int],
+    div: tuple[int, int, int],
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(slots (M, K) int32, present-tap bit mask per row (M,) int64 or None when K > 62).
+
+    Tap k of output row o reads the searched row at logical ``(o * mul +
+    terms[k]) / div`` (exact division; an inexact one is absent).
+    """
+    m = int(queried.shape[0])
+    k = int(terms.shape[0])
+    device = queried.device
+    slots = torch.empty(m, k, dtype=torch.int32, device=device)
+    with_pattern = k <= 62
+    pattern = torch.empty(m, dtype=torch.int64, device=device) if with_pattern else None
+    if m == 0 or k == 0:
+        return slots, pattern
+    if int(searched.shape[0]) == 0:
+        return slots.fill_(-1), None if pattern is None else pattern.zero_()
+    kp = int(triton.next_power_of_2(k))
+    br = max(1, (256 if interpreting() else 1024) // kp)
+    _probe_kernel[(triton.cdiv(m, br),)](
+        queried,
+        terms,
+        searched,
+        table,
+        slots,
+        pattern if pattern is not None else slots,
+        m,
+        int(table.numel()) - 2,
+        *queried_stride,
+        *mul,
+        *div,
+        *searched_stride,
+        K=k,
+        KP=kp,
+        PATTERN=with_pattern,
+        BR=br,
+    )
+    return slots, pattern
+
+
+# --------------------------------------------------------------------------- generated supports
+
+
+@triton.jit
+def _candidate(
+    coords_ptr,
+    off_ptr,
+    e,
+    live,
+    G,
+    t0,
+    t1,
+    t2,
+    m0,
+    m1,
+    m2,
+    p0,
+    p1,
+    p2,
+    d0,
+    d1,
+    d2,
+    k0,
+    k1,
+    k2,
+    EXACT: tl.constexpr,
+    DISJOINT: tl.constexpr,
+):
+    """Candidate e = n * G + j: ``o = floor((c_n * m + p + off_j) / d)`` per axis, int64.
+
+    EXACT keeps only exact divisions (the indexed relation); DISJOINT keeps
+    remainders below the kernel size and returns the tap they select
+    (downsampling whose windows do not overlap); otherwise the tap is j.
+    """
+    n = e // G
+    j = e % G
+    b = tl.load(coords_ptr + n * 4, mask=live, other=0).to(tl.int64)
+    c0 = tl.load(coords_ptr + n * 4 + 1, mask=live, other=0).to(tl.int64) // t0
+    c1 = tl.load(coords_ptr + n * 4 + 2, mask=live, other=0).to(tl.int64) // t1
+    c2 = tl.load(coords_ptr + n * 4 + 3, mask=live, other=0).to(tl.int64) // t2
+    o0, r0 = _floor_div(c0 * m0 + p0 + tl.load(off_ptr + j * 3, mask=live, other=0), d0)
+    o1, r1 = _floor_div(c1 * m1 + p1 + tl.load(off_ptr + j * 3 + 1, mask=live, other=0), d1)
+    o2, r2 = _floor_div(c2 * m2 + p2 + tl.load(off_ptr + j * 3 + 2, mask=live, other=0), d2)
+    valid = live
+    tap = j
+    if EXACT:
+        valid = valid & (r0 == 0) & (r1 == 0) & (r2 == 0)
+    if DISJOINT:
+        valid = valid & (r0 < k0) & (r1 < k1) & (r2 < k2)
+        tap = (r0 * k1 + r1) * k2 + r2
+    return n, b, o0, o1, o2, valid, tap
+
+
+@triton.jit
+def _candidates_kernel(
+    coords_ptr,
+    off_ptr,
+    lo_ptr,  # (4,) int32 physical minimum of the input rows
+    hi_ptr,  # (4,) int32 physical maximum
+    keys_ptr,  # (total,) int64 result
+    info_ptr,  # (4,) int32: count, range flag, overflow flag, first bad candidate
+    total,
+    G,
+    t0,
+    t1,
+    t2,
+    m0,
+    m1,
+    m2,
+    p0,
+    p1,
+    p2,
+    d0,
+    d1,
+    d2,
+    k0,
+    k1,
+    k2,
+    u0,
+    u1,
+    u2,  # output stride
+    f0,
+    f1,
+    f2,  # smallest offset per axis
+    g0,
+    g1,
+    g2,  # largest offset per axis
+    EXACT: tl.constexpr,
+    DISJOINT: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = e < total
+    _n, b, o0, o1, o2, valid, _tap = _candidate(
+        coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, d0, d1, d2, k0, k1,
+        k2, EXACT, DISJOINT,
+    )  # fmt: skip
+    fits = _in_int32(o0 * u0) & _in_int32(o1 * u1) & _in_int32(o2 * u2)
+    bad = valid & (fits.to(tl.int32) == 0)
+    nbad = tl.sum(bad.to(tl.int32), axis=0)
+    tl.atomic_max(info_ptr + 1, tl.minimum(nbad, 1))
+    tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
+    # The output box, from the input's: the relation is monotone in c and in the offset.
+    lob = tl.load(lo_ptr).to(tl.int64)
+    hib = tl.load(hi_ptr).to(tl.int64)
+    l0, _ = _floor_div(tl.load(lo_ptr + 1).to(tl.int64) // t0 * m0 + p0 + f0, d0)
+    l1, _ = _floor_div(tl.load(lo_ptr + 2).to(tl.int64) // t1 * m1 + p1 + f1, d1)
+    l2, _ = _floor_div(tl.load(lo_ptr + 3).to(tl.int64) // t2 * m2 + p2 + f2, d2)
+    h0, _ = _floor_div(tl.load(hi_ptr + 1).to(tl.int64) // t0 * m0 + p0 + g0, d0)
+    h1, _ = _floor_div(tl.load(hi_ptr + 2).to(tl.int64) // t1 * m1 + p1 + g1, d1)
+    h2, _ = _floor_div(tl.load(hi_ptr + 3).to(tl.int64) // t2 * m2 + p2 + g2, d2)
+    s1 = h1 - l1 + 1
+    s2 = h2 - l2 + 1
+    volume = (hib - lob + 1).to(tl.float64) * (h0 - l0 + 1).to(tl.float64)
+    volume = volume * s1.to(tl.float64) * s2.to(tl.float64)
+    tl.atomic_max(info_ptr + 2, (volume >= 4.611686018427387904e18).to(tl.int32))
+    key = (((b - lob) * (h0 - l0 + 1) + (o0 - l0)) * s1 + (o1 - l1)) * s2 + (o2 - l2)
+    tl.store(keys_ptr + e, tl.where(valid, key, 9223372036854775807), mask=live)
+
+
+@triton.jit
+def _mark_kernel(sorted_ptr, first_ptr, info_ptr, total, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = i < total
+    key = tl.load(sorted_ptr + i, mask=live, other=9223372036854775807)
+    prev = tl.load(sorted_ptr + i - 1, mask=live & (i > 0), other=9223372036854775807)
+    first = live & (key != 9223372036854775807) & ((i == 0) | (key != prev))
+    tl.store(first_ptr + i, first.to(tl.int32), mask=live)
+    tl.atomic_add(info_ptr, tl.sum(first.to(tl.int32), axis=0))
+
+
+@triton.jit
+def _emit_kernel(
+    coords_ptr,
+    off_ptr,
+    sorted_ptr,
+    perm_ptr,
+    first_ptr,
+    rank_ptr,
+    out_ptr,  # (count, 4) int32 output coordinates
+    slots_ptr,  # (count, K) int32, pre-filled with -1
+    pattern_ptr,  # (count,) int64 bit mask of present taps, pre-filled with 0, or a dummy
+    total,
+    G,
+    t0,
+    t1,
+    t2,
+    m0,
+    m1,
+    m2,
+    p0,
+    p1,
+    p2,
+    d0,
+    d1,
+    d2,
+    k0,
+    k1,
+    k2,
+    u0,
+    u1,
+    u2,
+    K: tl.constexpr,
+    EXACT: tl.constexpr,
+    DISJOINT: tl.constexpr,
+    SLOTS: tl.constexpr,
+    PATTERN: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = i < total
+    live = live & (tl.load(sorted_ptr + i, mask=live, other=0) != 9223372036854775807)
+    e = tl.load(perm_ptr + i, mask=live, other=0)
+    n, b, o0, o1, o2, valid, tap = _candidate(
+        coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, d0, d1, d2, k0, k1,
+        k2, EXACT, DISJOINT,
+    )  # fmt: skip
+    r = tl.load(rank_ptr + i, mask=valid, other=1).to(tl.int64) - 1
+    head = valid & (tl.load(first_ptr + i, mask=valid, other=0) != 0)
+    tl.store(out_ptr + r * 4, b.to(tl.int32), mask=head)
+    tl.store(out_ptr + r * 4 + 1, (o0 * u0).to(tl.int32), mask=head)
+    tl.store(out_ptr + r * 4 + 2, (o1 * u1).to(tl.int32), mask=head)
+    tl.store(out_ptr + r * 4 + 3, (o2 * u2).to(tl.int32), mask=head)
+    if SLOTS:
+        tl.store(slots_ptr + r * K + tap, n.to(tl.int32), mask=valid)
+    if PATTERN:
+        tl.atomic_or(pattern_ptr + r, tl.full([BLOCK], 1, tl.int64) << tap, mask=valid)
+
+
+@triton.jit
+def _direct_kernel(
+    coords_ptr,
+    off_ptr,
+    out_ptr,  # (N * K, 4) int32
+    slots_ptr,  # (N * K, K) int32
+    info_ptr,
+    total,
+    G,
+    t0,
+    t1,
+    t2,
+    m0,
+    m1,
+    m2,
+    p0,
+    p1,
+    p2,
+    u0,
+    u1,
+    u2,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """Candidates that never meet: output row e is candidate e, fed by row e // K via tap e % K."""
+    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = e < total
+    n, b, o0, o1, o2, valid, tap = _candidate(
+        coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, 1, 1, 1, 1, 1,
+        1, False, False,
+    )  # fmt: skip
+    x0 = o0 * u0
+    x1 = o1 * u1
+    x2 = o2 * u2
+    fits = _in_int32(x0) & _in_int32(x1) & _in_int32(x2)
+    bad = valid & (fits.to(tl.int32) == 0)
+    tl.atomic_max(info_ptr + 1, tl.minimum(tl.sum(bad.to(tl.int32), axis=0), 1))
+    tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
+    tl.store(out_ptr + e * 4, b.to(tl.int32), mask=live)
+    tl.store(out_ptr + e * 4 + 1, x0.to(tl.int32), mask=live)
+    tl.store(out_ptr + e * 4 + 2, x1.to(tl.int32), mask=live)
+    tl.store(out_ptr + e * 4 + 3, x2.to(tl.int32), mask=live)
+    kk = tl.arange(0, KP)
+    row = tl.where(kk[None, :] == tap[:, None], n[:, None], -1).to(tl.int32)
+    tl.store(slots_ptr + e[:, None] * K + kk[None, :], row, mask=live[:, None] & (kk < K)[None, :])
+
+
+def new_info(device: torch.device) -> torch.Tensor:
+    """The info vector, all zero (one fill; a host-to-device copy would synchronise).
+
+    Slot 3 holds ``2^31 - 1 - e`` of the first out-of-range candidate e (see
+    :func:`first_bad`), so that zero means none and a maximum finds the first.
+    """
+    return torch.zeros(4, dtype=torch.int32, device=device)
+
+
+def first_bad(info_value: int) -> int:
+    """The first out-of-range candidate from info slot 3."""
+    return 2**31 - 1 - info_value
+
+
+Geometry = tuple[int, ...]
+"""Flattened per-axis integers of a candidate relation (see :func:`launch_candidates`)."""
+
+
+def launch_candidates(
+    coords: torch.Tensor,
+    offsets: torch.Tensor,
+    lo: torch.Tensor,
+    hi: torch.Tensor,
+    info: torch.Tensor,
+    geometry: Geometry,
+    out_stride: tuple[int, int, int],
+    off_range: tuple[Geometry, Geometry],
+    exact: bool,
+    disjoint: bool,
+) -> torch.Tensor:
+    """int64 key of every candidate ``n * G + j`` (``KEY_SENTINEL`` where none).
+
+    ``geometry`` is ``(t, m, p, d, k)`` flattened (15 ints): input stride,
+    multiplier, additive term, divisor and kernel size per axis;
+    ``offsets`` (G, 3) int64 the per-candidate offsets; ``off_range`` their
+    per-axis minimum and maximum.  Flags land in ``info``.
+    """
+    g = int(offsets.shape[0])
+    total = int(coords.shape[0]) * g
+    keys = torch.empty(total, dtype=torch.int64, device=coords.device)
+    block = _block()
+    _candidates_kernel[(triton.cdiv(total, block),)](
+        coords, offsets, lo, hi, keys, info, total, g, *geometry, *out_stride, *off_range[0],
+        *off_range[1], EXACT=exact, DISJOINT=disjoint, BLOCK=block,
+    )  # fmt: skip
+    return keys
+
+
+def launch_mark(sorted_keys: torch.Tensor, info: torch.Tensor) -> torch.Tensor:
+    """int32 flags of the first occurrence of each distinct real key; their count into info[0]."""
+    total = int(sorted_keys.numel())
+    first = torch.empty(total, dtype=torch.int32, device=sorted_keys.device)
+    block = _block()
+    _mark_kernel[(triton.cdiv(total, block),)](sorted_keys, first, info, total, BLOCK=block)
+    return first
+
+
+def launch_emit(
+    coords: torch.Tensor,
+    offsets: torch.Tensor,
+    sorted_keys: torch.Tensor,
+    perm: torch.Tensor,
+    first: torch.Tensor,
+    rank: torch.Tensor,
+    out: torch.Tensor,
+    slots: torch.Tensor | None,
+    geometry: Geometry,
+    out_stride: tuple[int, int, int],
+    exact: bool,
+    disjoint: bool,
+) -> torch.Tensor | None:
+    """Write each distinct candidate's output row and (with ``slots``) every pair's slot.
+
+    With slots of at most 62 taps it returns each output row's present-tap bit
+    mask (what the tap-skipping conv tiles sort by), else None.
+    """
+    total = int(sorted_keys.numel())
+    block = _block()
+    volume = 1 if slots is None else int(slots.shape[1])
+    pattern = None
+    if slots is not None and volume <= 62:
+        pattern = torch.zeros(int(slots.shape[0]), dtype=torch.int64, device=out.device)
+    _emit_kernel[(triton.cdiv(total, block),)](
+        coords, offsets, sorted_keys, perm, first, rank, out,
+        slots if slots is not None else out, pattern if pattern is not None else out, total,
+        int(offsets.shape[0]), *geometry, *out_stride, K=volume, EXACT=exact, DISJOINT=disjoint,
+        SLOTS=slots is not None, PATTERN=pattern is not None, BLOCK=block,
+    )  # fmt: skip
+    return pattern
+
+
+def launch_direct(
+    coords: torch.Tensor,
+    offsets: torch.Tensor,
+    info: torch.Tensor,
+    geometry: Geometry,
+    out_stride: tuple[int, int, int],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output coordinates (N*K, 4), slots (N*K, K)) of a transposed conv whose outputs never meet.
+
+    ``geometry`` is ``(t, m, p)`` flattened (9 ints).
+    """
+    k = int(offsets.shape[0])
+    total = int(coords.shape[0]) * k
+    device = coords.device
+    out = torch.empty(total, 4, dtype=torch.int32, device=device)
+    slots = torch.empty(total, k, dtype=torch.int32, device=device)
+    if total:
+        kp = int(triton.next_power_of_2(k))
+        block = max(16, _block() // kp)
+        _direct_kernel[(triton.cdiv(total, block),)](
+            coords, offsets, out, slots, info, total, k, *geometry, *out_stride, K=k, KP=kp,
+            BLOCK=block,
+        )  # fmt: skip
+    return out, slots

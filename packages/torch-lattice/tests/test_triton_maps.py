@@ -1,0 +1,169 @@
+"""The Triton path's device-built maps at the edges: int32 limits and supports too wide to pack.
+
+The int32 cases are the contract's own table (``lattice-conformance``'s
+``test_coord_range.py``: an exact Python-integer reference per case), run
+here with ``schedule("triton")``: every output coordinate that leaves int32
+raises ``Int32CoordinateError`` naming the op, the axis and an input row
+that produces it; every case in range matches the reference exactly.  Wide
+supports (an output bounding box beyond 2^62 cells, which no int64 key can
+index) are refused with the reference path's error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch_lattice import SparseTensor, ops
+from torch_lattice.ops.conv import schedule
+
+if importlib.util.find_spec("triton") is None:
+    pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
+
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+_TABLE = Path(__file__).resolve().parents[2] / "lattice-conformance/tests/test_coord_range.py"
+
+
+def _table() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("coord_range_cases", _TABLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TABLE = _table()
+
+
+def _run(op: str, rows: list[tuple[int, ...]], t: int, geo: dict[str, Any]) -> dict[Any, float]:
+    kwargs = dict(geo)
+    if op == "generative_conv_transpose3d":
+        kwargs.pop("padding")
+        kwargs.pop("dilation")
+    k = TABLE._triple(geo["kernel_size"])
+    x = SparseTensor(
+        torch.tensor(rows, dtype=torch.int32, device=DEVICE),
+        torch.ones(len(rows), 1, device=DEVICE),
+        stride=t,
+    )
+    with schedule("triton"):
+        if op == "pool3d":
+            y = ops.pool3d(x, mode="sum", **kwargs)
+        else:
+            y = getattr(ops, op)(x, torch.ones(1, *k, 1, device=DEVICE), **kwargs)
+    coords = y.coords.cpu().to(torch.int64).tolist()
+    return {
+        tuple(r): float(f) for r, f in zip(coords, y.feats.detach().cpu().reshape(-1), strict=True)
+    }
+
+
+@pytest.mark.parametrize(
+    ("label", "op", "rows", "t", "geo"), TABLE.CASES, ids=[c[0] for c in TABLE.CASES]
+)
+def test_int32_limits_on_the_triton_path(
+    label: str, op: str, rows: list[tuple[int, ...]], t: int, geo: dict[str, Any]
+) -> None:
+    expected, bad = TABLE.reference(op, rows, t, geo)
+    if bad:
+        with pytest.raises(Int32CoordinateError) as info:
+            _run(op, rows, t, geo)
+        err = info.value
+        assert err.op == op and err.axis == 1, str(err)
+        assert err.row in bad and err.coords == rows[err.row]
+        assert not INT32_MIN <= err.value <= INT32_MAX
+        assert str(err).startswith(f"{op}: the output coordinate on axis x would be {err.value}")
+        return
+    assert _run(op, rows, t, geo) == {row: float(n) for row, n in expected.items()}, label
+
+
+def _wide(spread: int = 1 << 28) -> SparseTensor:
+    """Rows ``spread`` apart on every axis (2^28: an output box of ~2^90 cells, too wide)."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randint(-4, 4, (24, 4), generator=g)
+    base[:, 0] = torch.randint(0, 2, (24,), generator=g)
+    far = torch.randint(-2, 2, (24, 3), generator=g) * spread
+    coords = torch.unique(torch.cat([base[:, :1], base[:, 1:] + far], 1), dim=0) * 2
+    coords[:, 0] //= 2
+    feats = torch.randn(coords.shape[0], 3, generator=g)
+    # trusted: the duplicate check itself indexes the box (the rows are distinct by construction)
+    return SparseTensor.trusted(coords.to(torch.int32).to(DEVICE), feats.to(DEVICE), stride=2)
+
+
+@pytest.mark.parametrize(
+    ("op", "kwargs"),
+    [
+        ("full_conv3d", {"kernel_size": 3, "stride": 2, "padding": 1}),
+        ("conv3d", {"kernel_size": 2, "stride": 2}),
+        ("conv3d", {"kernel_size": 3, "stride": 2}),
+        ("conv_transpose3d", {"kernel_size": 3, "stride": 2}),
+    ],
+)
+def test_supports_too_wide_to_pack_are_refused_as_on_the_reference(
+    op: str, kwargs: dict[str, Any]
+) -> None:
+    x = _wide()
+    k = TABLE._triple(kwargs["kernel_size"])
+    w = torch.randn(4, *k, 3, generator=torch.Generator().manual_seed(5)).to(DEVICE)
+    with schedule("tap_major"), pytest.raises(ValueError, match="2\\^62 cells or more") as ref:
+        getattr(ops, op)(x, w, **kwargs)
+    with schedule("triton"), pytest.raises(ValueError, match="2\\^62 cells or more") as got:
+        getattr(ops, op)(SparseTensor.trusted(x.coords, x.feats, x.stride), w, **kwargs)
+    assert "translate the coordinates" in str(got.value) and type(got.value) is type(ref.value)
+
+
+def test_near_but_within_the_packing_limit_matches_the_reference() -> None:
+    """Rows 2^18 apart on x, y and z (an output box of ~2^60 cells): packed, exact."""
+    x = _wide(1 << 18)
+    w = torch.randn(4, 3, 3, 3, 3, generator=torch.Generator().manual_seed(6)).to(DEVICE)
+    for op, kwargs in (("full_conv3d", {"stride": 2, "padding": 1}), ("conv3d", {"stride": 2})):
+        with schedule("tap_major"):
+            ref = getattr(ops, op)(x, w, kernel_size=3, **kwargs)
+        with schedule("triton"):
+            got = getattr(ops, op)(
+                SparseTensor.trusted(x.coords, x.feats, x.stride), w, kernel_size=3, **kwargs
+            )
+        assert torch.equal(got.coords, ref.coords), op
+        torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)
+
+
+class _Ops(TorchDispatchMode):
+    """Records the aten ops run inside it (what a map build asks of torch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_submanifold_map_is_built_without_host_reads_in_few_torch_ops() -> None:
+    """Hash fill + insert + lookup: no scalar read back, no sort, a handful of torch calls.
+
+    (Tensor.tolist reads without a dispatched op, so the strided conv's one
+    read of its info vector is not seen here; no other read may be.)
+    """
+    from torch_lattice.triton import maps
+
+    g = torch.Generator().manual_seed(8)
+    coords = torch.unique(torch.randint(0, 12, (400, 4), generator=g), dim=0)
+    coords[:, 0] %= 2
+    coords = torch.unique(coords, dim=0).to(torch.int32).to(DEVICE)
+    x = SparseTensor(coords, torch.ones(coords.shape[0], 1, device=DEVICE))
+    with _Ops() as seen:
+        _, smap = maps.build("subm", x.support, (3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
+        smap.transposed()
+    assert not [n for n in seen.names if "local_scalar" in n or "sort" in n or "unique" in n]
+    if DEVICE == "cuda":  # the interpreter's own tensor copies would be counted on CPU
+        assert len(seen.names) <= 8, seen.names
+    with _Ops() as seen:  # a strided conv: its one read is the info vector, not a scalar op
+        maps.build("centred", x.support, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1))
+    assert not [n for n in seen.names if "local_scalar" in n or "unique" in n], seen.names
