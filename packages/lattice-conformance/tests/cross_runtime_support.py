@@ -167,20 +167,3 @@ def assert_same_row_order(
     """Both results carry exactly ``expected`` coordinates, row for row (no reordering)."""
     np.testing.assert_array_equal(np_of(mx_out.coords), expected, err_msg="mlx row order")
     np.testing.assert_array_equal(np_of(t_out.coords), expected, err_msg="torch row order")
-
-
-def error_family(fn: Any) -> str:
-    """``"TypeError"`` or ``"ValueError"`` by the family of what ``fn()`` raises.
-
-    Anything else (another exception, or no error at all) is named so that a
-    failing assertion says what happened instead.
-    """
-    try:
-        fn()
-    except TypeError:
-        return "TypeError"
-    except ValueError:
-        return "ValueError"
-    except Exception as exc:
-        return f"unexpected {type(exc).__name__}: {exc}"
-    return "no error"

@@ -210,3 +210,37 @@ def test_int32_limits_match_the_exact_reference_or_raise(
 def test_the_table_has_both_outcomes() -> None:
     outcomes = [bool(reference(op, rows, t, geo)[1]) for _, op, rows, t, geo in CASES]
     assert 5 <= sum(outcomes) <= len(outcomes) - 5
+
+
+TRANSPOSED_FAMILY: list[tuple[str, list[tuple[int, ...]], int, Geo]] = [
+    # op, input rows (physical), input stride, keyword arguments
+    ("normalized_conv_transpose3d", _rows(TOP - 1), 1, geo(3, 1, 0, 1)),
+    ("normalized_generative_conv_transpose3d", _rows(TOP), 1, {"kernel_size": 2, "stride": 1}),
+    ("pool_transpose3d", _rows(3, TOP - 1), 1, geo(3, 1, 0, 1)),
+    ("trilinear_upsample3d", _rows(8, BOTTOM), 4, {"stride": 4}),  # fine rows reach -2^31 - 3
+]
+
+
+@pytest.mark.parametrize("runtime", ["torch", "mlx"])
+@pytest.mark.parametrize(("op", "rows", "t", "kwargs"), TRANSPOSED_FAMILY)
+def test_the_transposed_family_names_the_op_past_the_int32_limit(
+    runtime: str, op: str, rows: list[tuple[int, ...]], t: int, kwargs: Geo
+) -> None:
+    """The normalised and resampling ops raise the int32 rule naming themselves, as conv3d does."""
+    if runtime == "torch":
+        x: Any = TorchSparse(torch.tensor(rows, dtype=torch.int32), torch.ones(len(rows), 1), t)
+        module: Any = to
+        weight: Any = torch.ones(1, 3, 3, 3, 1) if "conv" in op else None
+    else:
+        x = MxSparse(mx.array(rows, dtype=mx.int32), mx.ones((len(rows), 1)), stride=t)
+        module, weight = mo, (mx.ones((1, 3, 3, 3, 1)) if "conv" in op else None)
+    if "generative" in op:
+        weight = weight[:, :2, :2, :2, :]
+    fn = getattr(module, op)
+    with pytest.raises(Int32CoordinateError) as info:
+        fn(x, weight, **kwargs) if weight is not None else fn(x, **kwargs)
+    err = info.value
+    assert err.op == op and err.axis == 1, str(err)
+    assert not INT32_MIN <= err.value <= INT32_MAX
+    assert err.coords == rows[err.row]
+    assert str(err).startswith(f"{op}: the output coordinate on axis x would be {err.value}")

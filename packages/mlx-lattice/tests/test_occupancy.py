@@ -1,4 +1,8 @@
-"""MLX occupancy utilities: brute-force references (loops here only) and the torch runtime."""
+"""MLX occupancy utilities against the torch runtime and worked cases.
+
+The brute-force oracle of downsampling and expansion, shared by both runtimes,
+is lattice-conformance/tests/test_occupancy_oracle.py.
+"""
 
 from __future__ import annotations
 
@@ -30,26 +34,6 @@ def morton_rank(row: Row) -> tuple[int, str]:
     return (row[0], "".join(bits[0][i] + bits[1][i] + bits[2][i] for i in range(32)))
 
 
-def brute_children(parent: Row, code: int) -> list[Row]:
-    b, x, y, z = parent
-    # Bit x + 2y + 4z of a code is the child at offset (x, y, z) (x fastest, upstream's order).
-    return [
-        (b, 2 * x + d[0], 2 * y + d[1], 2 * z + d[2])
-        for d in kernel_taps(2)
-        if code & (1 << (d[0] + 2 * d[1] + 4 * d[2]))
-    ]
-
-
-def brute_downsample(rows: set[Row]) -> list[tuple[Row, int]]:
-    """Each candidate parent's code by asking, for each of its 8 children, whether it is in rows."""
-    parents = {(r[0], r[1] // 2, r[2] // 2, r[3] // 2) for r in rows}
-    out = []
-    for p in sorted(parents, key=morton_rank):
-        code = sum(1 << k for k in range(8) if brute_children(p, 1 << k)[0] in rows)
-        out.append((p, code))
-    return out
-
-
 def rows_of(a: mx.array) -> list[Row]:
     return [tuple(int(v) for v in r) for r in np.asarray(a).tolist()]
 
@@ -62,33 +46,6 @@ coords_strategy = st.lists(
 
 def as_coords(rows: list[Row]) -> mx.array:
     return mx.array(np.asarray(rows, dtype=np.int32).reshape(-1, 4))
-
-
-@settings(max_examples=40, deadline=None)
-@given(coords_strategy)
-def test_downsample_matches_brute_force(rows: list[Row]) -> None:
-    parents, codes = downsample_occupancy(as_coords(rows))
-    expected = brute_downsample(set(rows))
-    assert rows_of(parents) == [p for p, _ in expected]
-    assert codes.dtype == mx.uint8
-    assert np.asarray(codes).tolist() == [c for _, c in expected]
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 1), st.integers(-9, 9), st.integers(-9, 9), st.integers(-9, 9)),
-        unique=True,
-        max_size=20,
-    ),
-    st.data(),
-)
-def test_expand_matches_brute_force(parents: list[Row], data: st.DataObject) -> None:
-    codes = data.draw(st.lists(st.integers(0, 255), min_size=len(parents), max_size=len(parents)))
-    got = expand_occupancy(as_coords(parents), mx.array(np.asarray(codes, dtype=np.uint8)))
-    assert rows_of(got) == [
-        c for p, k in zip(parents, codes, strict=True) for c in brute_children(p, k)
-    ]
 
 
 @settings(max_examples=25, deadline=None)

@@ -208,7 +208,11 @@ def test_empty_inputs() -> None:
         (lambda p, f, b: voxelize(p, f, b, voxel_size=1.0, origin=np.inf), ValueError, "finite"),
         (lambda p, f, b: voxelize(p[:, :2], f, b, voxel_size=1.0), ValueError, r"\(P, 3\)"),
         (lambda p, f, b: voxelize(p, f[:3], b, voxel_size=1.0), ValueError, "one row per point"),
-        (lambda p, f, b: voxelize(p, f, b[:3], voxel_size=1.0), ValueError, "batch has shape"),
+        (
+            lambda p, f, b: voxelize(p, f, b[:3], voxel_size=1.0),
+            ValueError,
+            "batch_indices has shape",
+        ),
         (lambda p, f, b: voxelize(p, f, b.astype(mx.int64), voxel_size=1.0), TypeError, "int32"),
         (lambda p, f, b: voxelize(p, f, b - 5, voxel_size=1.0), ValueError, ">= 0"),
         (lambda p, f, b: voxelize(p / 0.0, f, b, voxel_size=1.0), ValueError, "finite"),

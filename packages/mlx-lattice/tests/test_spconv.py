@@ -11,8 +11,6 @@ conv fails in eval mode), and every coordinate stays well inside
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -29,12 +27,7 @@ GRID = 48  # spconv spatial_shape per axis (logical units of the input)
 EXAMPLES = settings(max_examples=25, deadline=None)
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # the root conftest's: spconv races
 
 
 def scene(seed: int, batch: int, stride: Triple, channels: int, extent: int = 8) -> SparseTensor:

@@ -1,4 +1,7 @@
-"""pytest set-up for the torch_lattice tests: the helper-module path."""
+"""pytest set-up for the torch_lattice tests: the helper-module path and the Triton interpreter.
+
+``one_thread`` (spconv's oracle tests) is in the repository's root conftest.py.
+"""
 
 from __future__ import annotations
 
@@ -28,12 +31,3 @@ def triton_interpreter() -> Iterator[None]:
         if not torch.cuda.is_available():
             patch.setenv("TRITON_INTERPRET", "1")
         yield
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """One torch thread: spconv's CPU scatter-add races with more (its oracle tests use it)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)

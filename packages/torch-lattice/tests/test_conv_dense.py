@@ -312,7 +312,7 @@ def test_target_stride_mismatch_is_rejected() -> None:
 
 def test_weight_and_bias_shapes_are_checked() -> None:
     x = random_sparse(torch.Generator().manual_seed(2), 10, 2)
-    with pytest.raises(ValueError, match=r"\(C_out, Kx, Ky, Kz, C_in\)"):
+    with pytest.raises(ValueError, match=r"expected \(C_out, 3, 3, 3, 2\)"):
         ops.subm_conv3d(x, torch.randn(2, 2, 3, 3, 3), kernel_size=3)
     with pytest.raises(ValueError, match="bias"):
         ops.subm_conv3d(x, torch.randn(4, 3, 3, 3, 2), torch.randn(3), kernel_size=3)

@@ -8,8 +8,6 @@ well inside ``spatial_shape``, transposed convs without dilation.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from hypothesis import given, settings
@@ -26,12 +24,7 @@ paddings = st.tuples(st.integers(0, 1), st.integers(0, 1), st.integers(0, 1))
 dilations = st.tuples(st.integers(1, 2), st.integers(1, 2), st.integers(1, 2))
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # the root conftest's: spconv races
 
 
 def _inputs(seed: int, rows: int = 60, channels: int = 3) -> tuple[SparseTensor, object]:

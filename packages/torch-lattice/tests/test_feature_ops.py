@@ -80,7 +80,7 @@ def test_feature_op_errors() -> None:
         ops.softmax(x[0])
     with pytest.raises(ValueError, match="linear_o_i"):
         ops.linear(x, torch.randn(3, 4))
-    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+    with pytest.raises(ValueError, match=r"must be \(3,\)"):
         ops.layer_norm(x, torch.ones(4), torch.zeros(3), eps=1e-5)
     with pytest.raises(ValueError, match="eps"):
         ops.rms_norm(x, torch.ones(3), eps=0.0)

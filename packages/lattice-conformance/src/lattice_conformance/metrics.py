@@ -1,9 +1,10 @@
 """Comparison of one runtime's outputs against expected outputs.
 
 Physical row order is not part of the lattice contract, so sparse outputs are
-first put in canonical order (batch, then the Morton code of x, y, z; SPEC
-§4) on both sides.  Coordinates must then be equal exactly: a wrong support
-is a wrong answer whatever the features say.  Features are compared in
+first put in canonical order (batch, then the Morton code of x, y, z; the
+contract's ``lattice_contract.shared_order``) on both sides.  Coordinates
+must then be equal exactly: a wrong support is a wrong answer whatever the
+features say.  Features are compared in
 float64 and summarised as absolute and relative error statistics.
 
 Everything here is numpy only and vectorised; the MLX and torch sides convert
@@ -18,6 +19,8 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+from lattice_contract.shared_order import canonical_order as canonical_order
+from lattice_contract.shared_order import morton_keys as morton_keys
 
 from lattice_conformance.archive import SparseArrays
 
@@ -28,55 +31,6 @@ FIRST_ROWS: Final = 5
 
 PLOT_SAMPLE: Final = 200_000
 """Most error values kept per output for plotting (evenly subsampled)."""
-
-
-# ---------------------------------------------------------------------------
-# Canonical order.
-
-
-def _spread_table() -> npt.NDArray[np.uint64]:
-    """Byte -> 24-bit value with the byte's bit i moved to bit 3 * i."""
-    values = np.arange(256, dtype=np.uint64)
-    out = np.zeros(256, dtype=np.uint64)
-    for bit in range(8):  # loop over bit positions, not rows
-        out |= ((values >> np.uint64(bit)) & np.uint64(1)) << np.uint64(3 * bit)
-    return out
-
-
-_SPREAD: Final = _spread_table()
-
-
-def morton_keys(coords: Array) -> tuple[Array, Array, Array]:
-    """Sort keys of canonical order: (batch, high 48 Morton bits, low 48 bits).
-
-    Each spatial int32 is mapped to uint32 by adding 2^31, then the 96-bit
-    Morton code interleaves bits from the most significant down as x, y, z
-    (z least significant within each triple).  The code is built one byte
-    plane at a time with a spread table, which keeps it a handful of array
-    operations.
-    """
-    c = np.asarray(coords)
-    if c.ndim != 2 or c.shape[1] != 4:
-        raise ValueError(f"coords must be (N, 4) rows (batch, x, y, z), got shape {c.shape}")
-    if not np.issubdtype(c.dtype, np.integer):
-        raise TypeError(f"coords must be integers, got {c.dtype}")
-    unsigned = (c[:, 1:].astype(np.int64) + (1 << 31)).astype(np.uint64)
-    chunks = []
-    for byte in (3, 2, 1, 0):  # most significant byte plane first
-        plane = (unsigned >> np.uint64(8 * byte)) & np.uint64(0xFF)
-        spread = _SPREAD[plane]
-        chunks.append(
-            (spread[:, 0] << np.uint64(2)) | (spread[:, 1] << np.uint64(1)) | spread[:, 2]
-        )
-    high = (chunks[0] << np.uint64(24)) | chunks[1]
-    low = (chunks[2] << np.uint64(24)) | chunks[3]
-    return c[:, 0].astype(np.int64), high, low
-
-
-def canonical_order(coords: Array) -> npt.NDArray[np.int64]:
-    """Permutation that puts rows in canonical order (batch, then Morton code)."""
-    batch, high, low = morton_keys(coords)
-    return np.lexsort((low, high, batch)).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------

@@ -19,9 +19,15 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
+from lattice_contract.geometry import (
+    SPAN_CELL_LIMIT,
+    CoordinateSpanError,
+    coordinate_span_error,
+    span_cells,
+)
 
-KEY_LIMIT = 1 << 62
-"""Largest number of cells a key space may hold (leaves headroom in int64)."""
+KEY_LIMIT = SPAN_CELL_LIMIT
+"""Cells a key space must stay below (the contract's span policy; headroom in int64)."""
 
 MISSING_KEY = -1
 """Key of a query outside the key space's box: never equal to a packed key."""
@@ -38,8 +44,8 @@ def scalar_int(value: mx.array) -> int:
     return int(item)
 
 
-class CoordinateRangeError(ValueError):
-    """The coordinates span a box too large to index with 62-bit keys."""
+CoordinateRangeError = CoordinateSpanError
+"""The contract's span error (:mod:`lattice_contract.geometry`), under this runtime's old name."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,8 @@ class KeySpace:
         """Key space of the box ``[low, high]`` (inclusive, four columns) plus a margin.
 
         The margin is dropped (not the whole request) when the padded box
-        would not fit in 62-bit keys.
+        would not fit in 62-bit keys; a box that does not fit without it is the
+        contract's :class:`~lattice_contract.geometry.CoordinateSpanError`.
         """
         for pad in (margin, 0) if margin else (0,):
             lo = (int(low[0]), *(int(v) - pad for v in low[1:]))
@@ -77,18 +84,13 @@ class KeySpace:
                 max(int(h) - int(v) + 1, 1) + (2 * pad if a else 0)
                 for a, (v, h) in enumerate(zip(low, high, strict=True))
             )
-            cells = ext[0] * ext[1] * ext[2] * ext[3]
-            if cells <= KEY_LIMIT:
+            if ext[0] * ext[1] * ext[2] * ext[3] < KEY_LIMIT:
                 return KeySpace(
                     low=(lo[0], lo[1], lo[2], lo[3]),
                     extent=(ext[0], ext[1], ext[2], ext[3]),
                     margin=pad,
                 )
-        raise CoordinateRangeError(
-            f"coordinates span a box of {cells} cells (batch/x/y/z extents {ext}), more "
-            f"than the 2^62 this runtime can index; translate the coordinates so that "
-            f"they lie closer together, or split the batch"
-        )
+        raise coordinate_span_error(span_cells(low, high)[0])
 
     @staticmethod
     def of(coords: mx.array, margin: int = DEFAULT_MARGIN) -> KeySpace:
@@ -237,21 +239,6 @@ def flat_nonzero(mask: mx.array) -> mx.array:
     return mx.array(np.flatnonzero(host).astype(np.int32))
 
 
-def duplicate_row_host(coords: mx.array) -> int | None:
-    """Duplicate detection that cannot overflow: a host lexicographic sort.
-
-    Used only when the coordinates span too large a box for 62-bit keys.
-    """
-    host = np.asarray(coords)
-    if host.shape[0] < 2:
-        return None
-    order = np.lexsort(host.T[::-1])
-    srt = host[order]
-    same = np.all(srt[1:] == srt[:-1], axis=1)
-    hits = np.flatnonzero(same)
-    return None if hits.size == 0 else int(order[hits[0] + 1])
-
-
 class SupportCache:
     """Per-support memo shared by every SparseTensor with the same rows and stride.
 
@@ -262,7 +249,7 @@ class SupportCache:
     forward pass that read the same support reuse one map.
     """
 
-    __slots__ = ("_index", "relations")
+    __slots__ = ("__weakref__", "_index", "relations")
 
     def __init__(self, index: SupportIndex | None = None) -> None:
         self._index = index

@@ -7,6 +7,12 @@ supports of the support-generating ops, with whole-kernel vectorised lookups
 :class:`~mlx_lattice.coords.SupportCache` so that every layer of a forward
 pass that reads the same support with the same geometry reuses one map.
 
+A cache key names a target support by a weak reference (as torch's cache
+does): a cached map never keeps another support alive, so an encoder's and a
+decoder's supports form no reference cycle and are freed by reference
+counting as soon as no value uses them.  A dead reference equals only itself,
+so a new support at a recycled address never hits a stale map.
+
 Geometry (docs/semantics.md), per axis, in logical units (physical / stride),
 with K taps, dilation d, op stride s and padding p, and the two offset rules of
 :mod:`lattice_contract.kernel` (centred ``off_c(k)``: ``(k - K//2) d`` for odd
@@ -27,18 +33,15 @@ Tap numbering comes from :mod:`lattice_contract.kernel` and nowhere else.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.kernel import (
-    Triple,
-    centred_tap_offsets,
-    subm_offsets,
-    tap_index,
-    tap_offsets,
-)
+from lattice_contract import geometry
+from lattice_contract.kernel import Triple, subm_offsets, tap_index
+from lattice_contract.options import Window
 
 from mlx_lattice.coord_range import check_emitted
 from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, flat_nonzero
@@ -339,25 +342,15 @@ def full_conv_support(
     index = _index(cache, coords, stride)
     logical = _logical(coords, stride)
     lo, hi = _box(index.space)
-    out_lo = [lo[0]] + [
-        (lo[1 + a] + padding[a] - (kernel_size[a] - 1) * dilation[a]) // op_stride[a]
-        for a in range(3)
-    ]
-    out_hi = [hi[0]] + [(hi[1 + a] + padding[a]) // op_stride[a] for a in range(3)]
-    out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
-    shifts = [
-        (padding[0] - t[0], padding[1] - t[1], padding[2] - t[2])
-        for t in tap_offsets(kernel_size, dilation)
-    ]
+    out_space = KeySpace.from_bounds(
+        *geometry.full_output_bounds(lo, hi, Window(kernel_size, op_stride, padding, dilation))
+    )
+    shifts = geometry.full_shifts(kernel_size, padding, dilation)
     valid: mx.array | None = None
     if op_stride != (1, 1, 1):
         valid = mx.stack(_divisible(logical, shifts, op_stride))
-    out_stride = (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
+    out_stride = geometry.forward_stride(stride, op_stride)
     return _generate(cache, key, logical, valid, shifts, op_stride, True, out_stride, out_space)
-
-
-def _scaled(stride: Triple, op_stride: Triple) -> Triple:
-    return (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
 
 
 def coarsened_support(
@@ -375,7 +368,7 @@ def coarsened_support(
     hit = cache.relations.get(key)
     if isinstance(hit, tuple):
         return hit
-    out_stride = _scaled(stride, op_stride)
+    out_stride = geometry.forward_stride(stride, op_stride)
     logical = _logical(coords, stride) // mx.array((1, *op_stride), dtype=mx.int32)
     space = KeySpace.of(logical)
     n = int(logical.shape[0])
@@ -406,13 +399,6 @@ def _centred_map(
     return _assemble(found, rows, out_rows, index.size, m)
 
 
-def _centred_shifts(kernel_size: Triple, padding: Triple, dilation: Triple) -> list[Triple]:
-    return [
-        (off[0] - padding[0], off[1] - padding[1], off[2] - padding[2])
-        for off in centred_tap_offsets(kernel_size, dilation)
-    ]
-
-
 def conv_support(
     cache: SupportCache,
     coords: mx.array,
@@ -433,29 +419,18 @@ def conv_support(
     if isinstance(hit, GeneratedSupport):
         return hit
     out_coords, out_cache = coarsened_support(cache, coords, stride, op_stride)
-    out_stride = _scaled(stride, op_stride)
-    if op_stride == (1, 1, 1) and padding == (0, 0, 0) and all(k % 2 for k in kernel_size):
+    out_stride = geometry.forward_stride(stride, op_stride)
+    if geometry.is_submanifold_relation(kernel_size, op_stride, padding):
         kmap = subm_map(cache, coords, stride, kernel_size, dilation)
     else:
         index = _index(cache, coords, stride)
         target = _logical(out_coords, out_stride)
         kmap = _centred_map(
-            index, target, op_stride, _centred_shifts(kernel_size, padding, dilation)
+            index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
         )
     generated = GeneratedSupport(coords=out_coords, stride=out_stride, cache=out_cache, kmap=kmap)
     cache.relations[key] = generated
     return generated
-
-
-def transposed_stride(stride: Triple, op_stride: Triple) -> Triple:
-    """Output stride t/s of a transposed op, with an error when s does not divide t."""
-    if any(t % s for t, s in zip(stride, op_stride, strict=True)):
-        raise ValueError(
-            f"a transposed conv with stride {op_stride} needs an input whose stride is a "
-            f"multiple of it on every axis (the output stride is input stride / stride), "
-            f"but the input stride is {stride}"
-        )
-    return (stride[0] // op_stride[0], stride[1] // op_stride[1], stride[2] // op_stride[2])
 
 
 def transpose_support(
@@ -468,22 +443,19 @@ def transpose_support(
     dilation: Triple,
 ) -> GeneratedSupport:
     """Output support and map of a transposed conv: every ``o = c s - p + k d``; stride t/s."""
-    out_stride = transposed_stride(stride, op_stride)
+    out_stride = geometry.transposed_stride(stride, op_stride, "conv_transpose3d")
     key = ("transpose", kernel_size, op_stride, padding, dilation)
     hit = cache.relations.get(key)
     if isinstance(hit, GeneratedSupport):
         return hit
     index = _index(cache, coords, stride)
     lo, hi = _box(index.space)
-    out_lo = [lo[0]] + [lo[1 + a] * op_stride[a] - padding[a] for a in range(3)]
-    out_hi = [hi[0]] + [
-        hi[1 + a] * op_stride[a] - padding[a] + (kernel_size[a] - 1) * dilation[a] for a in range(3)
-    ]
-    out_space = KeySpace.from_bounds(tuple(out_lo), tuple(out_hi))
-    shifts = [
-        (t[0] - padding[0], t[1] - padding[1], t[2] - padding[2])
-        for t in tap_offsets(kernel_size, dilation)
-    ]
+    out_space = KeySpace.from_bounds(
+        *geometry.transposed_output_bounds(
+            lo, hi, Window(kernel_size, op_stride, padding, dilation)
+        )
+    )
+    shifts = geometry.transposed_shifts(kernel_size, padding, dilation)
     logical = _logical(coords, stride)
     return _generate(cache, key, logical, None, shifts, op_stride, False, out_stride, out_space)
 
@@ -504,7 +476,7 @@ def target_conv_map(
     dilation: Triple,
 ) -> KernelMap:
     """Map of ``target_conv3d``: tap k of target o reads ``o s + off_c(k) - p`` (centred)."""
-    key = ("target_conv", kernel_size, op_stride, padding, dilation, target_cache)
+    key = ("target_conv", kernel_size, op_stride, padding, dilation, weakref.ref(target_cache))
     hit = cache.relations.get(key)
     if isinstance(hit, KernelMap):
         return hit
@@ -514,7 +486,7 @@ def target_conv_map(
         index = _index(cache, coords, stride)
         target = _logical(target_coords, target_stride)
         kmap = _centred_map(
-            index, target, op_stride, _centred_shifts(kernel_size, padding, dilation)
+            index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
         )
     cache.relations[key] = kmap
     return kmap
@@ -538,15 +510,15 @@ def target_transpose_map(
     whose output is this input (the encoder/decoder pairing), that forward
     map is reused with its roles swapped instead of being searched again.
     """
-    key = ("target_transpose", kernel_size, op_stride, padding, dilation, target_cache)
+    key = ("target_transpose", kernel_size, op_stride, padding, dilation, weakref.ref(target_cache))
     hit = cache.relations.get(key)
     if isinstance(hit, KernelMap):
         return hit
-    geometry = (kernel_size, op_stride, padding, dilation)
-    forward = target_cache.relations.get(("full", *geometry))
-    if not isinstance(forward, GeneratedSupport) and all(k % 2 == 0 or k == 1 for k in kernel_size):
+    window = (kernel_size, op_stride, padding, dilation)
+    forward = target_cache.relations.get(("full", *window))
+    if not isinstance(forward, GeneratedSupport) and geometry.indexed_equals_centred(kernel_size):
         # conv3d's centred rule is the indexed one for even and unit kernels.
-        forward = target_cache.relations.get(("conv", *geometry))
+        forward = target_cache.relations.get(("conv", *window))
     if isinstance(forward, GeneratedSupport) and forward.cache is cache:
         kmap = forward.kmap.transposed()
         cache.relations[key] = kmap
@@ -555,10 +527,7 @@ def target_transpose_map(
     target = _logical(target_coords, target_stride)
     m = int(target.shape[0])
     s = mx.array((1, *op_stride), dtype=mx.int32)
-    shifts = [
-        (padding[0] - t[0], padding[1] - t[1], padding[2] - t[2])
-        for t in tap_offsets(kernel_size, dilation)
-    ]
+    shifts = geometry.full_shifts(kernel_size, padding, dilation)
     keys = []
     for shift, valid in zip(shifts, _divisible(target, shifts, op_stride), strict=True):
         keys.append(mx.where(valid, index.space.pack(_shifted(target, shift) // s), -1))
@@ -585,5 +554,4 @@ __all__ = [
     "target_conv_map",
     "target_transpose_map",
     "transpose_support",
-    "transposed_stride",
 ]

@@ -34,12 +34,14 @@ the default device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, kernel_taps, octree_tap_bits
+from lattice_contract import shared_occupancy as shared
+from lattice_contract.kernel import kernel_taps
+from lattice_contract.shared_occupancy import CHILD_TAPS, check_levels
+from lattice_contract.shared_occupancy import TAP_BITS as _TAP_BITS
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import canonical_order
@@ -56,41 +58,15 @@ __all__ = [
     "quantize_points",
 ]
 
-CHILD_TAPS = OCTREE_CHILD_OFFSETS
-"""Offset from ``2 * parent`` of the child that bit ``b`` of an occupancy code describes."""
-
-MAX_LEVELS = 30
-"""Deepest grid supported: ``2^30`` still fits int32 coordinates after doubling."""
-
-
-_TAP_BITS = octree_tap_bits()
-"""Code bit of each 2x2x2 tap (the parity ``px * 4 + py * 2 + pz`` is the tap's index)."""
-
 
 def _check_coords(coords: Any, what: str = "coords") -> mx.array:
     if isinstance(coords, np.ndarray):
         coords = mx.array(coords)
-    if not isinstance(coords, mx.array):
-        raise TypeError(f"{what} must be an mlx.core.array, got {type(coords).__name__}")
-    if coords.dtype != mx.int32:
-        raise TypeError(
-            f"{what} must be int32, got {coords.dtype}; cast with .astype(mlx.core.int32)"
-        )
-    if coords.ndim != 2 or coords.shape[1] != 4:
-        raise ValueError(
-            f"{what} must have shape (N, 4) with rows (batch, x, y, z), got {coords.shape}"
-        )
+    shared.check_rows_array(what, coords, mx.array)
+    assert isinstance(coords, mx.array)
     if coords.shape[0] and bool(mx.any(coords[:, 0] < 0).item()):
-        raise ValueError(f"{what} has a negative batch index; batch indices must be >= 0")
+        raise shared.negative_batch(what)
     return coords
-
-
-def _check_levels(levels: object) -> int:
-    if isinstance(levels, bool) or not isinstance(levels, int):
-        raise TypeError(f"levels must be an int, got {type(levels).__name__}")
-    if not 1 <= levels <= MAX_LEVELS:
-        raise ValueError(f"levels must lie in [1, {MAX_LEVELS}], got {levels}")
-    return levels
 
 
 def morton_sort(coords: Any) -> mx.array:
@@ -174,44 +150,21 @@ def expand_occupancy(parents: Any, codes: mx.array) -> mx.array:
     parents = _check_coords(parents, "parents")
     occupied = child_bits(codes)
     if occupied.shape[0] != parents.shape[0]:
-        raise ValueError(
-            f"codes has {occupied.shape[0]} entries but parents has {parents.shape[0]} rows; "
-            "one code per parent"
-        )
+        raise shared.codes_per_parent(int(occupied.shape[0]), int(parents.shape[0]))
     per_tap = occupied[:, mx.array(_TAP_BITS, dtype=mx.int32)]  # candidates come in tap order
     children: mx.array = candidate_children(parents)[flat_nonzero(per_tap)]
     return children
 
 
-@dataclass(frozen=True)
-class OccupancyHierarchy:
-    """The levels of a voxel cloud from the coarsest (index 0) to the input (index ``L``).
-
-    ``levels[l]`` holds the logical int32 rows of depth ``l`` in canonical
-    order and ``codes[l]`` the uint8 child-occupancy codes of those rows
-    (``l < L``), so ``expand_occupancy(levels[l], codes[l])`` equals
-    ``levels[l + 1]``.  For a cloud inside ``[0, 2^L)^3`` with one batch item,
-    ``levels[0]`` is the single root voxel.
-    """
-
-    levels: tuple[mx.array, ...]
-    codes: tuple[mx.array, ...]
-
-    @property
-    def depth(self) -> int:
-        """Number of downsampling steps L."""
-        return len(self.codes)
-
-    def counts(self) -> list[int]:
-        """Rows per level, coarsest first."""
-        return [int(level.shape[0]) for level in self.levels]
+class OccupancyHierarchy(shared.OccupancyHierarchy[mx.array]):
+    """:class:`lattice_contract.shared_occupancy.OccupancyHierarchy` of this runtime's arrays."""
 
 
 def occupancy_hierarchy(
     coords: Any, levels: int, *, assume_canonical: bool = False
 ) -> OccupancyHierarchy:
     """Downsample ``coords`` ``levels`` times; see :class:`OccupancyHierarchy`."""
-    depth = _check_levels(levels)
+    depth = check_levels(levels)
     current = _check_coords(coords)
     if not assume_canonical:
         current = current[canonical_order(current)]
@@ -243,33 +196,30 @@ def quantize_points(
     ``torch_lattice.occupancy.quantize_points``, so both runtimes get the same
     voxels.
     """
-    depth = _check_levels(levels)
+    depth = check_levels(levels)
     if isinstance(points, np.ndarray):
         # dtype given explicitly: mx.array would otherwise narrow float64 to float32.
         points = mx.array(points.astype(np.float64, copy=False), dtype=mx.float64)
     if not isinstance(points, mx.array) or points.ndim != 2 or points.shape[1] != 3:
         raise ValueError("points must be an mlx.core.array (or NumPy array) of shape (P, 3)")
     if points.shape[0] == 0:
-        raise ValueError("the point cloud is empty; there is nothing to quantise")
+        raise shared.empty_cloud()
     side = float(1 << depth)
     with mx.stream(mx.cpu):
         p = points.astype(mx.float64)
         if not bool(mx.all(mx.isfinite(p)).item()):
-            raise ValueError("the point cloud holds NaN or infinite coordinates; remove them first")
+            raise shared.non_finite_cloud()
         inside = bool(mx.all((p >= 0) & (p < side)).item())
         if fit is None:
             fit = not (inside and bool(mx.all(p == mx.floor(p)).item()))
         if fit:
             low = mx.min(p, axis=0)
             extent = float(np.asarray(mx.max(mx.max(p, axis=0) - low)))
-            scale = side / extent if extent > 0 else 1.0
+            scale = shared.fit_scale(extent, depth)
             cells = mx.clip(mx.floor((p - low) * scale), 0, side - 1)
         else:
             if not inside:
-                raise ValueError(
-                    f"points lie outside the [0, {int(side)}) grid of depth {depth}; pass "
-                    "fit=True to rescale them into it"
-                )
+                raise shared.outside_grid(depth)
             cells = mx.floor(p)
         spatial = cells.astype(mx.int32)
         mx.eval(spatial)

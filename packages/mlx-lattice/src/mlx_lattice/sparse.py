@@ -16,16 +16,10 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract import sparse_errors
+from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
 
-from mlx_lattice.coords import (
-    CoordinateRangeError,
-    SupportCache,
-    SupportIndex,
-    duplicate_row_host,
-    scalar_int,
-)
+from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
 
 FEATURE_DTYPES: tuple[mx.Dtype, ...] = (mx.float16, mx.bfloat16, mx.float32)
 """Storage dtypes a sparse value's features may have."""
@@ -185,12 +179,9 @@ class SparseTensor:
             if bool(mx.any(bad).item()):
                 row = scalar_int(mx.argmax(bad.astype(mx.int32)))
                 raise sparse_errors.not_divisible(row, _row(c, row), st)
-        try:
-            index = SupportIndex.build(self.logical_coords)
-            dup = index.duplicate_row()
-            self._cache = SupportCache(index)
-        except CoordinateRangeError:
-            dup = duplicate_row_host(c)
+        index = SupportIndex.build(self.logical_coords)  # refuses an unindexable span
+        dup = index.duplicate_row()
+        self._cache = SupportCache(index)
         if dup is not None:
             raise sparse_errors.duplicate_row(dup, _row(c, dup))
 
@@ -316,49 +307,20 @@ class SparseTensor:
 # ---------------------------------------------------------------- ordering
 
 
-def _spread3(v: np.ndarray) -> np.ndarray:
-    """Spread the low 21 bits of each uint64 so that bit i lands on bit 3*i."""
-    v = v & np.uint64(0x1FFFFF)
-    v = (v | (v << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
-    v = (v | (v << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
-    v = (v | (v << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
-    v = (v | (v << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
-    v = (v | (v << np.uint64(2))) & np.uint64(0x1249249249249249)
-    return v
-
-
-def morton_words(coords: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The 96-bit Morton code of each row's (x, y, z), as (high 33 bits, low 63 bits).
-
-    Each int32 coordinate is mapped to uint32 by adding 2^31; bits interleave
-    from the most significant down as x, y, z (z least significant per triple).
-    Bit ``3*i + 2`` is bit i of x, so bits 0..20 of every axis fill the low
-    63-bit word and bits 21..31 the high 33-bit word.
-    """
-    host = np.asarray(coords).astype(np.int64)
-    u = (host[:, 1:4] + (1 << 31)).astype(np.uint64)
-    lo = u & np.uint64(0x1FFFFF)
-    hi = u >> np.uint64(21)
-    one, two = np.uint64(1), np.uint64(2)
-    low = (_spread3(lo[:, 0]) << two) | (_spread3(lo[:, 1]) << one) | _spread3(lo[:, 2])
-    high = (_spread3(hi[:, 0]) << two) | (_spread3(hi[:, 1]) << one) | _spread3(hi[:, 2])
-    return high, low
-
-
 def canonical_order(coords: Any) -> mx.array:
     """Permutation (int32) that sorts rows by batch, then Morton code (canonical order).
 
     ``coords[perm]`` is in canonical order.  Conformance aligns sparse results
     this way before comparing coordinates, since physical row order is not
-    part of the contract.  Host-side (NumPy lexsort): MLX has no stable
-    multi-key sort, and this is a comparison utility, not a per-layer step.
+    part of the contract.  This is the contract's NumPy reference
+    (:func:`lattice_contract.shared_order.canonical_order`), run on the host:
+    MLX has no stable multi-key sort, and this is a comparison utility, not a
+    per-layer step.
     """
     host = np.asarray(_as_mx(coords, "coords") if not isinstance(coords, np.ndarray) else coords)
     if host.ndim != 2 or host.shape[1] != 4:
         raise ValueError(f"coords must have shape (N, 4), got {host.shape}")
-    high, low = morton_words(host)
-    perm = np.lexsort((low, high, host[:, 0].astype(np.int64)))
-    return mx.array(perm.astype(np.int32))
+    return mx.array(shared_order.canonical_order(host).astype(np.int32))
 
 
 def inverse_permutation(perm: Any) -> mx.array:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from lattice_contract.geometry import SPAN_CELL_LIMIT, coordinate_span_error, span_cells
 
 __all__ = [
     "CoordinateTable",
@@ -31,7 +32,7 @@ Triple = tuple[int, int, int]
 _MARGIN = 16
 """Padding of a table's packed box on every side: queries that stay within it never wrap."""
 
-_KEY_LIMIT = 1 << 62
+_KEY_LIMIT = SPAN_CELL_LIMIT
 """Packed keys stay below this so that key arithmetic (offsets, +1 steps) never overflows."""
 
 
@@ -97,25 +98,23 @@ class Packing:
     def covering(lo: Sequence[int], hi: Sequence[int], margin: int = _MARGIN) -> Packing:
         """A packing for the box ``[lo, hi]`` (inclusive) padded by ``margin`` on the spatial axes.
 
-        The batch axis is not padded (offsets never move along it).  Raises when
-        the box is too large to pack into 62 bits, which only happens for
-        coordinate spans in the hundreds of millions.
+        The batch axis is not padded (offsets never move along it).  The margin
+        is dropped when the padded box would not fit in 62-bit keys; a box that
+        does not fit without it is the contract's
+        :class:`~lattice_contract.geometry.CoordinateSpanError`.
         """
-        lo4 = (int(lo[0]), *(int(v) - margin for v in lo[1:]))
-        size4 = (
-            int(hi[0]) - int(lo[0]) + 1,
-            *(int(h) - int(v) + 1 + 2 * margin for v, h in zip(lo[1:], hi[1:], strict=True)),
-        )
-        total = 1
-        for s in size4:
-            total *= max(s, 1)
-        if total >= _KEY_LIMIT:
-            raise ValueError(
-                "the coordinate bounding box is too large to index "
-                f"(extents {size4} exceed 2^62 cells); recentre the coordinates "
-                "or split far-apart batch items into separate calls"
+        for pad in (margin, 0) if margin else (0,):
+            lo4 = (int(lo[0]), *(int(v) - pad for v in lo[1:]))
+            size4 = (
+                max(int(hi[0]) - int(lo[0]) + 1, 1),
+                *(
+                    max(int(h) - int(v) + 1, 1) + 2 * pad
+                    for v, h in zip(lo[1:], hi[1:], strict=True)
+                ),
             )
-        return Packing(lo4, tuple(max(s, 1) for s in size4))  # type: ignore[arg-type]
+            if size4[0] * size4[1] * size4[2] * size4[3] < _KEY_LIMIT:
+                return Packing(lo4, size4)  # type: ignore[arg-type]
+        raise coordinate_span_error(span_cells(lo, hi)[0])
 
     @property
     def strides(self) -> tuple[int, int, int, int]:

@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_offsets, tap_offsets
+from lattice_contract import geometry
+from lattice_contract.kernel import kernel_volume, subm_offsets
+from lattice_contract.options import Window
 
 from torch_lattice.coord_range import check_emitted
 from torch_lattice.coords import Packing, bounds
@@ -101,8 +103,14 @@ class KernelMap:
         return self.num_pairs / slots if slots else 0.0
 
     def transposed(self) -> KernelMap:
-        """The same pairs with inputs and outputs swapped (the adjoint's map), cached."""
+        """The same pairs with inputs and outputs swapped (the adjoint's map), cached.
+
+        The twin points back weakly: the pair forms no reference cycle, so a map
+        is freed with the support that caches it, without the cyclic collector.
+        """
         found = self.cache.get("transposed")
+        if isinstance(found, weakref.ref):
+            found = found()
         if found is None:
             found = KernelMap(
                 self.out_idx,
@@ -114,7 +122,7 @@ class KernelMap:
                 outputs_sorted=self.inputs_sorted,
                 inputs_sorted=self.outputs_sorted,
             )
-            found.cache["transposed"] = self
+            found.cache["transposed"] = weakref.ref(self)
             self.cache["transposed"] = found
         result: KernelMap = found
         return result
@@ -225,11 +233,6 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     return kmap
 
 
-def _scaled(stride: Triple, op_stride: Triple) -> Triple:
-    """Output stride ``t*s`` of a forward conv or pool."""
-    return (stride[0] * op_stride[0], stride[1] * op_stride[1], stride[2] * op_stride[2])
-
-
 def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     e = torch.empty(0, dtype=torch.int64, device=like.device)
     return e, e
@@ -252,7 +255,7 @@ def full_conv_map(
     found = support.maps.get(key)
     if isinstance(found, tuple):
         return found
-    out_stride = _scaled(support.stride, stride)
+    out_stride = geometry.forward_stride(support.stride, stride)
     logical = support.logical
     device = logical.device
     n = support.num_rows
@@ -263,11 +266,9 @@ def full_conv_map(
         support.maps[key] = (out, kmap)
         return out, kmap
     lo, hi = bounds(logical)
-    olo = [lo[0]] + [
-        (lo[a + 1] + padding[a] - (kernel[a] - 1) * dilation[a]) // stride[a] for a in range(3)
-    ]
-    ohi = [hi[0]] + [(hi[a + 1] + padding[a]) // stride[a] for a in range(3)]
-    packing = Packing.covering(olo, ohi, margin=0)
+    packing = Packing.covering(
+        *geometry.full_output_bounds(lo, hi, Window(kernel, stride, padding, dilation)), margin=0
+    )
     s = torch.tensor(stride, dtype=torch.int64, device=device)
     cand_keys: list[torch.Tensor] = []
     cand_rows: list[torch.Tensor] = []
@@ -300,10 +301,8 @@ def full_conv_map(
         back = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
         out.maps[back] = kmap.transposed()
         return out, kmap
-    for off in tap_offsets(kernel, dilation):
-        num = spatial + torch.tensor(
-            [padding[a] - off[a] for a in range(3)], dtype=torch.int64, device=device
-        )
+    for shift in geometry.full_shifts(kernel, padding, dilation):
+        num = spatial + torch.tensor(shift, dtype=torch.int64, device=device)
         if identity_stride:
             o = num
             r = rows
@@ -340,7 +339,7 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
     found = support.maps.get(key)
     if isinstance(found, Support):
         return found
-    out_stride = _scaled(support.stride, stride)
+    out_stride = geometry.forward_stride(support.stride, stride)
     logical = support.logical
     s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
     coarse = torch.div(logical, s, rounding_mode="floor")
@@ -351,11 +350,6 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
     out = Support.from_logical(coarse, out_stride)
     support.maps[key] = out
     return out
-
-
-def _indexed_relation(kernel: Triple) -> bool:
-    """Whether the centred rule equals the indexed one on every axis (each K even or 1)."""
-    return all(k % 2 == 0 or k == 1 for k in kernel)
 
 
 def conv_map(
@@ -374,12 +368,12 @@ def conv_map(
     if isinstance(found, tuple):
         return found
     out = coarsened_support(support, stride)
-    if stride == (1, 1, 1) and padding == (0, 0, 0) and all(k % 2 for k in kernel):
+    if geometry.is_submanifold_relation(kernel, stride, padding):
         kmap = subm_map(support, kernel, dilation)
     else:
         kmap = _centred_map(support, out, kernel, stride, padding, dilation)
     support.maps[key] = (out, kmap)
-    if _indexed_relation(kernel) and out is not support:
+    if geometry.indexed_equals_centred(kernel) and out is not support:
         back = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
         out.maps[back] = kmap.transposed()
     return out, kmap
@@ -395,10 +389,7 @@ def _centred_map(
 ) -> KernelMap:
     """Pairs of the centred relation ``c = o*s + off_c(k) - p`` at the target's rows."""
     device = support.logical.device
-    offsets = [
-        (off[0] - padding[0], off[1] - padding[1], off[2] - padding[2])
-        for off in centred_tap_offsets(kernel, dilation)
-    ]
+    offsets = geometry.centred_shifts(kernel, padding, dilation)
     if target is support:  # s = 1: the queries are the table's own rows
         found_pairs = support.table.lookup_offsets(support.logical, offsets, base_is_table=True)
         in_order = support.table.rows_in_key_order()
@@ -451,22 +442,11 @@ def transpose_map(
     found = support.maps.get(key)
     if isinstance(found, tuple):
         return found
-    for a in range(3):
-        if support.stride[a] % stride[a]:
-            raise ValueError(
-                f"a transposed conv with stride {stride} needs an input stride divisible by it; "
-                f"the input stride is {support.stride}"
-            )
-    out_stride = (
-        support.stride[0] // stride[0],
-        support.stride[1] // stride[1],
-        support.stride[2] // stride[2],
-    )
+    out_stride = geometry.transposed_stride(support.stride, stride, "conv_transpose3d")
     logical = support.logical
     device = logical.device
     n = support.num_rows
-    offsets = tap_offsets(kernel, dilation)
-    volume = len(offsets)
+    volume = kernel_volume(kernel)
     if n == 0:
         out = Support.from_logical(torch.empty(0, 4, dtype=torch.int64, device=device), out_stride)
         kmap = _assemble([_empty_pair(logical)] * volume, 0, 0, device)
@@ -474,9 +454,9 @@ def transpose_map(
         return out, kmap
     s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
     base = logical * s
-    base[:, 1:] -= torch.tensor(padding, dtype=torch.int64, device=device)
-    off = torch.tensor([(0, *o) for o in offsets], dtype=torch.int64, device=device)
-    disjoint = all((kernel[a] - 1) * dilation[a] < stride[a] for a in range(3))
+    shifts = geometry.transposed_shifts(kernel, padding, dilation)
+    off = torch.tensor([(0, *o) for o in shifts], dtype=torch.int64, device=device)
+    disjoint = geometry.disjoint_windows(kernel, stride, dilation)
     rows = torch.arange(n, device=device)
     if disjoint:
         cand = (base[:, None, :] + off[None, :, :]).reshape(-1, 4)
@@ -485,9 +465,11 @@ def transpose_map(
         pairs = [(rows, rows * volume + k) for k in range(volume)]
         kmap = _assemble(pairs, n, n * volume, device)
     else:
-        lo, hi = bounds(base)
-        hi = [hi[0]] + [hi[a + 1] + (kernel[a] - 1) * dilation[a] for a in range(3)]
-        packing = Packing.covering(lo, hi, margin=0)
+        lo, hi = bounds(logical)
+        packing = Packing.covering(
+            *geometry.transposed_output_bounds(lo, hi, Window(kernel, stride, padding, dilation)),
+            margin=0,
+        )
         cand = (base[None, :, :] + off[:, None, :]).reshape(-1, 4)
         check_emitted(cand, out_stride, rows.repeat(volume), support)
         keys = packing.pack(cand)
@@ -528,17 +510,13 @@ def target_transpose_map(
     o = target.logical
     table = support.table
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    shifts = geometry.full_shifts(kernel, padding, dilation)  # input c = (o + shift) / s
     if stride == (1, 1, 1):
-        base = o.clone()
-        base[:, 1:] += torch.tensor(padding, dtype=torch.int64, device=device)
-        offsets = [(-a, -b, -c) for a, b, c in tap_offsets(kernel, dilation)]
-        pairs = [(r, q) for q, r in table.lookup_offsets(base, offsets)]
+        pairs = [(r, q) for q, r in table.lookup_offsets(o, shifts)]
     else:
         s = torch.tensor(stride, dtype=torch.int64, device=device)
-        for off in tap_offsets(kernel, dilation):
-            num = o[:, 1:] + torch.tensor(
-                [padding[a] - off[a] for a in range(3)], dtype=torch.int64, device=device
-            )
+        for shift in shifts:
+            num = o[:, 1:] + torch.tensor(shift, dtype=torch.int64, device=device)
             ok = (torch.remainder(num, s) == 0).all(dim=1)
             q = ok.nonzero().squeeze(1)
             c = torch.cat([o[q, :1], torch.div(num[q], s, rounding_mode="floor")], dim=1)

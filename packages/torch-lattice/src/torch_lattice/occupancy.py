@@ -34,10 +34,11 @@ all unchanged.  The tests check the property against a direct sort.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, kernel_taps, octree_tap_bits
+from lattice_contract import shared_occupancy as shared
+from lattice_contract.kernel import kernel_taps
+from lattice_contract.shared_occupancy import CHILD_TAPS, check_levels
+from lattice_contract.shared_occupancy import TAP_BITS as _TAP_BITS
 
 from torch_lattice.coords import canonical_order
 
@@ -53,37 +54,13 @@ __all__ = [
     "quantize_points",
 ]
 
-CHILD_TAPS = OCTREE_CHILD_OFFSETS
-"""Offset from ``2 * parent`` of the child that bit ``b`` of an occupancy code describes."""
-
-MAX_LEVELS = 30
-"""Deepest grid supported: ``2^30`` still fits int32 coordinates after doubling."""
-
-
-_TAP_BITS = octree_tap_bits()
-"""Code bit of each 2x2x2 tap (the parity ``px * 4 + py * 2 + pz`` is the tap's index)."""
-
 
 def _check_coords(coords: object, what: str = "coords") -> torch.Tensor:
-    if not isinstance(coords, torch.Tensor):
-        raise TypeError(f"{what} must be a torch.Tensor, got {type(coords).__name__}")
-    if coords.dtype != torch.int32:
-        raise TypeError(f"{what} must be int32, got {coords.dtype}; convert with .int()")
-    if coords.ndim != 2 or coords.shape[1] != 4:
-        raise ValueError(
-            f"{what} must have shape (N, 4) with rows (batch, x, y, z), got {tuple(coords.shape)}"
-        )
+    shared.check_rows_array(what, coords, torch.Tensor)
+    assert isinstance(coords, torch.Tensor)
     if coords.shape[0] and bool((coords[:, 0] < 0).any()):
-        raise ValueError(f"{what} has a negative batch index; batch indices must be >= 0")
+        raise shared.negative_batch(what)
     return coords
-
-
-def _check_levels(levels: object) -> int:
-    if isinstance(levels, bool) or not isinstance(levels, int):
-        raise TypeError(f"levels must be an int, got {type(levels).__name__}")
-    if not 1 <= levels <= MAX_LEVELS:
-        raise ValueError(f"levels must lie in [1, {MAX_LEVELS}], got {levels}")
-    return levels
 
 
 def morton_sort(coords: torch.Tensor) -> torch.Tensor:
@@ -168,43 +145,20 @@ def expand_occupancy(parents: torch.Tensor, codes: torch.Tensor) -> torch.Tensor
     parents = _check_coords(parents, "parents")
     occupied = child_bits(codes)
     if occupied.shape[0] != parents.shape[0]:
-        raise ValueError(
-            f"codes has {occupied.shape[0]} entries but parents has {parents.shape[0]} rows; "
-            "one code per parent"
-        )
+        raise shared.codes_per_parent(int(occupied.shape[0]), int(parents.shape[0]))
     per_tap = occupied[:, list(_TAP_BITS)]  # candidates come in tap order
     return candidate_children(parents)[per_tap.reshape(-1)]
 
 
-@dataclass(frozen=True)
-class OccupancyHierarchy:
-    """The levels of a voxel cloud from the coarsest (index 0) to the input (index ``L``).
-
-    ``levels[l]`` holds the logical int32 rows of depth ``l`` in canonical
-    order and ``codes[l]`` the uint8 child-occupancy codes of those rows
-    (``l < L``), so ``expand_occupancy(levels[l], codes[l])`` equals
-    ``levels[l + 1]``.  For a cloud inside ``[0, 2^L)^3`` with one batch item,
-    ``levels[0]`` is the single root voxel.
-    """
-
-    levels: tuple[torch.Tensor, ...]
-    codes: tuple[torch.Tensor, ...]
-
-    @property
-    def depth(self) -> int:
-        """Number of downsampling steps L."""
-        return len(self.codes)
-
-    def counts(self) -> list[int]:
-        """Rows per level, coarsest first."""
-        return [int(level.shape[0]) for level in self.levels]
+class OccupancyHierarchy(shared.OccupancyHierarchy[torch.Tensor]):
+    """:class:`lattice_contract.shared_occupancy.OccupancyHierarchy` of this runtime's arrays."""
 
 
 def occupancy_hierarchy(
     coords: torch.Tensor, levels: int, *, assume_canonical: bool = False
 ) -> OccupancyHierarchy:
     """Downsample ``coords`` ``levels`` times; see :class:`OccupancyHierarchy`."""
-    depth = _check_levels(levels)
+    depth = check_levels(levels)
     current = _check_coords(coords)
     if not assume_canonical:
         current = current[canonical_order(current)]
@@ -234,16 +188,16 @@ def quantize_points(
     as a Level-8 PLY) and ``fit=True`` otherwise.  Arithmetic is float64, so
     the MLX runtime (which does the same operations) gets the same voxels.
     """
-    depth = _check_levels(levels)
+    depth = check_levels(levels)
     if not isinstance(points, torch.Tensor) or points.ndim != 2 or points.shape[1] != 3:
         raise ValueError("points must be a torch.Tensor of shape (P, 3)")
     if not points.is_floating_point():
         points = points.to(torch.float64)
     if points.shape[0] == 0:
-        raise ValueError("the point cloud is empty; there is nothing to quantise")
+        raise shared.empty_cloud()
     p = points.to(torch.float64)
     if not bool(torch.isfinite(p).all()):
-        raise ValueError("the point cloud holds NaN or infinite coordinates; remove them first")
+        raise shared.non_finite_cloud()
     side = float(1 << depth)
     inside = bool(((p >= 0) & (p < side)).all())
     if fit is None:
@@ -251,14 +205,11 @@ def quantize_points(
     if fit:
         low = p.min(dim=0).values
         extent = float((p.max(dim=0).values - low).max())
-        scale = side / extent if extent > 0 else 1.0
+        scale = shared.fit_scale(extent, depth)
         cells = torch.floor((p - low) * scale).clamp_(0, side - 1)
     else:
         if not inside:
-            raise ValueError(
-                f"points lie outside the [0, {int(side)}) grid of depth {depth}; pass fit=True "
-                "to rescale them into it"
-            )
+            raise shared.outside_grid(depth)
         cells = torch.floor(p)
     rows = torch.empty((p.shape[0], 4), dtype=torch.int32, device=p.device)
     rows[:, 0] = int(batch)

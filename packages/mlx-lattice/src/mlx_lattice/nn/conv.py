@@ -11,13 +11,13 @@ then runs the quantized matmul tap by tap.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import mlx.core as mx
-from lattice_contract.options import as_enum, positive_int, resolve_batch_size, window
+from lattice_contract.options import as_enum, resolve_batch_size, window
 from lattice_contract.schema import PoolMode
+from lattice_contract.shared_nn import conv_params, conv_repr
 
 from mlx_lattice.nn.module import LatticeModule, WeightedModule
 from mlx_lattice.ops.conv import (
@@ -66,24 +66,21 @@ class _Conv(WeightedModule):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        c_in = positive_int(in_channels, "in_channels")
-        c_out = positive_int(out_channels, "out_channels")
+        params = conv_params(in_channels, out_channels, kernel_size, stride, padding, dilation)
+        c_in, c_out, bound = params.in_channels, params.out_channels, params.init_bound
         self.in_channels, self.out_channels = c_in, c_out
-        geometry = window(kernel_size, stride, padding, dilation)
-        self.kernel_size, self.stride, self.padding, self.dilation = geometry
+        self.kernel_size, self.stride, self.padding, self.dilation = params[2:6]
         # torch's default conv init: uniform in +-1/sqrt(fan_in).
-        bound = 1.0 / math.sqrt(c_in * math.prod(self.kernel_size))
         self.weight = mx.random.uniform(-bound, bound, (c_out, *self.kernel_size, c_in))
         if bias:
             self.bias = mx.random.uniform(-bound, bound, (c_out,))
 
     def _extra_repr(self) -> str:
-        parts = [f"{self.in_channels}, {self.out_channels}"]
-        parts += [f"{name}={getattr(self, name)}" for name in self._geometry_keys]
-        parts.append(f"bias={'bias' in self}")
+        geometry = {name: getattr(self, name) for name in self._geometry_keys}
+        text = conv_repr(self.in_channels, self.out_channels, geometry, "bias" in self)
         if self.quantized:
-            parts.append(f"bits={self.bits}, group_size={self.group_size}")
-        return ", ".join(parts)
+            text += f", bits={self.bits}, group_size={self.group_size}"
+        return text
 
     def _apply(
         self, op: Callable[..., SparseTensor], x: SparseTensor, **extra: Any

@@ -10,11 +10,10 @@ Linear ``weight`` ``(C_out, C_in)`` / ``bias``; BatchNorm ``weight``, ``bias``,
 
 from __future__ import annotations
 
-import math
-
 import mlx.core as mx
-from lattice_contract.options import as_enum, positive_int
+from lattice_contract.options import positive_int
 from lattice_contract.schema import ActivationKind, GeluApprox
+from lattice_contract.shared_nn import activation_params, linear_params
 
 from mlx_lattice.nn.module import (
     Features,
@@ -56,10 +55,8 @@ class Linear(WeightedModule):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
-        c_in = positive_int(in_features, "in_features")
-        c_out = positive_int(out_features, "out_features")
+        c_in, c_out, bound = linear_params(in_features, out_features)
         self.in_features, self.out_features = c_in, c_out
-        bound = 1.0 / math.sqrt(c_in)
         self.weight = mx.random.uniform(-bound, bound, (c_out, c_in))
         if bias:
             self.bias = mx.random.uniform(-bound, bound, (c_out,))
@@ -152,9 +149,9 @@ class Activation(LatticeModule):
         threshold: float = 20.0,
     ) -> None:
         super().__init__()
-        self.kind = as_enum(kind, ActivationKind, "kind")
-        self.approximate = as_enum(approximate, GeluApprox, "approximate")
-        self.alpha, self.beta, self.threshold = float(alpha), float(beta), float(threshold)
+        self.kind, self.approximate, self.alpha, self.beta, self.threshold = activation_params(
+            kind, approximate, alpha, beta, threshold
+        )
 
     def __call__(self, x: Features) -> Features:
         return map_features(

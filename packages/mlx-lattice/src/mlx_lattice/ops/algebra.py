@@ -18,6 +18,7 @@ support, so repeated joins on one support build its index once.
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract import shared_errors
 from lattice_contract.options import as_enum
 from lattice_contract.schema import BinaryOp, Join
 
@@ -44,17 +45,7 @@ def _require_sparse(value: object, op: str, name: str) -> SparseTensor:
 def _check_pair(lhs: object, rhs: object, op: str) -> tuple[SparseTensor, SparseTensor]:
     a = _require_sparse(lhs, op, "lhs")
     b = _require_sparse(rhs, op, "rhs")
-    if a.stride != b.stride:
-        raise ValueError(
-            f"{op}: lhs has stride {a.stride} but rhs has stride {b.stride}; coordinate-aligned "
-            "ops need equal strides (bring one side to the other's stride first, e.g. with a "
-            "strided or transposed conv)"
-        )
-    if a.dtype != b.dtype:
-        raise TypeError(
-            f"{op}: lhs features are {a.dtype} but rhs features are {b.dtype}; cast one side "
-            "first (mlx_lattice.ops.cast) so both share a dtype"
-        )
+    shared_errors.check_aligned_pair(op, a.stride, b.stride, a.dtype, b.dtype)
     return a, b
 
 
@@ -164,10 +155,8 @@ def sparse_binary(
     fn = _BINARY[as_enum(op, BinaryOp, "op")]
     how = as_enum(join, Join, "join")
     if a_in.num_channels != b_in.num_channels:
-        raise ValueError(
-            f"sparse_binary: lhs has {a_in.num_channels} channels but rhs has "
-            f"{b_in.num_channels}; elementwise ops need equal channel counts (use sparse_cat "
-            "to concatenate instead)"
+        raise shared_errors.channel_count_mismatch(
+            "sparse_binary", a_in.num_channels, b_in.num_channels
         )
     base, a, b, coords, keep = _join_features(a_in, b_in, how, float(lhs_fill), float(rhs_fill))
     return _result(base, fn(a, b), coords, keep, a_in.dtype)
@@ -192,9 +181,8 @@ def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0
     src = _require_sparse(input, "sparse_reindex", "input")
     dst = _require_sparse(target, "sparse_reindex", "target")
     if src.stride != dst.stride:
-        raise ValueError(
-            f"sparse_reindex: input has stride {src.stride} but target has stride {dst.stride}; "
-            "reindexing aligns coordinates, so the strides must be equal"
+        raise shared_errors.stride_mismatch(
+            "sparse_reindex", "input", src.stride, "target", dst.stride
         )
     if src.num_rows == 0:
         return dst.with_feats(mx.full((dst.num_rows, src.num_channels), fill, dtype=src.dtype))

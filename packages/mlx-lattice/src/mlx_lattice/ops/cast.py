@@ -5,50 +5,38 @@ lets MLX (or the hardware) round: every narrowing conversion works on the
 integer encodings (``view`` as uint32 / uint16), computes the truncated
 significand and the discarded remainder, and decides the increment from the
 requested rounding direction.  Widening conversions are exact and are done with
-bit manipulation as well, so that NaN payloads and subnormals survive
-unchanged whatever the backend's float conversion does.
+bit manipulation as well, so that subnormals survive unchanged whatever the
+backend's float conversion does.
 
 Formats: binary32 (``float32``), binary16 (``float16``) and bfloat16.  f16 and
 bf16 convert to each other through binary32, which holds both exactly, so the
 single rounding happens in the final narrowing step.
 
-NaN policy: the sign and the most significant payload bits are kept (a
-narrowing conversion drops the low payload bits); if what is kept would read as
-an infinity, the lowest significand bit is set so the result stays NaN.  This
-is what numpy does for f32 -> f16, and it makes every f16 -> f32 -> f16 and
-bf16 -> f32 -> bf16 round trip the identity on all bit patterns.
+NaN policy: the contract's (:mod:`lattice_contract.shared_float`): every NaN
+becomes the target's canonical quiet NaN with the input's sign, whatever its
+payload, on every conversion (a same-type cast included), as on torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import mlx.core as mx
 from lattice_contract.options import as_enum
 from lattice_contract.schema import Rounding
+from lattice_contract.shared_float import (
+    FLOAT_FORMATS,
+    FloatFormat,
+    cast_source_error,
+    cast_target_error,
+)
 
 __all__ = ["FLOAT_DTYPES", "cast", "float_dtype"]
 
 
-@dataclass(frozen=True)
-class _Format:
-    """An IEEE-style binary format narrower than (or equal to) binary32."""
-
-    exponent_bits: int
-    mantissa_bits: int
-
-    @property
-    def bias(self) -> int:
-        return (1 << (self.exponent_bits - 1)) - 1
-
-    @property
-    def inf_bits(self) -> int:
-        return ((1 << self.exponent_bits) - 1) << self.mantissa_bits
-
-
-_F16 = _Format(5, 10)
-_BF16 = _Format(8, 7)
-_NARROW: dict[mx.Dtype, _Format] = {mx.float16: _F16, mx.bfloat16: _BF16}
+_F32 = FLOAT_FORMATS["f32"]
+_NARROW: dict[mx.Dtype, FloatFormat] = {
+    mx.float16: FLOAT_FORMATS["f16"],
+    mx.bfloat16: FLOAT_FORMATS["bf16"],
+}
 
 FLOAT_DTYPES: dict[str, mx.Dtype] = {"f32": mx.float32, "f16": mx.float16, "bf16": mx.bfloat16}
 """Schema element-type spelling -> MLX dtype for the floats ``cast`` handles."""
@@ -101,7 +89,13 @@ def _widen_to_f32_bits(x: mx.array) -> mx.array:
     return sign | magnitude
 
 
-def _narrow_from_f32_bits(u: mx.array, fmt: _Format, rounding: Rounding) -> mx.array:
+def _quiet_nans(u: mx.array) -> mx.array:
+    """binary32 encodings ``u`` with every NaN replaced by the canonical quiet NaN, sign kept."""
+    is_nan = (u & 0x7FFFFFFF) > _F32.inf_bits
+    return mx.where(is_nan, (u & _F32.sign_bit) | _F32.quiet_nan_bits, u)
+
+
+def _narrow_from_f32_bits(u: mx.array, fmt: FloatFormat, rounding: Rounding) -> mx.array:
     """Encoding (uint32, low bits) of binary32 values ``u`` rounded into ``fmt``."""
     m = fmt.mantissa_bits
     sign = u >> 31
@@ -155,11 +149,9 @@ def _narrow_from_f32_bits(u: mx.array, fmt: _Format, rounding: Rounding) -> mx.a
         to_inf = negative
     finite = mx.where(overflow, mx.where(to_inf, inf, max_finite), finite)
 
-    payload = (mag & 0x7FFFFF) >> (23 - m)
-    nan = inf | mx.where(payload == 0, _u32(1), payload)
+    nan = _u32(fmt.quiet_nan_bits)
     magnitude = mx.where(is_nan, nan, mx.where(is_inf, inf, finite))
-    width = 1 + fmt.exponent_bits + m
-    return (sign << (width - 1)) | magnitude
+    return (sign << (fmt.width - 1)) | magnitude
 
 
 def cast(
@@ -172,17 +164,20 @@ def cast(
     (``nearest_even``, ``nearest_away``, ``toward_zero``, ``upward``, ``downward``).
     Overflow follows IEEE 754: nearest modes give infinity; a directed mode that
     rounds toward zero for that sign gives the largest finite value.  Subnormals,
-    signed zeros, infinities and NaN (see the module note) are handled exactly.
-    Conversions that cannot round (same type, or widening) return exact copies.
+    signed zeros and infinities are handled exactly; every NaN becomes the
+    canonical quiet NaN with its sign (the contract's NaN policy, see the module
+    note).  Conversions that cannot round (same type, or widening) are exact.
     """
     if not isinstance(x, mx.array):
         raise TypeError(f"cast expects an mx.array, got {type(x).__name__}")
-    source = float_dtype(x.dtype, "input dtype")
-    target = float_dtype(dtype)
+    if x.dtype not in FLOAT_DTYPES.values():
+        raise cast_source_error(x.dtype)  # every float source widens to binary32 exactly
+    try:
+        target = float_dtype(dtype)
+    except (TypeError, ValueError):
+        raise cast_target_error(dtype) from None
     mode = as_enum(rounding, Rounding, "rounding")
-    if source == target:
-        return mx.array(x)
-    bits32 = _widen_to_f32_bits(x)
+    bits32 = _quiet_nans(_widen_to_f32_bits(x))
     if target == mx.float32:
         return bits32.view(mx.float32)
     narrowed = _narrow_from_f32_bits(bits32, _NARROW[target], mode)

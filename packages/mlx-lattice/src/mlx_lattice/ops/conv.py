@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from lattice_contract import shared_errors
 from lattice_contract.coord_range import Int32CoordinateError
+from lattice_contract.geometry import forward_stride, transposed_stride
 from lattice_contract.kernel import Triple, kernel_volume
 
 from mlx_lattice import cuda
@@ -32,7 +34,6 @@ from mlx_lattice.kernel_map import (
     target_conv_map,
     target_transpose_map,
     transpose_support,
-    transposed_stride,
 )
 from mlx_lattice.ops.feature import channel_vector
 from mlx_lattice.ops.quant import QuantizedWeight, quantized_matmul
@@ -116,7 +117,6 @@ def _tap_weights(
 ) -> tuple[TapProduct, int, mx.array | None]:
     """Validate a conv weight and bias; return ``(product(tap, rows_f32), C_out, bias_f32)``."""
     c_in = x.num_channels
-    expected = f"(C_out, {kernel_size[0]}, {kernel_size[1]}, {kernel_size[2]}, {c_in})"
     volume = kernel_volume(kernel_size)
     product: TapProduct
     if isinstance(weight, QuantizedWeight):
@@ -129,12 +129,9 @@ def _tap_weights(
         product = quantized
     elif isinstance(weight, mx.array):
         if weight.dtype not in (mx.float32, mx.float16, mx.bfloat16):
-            raise TypeError(f"{op}: weight must be f32, f16 or bf16, got {weight.dtype}")
+            raise shared_errors.weight_dtype(op, weight.dtype)
         if weight.ndim != 5 or tuple(weight.shape[1:]) != (*kernel_size, c_in):
-            raise ValueError(
-                f"{op}: weight has shape {tuple(weight.shape)}, expected {expected} "
-                f"(layout conv3d_o_xyz_i: C_out first, C_in last, C_in = the input's channels)"
-            )
+            raise shared_errors.conv_weight_shape(op, weight.shape, kernel_size, c_in)
         c_out = weight.shape[0]
         per_tap = weight.reshape(c_out, volume, c_in).transpose(1, 2, 0).astype(mx.float32)
 
@@ -213,10 +210,7 @@ def apply_kernel_map(
 def _target(value: object, op: str, stride: Triple, rule: str) -> SparseTensor:
     target = sparse_input(value, op, "coordinates")
     if target.stride != stride:
-        raise ValueError(
-            f"{op}: the target (coordinates=) has stride {target.stride}, but this op "
-            f"produces stride {stride} ({rule}); pass a target at that stride"
-        )
+        raise shared_errors.target_stride_mismatch(op, target.stride, stride, rule)
     return target
 
 
@@ -234,14 +228,9 @@ def _strided(
     """The shared body of the forward and transposed families, with or without a target."""
     x = sparse_input(input, op)
     if transposed:
-        out_stride, rule = transposed_stride(x.stride, g.stride), "input stride / stride"
+        out_stride, rule = transposed_stride(x.stride, g.stride, op), "input stride / stride"
     else:
-        out_stride = (
-            x.stride[0] * g.stride[0],
-            x.stride[1] * g.stride[1],
-            x.stride[2] * g.stride[2],
-        )
-        rule = "input stride * stride"
+        out_stride, rule = forward_stride(x.stride, g.stride), "input stride * stride"
     product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
     geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
     target = None if coordinates is None else _target(coordinates, op, out_stride, rule)

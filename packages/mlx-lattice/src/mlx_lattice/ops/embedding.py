@@ -9,7 +9,8 @@ out of bounds), checked with one vectorised comparison before the gather.
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract.op_rules import check_index_vector, embedding_index_error
+from lattice_contract import shared_errors
+from lattice_contract.op_rules import embedding_index_error
 
 from mlx_lattice.coords import scalar_int
 
@@ -21,9 +22,8 @@ _INDEX_DTYPES = (mx.int32, mx.int64)
 
 def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> mx.array:
     """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
-    if not isinstance(indices, mx.array):
-        raise TypeError(f"{op}: indices must be an mx.array, got {type(indices).__name__}")
-    check_index_vector(op, indices.dtype in _INDEX_DTYPES, indices.dtype, tuple(indices.shape))
+    shared_errors.check_index_array(op, indices, mx.array)
+    assert isinstance(indices, mx.array)
     bad = (indices < 0) | (indices >= rows)
     if indices.size and bool(mx.any(bad).item()):
         position = scalar_int(mx.argmax(bad.astype(mx.int32)))
@@ -33,15 +33,6 @@ def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> m
 
 def embedding_lookup(indices: mx.array, weight: mx.array) -> mx.array:
     """``weight[indices]``: an ``(N, C)`` array in the table's dtype (layout ``embedding_n_c``)."""
-    if not isinstance(weight, mx.array) or weight.dtype not in _FLOATS:
-        raise TypeError(
-            "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), got "
-            + (str(weight.dtype) if isinstance(weight, mx.array) else type(weight).__name__)
-        )
-    if weight.ndim != 2:
-        raise ValueError(
-            "embedding_lookup: weight must have shape (num_embeddings, C), "
-            f"got {tuple(weight.shape)}"
-        )
+    shared_errors.check_embedding_table(weight, mx.array, _FLOATS)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight[rows]

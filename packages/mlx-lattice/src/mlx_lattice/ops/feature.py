@@ -19,8 +19,10 @@ import math
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
-from lattice_contract.options import as_enum, positive_float, softmax_axis
+from lattice_contract import shared_errors
+from lattice_contract.options import positive_float, softmax_axis
 from lattice_contract.schema import ActivationKind, GeluApprox
+from lattice_contract.shared_nn import activation_params
 
 if TYPE_CHECKING:
     from mlx_lattice.ops.quant import QuantizedWeight
@@ -40,10 +42,7 @@ _FLOATS = (mx.float32, mx.float16, mx.bfloat16)
 def features_array(x: object, op: str, *, min_ndim: int = 1) -> mx.array:
     """Check that ``x`` is a dense float MLX array with channels on its last axis."""
     if hasattr(x, "feats") and hasattr(x, "coords"):
-        raise TypeError(
-            f"{op} takes dense feature rows, got a sparse tensor; apply it to x.feats and "
-            f"keep the support with x.with_feats(...) (mlx_lattice.nn modules do this for you)"
-        )
+        raise shared_errors.dense_op_on_sparse(op)
     if not isinstance(x, mx.array):
         raise TypeError(f"{op} expects an mx.array of features, got {type(x).__name__}")
     if x.dtype not in _FLOATS:
@@ -60,10 +59,7 @@ def channel_vector(value: object, channels: int, op: str, name: str) -> mx.array
     if value.dtype not in _FLOATS:
         raise TypeError(f"{op}: {name} must be a float array, got {value.dtype}")
     if tuple(value.shape) != (channels,):
-        raise ValueError(
-            f"{op}: {name} has shape {tuple(value.shape)} but the input has {channels} "
-            f"channels; it must be ({channels},)"
-        )
+        raise shared_errors.channel_vector_shape(op, name, value.shape, channels)
     return value.astype(mx.float32)
 
 
@@ -89,10 +85,7 @@ def linear(
                 "linear: weight must be a float mx.array (C_out, C_in) or a QuantizedWeight"
             )
         if weight.ndim != 2 or weight.shape[1] != c_in:
-            raise ValueError(
-                f"linear: weight has shape {tuple(weight.shape)}; it must be (C_out, {c_in}) "
-                f"(layout linear_o_i) for an input with {c_in} channels"
-            )
+            raise shared_errors.linear_weight_shape(weight.shape, c_in)
         out = mx.matmul(x.astype(mx.float32), weight.astype(mx.float32).T)
     if bias is not None:
         out = out + channel_vector(bias, out.shape[-1], "linear", "bias")
@@ -117,8 +110,9 @@ def activation(
     ``x * relu6(x + 3) / 6``.  Unused parameters are ignored.
     """
     x = features_array(x, "activation", min_ndim=0)
-    op = as_enum(kind, ActivationKind, "kind")
-    approx = as_enum(approximate, GeluApprox, "approximate")
+    op, approx, alpha, beta, threshold = activation_params(
+        kind, approximate, alpha, beta, threshold
+    )
     if op is ActivationKind.identity:
         return x
     v = x.astype(mx.float32)

@@ -17,21 +17,20 @@ pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract import shared_errors
 from lattice_contract.kernel import Triple, kernel_volume
-from lattice_contract.op_rules import NORMALIZED_EPS, transposed_stride
+from lattice_contract.op_rules import NORMALIZED_EPS
 from lattice_contract.options import positive_float
 
 from mlx_lattice.kernel_map import (
     KernelMap,
     subm_map,
-    target_transpose_map,
-    transpose_support,
 )
+from mlx_lattice.ops._transposed import transposed_output
 from mlx_lattice.ops.conv import (
     Geometry,
     IntOrTriple,
     _tap_weights,
-    _target,
     apply_kernel_map,
     sparse_input,
     subm_conv3d,
@@ -51,10 +50,7 @@ DEFAULT_EPS = NORMALIZED_EPS
 
 def _refuse_packed(weight: object, op: str) -> None:
     if isinstance(weight, QuantizedWeight):
-        raise TypeError(
-            f"{op}: packed (quantized) weights are not allowed on normalised convolutions; "
-            "the normaliser needs the dense weight, so pass a float tensor"
-        )
+        raise shared_errors.packed_on_normalized(op)
 
 
 def _normalized(
@@ -123,18 +119,9 @@ def _transposed(
     x = sparse_input(input, op)
     e = positive_float(eps, "eps", op)
     _refuse_packed(weight, op)
-    out_stride = transposed_stride(x.stride, g.stride, op)
-    geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
-    if coordinates is not None:
-        target = _target(coordinates, op, out_stride, "input stride / stride")
-        kmap = target_transpose_map(
-            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride, *geometry
-        )
-        feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, e)
-        return SparseTensor._from_parts(target.coords, feats, target.stride, target.cache)
-    gen = transpose_support(x.cache, x.coords, x.stride, *geometry)
-    feats = _normalized(op, x, weight, bias, g.kernel_size, gen.kmap, e)
-    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+    out = transposed_output(op, x, g, coordinates)
+    feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, e)
+    return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
 def normalized_conv_transpose3d(

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import mlx.core as mx
 import numpy as np
+from lattice_contract import shared_errors
 from lattice_contract.options import as_enum, int_triple, voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -41,23 +42,8 @@ _INT32_RANGE = 2.0**31
 
 def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array, mx.array]:
     """Validate ``points`` (P, 3) float and ``batch`` (P,) int32 >= 0; points in f32."""
-    if not isinstance(points, mx.array) or points.dtype not in (
-        mx.float32,
-        mx.float16,
-        mx.bfloat16,
-    ):
-        raise TypeError(f"{op}: points must be a float mx.array of shape (P, 3)")
-    if points.ndim != 2 or points.shape[1] != 3:
-        raise ValueError(f"{op}: points must have shape (P, 3), got {tuple(points.shape)}")
-    if not isinstance(batch, mx.array) or batch.dtype != mx.int32:
-        raise TypeError(
-            f"{op}: batch must be an int32 mx.array of shape (P,) (one batch index per point)"
-        )
-    if tuple(batch.shape) != (points.shape[0],):
-        raise ValueError(
-            f"{op}: batch has shape {tuple(batch.shape)} but there are {points.shape[0]} "
-            f"points; it must be ({points.shape[0]},)"
-        )
+    shared_errors.check_points_and_batch(op, points, batch, mx.array)
+    assert isinstance(points, mx.array) and isinstance(batch, mx.array)
     if points.shape[0] and scalar_int(mx.min(batch)) < 0:
         raise ValueError(f"{op}: batch indices must be >= 0")
     p = points.astype(mx.float32)
@@ -109,10 +95,7 @@ def voxelize(
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     feats = features_array(features, "voxelize", min_ndim=2)
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
-        raise ValueError(
-            f"voxelize: features must have shape ({p.shape[0]}, C) (one row per point), "
-            f"got {tuple(feats.shape)}"
-        )
+        raise shared_errors.point_features_shape(feats.shape, int(p.shape[0]))
     mode = as_enum(reduction, VoxelReduction, "reduction")
     n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, feats = p[:n], b[:n], feats[:n]

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 import mlx.core as mx
+from lattice_contract import shared_errors
 from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
@@ -60,27 +61,14 @@ class QuantizedWeight:
     shape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        bits, group = check_quantization(self.bits, self.group_size)
         for name in ("weight", "scales", "biases"):
             if not isinstance(getattr(self, name), mx.array):
                 raise TypeError(f"QuantizedWeight.{name} must be an mx.array")
         w, s, b = self.weight, self.scales, self.biases
-        if w.dtype != mx.uint32:
-            raise TypeError(f"QuantizedWeight.weight must hold uint32 words, got {w.dtype}")
-        if s.dtype not in _SCALE_DTYPES:
-            raise TypeError(f"QuantizedWeight.scales must be f16, bf16 or f32, got {s.dtype}")
-        if b.dtype != s.dtype:
-            raise TypeError(
-                f"QuantizedWeight.biases dtype {b.dtype} differs from scales dtype {s.dtype}; "
-                "both must use the packing's scale_dtype"
-            )
-        geometry = packed_geometry(tuple(w.shape), tuple(s.shape), bits, group)
-        if tuple(s.shape) != tuple(b.shape):
-            raise ValueError(
-                f"QuantizedWeight.scales {tuple(s.shape)} and biases {tuple(b.shape)} must match"
-            )
-        if self.shape is not None:
-            check_logical_shape(self.shape, geometry, group)
+        shared_errors.check_packed_triplet(
+            (w.dtype, w.shape), (s.dtype, s.shape), (b.dtype, b.shape),
+            self.bits, self.group_size, self.shape,
+        )  # fmt: skip
 
     def _geometry(self) -> tuple[int, int, int]:
         return packed_geometry(

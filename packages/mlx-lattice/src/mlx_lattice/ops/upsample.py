@@ -21,17 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import mlx.core as mx
-from lattice_contract.kernel import Triple
 from lattice_contract.op_rules import (
     TRILINEAR_MIN_WEIGHT,
-    transposed_stride,
     trilinear_tap_weights,
     trilinear_window,
 )
 
-from mlx_lattice.coords import SupportCache
-from mlx_lattice.kernel_map import KernelMap, target_transpose_map, transpose_support
-from mlx_lattice.ops.conv import Geometry, IntOrTriple, _target, chunks, sparse_input
+from mlx_lattice.kernel_map import KernelMap
+from mlx_lattice.ops._transposed import transposed_output
+from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunks, sparse_input
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["pool_transpose3d", "trilinear_upsample3d"]
@@ -58,22 +56,6 @@ def _weighted_sums(
     return num, den
 
 
-def _resample(
-    op: str, input: object, g: Geometry, coordinates: object
-) -> tuple[SparseTensor, KernelMap, mx.array, Triple, SupportCache]:
-    x = sparse_input(input, op)
-    out_stride = transposed_stride(x.stride, g.stride, op)
-    geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
-    if coordinates is not None:
-        target = _target(coordinates, op, out_stride, "input stride / stride")
-        kmap = target_transpose_map(
-            x.cache, x.coords, x.stride, target.cache, target.coords, target.stride, *geometry
-        )
-        return x, kmap, target.coords, target.stride, target.cache
-    gen = transpose_support(x.cache, x.coords, x.stride, *geometry)
-    return x, gen.kmap, gen.coords, gen.stride, gen.cache
-
-
 def pool_transpose3d(
     input: SparseTensor,
     *,
@@ -90,12 +72,12 @@ def pool_transpose3d(
     (a row no coarse row reaches is 0).
     """
     op = "pool_transpose3d"
-    g = Geometry.of(kernel_size, stride, padding, dilation)
-    x, kmap, coords, out_stride, cache = _resample(op, input, g, coordinates)
-    num, den = _weighted_sums(x.feats, kmap, None)
+    x = sparse_input(input, op)
+    out = transposed_output(op, x, Geometry.of(kernel_size, stride, padding, dilation), coordinates)
+    num, den = _weighted_sums(x.feats, out.kmap, None)
     # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
     feats = (num / mx.maximum(den, 1.0)).astype(x.dtype)
-    return SparseTensor._from_parts(coords, feats, out_stride, cache)
+    return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
 def trilinear_upsample3d(
@@ -113,8 +95,8 @@ def trilinear_upsample3d(
     """
     op = "trilinear_upsample3d"
     s = Geometry.of(1, stride).stride
-    g = Geometry(*trilinear_window(s))
-    x, kmap, coords, out_stride, cache = _resample(op, input, g, coordinates)
-    num, den = _weighted_sums(x.feats, kmap, trilinear_tap_weights(s))
+    x = sparse_input(input, op)
+    out = transposed_output(op, x, Geometry(*trilinear_window(s)), coordinates)
+    num, den = _weighted_sums(x.feats, out.kmap, trilinear_tap_weights(s))
     feats = (num / mx.maximum(den, TRILINEAR_MIN_WEIGHT)).astype(x.dtype)
-    return SparseTensor._from_parts(coords, feats, out_stride, cache)
+    return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)

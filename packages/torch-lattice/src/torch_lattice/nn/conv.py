@@ -7,13 +7,11 @@ The parameter names are the artifact's storage keys (``<module path>.weight``,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
-from lattice_contract.kernel import kernel_volume
-from lattice_contract.options import positive_int, window
+from lattice_contract.shared_nn import conv_params, conv_repr
 
 from torch_lattice import ops
 from torch_lattice.nn._amp import run_autocast
@@ -60,11 +58,10 @@ class _ConvBase(torch.nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_channels = positive_int(in_channels, "in_channels")
-        self.out_channels = positive_int(out_channels, "out_channels")
-        self.kernel_size, self.stride, self.padding, self.dilation = window(
-            kernel_size, stride, padding, dilation
-        )
+        params = conv_params(in_channels, out_channels, kernel_size, stride, padding, dilation)
+        self.in_channels, self.out_channels = params.in_channels, params.out_channels
+        self.kernel_size, self.stride, self.padding, self.dilation = params[2:6]
+        self._init_bound = params.init_bound
         factory = {"device": device, "dtype": dtype}
         self.weight = torch.nn.Parameter(
             torch.empty(out_channels, *self.kernel_size, in_channels, **factory)
@@ -78,17 +75,14 @@ class _ConvBase(torch.nn.Module):
 
     def reset_parameters(self) -> None:
         """Uniform in ``±1/sqrt(fan_in)`` with fan_in = C_in * kernel volume (torch's default)."""
-        fan_in = self.in_channels * kernel_volume(self.kernel_size)
-        bound = 1.0 / math.sqrt(fan_in)
+        bound = self._init_bound
         torch.nn.init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def extra_repr(self) -> str:
-        parts = [f"{self.in_channels}, {self.out_channels}"]
-        parts += [f"{name}={getattr(self, name)}" for name in self._geometry_keys]
-        parts.append(f"bias={self.bias is not None}")
-        return ", ".join(parts)
+        geometry = {name: getattr(self, name) for name in self._geometry_keys}
+        return conv_repr(self.in_channels, self.out_channels, geometry, self.bias is not None)
 
     def _apply_op(
         self, op: Callable[..., SparseTensor], x: SparseTensor, **extra: Any

@@ -10,7 +10,6 @@ Parameter and buffer names are artifact storage keys: ``Linear.weight/bias``,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, ClassVar, overload
 
@@ -27,6 +26,7 @@ from lattice_contract.schema import (
     PoolMode,
     VoxelReduction,
 )
+from lattice_contract.shared_nn import activation_params, linear_params
 
 from torch_lattice import ops
 from torch_lattice.nn._amp import run_autocast
@@ -191,8 +191,7 @@ class Linear(torch.nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = in_features
-        self.out_features = out_features
+        self.in_features, self.out_features, bound = linear_params(in_features, out_features)
         factory = {"device": device, "dtype": dtype}
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, **factory))
         self.bias: torch.nn.Parameter | None
@@ -200,7 +199,6 @@ class Linear(torch.nn.Module):
             self.bias = torch.nn.Parameter(torch.empty(out_features, **factory))
         else:
             self.register_parameter("bias", None)
-        bound = 1.0 / math.sqrt(in_features)
         torch.nn.init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
@@ -430,11 +428,9 @@ class Activation(torch.nn.Module):
         threshold: float = 20.0,
     ) -> None:
         super().__init__()
-        self.kind = as_enum(kind, ActivationKind, "kind")
-        self.approximate = as_enum(approximate, GeluApprox, "approximate")
-        self.alpha = float(alpha)
-        self.beta = float(beta)
-        self.threshold = float(threshold)
+        self.kind, self.approximate, self.alpha, self.beta, self.threshold = activation_params(
+            kind, approximate, alpha, beta, threshold
+        )
 
     def _features(self, f: torch.Tensor) -> torch.Tensor:
         return ops.activation(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from lattice_contract import shared_errors
 from lattice_contract.schema import BinaryOp, Join
 
 from torch_lattice._trace import traced
@@ -28,15 +29,9 @@ __all__ = ["sparse_binary", "sparse_cat", "sparse_reindex"]
 def _check_pair(lhs: Any, rhs: Any, op: str) -> tuple[SparseTensor, SparseTensor]:
     a = require_sparse(lhs, op, "lhs")
     b = require_sparse(rhs, op, "rhs")
-    if a.stride != b.stride:
-        raise ValueError(
-            f"{op}: operands must share a stride, got {a.stride} and {b.stride}; "
-            "resample one side (conv / transposed conv) first"
-        )
+    shared_errors.check_aligned_pair(op, a.stride, b.stride, a.dtype, b.dtype)
     if a.device != b.device:
         raise ValueError(f"{op}: operands are on {a.device} and {b.device}")
-    if a.dtype != b.dtype:
-        raise TypeError(f"{op}: operands must share a feature dtype, got {a.dtype} and {b.dtype}")
     return a, b
 
 
@@ -129,10 +124,7 @@ def sparse_binary(
     kind = as_enum(op, BinaryOp, "op")
     j = as_enum(join, Join, "join")
     if a.num_channels != b.num_channels:
-        raise ValueError(
-            f"sparse_binary: channels differ ({a.num_channels} vs {b.num_channels}); "
-            "use sparse_cat to concatenate"
-        )
+        raise shared_errors.channel_count_mismatch("sparse_binary", a.num_channels, b.num_channels)
     aligned = _Aligned(a, b, j)
     left, right = aligned.sides(float(lhs_fill), float(rhs_fill))
     dtype = compute_dtype(a.dtype)
@@ -157,9 +149,7 @@ def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0
     x = require_sparse(input, "sparse_reindex")
     t = require_sparse(target, "sparse_reindex", "target")
     if x.stride != t.stride:
-        raise ValueError(
-            f"sparse_reindex: input stride {x.stride} differs from the target's {t.stride}"
-        )
+        raise shared_errors.stride_mismatch("sparse_reindex", "input", x.stride, "target", t.stride)
     if x.device != t.device:
         raise ValueError(f"sparse_reindex: input is on {x.device}, target on {t.device}")
     rows = _rows_of(x.support, t.support)

@@ -11,16 +11,23 @@ subnormal results and the carry into the next binade:
 
 Overflow follows IEEE 754: nearest modes and the directed mode that points
 away from zero give infinity; the others give the largest finite value.
-NaN stays NaN (quiet, sign kept); infinities and signed zeros are preserved.
+Every NaN becomes the target's canonical quiet NaN with the input's sign (the
+contract's NaN policy, :mod:`lattice_contract.shared_float`, the same bits as
+on MLX); infinities and signed zeros are preserved.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from lattice_contract.schema import Rounding
+from lattice_contract.shared_float import (
+    FLOAT_FORMATS,
+    FloatFormat,
+    cast_source_error,
+    cast_target_error,
+)
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import as_enum
@@ -28,29 +35,14 @@ from torch_lattice.ops._common import as_enum
 __all__ = ["cast"]
 
 
-@dataclass(frozen=True)
-class _Format:
-    bits: int  # total width
-    mant: int  # stored mantissa bits p
-    bias: int
-    exp_bits: int
-    view: torch.dtype  # integer dtype of the same width
-
-    @property
-    def emin(self) -> int:
-        return 1 - self.bias
-
-    @property
-    def exp_all_ones(self) -> int:
-        return (1 << self.exp_bits) - 1
-
-
-_FORMATS: dict[torch.dtype, _Format] = {
-    torch.float16: _Format(16, 10, 15, 5, torch.int16),
-    torch.bfloat16: _Format(16, 7, 127, 8, torch.int16),
-    torch.float32: _Format(32, 23, 127, 8, torch.int32),
-    torch.float64: _Format(64, 52, 1023, 11, torch.int64),
+_FORMATS: dict[torch.dtype, FloatFormat] = {
+    torch.float16: FLOAT_FORMATS["f16"],
+    torch.bfloat16: FLOAT_FORMATS["bf16"],
+    torch.float32: FLOAT_FORMATS["f32"],
+    torch.float64: FLOAT_FORMATS["f64"],
 }
+_BITS_VIEW: dict[int, torch.dtype] = {16: torch.int16, 32: torch.int32, 64: torch.int64}
+"""Integer dtype of each format width, to read and write the encodings."""
 
 _TARGETS: dict[Any, torch.dtype] = {
     torch.float16: torch.float16,
@@ -75,26 +67,27 @@ def _bit_length(v: torch.Tensor) -> torch.Tensor:
     return n + (v > 0)
 
 
-def _decode(x: torch.Tensor, fmt: _Format) -> tuple[torch.Tensor, ...]:
-    raw = x.view(fmt.view).to(torch.int64)
-    if fmt.bits < 64:
-        raw = raw & ((1 << fmt.bits) - 1)
-    sign = (raw >> (fmt.bits - 1)) & 1
-    field = (raw >> fmt.mant) & fmt.exp_all_ones
-    mant = raw & ((1 << fmt.mant) - 1)
-    special = field == fmt.exp_all_ones
+def _decode(x: torch.Tensor, fmt: FloatFormat) -> tuple[torch.Tensor, ...]:
+    raw = x.view(_BITS_VIEW[fmt.width]).to(torch.int64)
+    if fmt.width < 64:
+        raw = raw & ((1 << fmt.width) - 1)
+    sign = (raw >> (fmt.width - 1)) & 1
+    exp_all_ones = (1 << fmt.exponent_bits) - 1
+    field = (raw >> fmt.mantissa_bits) & exp_all_ones
+    mant = raw & ((1 << fmt.mantissa_bits) - 1)
+    special = field == exp_all_ones
     nan = special & (mant != 0)
     inf = special & (mant == 0)
     normal = field != 0
-    sig = torch.where(normal, mant | (1 << fmt.mant), mant)
-    exp2 = torch.where(normal, field, torch.ones_like(field)) - fmt.bias - fmt.mant
+    sig = torch.where(normal, mant | (1 << fmt.mantissa_bits), mant)
+    exp2 = torch.where(normal, field, torch.ones_like(field)) - fmt.bias - fmt.mantissa_bits
     return sign, sig, exp2, nan, inf
 
 
 def _round(x: torch.Tensor, target: torch.dtype, mode: Rounding) -> torch.Tensor:
     src, dst = _FORMATS[x.dtype], _FORMATS[target]
     sign, sig, exp2, nan, inf = _decode(x, src)
-    p = dst.mant
+    p = dst.mantissa_bits
     magnitude_e = exp2 + _bit_length(sig) - 1
     q = torch.clamp(magnitude_e, min=dst.emin) - p
     shift = q - exp2
@@ -116,7 +109,7 @@ def _round(x: torch.Tensor, target: torch.dtype, mode: Rounding) -> torch.Tensor
         inc = (rem > 0) & ~positive
     n = torch.where(shift > 0, trunc + inc, left)
     mag = ((q - dst.emin + p) << p) + n
-    inf_bits = dst.exp_all_ones << p
+    inf_bits = dst.inf_bits
     if mode in (Rounding.nearest_even, Rounding.nearest_away):
         to_inf = torch.ones_like(positive)
     elif mode is Rounding.toward_zero:
@@ -129,9 +122,9 @@ def _round(x: torch.Tensor, target: torch.dtype, mode: Rounding) -> torch.Tensor
     mag = torch.where(overflow, torch.where(to_inf, inf_bits, inf_bits - 1), mag)
     mag = torch.where(sig == 0, torch.zeros_like(mag), mag)
     mag = torch.where(inf, torch.full_like(mag, inf_bits), mag)
-    mag = torch.where(nan, torch.full_like(mag, inf_bits | (1 << (p - 1))), mag)
-    out = (sign << (dst.bits - 1)) | mag
-    return out.to(dst.view).view(target)
+    mag = torch.where(nan, torch.full_like(mag, dst.quiet_nan_bits), mag)
+    out = (sign << (dst.width - 1)) | mag
+    return out.to(_BITS_VIEW[dst.width]).view(target)
 
 
 class _CastFunction(torch.autograd.Function):
@@ -160,14 +153,11 @@ def cast(
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"cast: x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _FORMATS:
-        raise TypeError(f"cast: x must be float16, bfloat16, float32 or float64, got {x.dtype}")
+    if x.dtype not in _FORMATS:  # float64 too, for gradcheck
+        raise cast_source_error(x.dtype)
     target = _TARGETS.get(dtype)
     if target is None:
-        raise ValueError(
-            "cast: dtype must be float16, bfloat16 or float32 (or 'f16', 'bf16', 'f32'), "
-            f"got {dtype!r}"
-        )
+        raise cast_target_error(dtype)
     mode = as_enum(rounding, Rounding, "rounding")
     result: torch.Tensor = _CastFunction.apply(x, target, mode)  # type: ignore[no-untyped-call]
     return result

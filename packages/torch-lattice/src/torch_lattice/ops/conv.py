@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from lattice_contract import shared_errors
+from lattice_contract.geometry import forward_stride, transposed_stride
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
@@ -513,26 +515,19 @@ def _check_weight(
             raise ValueError(f"{op}: {error}") from None
     elif isinstance(weight, torch.Tensor):
         if not weight.is_floating_point():
-            raise TypeError(
-                f"{op}: weight must be floating point or a QuantizedWeight, got {weight.dtype}"
-            )
+            raise shared_errors.weight_dtype(op, weight.dtype)
         dense = weight
     else:
         raise TypeError(
             f"{op}: weight must be a torch.Tensor or QuantizedWeight, got {type(weight).__name__}"
         )
     if dense.ndim != 5 or tuple(dense.shape[1:4]) != kernel or dense.shape[4] != c_in:
-        raise ValueError(
-            f"{op}: weight must have layout (C_out, Kx, Ky, Kz, C_in) = (C_out, {kernel[0]}, "
-            f"{kernel[1]}, {kernel[2]}, {c_in}), got {tuple(dense.shape)}"
-        )
+        raise shared_errors.conv_weight_shape(op, dense.shape, kernel, c_in)
     if bias is not None:
         if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
             raise TypeError(f"{op}: bias must be a float tensor of shape (C_out,) or None")
         if tuple(bias.shape) != (dense.shape[0],):
-            raise ValueError(
-                f"{op}: bias must have shape ({dense.shape[0]},), got {tuple(bias.shape)}"
-            )
+            raise shared_errors.channel_vector_shape(op, "bias", bias.shape, dense.shape[0])
     return dense, bias
 
 
@@ -562,13 +557,12 @@ def _geometry(
     )
 
 
-def _check_target(target: Any, x: SparseTensor, expected: Triple, op: str) -> SparseTensor:
+def _check_target(
+    target: Any, x: SparseTensor, expected: Triple, op: str, rule: str = "input stride / stride"
+) -> SparseTensor:
     checked = require_sparse(target, op, "coordinates")
     if checked.stride != expected:
-        raise ValueError(
-            f"{op}: the coordinates= target has stride {checked.stride} but this op produces "
-            f"stride {expected} from an input at stride {x.stride}"
-        )
+        raise shared_errors.target_stride_mismatch(op, checked.stride, expected, rule)
     if checked.device != x.device:
         raise ValueError(f"{op}: the target is on {checked.device}, the input on {x.device}")
     return checked
@@ -601,9 +595,9 @@ def conv3d(
     x = require_sparse(input, "conv3d")
     k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv3d")
-    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    out_stride = forward_stride(x.stride, s)
     if coordinates is not None:
-        target = _check_target(coordinates, x, out_stride, "conv3d")
+        target = _check_target(coordinates, x, out_stride, "conv3d", "input stride * stride")
         if _triton_wanted(x):
             return _on_triton("centred", x, w, b, (k, s, p, d), target)
         kmap = target_conv_map(x.support, target.support, k, s, p, d)
@@ -682,11 +676,7 @@ def conv_transpose3d(
     x = require_sparse(input, "conv_transpose3d")
     k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv_transpose3d")
-    if any(x.stride[a] % s[a] for a in range(3)):
-        raise ValueError(
-            f"conv_transpose3d: stride {s} must divide the input stride {x.stride} on every axis"
-        )
-    out_stride = (x.stride[0] // s[0], x.stride[1] // s[1], x.stride[2] // s[2])
+    out_stride = transposed_stride(x.stride, s, "conv_transpose3d")
     if coordinates is not None:
         target = _check_target(coordinates, x, out_stride, "conv_transpose3d")
         if _triton_wanted(x):
@@ -717,10 +707,7 @@ def generative_conv_transpose3d(
     k = triple(kernel_size, "kernel_size", minimum=1)
     s = triple(stride, "stride", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "generative_conv_transpose3d")
-    if any(x.stride[a] % s[a] for a in range(3)):
-        raise ValueError(
-            f"generative_conv_transpose3d: stride {s} must divide the input stride {x.stride}"
-        )
+    transposed_stride(x.stride, s, "generative_conv_transpose3d")
     if _triton_wanted(x):
         return _on_triton("transpose", x, w, b, (k, s, (0, 0, 0), (1, 1, 1)))
     out_support, kmap = generative_transpose_map(x.support, k, s)

@@ -9,7 +9,7 @@ rather than silently promoted.
 from __future__ import annotations
 
 import torch
-from lattice_contract.op_rules import check_elementwise_kind
+from lattice_contract.shared_errors import check_elementwise
 
 from torch_lattice._trace import traced
 
@@ -19,11 +19,5 @@ __all__ = ["elementwise"]
 @traced("elementwise")
 def elementwise(x: torch.Tensor, *, kind: str) -> torch.Tensor:
     """``exp(x)`` or ``round(x)`` (half to even) of a rank-2 float32 tensor."""
-    check_elementwise_kind(kind)
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"elementwise: x must be a torch.Tensor, got {type(x).__name__}")
-    if x.ndim != 2:
-        raise ValueError(f"elementwise: x must have shape (N, C), got {tuple(x.shape)}")
-    if x.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"elementwise: x must be float32, got {x.dtype}; cast it first")
-    return torch.exp(x) if kind == "exp" else torch.round(x)
+    exp = check_elementwise(kind, x, torch.Tensor) == "exp"
+    return torch.exp(x) if exp else torch.round(x)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract.op_rules import check_index_vector, embedding_index_error
+from lattice_contract import shared_errors
+from lattice_contract.op_rules import embedding_index_error
 
 from torch_lattice._trace import traced
 from torch_lattice.sparse import FLOAT_DTYPES
@@ -23,9 +24,8 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 
 def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torch.Tensor:
     """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
-    if not isinstance(indices, torch.Tensor):
-        raise TypeError(f"{op}: indices must be a torch.Tensor, got {type(indices).__name__}")
-    check_index_vector(op, indices.dtype in _INDEX_DTYPES, indices.dtype, tuple(indices.shape))
+    shared_errors.check_index_array(op, indices, torch.Tensor)
+    assert isinstance(indices, torch.Tensor)
     bad = (indices < 0) | (indices >= rows)
     if bool(bad.any()):
         position = int(bad.nonzero()[0].item())
@@ -36,15 +36,6 @@ def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torc
 @traced("embedding_lookup")
 def embedding_lookup(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``weight[indices]``: an ``(N, C)`` tensor in the table's dtype (layout ``embedding_n_c``)."""
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            "embedding_lookup: weight must be a float tensor of shape (num_embeddings, C), got "
-            + (str(weight.dtype) if isinstance(weight, torch.Tensor) else type(weight).__name__)
-        )
-    if weight.ndim != 2:
-        raise ValueError(
-            "embedding_lookup: weight must have shape (num_embeddings, C), "
-            f"got {tuple(weight.shape)}"
-        )
+    shared_errors.check_embedding_table(weight, torch.Tensor, FLOAT_DTYPES)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight.index_select(0, rows.to(device=weight.device))

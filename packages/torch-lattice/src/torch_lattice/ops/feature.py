@@ -10,16 +10,15 @@ same, more accurate, arithmetic).
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
+from lattice_contract import shared_errors
 from lattice_contract.options import positive_float, softmax_axis
 from lattice_contract.schema import ActivationKind, GeluApprox
+from lattice_contract.shared_nn import activation_params
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import (
-    as_enum,
     channel_vector,
     compute_dtype,
     require_features,
@@ -48,10 +47,7 @@ def linear(
     else:
         raise TypeError("linear: weight must be a float tensor or a QuantizedWeight")
     if w.ndim != 2 or w.shape[1] != x.shape[1]:
-        raise ValueError(
-            f"linear: weight must have shape (C_out, {x.shape[1]}) (layout linear_o_i), "
-            f"got {tuple(w.shape)}"
-        )
+        raise shared_errors.linear_weight_shape(w.shape, int(x.shape[1]))
     if w.device != x.device:
         raise ValueError(f"linear: weight is on {w.device}, features on {x.device}")
     out = x.to(dtype) @ w.t()
@@ -78,17 +74,7 @@ def activation(
     ``x * sigmoid(1.702 x)``; hardswish is ``x*relu6(x+3)/6``.
     """
     x = require_features(x, "activation")
-    k = as_enum(kind, ActivationKind, "kind")
-    approx = as_enum(approximate, GeluApprox, "approximate")
-    for name, value in (("alpha", alpha), ("beta", beta), ("threshold", threshold)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
-            raise ValueError(f"activation: {name} must be a finite number, got {value!r}")
-    if k is ActivationKind.softplus and beta == 0:
-        raise ValueError("activation: softplus needs beta != 0")
+    k, approx, alpha, beta, threshold = activation_params(kind, approximate, alpha, beta, threshold)
     v = x.to(compute_dtype(x.dtype))
     if k is ActivationKind.relu:
         y = F.relu(v)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import shared_errors
 from lattice_contract.op_rules import NORMALIZED_EPS, transposed_stride
 from lattice_contract.options import positive_float
 
@@ -66,10 +67,7 @@ def _dense_weight(
     weight: Any, bias: Any, kernel: tuple[int, int, int], x: SparseTensor, op: str
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(weight, QuantizedWeight):
-        raise TypeError(
-            f"{op}: packed (quantized) weights are not allowed on normalised convolutions; "
-            "the normaliser needs the dense weight, so pass a float tensor"
-        )
+        raise shared_errors.packed_on_normalized(op)
     return _check_weight(weight, bias, kernel, x.num_channels, op)
 
 

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from lattice_contract import shared_errors
 from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -44,17 +45,8 @@ _INT32_LIMIT = 2.0**31
 
 
 def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if not isinstance(points, torch.Tensor) or points.dtype != torch.float32:
-        raise TypeError(f"{op}: points must be a float32 torch.Tensor of shape (P, 3)")
-    if points.ndim != 2 or points.shape[1] != 3:
-        raise ValueError(f"{op}: points must have shape (P, 3), got {tuple(points.shape)}")
-    if not isinstance(batch, torch.Tensor) or batch.dtype != torch.int32:
-        raise TypeError(f"{op}: batch_indices must be an int32 torch.Tensor of shape (P,)")
-    if tuple(batch.shape) != (points.shape[0],):
-        raise ValueError(
-            f"{op}: batch_indices must have shape ({points.shape[0]},) (one index per point), "
-            f"got {tuple(batch.shape)}"
-        )
+    shared_errors.check_points_and_batch(op, points, batch, torch.Tensor)
+    assert isinstance(points, torch.Tensor) and isinstance(batch, torch.Tensor)
     if batch.device != points.device:
         raise ValueError(f"{op}: points are on {points.device} but batch on {batch.device}")
     if batch.numel() and bool((batch < 0).any()):
@@ -109,9 +101,7 @@ def voxelize(
     if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
         raise TypeError("voxelize: features must be a float torch.Tensor of shape (P, C)")
     if features.ndim != 2 or features.shape[0] != p.shape[0]:
-        raise ValueError(
-            f"voxelize: features must have shape ({p.shape[0]}, C), got {tuple(features.shape)}"
-        )
+        raise shared_errors.point_features_shape(features.shape, int(p.shape[0]))
     if features.device != p.device:
         raise ValueError("voxelize: features and points must be on one device")
     mode = as_enum(reduction, VoxelReduction, "reduction")

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from lattice_contract import shared_errors
 from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
@@ -71,26 +72,14 @@ class QuantizedWeight:
     shape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        bits, group = check_quantization(self.bits, self.group_size)
         for name in ("weight", "scales", "biases"):
             if not isinstance(getattr(self, name), torch.Tensor):
                 raise TypeError(f"QuantizedWeight.{name} must be a torch.Tensor")
         w, s, b = self.weight, self.scales, self.biases
-        if w.dtype != torch.uint32:
-            raise TypeError(f"QuantizedWeight.weight must hold uint32 words, got {w.dtype}")
-        if s.dtype not in _SCALE_DTYPES:
-            raise TypeError(f"QuantizedWeight.scales must be f16, bf16 or f32, got {s.dtype}")
-        if b.dtype != s.dtype:
-            raise TypeError(
-                f"QuantizedWeight.biases dtype {b.dtype} differs from scales dtype {s.dtype}"
-            )
-        geometry = packed_geometry(tuple(w.shape), tuple(s.shape), bits, group)
-        if tuple(b.shape) != tuple(s.shape):
-            raise ValueError(
-                f"QuantizedWeight: biases {tuple(b.shape)} must match the scales {tuple(s.shape)}"
-            )
-        if self.shape is not None:
-            check_logical_shape(self.shape, geometry, group)
+        shared_errors.check_packed_triplet(
+            (w.dtype, w.shape), (s.dtype, s.shape), (b.dtype, b.shape),
+            self.bits, self.group_size, self.shape,
+        )  # fmt: skip
 
     @property
     def taps(self) -> int:
