@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:  # an install without torch runs no Triton code
+        return False
+    return bool(torch.cuda.is_available())
+
+
+# Triton fixes each kernel's mode (compiled or interpreted) when its decorator
+# runs, at first import, so the mode is chosen once for the whole session,
+# before any test module imports torch_lattice.triton: on a machine without
+# CUDA the interpreter is the only way Triton runs, so every Triton test uses it.
+if not _cuda_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture

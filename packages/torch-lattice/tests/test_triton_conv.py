@@ -18,14 +18,12 @@ from torch_lattice.coords import Packing
 from torch_lattice.ops.conv import schedule
 from torch_lattice.ops.reference import random_sparse
 
-# torch_lattice.triton (and so triton) is imported inside the tests, under the
-# module-scoped triton_interpreter fixture (conftest.py): without CUDA, Triton
-# must be imported with TRITON_INTERPRET=1, and the variable is restored after.
+# Without CUDA the root conftest.py sets TRITON_INTERPRET=1 for the session,
+# before anything imports Triton (it fixes each kernel's mode at import).
 if importlib.util.find_spec("triton") is None:
     pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
 
 CUDA = torch.cuda.is_available()
-pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 DEVICE = "cuda" if CUDA else "cpu"
 ROWS, C_IN, C_OUT, EXTENT = (20000, 32, 48, 40) if CUDA else (40, 5, 6, 5)

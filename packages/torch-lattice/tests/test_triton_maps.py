@@ -26,7 +26,6 @@ from torch_lattice.ops.conv import schedule
 if importlib.util.find_spec("triton") is None:
     pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
 
-pytestmark = pytest.mark.usefixtures("triton_interpreter")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 _TABLE = Path(__file__).resolve().parents[2] / "lattice-conformance/tests/test_coord_range.py"
 
