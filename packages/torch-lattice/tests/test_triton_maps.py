@@ -166,3 +166,27 @@ def test_a_submanifold_map_is_built_without_host_reads_in_few_torch_ops() -> Non
     with _Ops() as seen:  # a strided conv: its one read is the info vector, not a scalar op
         maps.build("centred", x.support, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1))
     assert not [n for n in seen.names if "local_scalar" in n or "unique" in n], seen.names
+
+
+@pytest.mark.parametrize("mirror", [False, True], ids=["scatter", "mirror"])
+def test_transposed_twin_points_back_weakly(mirror: bool) -> None:
+    """A map and its cached adjoint form no reference cycle (as the reference maps)."""
+    import gc
+    import weakref
+
+    from torch_lattice.triton.maps import SlotMap
+
+    slots = torch.tensor([[0, -1, 1], [1, 0, -1]], dtype=torch.int32, device=DEVICE)
+    forward = SlotMap(slots, 2)
+    if mirror:
+        forward.cache["mirror"] = True
+    twin = forward.transposed()
+    assert twin.transposed() is forward
+    alive = weakref.ref(forward)
+    gc.disable()
+    try:
+        del forward
+        assert alive() is None
+    finally:
+        gc.enable()
+    assert twin.transposed() is not None  # rebuilt on demand once the original is gone

@@ -16,6 +16,7 @@ the generic path's (docs/semantics.md); only the execution differs:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import mlx.core as mx
@@ -88,7 +89,9 @@ def convolve(
         weight = weight.dequantize_as((weight.out_channels, *geometry[0], x.num_channels))
     if family == "subm" or target is not None:
         out = x if target is None else target
-        key = (family, *geometry, out.cache)
+        # the output support is named weakly, as the generic maps do: a subm map
+        # cached on its own support, or a target's on its input, forms no cycle
+        key = (family, *geometry, weakref.ref(out.cache))
         paired = None
         if family == "transposed" and target is not None:
             paired = maps.paired_transpose(x.cache, target.cache, geometry)

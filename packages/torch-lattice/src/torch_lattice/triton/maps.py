@@ -97,10 +97,12 @@ class SlotMap:
         reversed (offset -d of tap K-1-k undoes offset d of tap k): one flip.
         """
         found = self.cache.get("transposed")
+        if isinstance(found, weakref.ref):  # the twin points back weakly: no cycle
+            found = found()
         if found is None and self.cache.get("mirror"):
             found = SlotMap(self.slots.flip(1).contiguous(), self.num_out)
             found.cache["mirror"] = True
-            found.cache["transposed"] = self
+            found.cache["transposed"] = weakref.ref(self)
             self.cache["transposed"] = found
         if found is None:
             m, k = self.slots.shape
@@ -114,7 +116,7 @@ class SlotMap:
             rows = torch.arange(m, device=device, dtype=torch.int32)[:, None].expand(m, k)
             table.scatter_(0, where.reshape(-1), rows.reshape(-1))
             found = SlotMap(table[:dump].view(self.num_in, k), m)
-            found.cache["transposed"] = self
+            found.cache["transposed"] = weakref.ref(self)
             self.cache["transposed"] = found
         result: SlotMap = found
         return result
