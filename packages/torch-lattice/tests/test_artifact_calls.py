@@ -214,6 +214,24 @@ def test_artifact_status_without_the_native_module(
         compile_lattice_artifact(artifact)
 
 
+def test_artifact_status_with_lattice_opt_still_checks_the_weights(tmp_path: Path) -> None:
+    """A caller's lattice-opt verifies the graph; the native module still binds the weights."""
+    native = native_module()
+    assert native is not None
+    tool = str(native.lattice_opt_path())
+    path, _ = _conv_artifact(tmp_path)
+    artifact = load_lattice_artifact(path)
+    assert lattice_artifact_status(artifact, lattice_opt=tool).valid
+    missing = LatticeArtifact(artifact.graph, {})
+    for status in (
+        lattice_artifact_status(missing),
+        lattice_artifact_status(missing, lattice_opt=tool),
+    ):
+        assert not status.valid and "conv.weight" in status.diagnostics
+    with pytest.raises(LatticeValidationError, match=r"conv\.weight"):
+        validate_lattice_artifact(missing, lattice_opt=tool)
+
+
 def test_packed_triplet_errors(tmp_path: Path) -> None:
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=32, dtype="f32")

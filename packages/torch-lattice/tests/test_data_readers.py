@@ -104,6 +104,8 @@ def test_ply_errors_name_the_problem(tmp_path: Path) -> None:
         np.asfortranarray(np.random.default_rng(1).random((3, 5))),
         np.arange(-6, 6, dtype="<i8").reshape(2, 2, 3),
         np.array([4000000000, 1], dtype="<u4"),
+        np.zeros((0, 4), dtype="<i4"),  # an empty scan
+        np.zeros((0,), dtype="u1"),
     ],
 )
 def test_npy_matches_numpy(tmp_path: Path, array: np.ndarray) -> None:

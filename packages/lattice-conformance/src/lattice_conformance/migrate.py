@@ -61,6 +61,8 @@ from lattice_contract.atomic import (
     WriterLockedError,
     atomic_write_dir,
     atomic_write_file,
+    path_lock,
+    recover_interrupted,
 )
 from lattice_contract.bundle import BundleError, check_bundle_dir
 from lattice_contract.constants import (
@@ -397,6 +399,11 @@ def migrate(
     for what, folder in (("DST", target.parent), ("the manifest", manifest_path.parent)):
         if not (folder if str(folder) else Path(".")).is_dir():
             raise MigrationError(f"{what}'s directory {str(folder)!r} does not exist")
+    try:  # first settle what an interrupted earlier migration to DST left behind
+        with path_lock(target) as locked_at, path_lock(manifest_path):
+            recover_interrupted(target, before=locked_at, companion=manifest_path)
+    except WriterLockedError as exc:
+        raise MigrationError(str(exc)) from None
     if os.path.lexists(target):  # checked again under the writer lock
         _check_destination(target, kind=kind, force=force)
 

@@ -239,11 +239,17 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
             status, plan = verify.graph_status_and_plan(
                 loaded.graph, env=self.adapter.lattice_opt_env
             )
+            if not status.valid or plan is None:
+                return status
         else:
+            # The caller's lattice-opt verifies the graph; the weights are still
+            # checked against it whenever the native module can import the plan.
             status, plan = self.graph_status(loaded.graph, lattice_opt=lattice_opt), None
-        if not status.valid or plan is None:
-            return status
+            if not status.valid or verify.native_module() is None:
+                return status
         try:
+            if plan is None:
+                plan = verify.import_native_plan(loaded.graph)
             self.program(plan, loaded.weights)
         except LatticeValidationError as exc:
             return LatticeMLIRStatus(False, exc.diagnostics)

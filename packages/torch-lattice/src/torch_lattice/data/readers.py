@@ -107,6 +107,8 @@ def _columns(raw: torch.Tensor, width: int, little: bool) -> torch.Tensor:
 def _from_bytes(data: bytes, dtype: torch.dtype, little: bool = True) -> torch.Tensor:
     """A 1-D tensor of ``dtype`` over ``data`` (copied, so it owns writable memory)."""
     width = torch.empty((), dtype=dtype).element_size()
+    if not data:  # torch.frombuffer refuses an empty buffer
+        return torch.empty(0, dtype=dtype)
     raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     if width == 1:
         return raw.view(dtype).clone()
