@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, get_type_hints
 
 from lattice_contract.schema_rules import (
+    CONV_GEOMETRY_RULES,
     DIALECT_RULES,
     RULES,
     Rule,
@@ -398,12 +399,7 @@ class Conv3d(Op):
     __mnemonic__ = "conv3d"
     __stride__ = StrideRule.multiply
     __channels__ = ChannelRule.weight
-    __rules__ = (
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
-    )
+    __rules__ = (*CONV_GEOMETRY_RULES,)
     input: _Sparse
     weight: _Conv
     bias: _Bias
@@ -429,10 +425,7 @@ class SubmConv3d(Op):
     __channels__ = ChannelRule.weight
     __rules__ = (
         use("subm.no_stride", "stride", "padding"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     weight: _Conv
@@ -451,10 +444,7 @@ class TargetConv3d(Op):
     __channels__ = ChannelRule.weight
     __rules__ = (
         use("stride.target", "input", "target"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     target: _Sparse
@@ -476,10 +466,7 @@ class ConvTranspose3d(Op):
     __channels__ = ChannelRule.weight
     __rules__ = (
         use("stride.divides", "input"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     weight: _Conv
@@ -501,10 +488,7 @@ class TargetConvTranspose3d(Op):
     __rules__ = (
         use("stride.divides", "input"),
         use("stride.target", "input", "target"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     target: _Sparse
@@ -527,10 +511,7 @@ class GenerativeConvTranspose3d(Op):
     __rules__ = (
         use("generative.no_padding", "padding", "dilation"),
         use("stride.divides", "input"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     weight: _Conv

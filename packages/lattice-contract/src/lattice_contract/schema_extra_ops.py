@@ -35,7 +35,7 @@ from lattice_contract.schema import (
     _Triple,
     weight_of,
 )
-from lattice_contract.schema_rules import use
+from lattice_contract.schema_rules import CONV_GEOMETRY_RULES, use
 
 _OptionalTarget = Annotated[Operand, SPARSE, OPTIONAL]
 
@@ -49,10 +49,7 @@ class NormalizedSubmConv3d(Op):
     __rules__ = (
         use("subm.no_stride", "stride", "padding"),
         use("normalized.dense_weight", "weight"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     weight: _Conv
@@ -73,10 +70,7 @@ class NormalizedConvTranspose3d(Op):
     __rules__ = (
         use("normalized.dense_weight", "weight"),
         use("stride.divides", "input"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     weight: _Conv
@@ -100,10 +94,7 @@ class TargetNormalizedConvTranspose3d(Op):
         use("normalized.dense_weight", "weight"),
         use("stride.divides", "input"),
         use("stride.target", "input", "target"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     target: _Sparse
@@ -128,10 +119,7 @@ class NormalizedGenerativeConvTranspose3d(Op):
         use("generative.no_padding", "padding", "dilation"),
         use("normalized.dense_weight", "weight"),
         use("stride.divides", "input"),
-        use("geometry.int32"),
-        use("weight.kernel_extent"),
-        use("weight.in_channels"),
-        use("weight.channel_shape"),
+        *CONV_GEOMETRY_RULES,
     )
     input: _Sparse
     weight: _Conv

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = [
+    "CONV_GEOMETRY_RULES",
     "DIALECT_RULES",
     "INT32_MAX",
     "RULES",
@@ -497,3 +498,12 @@ def rule(rule_id: str) -> Rule:
 def use(rule_id: str, *params: str) -> RuleUse:
     """``rule(rule_id)`` applied with ``params`` (for op declarations)."""
     return RuleUse(rule(rule_id), tuple(params))
+
+
+CONV_GEOMETRY_RULES: tuple[RuleUse, ...] = (
+    use("geometry.int32"),
+    use("weight.kernel_extent"),
+    use("weight.in_channels"),
+    use("weight.channel_shape"),
+)
+"""The rules every convolution with a conv3d-family weight obeys (one tuple for all of them)."""
