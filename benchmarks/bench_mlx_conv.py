@@ -28,6 +28,7 @@ Run: ``.venv/bin/python benchmarks/bench_mlx_conv.py [--repeat 3] [--sizes 10000
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,7 +173,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    print(f"mlx {mx.__version__} on {mx.default_device()}")
+    print(f"mlx {importlib.metadata.version('mlx')} on {mx.default_device()}")
     head = (
         f"{'scene':>8} {'layer':<17} {'pairs':>9} {'mlx+map':>9} {'mlx':>9} {'map':>8} "
         f"{'map%':>5} {'GF/s':>6} {'mmGF/s':>6} {'mm%':>5} {'spconv+map':>10} {'spconv':>8} "

@@ -101,7 +101,7 @@ def train(args: argparse.Namespace) -> tuple[GeometryModel, dict[str, object]]:
 
 
 def evaluate(model: GeometryModel) -> list[dict[str, object]]:
-    rows = []
+    rows: list[dict[str, object]] = []
     for size, seed in HELD_OUT:
         coords, _ = make_scene(size, grid=GRID, seed=seed)
         h = hierarchy_of(coords)

@@ -35,8 +35,8 @@ def _graph() -> str:
     x = b.add_sparse_input("x", channels=4, dtype="f32", stride=1)
     w1 = b.weight(storage_key="w1", layout="conv3d_o_xyz_i", dtype="f32", shape=(8, 2, 2, 2, 4))
     w2 = b.weight(storage_key="w2", layout="conv3d_o_xyz_i", dtype="f32", shape=(8, 3, 3, 3, 8))
-    y = b.emit("conv3d", input=x, weight=w1, kernel_size=2, stride=2)
-    z = b.emit("subm_conv3d", input=y, weight=w2, kernel_size=3)
+    y = b.conv3d(input=x, weight=w1, kernel_size=2, stride=2)
+    z = b.subm_conv3d(input=y, weight=w2, kernel_size=3)
     b.add_output("z", z)
     return b.build()
 

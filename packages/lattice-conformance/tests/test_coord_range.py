@@ -38,6 +38,7 @@ def _offsets(k: int, d: int, centred: bool) -> list[int]:
 
 
 Geo = dict[str, Any]
+Row = tuple[int, int, int, int]
 
 
 def _triple(v: int | tuple[int, int, int]) -> tuple[int, int, int]:
@@ -46,7 +47,7 @@ def _triple(v: int | tuple[int, int, int]) -> tuple[int, int, int]:
 
 def reference(
     op: str, rows: list[tuple[int, ...]], t: int, geo: Geo
-) -> tuple[dict[tuple[int, ...], int], set[int]]:
+) -> tuple[dict[Row, int], set[int]]:
     """(physical output row -> pair count, indices of input rows that leave int32).
 
     Python integers throughout, straight from the op's relation.
@@ -56,7 +57,7 @@ def reference(
     s0 = s[0]
     logical = [(b, x // t, y // t, z // t) for b, x, y, z in rows]
     active = set(logical)
-    out: Counter[tuple[int, ...]] = Counter()
+    out: Counter[Row] = Counter()
     bad: set[int] = set()
     if op in ("conv3d", "pool3d"):
         out_t = t * s0
@@ -84,12 +85,12 @@ def reference(
         offs = [_offsets(k[a], d[a], centred=False) for a in range(3)]
         for i, (b, x, y, z) in enumerate(logical):
             for kx, ky, kz in itertools.product(*offs):
-                o = (emit(x, kx, 0), emit(y, ky, 1), emit(z, kz, 2))
-                if None in o:
+                ox, oy, oz = emit(x, kx, 0), emit(y, ky, 1), emit(z, kz, 2)
+                if ox is None or oy is None or oz is None:
                     continue
-                if any(not INT32_MIN <= v * out_t <= INT32_MAX for v in o):  # type: ignore[operator]
+                if any(not INT32_MIN <= v * out_t <= INT32_MAX for v in (ox, oy, oz)):
                     bad.add(i)
-                out[(b, *o)] += 1  # type: ignore[arg-type]
+                out[(b, ox, oy, oz)] += 1
     physical = {(o[0], o[1] * out_t, o[2] * out_t, o[3] * out_t): n for o, n in out.items()}
     return physical, bad
 
@@ -101,7 +102,9 @@ def _call(runtime: str, op: str, rows: list[tuple[int, ...]], t: int, geo: Geo) 
         kwargs.pop("padding")
         kwargs.pop("dilation")
     if runtime == "torch":
-        x = TorchSparse(torch.tensor(rows, dtype=torch.int32), torch.ones(len(rows), 1), stride=t)
+        x: TorchSparse | MxSparse = TorchSparse(
+            torch.tensor(rows, dtype=torch.int32), torch.ones(len(rows), 1), stride=t
+        )
         module: Any = to
         ones: Any = torch.ones(1, kx, ky, kz, 1)
     else:

@@ -31,7 +31,7 @@ def _graph(stride: int = 2) -> str:
     x = b.add_sparse_input("x", channels=CHANNELS, dtype="f32", stride=stride)
     w = b.weight(storage_key="w", layout="conv3d_o_xyz_i", dtype="f32", shape=(6, 3, 3, 3, 4))
     bias = b.weight(storage_key="b", layout="bias_c", dtype="f32", shape=(6,))
-    b.add_output("y", b.emit("subm_conv3d", input=x, weight=w, bias=bias, kernel_size=3))
+    b.add_output("y", b.subm_conv3d(input=x, weight=w, bias=bias, kernel_size=3))
     return b.build()
 
 

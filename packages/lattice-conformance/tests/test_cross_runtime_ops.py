@@ -256,6 +256,7 @@ def test_voxelize(reduction: VoxelReduction, dtype: str) -> None:
     points = rng.uniform(-1.2, 1.7, size=(300, 3)).astype(np.float32)
     feats = random_feats(rng, 300, 3)
     batch = rng.integers(0, 3, size=300).astype(np.int32)
+    grids: list[tuple[float | tuple[float, ...], float | tuple[float, ...], int | tuple[int, ...]]]
     grids = [(0.5, 0.0, 1), ((0.3, 0.25, 0.4), (0.1, -0.2, 0.05), (1, 2, 1))]
     for voxel_size, origin, stride in grids:  # one power of two, one whose division rounds
         active = np.array([270], np.int32)

@@ -50,8 +50,8 @@ def direct_level_bits(points: np.ndarray, levels: int) -> tuple[list[float], lis
     from torch_lattice.occupancy import candidate_children, occupancy_hierarchy
 
     model = load_geometry_model(WEIGHTS)
-    rows = np.unique(points.astype(np.int32), axis=0)
-    coords = torch.from_numpy(np.concatenate([np.zeros((len(rows), 1), np.int32), rows], 1))
+    voxels = np.unique(points.astype(np.int32), axis=0)
+    coords = torch.from_numpy(np.concatenate([np.zeros((len(voxels), 1), np.int32), voxels], 1))
     h = occupancy_hierarchy(coords, levels)
     bits = []
     for level in range(levels):

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lattice_conformance.ply import PlyFormatError, read_ply, write_ply
+from lattice_conformance.ply import Encoding, PlyFormatError, read_ply, write_ply
 from plyfile import PlyData, PlyElement
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "binary_little_endian", "binary_big_endian"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.int16])
-def test_round_trip(tmp_path: Path, encoding: str, dtype: type) -> None:
+def test_round_trip(tmp_path: Path, encoding: Encoding, dtype: type[np.generic]) -> None:
     rng = np.random.default_rng(0)
     points = (rng.random((37, 3)) * 100).astype(dtype)
     path = tmp_path / "cloud.ply"
-    write_ply(path, points, encoding=encoding)  # type: ignore[arg-type]
+    write_ply(path, points, encoding=encoding)
     header = path.read_bytes()[:60].decode("ascii", errors="replace")
     assert f"format {encoding} 1.0" in header
     back = read_ply(path)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from lattice_conformance.archive import SparseArrays
 from lattice_conformance.metrics import (
     ErrorStats,
+    OutputResult,
     canonical_order,
     compare_dense,
     compare_sparse,
@@ -98,7 +99,9 @@ def _sparse(rows: int = 50, channels: int = 4, seed: int = 0) -> SparseArrays:
     return SparseArrays(coords, feats, (1, 1, 1))
 
 
-def _cmp(actual: SparseArrays, expected: SparseArrays, atol: float = 1e-3, rtol: float = 0.0):  # type: ignore[no-untyped-def]
+def _cmp(
+    actual: SparseArrays, expected: SparseArrays, atol: float = 1e-3, rtol: float = 0.0
+) -> OutputResult:
     return compare_sparse(
         "y", actual, expected, atol=atol, rtol=rtol, expected_dtype="f32", actual_dtype="f32"
     )

@@ -12,6 +12,7 @@ import io
 import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -78,11 +79,11 @@ def _with_expected(case: FixtureCase, coords: np.ndarray, feats: np.ndarray) -> 
     return dataclasses.replace(case, expected={"y": SparseArrays(coords, feats, y.stride)})
 
 
-def _replay_one(tmp_path: Path, artifact: Path, case: FixtureCase) -> dict:  # type: ignore[type-arg]
+def _replay_one(tmp_path: Path, artifact: Path, case: FixtureCase) -> dict[str, Any]:
     archive = write_fixture_archive(tmp_path / "t.tar.gz", artifact, [case])
     report = tmp_path / "r.json"
     code = replay_main([str(archive), "--report", str(report)])
-    data: dict = json.loads(report.read_text())  # type: ignore[type-arg]
+    data: dict[str, Any] = json.loads(report.read_text())
     data["exit_code"] = code
     return data
 

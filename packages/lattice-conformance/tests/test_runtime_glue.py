@@ -12,7 +12,9 @@ error and words on both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from types import MethodType
 from typing import Any
 
 import mlx.core as mx
@@ -41,6 +43,20 @@ from torch_lattice.artifact.runtime import RUNTIME as TORCH_RUNTIME
 REGISTRIES = {"mlx": mart.MLX_LOWERINGS, "torch": tart.LOWERINGS}
 
 
+def _bound(function: Callable[..., Any]) -> MethodType:
+    """A registered implementation, which is a method of its runtime's StandardLowerings."""
+    assert isinstance(function, MethodType), function
+    assert isinstance(function.__self__, StandardLowerings), function.__self__
+    return function
+
+
+def _adapter(function: Callable[..., Any]) -> object:
+    """The runtime adapter whose StandardLowerings ``function`` is bound to."""
+    owner = _bound(function).__self__
+    assert isinstance(owner, StandardLowerings)
+    return owner.adapter
+
+
 def test_one_lowering_table_on_both_runtimes() -> None:
     by_op = {}
     for entry in STANDARD_TABLE:
@@ -51,15 +67,16 @@ def test_one_lowering_table_on_both_runtimes() -> None:
     for name, definition in SCHEMA.ops.items():
         mlx_lowering = REGISTRIES["mlx"].lowering(definition)
         torch_lowering = REGISTRIES["torch"].lowering(definition)
-        assert mlx_lowering.function.__func__ is torch_lowering.function.__func__ is by_op[name]
+        mlx_function = _bound(mlx_lowering.function).__func__
+        assert mlx_function is _bound(torch_lowering.function).__func__ is by_op[name]
         assert mlx_lowering.weights == torch_lowering.weights
         assert mlx_lowering.takes_context == torch_lowering.takes_context
     mlx_primitives, torch_primitives = (r.primitives for r in REGISTRIES.values())
     assert set(mlx_primitives) == set(torch_primitives) == set(SCHEMA.primitives)
     for name in SCHEMA.primitives:
-        assert mlx_primitives[name].__func__ is torch_primitives[name].__func__
-    assert REGISTRIES["mlx"].lowering("conv3d").function.__self__.adapter is MLX_BACKEND
-    assert REGISTRIES["torch"].lowering("conv3d").function.__self__.adapter is TORCH_BACKEND
+        assert _bound(mlx_primitives[name]).__func__ is _bound(torch_primitives[name]).__func__
+    assert _adapter(REGISTRIES["mlx"].lowering("conv3d").function) is MLX_BACKEND
+    assert _adapter(REGISTRIES["torch"].lowering("conv3d").function) is TORCH_BACKEND
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,9 @@ data too, so a failure says whether the op or the artifact path broke.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import mlx.core as mx
@@ -109,10 +111,12 @@ def test_upstream_fixture_replays_on_both_runtimes(name: str) -> None:
 
 def test_upstream_fixtures_through_the_functional_ops() -> None:
     """The same numbers from ``ops`` directly (the upstream graphs' geometry spelled out)."""
-    for lib, sparse, arr in (
+    # (ops module, SparseTensor class, NumPy -> runtime array) of each runtime.
+    runtimes: list[tuple[ModuleType, Callable[..., Any], Callable[[np.ndarray], Any]]] = [
         (mlx_lattice.ops, mlx_lattice.SparseTensor, mx.array),
         (torch_lattice.ops, torch_lattice.SparseTensor, lambda a: torch.from_numpy(a.copy())),
-    ):
+    ]
+    for lib, sparse, arr in runtimes:
         raw = load_file(str(UPSTREAM / "normalized_convolution" / "inputs.safetensors"))
         w = load_file(str(UPSTREAM / "normalized_convolution" / "weights.safetensors"))
         want = load_file(str(UPSTREAM / "normalized_convolution" / "expected.safetensors"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import mlx.core as mx
 import mlx_lattice
@@ -33,6 +33,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import upstream_ops_oracle as oracle
 
 Triple = tuple[int, int, int]
+Sparse = mlx_lattice.SparseTensor | torch_lattice.SparseTensor
+
+
+class Geometry(TypedDict):
+    """The window keywords every conv-family and pool op takes."""
+
+    kernel_size: Triple
+    stride: Triple
+    padding: Triple
+    dilation: Triple
+
+
+def _finer(stride: int, by: Triple) -> Triple:
+    """The stride ``stride`` (the same on each axis) divided by ``by`` per axis."""
+    return (stride // by[0], stride // by[1], stride // by[2])
+
+
 WORST: dict[str, dict[str, float]] = defaultdict(lambda: {"mlx": 0.0, "torch": 0.0})
 ATOL = 2e-5
 
@@ -159,22 +176,22 @@ def test_normalized_conv_transpose3d(
 ) -> None:
     rng = np.random.default_rng(seed)
     in_stride: Triple = (2, 2, 2)
-    out_stride = tuple(2 // s for s in stride)
+    out_stride = _finer(2, stride)
     logical = _logical_support(rng, 25, 3)
     x = rng.standard_normal((len(logical), 2)).astype(np.float32)
     w = rng.standard_normal((3, *kernel, 2)).astype(np.float32)
     b = rng.standard_normal(3).astype(np.float32)
     m, t = _pair(logical, x, in_stride)
-    geom = dict(kernel_size=kernel, stride=stride, padding=padding, dilation=dilation)
+    geom = Geometry(kernel_size=kernel, stride=stride, padding=padding, dilation=dilation)
     derived = sorted(oracle.transposed_pairs(logical, kernel, stride, padding, dilation))
     kw_m: dict[str, Any] = {}
     kw_t: dict[str, Any] = {}
     target = None
     if use_target:
         target_rows = _target_rows(rng, derived, 6)
-        target = [tuple(int(v) for v in r) for r in target_rows]
+        target = oracle.rows_of(target_rows)
         zeros = np.zeros((len(target_rows), 1), np.float32)
-        kw_m["coordinates"], kw_t["coordinates"] = _pair(target_rows, zeros, out_stride)  # type: ignore[arg-type]
+        kw_m["coordinates"], kw_t["coordinates"] = _pair(target_rows, zeros, out_stride)
     got = {
         "mlx": mo.normalized_conv_transpose3d(m, mx.array(w), mx.array(b), **geom, **kw_m),
         "torch": to.normalized_conv_transpose3d(
@@ -190,7 +207,7 @@ def test_normalized_conv_transpose3d(
         out_stride,
         rows,
         want,
-    )  # type: ignore[arg-type]
+    )
 
 
 @settings(max_examples=10, deadline=None)
@@ -202,7 +219,7 @@ def test_normalized_generative_conv_transpose3d(kernel: Triple, stride: Triple, 
     x = rng.standard_normal((len(logical), 2)).astype(np.float32)
     w = rng.standard_normal((3, *kernel, 2)).astype(np.float32)
     m, t = _pair(logical, x, (2, 2, 2))
-    out_stride = tuple(2 // s for s in stride)
+    out_stride = _finer(2, stride)
     got = {
         "mlx": mo.normalized_generative_conv_transpose3d(
             m, mx.array(w), kernel_size=kernel, stride=stride
@@ -214,7 +231,7 @@ def test_normalized_generative_conv_transpose3d(kernel: Triple, stride: Triple, 
     rows, want = oracle.normalized_transposed(
         logical, x, w, None, kernel, stride, (0, 0, 0), (1, 1, 1), 1e-8
     )
-    _check("normalized_generative_conv_transpose3d", got, out_stride, rows, want)  # type: ignore[arg-type]
+    _check("normalized_generative_conv_transpose3d", got, out_stride, rows, want)
 
 
 # ------------------------------------------------------------------- upsampling
@@ -236,23 +253,23 @@ def test_pool_transpose3d(
     logical = _logical_support(rng, 25, 3)
     x = rng.standard_normal((len(logical), 3)).astype(np.float32)
     m, t = _pair(logical, x, (2, 2, 2))
-    out_stride = tuple(2 // s for s in stride)
-    geom = dict(kernel_size=kernel, stride=stride, padding=padding, dilation=dilation)
+    out_stride = _finer(2, stride)
+    geom = Geometry(kernel_size=kernel, stride=stride, padding=padding, dilation=dilation)
     target = None
     kw_m: dict[str, Any] = {}
     kw_t: dict[str, Any] = {}
     if use_target:
         derived = sorted(oracle.transposed_pairs(logical, kernel, stride, padding, dilation))
         target_rows = _target_rows(rng, derived, 6)
-        target = [tuple(int(v) for v in r) for r in target_rows]
+        target = oracle.rows_of(target_rows)
         zeros = np.zeros((len(target_rows), 1), np.float32)
-        kw_m["coordinates"], kw_t["coordinates"] = _pair(target_rows, zeros, out_stride)  # type: ignore[arg-type]
+        kw_m["coordinates"], kw_t["coordinates"] = _pair(target_rows, zeros, out_stride)
     got = {
         "mlx": mo.pool_transpose3d(m, **geom, **kw_m),
         "torch": to.pool_transpose3d(t, **geom, **kw_t),
     }
     rows, want = oracle.pool_transpose(logical, x, kernel, stride, padding, dilation, target)
-    _check("pool_transpose3d", got, out_stride, rows, want)  # type: ignore[arg-type]
+    _check("pool_transpose3d", got, out_stride, rows, want)
 
 
 @settings(max_examples=12, deadline=None)
@@ -264,7 +281,7 @@ def test_pool_transpose3d(
 def test_trilinear_upsample3d(stride: Triple, seed: int, use_target: bool) -> None:
     rng = np.random.default_rng(seed)
     in_stride = (6, 6, 6)
-    out_stride = tuple(6 // s for s in stride)
+    out_stride = _finer(6, stride)
     logical = _logical_support(rng, 18, 3)
     x = rng.standard_normal((len(logical), 2)).astype(np.float32)
     m, t = _pair(logical, x, in_stride)
@@ -274,15 +291,15 @@ def test_trilinear_upsample3d(stride: Triple, seed: int, use_target: bool) -> No
     if use_target:
         derived, _ = oracle.trilinear(logical, x, stride)
         target_rows = _target_rows(rng, derived, 9)
-        target = [tuple(int(v) for v in r) for r in target_rows]
+        target = oracle.rows_of(target_rows)
         zeros = np.zeros((len(target_rows), 1), np.float32)
-        kw_m["coordinates"], kw_t["coordinates"] = _pair(target_rows, zeros, out_stride)  # type: ignore[arg-type]
+        kw_m["coordinates"], kw_t["coordinates"] = _pair(target_rows, zeros, out_stride)
     got = {
         "mlx": mo.trilinear_upsample3d(m, stride=stride, **kw_m),
         "torch": to.trilinear_upsample3d(t, stride=stride, **kw_t),
     }
     rows, want = oracle.trilinear(logical, x, stride, target)
-    _check("trilinear_upsample3d", got, out_stride, rows, want)  # type: ignore[arg-type]
+    _check("trilinear_upsample3d", got, out_stride, rows, want)
 
 
 def test_trilinear_exact_at_coarse_rows_and_midpoints() -> None:
@@ -348,9 +365,12 @@ def test_elementwise_exp_and_round_half_to_even() -> None:
     ):
         with pytest.raises(TypeError, match="float32"):
             call()
-    for fn, arg in ((mo.elementwise, mx.array(x)), (to.elementwise, torch.from_numpy(x))):
+    for call in (
+        lambda: mo.elementwise(mx.array(x), kind="log"),
+        lambda: to.elementwise(torch.from_numpy(x), kind="log"),
+    ):
         with pytest.raises(ValueError, match="kind must be one of 'exp', 'round'"):
-            fn(arg, kind="log")  # type: ignore[operator]
+            call()
 
 
 # --------------------------------------------------------------------- refusals
@@ -383,11 +403,13 @@ def test_bad_arguments_are_refused_alike() -> None:
         (
             lambda: mo.normalized_subm_conv3d(
                 m,
-                mo.quantize_weight(mx.ones((2, 3, 3, 3, 32)), bits=8, group_size=32),
+                # A packed weight on purpose: the op refuses it.
+                mo.quantize_weight(mx.ones((2, 3, 3, 3, 32)), bits=8, group_size=32),  # type: ignore[arg-type]
                 kernel_size=3,
             ),
             lambda: to.normalized_subm_conv3d(
                 t,
+                # A packed weight on purpose: the op refuses it.
                 to.quantize_weight(torch.ones(2, 3, 3, 3, 32), bits=8, group_size=32),  # type: ignore[arg-type]
                 kernel_size=3,
             ),
@@ -417,7 +439,7 @@ def test_half_precision_sums_in_f32(dtype: str) -> None:
     phys = logical.copy()
     mx_in = mlx_lattice.SparseTensor(mx.array(phys), mx.array(xf).astype(mdt))
     t_in = torch_lattice.SparseTensor(torch.from_numpy(phys), x)
-    got = {
+    got: dict[str, Sparse] = {
         "mlx": mo.normalized_subm_conv3d(mx_in, mx.array(wf).astype(mdt), kernel_size=3),
         "torch": to.normalized_subm_conv3d(t_in, w, kernel_size=3),
     }

@@ -127,7 +127,9 @@ def _tree_of(migrated: Path, tmp_path: Path, case: str) -> Path:
     return root
 
 
-def _edit_expected(root: Path, case: str, edit: Callable[[dict[str, torch.Tensor]], None]) -> None:
+def _edit_expected(
+    root: Path, case: str, edit: Callable[[dict[str, torch.Tensor]], object]
+) -> None:
     path = str(root / case / "expected.safetensors")
     tensors = load_torch(path)
     edit(tensors)

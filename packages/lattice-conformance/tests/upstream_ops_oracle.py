@@ -25,8 +25,13 @@ def taps(kernel: Triple) -> list[Triple]:
     return list(itertools.product(range(kernel[0]), range(kernel[1]), range(kernel[2])))
 
 
+def rows_of(coords: np.ndarray) -> list[Row]:
+    """The ``(N, 4)`` coordinate rows as tuples (hashable, for dictionaries and sets)."""
+    return [(int(b), int(x), int(y), int(z)) for b, x, y, z in coords.tolist()]
+
+
 def _row_index(coords: np.ndarray) -> dict[Row, int]:
-    return {tuple(int(v) for v in r): i for i, r in enumerate(coords)}  # type: ignore[misc]
+    return {row: i for i, row in enumerate(rows_of(coords))}
 
 
 def _weight_taps(weight: np.ndarray) -> np.ndarray:
@@ -80,7 +85,7 @@ def normalized_subm(
                 *(o[a + 1] + (tap[a] - (kernel[a] - 1) // 2) * dilation[a] for a in range(3)),
             )
             if c in index:
-                pairs.setdefault(o, []).append((index[c], k))  # type: ignore[index]
+                pairs.setdefault(o, []).append((index[c], k))
     return _normalise(pairs, rows, x, weight, bias, eps)
 
 
@@ -140,7 +145,7 @@ def pool_transpose(
             if all(num[a] % stride[a] == 0 for a in range(3)):
                 c = (o[0], *(num[a] // stride[a] for a in range(3)))
                 if c in index:
-                    found.append(index[c])  # type: ignore[index]
+                    found.append(index[c])
         if found:
             out[n] = x[found].astype(np.float64).mean(axis=0)
     return rows, out

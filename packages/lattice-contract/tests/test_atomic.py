@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -84,7 +85,7 @@ def _child(*args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _write_version(version: str, size: int = WEIGHT_BYTES):  # type: ignore[no-untyped-def]
+def _write_version(version: str, size: int = WEIGHT_BYTES) -> Callable[[Path], None]:
     def write(tmp: Path) -> None:
         (tmp / "graph.mlir").write_text(version)
         (tmp / "weights.safetensors").write_bytes(version.encode()[:1] * size)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 from lattice_contract import SCHEMA, SCHEMA_DIGEST, schema_digest
@@ -30,7 +31,7 @@ from lattice_contract.schema import (
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def with_op(schema: DialectSchema, name: str, **changes: object) -> DialectSchema:
+def with_op(schema: DialectSchema, name: str, **changes: Any) -> DialectSchema:
     """A copy of ``schema`` whose op ``name`` has ``changes`` applied."""
     ops = dict(schema.ops)
     ops[name] = dataclasses.replace(ops[name], **changes)
@@ -132,7 +133,7 @@ def _type_param_change() -> DialectSchema:
     return dataclasses.replace(SCHEMA, types=types)
 
 
-def _primitive_change(**changes: object) -> DialectSchema:
+def _primitive_change(**changes: Any) -> DialectSchema:
     prims = dict(SCHEMA.primitives)
     prims["argmax"] = dataclasses.replace(prims["argmax"], **changes)
     return dataclasses.replace(SCHEMA, primitives=MappingProxyType(prims))

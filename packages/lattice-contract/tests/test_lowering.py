@@ -7,7 +7,7 @@ packed triplet, so numpy arrays are real inputs here.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pytest
@@ -29,9 +29,18 @@ from lattice_contract.schema import Conv3d
 CONV_ATTRS = "kernel_size, stride, padding, dilation, accumulation"
 
 
+class NpSparse(NamedTuple):
+    """The numpy backend's SparseTensor: the three ABI arrays and the stride it carries."""
+
+    coords: Any
+    feats: Any
+    active_rows: Any
+    stride: tuple[int, int, int] = (1, 1, 1)
+
+
 class NumpyBackend:
     name = "numpy"
-    sparse_type_name = "tuple"
+    sparse_type_name = "NpSparse"
     array_type_name = "numpy.ndarray"
     _names: ClassVar[dict[Any, str]] = {
         np.dtype(np.float16): "f16",
@@ -51,17 +60,20 @@ class NumpyBackend:
         return ("packed", weight, scales, biases, bits, group)
 
     def is_sparse(self, value: Any) -> bool:
-        return isinstance(value, tuple)
+        return isinstance(value, NpSparse)
 
     def is_array(self, value: Any) -> bool:
         return isinstance(value, np.ndarray)
 
     def decompose(self, value: Any) -> tuple[Any, Any, Any]:
-        return value[0], value[1], value[2]
+        return value.coords, value.feats, value.active_rows
 
     def channels(self, value: Any) -> int:
-        feats = value[1] if isinstance(value, tuple) else value
+        feats = value.feats if isinstance(value, NpSparse) else value
         return int(feats.shape[-1])
+
+    def stride(self, value: Any) -> tuple[int, int, int]:
+        return value.stride
 
 
 NP = NumpyBackend()
@@ -451,7 +463,7 @@ def test_weight_specs() -> None:
     ):
         conv_weight().check_runtime(conv, {"input": feats[:, :3]}, NP, "op #1")
     lin = ResolvedWeight("fc", "linear", "linear_o_i", "f16", None, (2, 4), None)
-    linear_weight().check_runtime(lin, {"input": (None, feats, None)}, NP, "op #2")
+    linear_weight().check_runtime(lin, {"input": NpSparse(None, feats, None)}, NP, "op #2")
     scale = ResolvedWeight("s", "channel", "channel_c", "f16", None, (5,), None)
     with pytest.raises(WeightContractError, match=r"\(5 channels\) but operand 'input' has 4"):
         channel_weight().check_runtime(scale, {"input": feats}, NP, "op #3")

@@ -360,7 +360,9 @@ def test_builder_and_native_verifier_agree_on_the_int32_geometry_bound(op, t, k,
         args["mode"] = "max"
     else:
         args["weight"] = _conv_w(b, "w", (4, 1, 1, 1, 4))
-    b.add_output("y", b.emit(op, **args))
+    y = b.emit(op, **args)
+    assert isinstance(y, Value)  # every op checked here has one result
+    b.add_output("y", y)
     lines = b.build().splitlines()
     row = next(i for i, line in enumerate(lines) if f"lattice.{op} " in line)
     for key, value in attrs.items():  # only the op under test, not sparse.make's stride

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
+from typing import Any
 
 import lattice_mlir
 import pytest
@@ -17,7 +18,7 @@ from lattice_contract import SCHEMA, SCHEMA_DIGEST
 
 
 @pytest.fixture(scope="module")
-def registered() -> dict[str, dict[str, object]]:
+def registered() -> dict[str, dict[str, Any]]:
     return {op["name"]: op for op in lattice_mlir.dialect_ops()}
 
 
@@ -27,13 +28,13 @@ def test_native_digest_equals_contract_digest() -> None:
 
 
 def test_registered_ops_are_exactly_the_schema_ops(
-    registered: dict[str, dict[str, object]],
+    registered: dict[str, dict[str, Any]],
 ) -> None:
     assert sorted(registered) == sorted(op.mlir_name for op in SCHEMA.ops.values())
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMA.ops))
-def test_op_surface_matches_schema(name: str, registered: dict[str, dict[str, object]]) -> None:
+def test_op_surface_matches_schema(name: str, registered: dict[str, dict[str, Any]]) -> None:
     op = SCHEMA.ops[name]
     native = registered[op.mlir_name]
     assert native["operand_names"] == [o.name for o in op.operands]

@@ -93,7 +93,7 @@ _STRAY_TRICK = ("[" * 200 + "#foo<" + ")" * 250 + ">, ") * 40 + "1" + "]" * 8000
 _SPLIT_TRICK = _module_attr("[" * 200 + "\n// -----\n" + "[" * 9000 + "]" * 9200)
 
 # (name, text, limit words, line:col of the diagnostic)
-HOSTILE: list[tuple[str, str, str, str]] = [
+HOSTILE: list[tuple[str, str, str, str | None]] = [
     ("array 8000 deep", _module_attr("[" * 8000 + "]" * 8000), "nesting", "1:281"),
     ("dictionary 10000 deep", _module_attr("{a = " * 10000 + "1" + "}" * 10000), "nesting", None),
     ("region 10000 deep", "module {" * 10000 + "}" * 10000, "nesting", "1:2056"),

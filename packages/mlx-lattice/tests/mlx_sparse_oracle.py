@@ -11,6 +11,7 @@ puts this folder on sys.path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -21,6 +22,11 @@ from hypothesis import strategies as st
 from mlx_lattice import SparseTensor
 
 Triple = tuple[int, int, int]
+
+
+def per_axis(value: Callable[[int], int]) -> Triple:
+    """The triple ``(value(0), value(1), value(2))``: one formula for the three axes."""
+    return (value(0), value(1), value(2))
 
 
 def to_np(a: mx.array) -> np.ndarray:
@@ -114,10 +120,10 @@ def oracle_conv3d(
     at dense index ``o + m`` with torch padding 0; m is large enough that every
     output the sparse relation can produce has a non-negative index.
     """
-    m = tuple(-(-((k[a] - 1) * d[a]) // s[a]) + 1 for a in range(3))
-    in_shift = tuple(m[a] * s[a] + p[a] for a in range(3))
+    m = per_axis(lambda a: -(-((k[a] - 1) * d[a]) // s[a]) + 1)
+    in_shift = per_axis(lambda a: m[a] * s[a] + p[a])
     hi = to_np(x.coords)[:, 1:].max(axis=0) // np.asarray(x.stride) if x.num_rows else (0, 0, 0)
-    size = tuple(int(hi[a]) + in_shift[a] + (k[a] - 1) * d[a] + s[a] + p[a] + 1 for a in range(3))
+    size = per_axis(lambda a: int(hi[a]) + in_shift[a] + (k[a] - 1) * d[a] + s[a] + p[a] + 1)
     dense = densify(x, in_shift, size)
     out = F.conv3d(dense.values, torch_weight(w), stride=s, dilation=d)
     ones = torch.ones((1, 1, *k), dtype=torch.float64)
@@ -134,7 +140,7 @@ def oracle_conv_transpose3d(
     dense index ``o + q*s + p``; q = 0 suffices for non-negative inputs.
     """
     hi = to_np(x.coords)[:, 1:].max(axis=0) // np.asarray(x.stride) if x.num_rows else (0, 0, 0)
-    size = tuple(int(hi[a]) + 1 for a in range(3))
+    size = per_axis(lambda a: int(hi[a]) + 1)
     dense = densify(x, (0, 0, 0), size)
     wt = torch.as_tensor(to_np(w)).permute(4, 0, 1, 2, 3).contiguous()  # (C_in, C_out, K...)
     out = F.conv_transpose3d(dense.values, wt, stride=s, dilation=d)
@@ -181,9 +187,9 @@ def _dense_pool(
     """
     one_channel = x.with_feats(x.feats[:, :1])
     support, _, m, count = oracle_conv3d(one_channel, mx.ones((1, *k, 1)), k, s, p, d)
-    in_shift = tuple(m[a] * s[a] + p[a] for a in range(3))
+    in_shift = per_axis(lambda a: m[a] * s[a] + p[a])
     hi = to_np(x.coords)[:, 1:].max(axis=0) // np.asarray(x.stride)
-    size = tuple(int(hi[a]) + in_shift[a] + (k[a] - 1) * d[a] + s[a] + p[a] + 1 for a in range(3))
+    size = per_axis(lambda a: int(hi[a]) + in_shift[a] + (k[a] - 1) * d[a] + s[a] + p[a] + 1)
     c = x.num_channels
     if mode == "max":
         grid = densify(x, in_shift, size, fill=-np.inf).values

@@ -11,7 +11,7 @@ from artifact_support import weight
 from lattice_contract.builder import MLIRModuleBuilder
 from mlx_lattice.artifact import save_lattice_artifact
 from mlx_lattice.artifact.inspect import main
-from mlx_lattice.ops.quant import quantize_weight
+from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
 
 PACK = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}
 
@@ -29,7 +29,7 @@ def _bundle(tmp_path: Path, *, drop: str | None = None) -> Path:
     _, f, _ = b.sparse_decompose(input=y)
     b.add_output("y", y)
     b.add_output("logits", b.linear(input=f, weight=hv))
-    weights: dict[str, mx.array | object] = {
+    weights: dict[str, mx.array | QuantizedWeight] = {
         "enc.conv": quantize_weight(
             weight(rng, 16, 3, 3, 3, 32, dtype="f16"), bits=4, group_size=32
         ),
@@ -40,7 +40,7 @@ def _bundle(tmp_path: Path, *, drop: str | None = None) -> Path:
     if drop:
         del weights[drop]
     path = tmp_path / "model.lattice"
-    save_lattice_artifact(path, b.build(), weights)  # type: ignore[arg-type]
+    save_lattice_artifact(path, b.build(), weights)
     return path
 
 

@@ -105,7 +105,7 @@ def loader(rank: int, world: int) -> DataLoader[Any]:
         return DataLoader(
             torch.utils.data.Subset(data, order), batch_size=2 * PER_RANK, collate_fn=sparse_collate
         )
-    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=SEED)
+    sampler = DistributedSampler[int](data, num_replicas=world, rank=rank, shuffle=True, seed=SEED)
     sampler.set_epoch(0)
     return DataLoader(data, batch_size=PER_RANK, sampler=sampler, collate_fn=sparse_collate)
 
@@ -129,6 +129,7 @@ def syncbn_case(rank: int, split: int) -> dict[str, torch.Tensor]:
     upstream = torch.randn(37, 5, generator=g)
     rows = slice(0, split) if rank == 0 else slice(split, 37)
     norm = SyncBatchNorm.convert_sync_batchnorm(BatchNorm(5))
+    assert isinstance(norm, SyncBatchNorm)
     with torch.no_grad():
         norm.weight.copy_(torch.linspace(0.5, 1.5, 5))
         norm.bias.copy_(torch.linspace(-1.0, 1.0, 5))
@@ -144,8 +145,8 @@ def syncbn_case(rank: int, split: int) -> dict[str, torch.Tensor]:
         "dx": local.grad,
         "dweight": dweight,
         "dbias": dbias,
-        "running_mean": norm.running_mean.clone(),
-        "running_var": norm.running_var.clone(),
+        "running_mean": norm.get_buffer("running_mean").clone(),
+        "running_var": norm.get_buffer("running_var").clone(),
     }
 
 
@@ -246,7 +247,7 @@ def main(out: Path) -> None:
     rank, world = ctx.rank, ctx.world_size
     result: dict[str, Any] = {"syncbn": {split: syncbn_case(rank, split) for split in (9, 0)}}
     model, optimizer, batches = train(rank, world)
-    result["norm"] = type(unwrap(model).stem[0][1]).__name__
+    result["norm"] = type(unwrap(model).get_submodule("stem.0.1")).__name__
     result["rows"] = [int(b["input"].num_rows) for b in batches]
     params = {k: v.detach().clone() for k, v in unwrap(model).state_dict().items()}
     result["params"] = params

@@ -49,8 +49,13 @@ def _flattened(w: torch.Tensor, taps: list[tuple[int, int, int]]) -> torch.Tenso
     return torch.stack([w[:, x, y, z, :].T for (x, y, z) in taps])
 
 
+def _kernel_size(w: torch.Tensor) -> tuple[int, int, int]:
+    """The ``(Kx, Ky, Kz)`` of a canonical ``(C_out, Kx, Ky, Kz, C_in)`` weight."""
+    return (w.shape[1], w.shape[2], w.shape[3])
+
+
 def torchsparse_layout(w: torch.Tensor, version: str) -> torch.Tensor:
-    size = tuple(w.shape[1:4])
+    size = _kernel_size(w)
     volume = size[0] * size[1] * size[2]
     if volume == 1:
         return w.reshape(w.shape[0], w.shape[4]).T.contiguous()  # (C_in, C_out)
@@ -59,7 +64,7 @@ def torchsparse_layout(w: torch.Tensor, version: str) -> torch.Tensor:
 
 
 def minkowski_layout(w: torch.Tensor) -> torch.Tensor:
-    return _flattened(w, _taps_first_fastest(tuple(w.shape[1:4])))
+    return _flattened(w, _taps_first_fastest(_kernel_size(w)))
 
 
 def spconv2_layout(w: torch.Tensor, *, matmul_1x1: bool) -> torch.Tensor:

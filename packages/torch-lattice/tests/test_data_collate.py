@@ -48,6 +48,7 @@ def test_samples_are_voxelised_clouds() -> None:
     # Every point's voxel is the row its inverse names.
     want = torch.floor(cloud.points / 0.75).to(torch.int32)
     assert torch.equal(voxels.coords[sample["inverse"], 1:], want)
+    assert cloud.labels is not None
     assert torch.equal(sample["point_labels"], cloud.labels)
     assert sample["labels"].shape == (voxels.num_rows,)
 
@@ -92,7 +93,7 @@ def test_batched_predictions_equal_per_sample_predictions() -> None:
 
 def test_dataloader_with_distributed_sampler_and_a_worker_process() -> None:
     data = _dataset()
-    sampler = DistributedSampler(data, num_replicas=2, rank=1, shuffle=True, seed=3)
+    sampler = DistributedSampler[int](data, num_replicas=2, rank=1, shuffle=True, seed=3)
     loader = DataLoader(data, batch_size=2, sampler=sampler, collate_fn=sparse_collate)
     served = [int(i) for i in sampler]
     batches = list(loader)
@@ -102,7 +103,8 @@ def test_dataloader_with_distributed_sampler_and_a_worker_process() -> None:
     assert torch.equal(first["input"].coords, want["input"].coords)
     # Samples cross a worker process (pickled) intact.
     threaded = list(DataLoader(data, batch_size=5, num_workers=1, collate_fn=sparse_collate))
-    assert torch.equal(threaded[0]["input"].coords, sparse_collate(list(data))["input"].coords)
+    everything = sparse_collate([data[i] for i in range(len(data))])
+    assert torch.equal(threaded[0]["input"].coords, everything["input"].coords)
 
 
 def test_collate_scalars_lists_and_other_inverse_keys() -> None:

@@ -236,12 +236,12 @@ def test_quantized_export(tmp_path: Path, bits: int, device: str) -> None:
     reference = copy.deepcopy(model)
     with torch.no_grad():
         for key in report.packed_weights:
-            module = reference.get_submodule(key.rsplit(".", 1)[0])
+            param = reference.get_parameter(key)  # the packed storage key is its state name
             q = ops.QuantizedWeight(
                 stored[key + ".weight"], stored[key + ".scales"], stored[key + ".biases"],
                 bits, 32,
             )  # fmt: skip
-            module.weight.copy_(q.dequantize_as(tuple(module.weight.shape)).to(device))
+            param.copy_(q.dequantize_as(tuple(param.shape)).to(device))
     program = load_lattice_program(path, device=device)
     _same(program(x), _eager(reference, x))
     # ... which differs measurably from the unquantized model at 4 bits.
@@ -340,7 +340,8 @@ def test_untraced_things_are_named(tmp_path: Path, model: type, message: str) ->
 def test_mismatch_writes_nothing_and_keeps_old_artifact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = nn.Sequential(nn.SubmConv3d(4, 4, 3), nn.ReLU())
+    conv = nn.SubmConv3d(4, 4, 3)
+    model = nn.Sequential(conv, nn.ReLU())
     x = _sparse()
     path = tmp_path / "m.lattice"
     save_lattice_model_artifact(model, x, path)
@@ -361,7 +362,7 @@ def test_mismatch_writes_nothing_and_keeps_old_artifact(
         LOWERINGS._lowerings, "activation", dataclasses.replace(original, function=broken)
     )
     with torch.no_grad():
-        model[0].weight.mul_(2)  # a different model, so a successful save would change files
+        conv.weight.mul_(2)  # a different model, so a successful save would change files
     with pytest.raises(ExportError, match=r"(?s)does not reproduce.*y: features differ"):
         save_lattice_model_artifact(model, x, path)
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before

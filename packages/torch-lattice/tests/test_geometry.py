@@ -31,6 +31,7 @@ def model(seed: int = 0, channels: int = 8, blocks: int = 1) -> GeometryModel:
     torch.manual_seed(seed)
     m = GeometryModel(channels, blocks).eval()
     with torch.no_grad():  # a non-trivial head, so that logits spread over both signs
+        assert m.logit.bias is not None
         m.logit.bias.fill_(0.3)
     return m
 

@@ -171,25 +171,25 @@ class _Reference:
 
     def run(self, m: torch.nn.Module, c: np.ndarray, f: np.ndarray, t: int) -> tuple[Any, Any, int]:
         self.by_stride.setdefault(t, c)
-        name = type(m).__name__
         if isinstance(m, torch.nn.Sequential):
             for child in m:
                 c, f, t = self.run(child, c, f, t)
                 self.by_stride.setdefault(t, c)
             return c, f, t
-        if name == "SparseResBlock":
+        if isinstance(m, ts.SparseResBlock):
             _, main, _ = self.run(m.main, c, f, t)
             _, short, _ = self.run(m.shortcut, c, f, t)
             return c, np.maximum(main + short, 0), t
-        if name == "Identity":
+        if isinstance(m, torch.nn.Identity):
             return c, f, t
-        if name == "ReLU":
+        if isinstance(m, ts.ReLU):
             return c, np.maximum(f, 0), t
-        if name == "BatchNorm":
+        if isinstance(m, ts.BatchNorm):
+            assert m.running_mean is not None and m.running_var is not None  # track_running_stats
             mean, var = m.running_mean.double().numpy(), m.running_var.double().numpy()
             w, b = m.weight.detach().double().numpy(), m.bias.detach().double().numpy()
             return c, (f - mean) / np.sqrt(var + m.eps) * w + b, t
-        assert name == "Conv3d", name
+        assert isinstance(m, ts.Conv3d), type(m).__name__
         kernel = m.kernel.detach().double().numpy()
         kernel = kernel[None] if kernel.ndim == 2 else kernel
         s = m.stride[0]
@@ -204,7 +204,7 @@ class _Reference:
         )
         return c2, out, t * s
 
-    def unet(self, m: torch.nn.Module, c: np.ndarray, f: np.ndarray) -> list[tuple[Any, Any]]:
+    def unet(self, m: ts.SparseResUNet, c: np.ndarray, f: np.ndarray) -> list[tuple[Any, Any]]:
         c, f, t = self.run(m.stem, c, f, 1)
 
         def level(c: Any, f: Any, t: int, depth: int) -> list[tuple[Any, Any, int]]:
@@ -212,6 +212,7 @@ class _Reference:
                 return [(c, f, t)]
             inner = level(*self.run(m.encoders[depth], c, f, t), depth + 1)
             dec = m.decoders[3 - depth]
+            assert isinstance(dec, torch.nn.ModuleDict)
             uc, uf, _ = self.run(dec["upsample"], *inner[-1])
             assert np.array_equal(uc, c)
             return [(c, f, t), *inner, self.run(dec["fuse"], c, np.concatenate([uf, f], 1), t)]

@@ -19,13 +19,13 @@ oracle that computes what TorchSparse would is ``framework_reference``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 
 def _triple(v: int | tuple[int, int, int]) -> tuple[int, int, int]:
-    return (v, v, v) if isinstance(v, int) else tuple(v)  # type: ignore[return-value]
+    return (v, v, v) if isinstance(v, int) else (v[0], v[1], v[2])
 
 
 class Conv3d(torch.nn.Module):
@@ -132,12 +132,16 @@ class SparseResUNet42(SparseResUNet):
         super().__init__(w[0], w[1:5], w[5:], in_channels=in_channels)
 
 
-def randomise(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
+
+
+def randomise(model: ModuleT, seed: int) -> ModuleT:
     """Non-trivial BatchNorm statistics, so that the port's copy of them matters."""
     gen = torch.Generator().manual_seed(seed)
     for m in model.modules():
         if isinstance(m, torch.nn.BatchNorm1d):
             n = m.num_features
+            assert m.running_mean is not None and m.running_var is not None  # track_running_stats
             m.running_mean.copy_(torch.randn(n, generator=gen) * 0.1)
             m.running_var.copy_(torch.rand(n, generator=gen) + 0.5)
             m.weight.data.copy_(torch.rand(n, generator=gen) + 0.5)
