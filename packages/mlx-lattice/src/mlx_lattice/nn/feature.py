@@ -5,15 +5,16 @@ and keep its support (and kernel-map cache); applied to a dense array they act
 on its last axis directly.  Parameter names follow torch:
 Linear ``weight`` ``(C_out, C_in)`` / ``bias``; BatchNorm ``weight``, ``bias``,
 ``running_mean``, ``running_var`` (frozen: inference statistics); LayerNorm
-``weight``, ``bias``; RMSNorm ``weight``.
+``weight``, ``bias``; RMSNorm ``weight``.  ``Softmax`` and the activations
+are declared once for both runtimes (:mod:`lattice_contract.nn_activations`).
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract import nn_activations, nn_layers
 from lattice_contract.options import positive_int
-from lattice_contract.schema import ActivationKind, GeluApprox
-from lattice_contract.shared_nn import activation_params, linear_params
+from lattice_contract.shared_nn import linear_params
 
 from mlx_lattice.nn.module import (
     Features,
@@ -21,33 +22,7 @@ from mlx_lattice.nn.module import (
     WeightedModule,
     map_features,
 )
-from mlx_lattice.ops.feature import (
-    activation,
-    batch_norm,
-    layer_norm,
-    linear,
-    rms_norm,
-    softmax,
-)
-
-__all__ = [
-    "ELU",
-    "GELU",
-    "Activation",
-    "BatchNorm",
-    "Hardswish",
-    "Identity",
-    "LayerNorm",
-    "LeakyReLU",
-    "Linear",
-    "RMSNorm",
-    "ReLU",
-    "SiLU",
-    "Sigmoid",
-    "Softmax",
-    "Softplus",
-    "Tanh",
-]
+from mlx_lattice.ops.feature import batch_norm, layer_norm, linear, rms_norm
 
 
 class Linear(WeightedModule):
@@ -129,112 +104,37 @@ class RMSNorm(LatticeModule):
         return f"{self.num_features}, eps={self.eps}"
 
 
-class Softmax(LatticeModule):
-    """Softmax over the channels of each row (``lattice.softmax``)."""
-
-    def __call__(self, x: Features) -> Features:
-        return map_features(x, softmax)
+class Softmax(nn_layers.Softmax, LatticeModule): ...
 
 
-class Activation(LatticeModule):
-    """Any ``lattice.activation`` kind with its parameters (the named subclasses fix ``kind``)."""
-
-    def __init__(
-        self,
-        kind: ActivationKind | str,
-        *,
-        approximate: GeluApprox | str = GeluApprox.none,
-        alpha: float = 0.01,
-        beta: float = 1.0,
-        threshold: float = 20.0,
-    ) -> None:
-        super().__init__()
-        self.kind, self.approximate, self.alpha, self.beta, self.threshold = activation_params(
-            kind, approximate, alpha, beta, threshold
-        )
-
-    def __call__(self, x: Features) -> Features:
-        return map_features(
-            x,
-            lambda f: activation(
-                f,
-                kind=self.kind,
-                approximate=self.approximate,
-                alpha=self.alpha,
-                beta=self.beta,
-                threshold=self.threshold,
-            ),
-        )
-
-    def _extra_repr(self) -> str:
-        return f"kind={self.kind.value}"
+class Activation(nn_activations.Activation, LatticeModule): ...
 
 
-class ReLU(Activation):
-    """``max(x, 0)``."""
-
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.relu)
+class ReLU(nn_activations.ReLU, Activation): ...
 
 
-class LeakyReLU(Activation):
-    """``x`` for positive x, ``negative_slope * x`` otherwise."""
-
-    def __init__(self, negative_slope: float = 0.01) -> None:
-        super().__init__(ActivationKind.leaky_relu, alpha=negative_slope)
+class LeakyReLU(nn_activations.LeakyReLU, Activation): ...
 
 
-class GELU(Activation):
-    """GELU, exact (``approximate="none"``) or the tanh approximation."""
-
-    def __init__(self, approximate: GeluApprox | str = GeluApprox.none) -> None:
-        super().__init__(ActivationKind.gelu, approximate=approximate)
+class GELU(nn_activations.GELU, Activation): ...
 
 
-class SiLU(Activation):
-    """``x * sigmoid(x)``."""
-
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.silu)
+class SiLU(nn_activations.SiLU, Activation): ...
 
 
-class Sigmoid(Activation):
-    """Logistic sigmoid."""
-
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.sigmoid)
+class Sigmoid(nn_activations.Sigmoid, Activation): ...
 
 
-class Tanh(Activation):
-    """Hyperbolic tangent."""
-
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.tanh)
+class Tanh(nn_activations.Tanh, Activation): ...
 
 
-class Softplus(Activation):
-    """``log1p(exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
-
-    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
-        super().__init__(ActivationKind.softplus, beta=beta, threshold=threshold)
+class Softplus(nn_activations.Softplus, Activation): ...
 
 
-class ELU(Activation):
-    """``x`` for positive x, ``alpha * (exp(x) - 1)`` otherwise."""
-
-    def __init__(self, alpha: float = 1.0) -> None:
-        super().__init__(ActivationKind.elu, alpha=alpha)
+class ELU(nn_activations.ELU, Activation): ...
 
 
-class Hardswish(Activation):
-    """``x * relu6(x + 3) / 6``."""
-
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.hardswish)
+class Hardswish(nn_activations.Hardswish, Activation): ...
 
 
-class Identity(Activation):
-    """Returns its input unchanged."""
-
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.identity)
+class Identity(nn_activations.Identity, Activation): ...

@@ -2,66 +2,24 @@
 
 Mirrors of the ``torch_lattice.nn`` modules of the same names: the two
 upsampling modules have no parameters and take an optional target
-(``m(x, target)``); ``Embedding`` holds ``weight`` (num_embeddings, C).
+(``m(x, target)``) and are declared once for both runtimes in
+:mod:`lattice_contract.nn_layers`; ``Embedding`` holds ``weight`` (num_embeddings, C).
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract.options import positive_int, window
+from lattice_contract import nn_layers
+from lattice_contract.options import positive_int
 
 from mlx_lattice.nn.module import LatticeModule
-from mlx_lattice.ops.conv import IntOrTriple
 from mlx_lattice.ops.embedding import embedding_lookup
-from mlx_lattice.ops.upsample import pool_transpose3d, trilinear_upsample3d
-from mlx_lattice.sparse import SparseTensor
-
-__all__ = ["Embedding", "PoolTranspose3d", "TrilinearUpsample3d"]
 
 
-class PoolTranspose3d(LatticeModule):
-    """Mean of the coarse rows reaching each fine row; ``stride`` defaults to the kernel size."""
-
-    def __init__(
-        self,
-        kernel_size: IntOrTriple,
-        stride: IntOrTriple | None = None,
-        padding: IntOrTriple = 0,
-        dilation: IntOrTriple = 1,
-    ) -> None:
-        super().__init__()
-        geometry = window(kernel_size, stride, padding, dilation)
-        self.kernel_size, self.stride, self.padding, self.dilation = geometry
-
-    def __call__(self, x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
-        return pool_transpose3d(
-            x,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            coordinates=target,
-        )
-
-    def _extra_repr(self) -> str:
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"dilation={self.dilation}"
-        )
+class PoolTranspose3d(nn_layers.PoolTranspose3d, LatticeModule): ...
 
 
-class TrilinearUpsample3d(LatticeModule):
-    """Renormalised trilinear upsampling by ``stride`` (``lattice.trilinear_upsample3d``)."""
-
-    def __init__(self, stride: IntOrTriple) -> None:
-        super().__init__()
-        self.stride = window(1, stride).stride
-
-    def __call__(self, x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
-        return trilinear_upsample3d(x, stride=self.stride, coordinates=target)
-
-    def _extra_repr(self) -> str:
-        return f"stride={self.stride}"
+class TrilinearUpsample3d(nn_layers.TrilinearUpsample3d, LatticeModule): ...
 
 
 class Embedding(LatticeModule):

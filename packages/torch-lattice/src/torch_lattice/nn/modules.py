@@ -5,175 +5,48 @@ value they transform the features and keep the support with ``with_feats``
 (the contract's ``sparse.decompose`` → op → ``sparse.with_features``).
 Parameter and buffer names are artifact storage keys: ``Linear.weight/bias``,
 ``BatchNorm.weight/bias/running_mean/running_var``, ``LayerNorm.weight/bias``,
-``RMSNorm.weight``.
+``RMSNorm.weight``.  The parameter-free modules (pools, activations, points,
+algebra) are declared once for both runtimes in :mod:`lattice_contract.nn_layers`
+and :mod:`lattice_contract.nn_activations`; this file puts :class:`Module`
+behind them and holds the modules whose parameters or training are torch code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar, overload
+from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
-from lattice_contract.kernel import as_triple
-from lattice_contract.options import as_enum, resolve_batch_size, voxel_grid, window
-from lattice_contract.schema import (
-    ActivationKind,
-    BinaryOp,
-    GeluApprox,
-    Interpolation,
-    Join,
-    PoolMode,
-    VoxelReduction,
-)
-from lattice_contract.shared_nn import activation_params, linear_params
+from lattice_contract import nn_activations, nn_layers
+from lattice_contract.shared_nn import linear_params
 
 from torch_lattice import ops
 from torch_lattice.nn._amp import run_autocast
+from torch_lattice.nn.base import Module, on_feats
 from torch_lattice.sparse import SparseTensor
-
-__all__ = [
-    "ELU",
-    "GELU",
-    "Activation",
-    "AvgPool3d",
-    "BatchNorm",
-    "Devoxelize",
-    "Dropout",
-    "FullAvgPool3d",
-    "FullMaxPool3d",
-    "FullSumPool3d",
-    "GlobalPool",
-    "Hardswish",
-    "Identity",
-    "LayerNorm",
-    "LeakyReLU",
-    "Linear",
-    "MaxPool3d",
-    "RMSNorm",
-    "ReLU",
-    "Sequential",
-    "SiLU",
-    "Sigmoid",
-    "Softmax",
-    "Softplus",
-    "SparseAdd",
-    "SparseBinary",
-    "SparseCat",
-    "SparseReindex",
-    "SumPool3d",
-    "Tanh",
-    "Voxelize",
-]
-
-Triple = tuple[int, int, int]
-
-
-@overload
-def _on_feats(x: SparseTensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> SparseTensor: ...
-@overload
-def _on_feats(x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor: ...
-def _on_feats(
-    x: SparseTensor | torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]
-) -> SparseTensor | torch.Tensor:
-    if isinstance(x, SparseTensor):
-        return x.with_feats(fn(x.feats))
-    return fn(x)
-
 
 # --------------------------------------------------------------------------- pooling
 
 
-class _Pool3d(torch.nn.Module):
-    mode: PoolMode
-    _op: ClassVar[Callable[..., SparseTensor]] = staticmethod(ops.pool3d)
-
-    def __init__(
-        self,
-        kernel_size: int | Triple,
-        stride: int | Triple | None = None,
-        padding: int | Triple = 0,
-        dilation: int | Triple = 1,
-    ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding, self.dilation = window(
-            kernel_size, stride, padding, dilation
-        )
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return type(self)._op(
-            x,
-            mode=self.mode,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"padding={self.padding}, dilation={self.dilation}"
-        )
+class MaxPool3d(nn_layers.MaxPool3d, Module): ...
 
 
-class MaxPool3d(_Pool3d):
-    """Max over each window's active inputs on the coarsened support (``lattice.pool3d``).
-
-    The stride defaults to the kernel size, as in torch; windows follow the
-    centred rule of ``conv3d``.
-    """
-
-    mode = PoolMode.max
+class AvgPool3d(nn_layers.AvgPool3d, Module): ...
 
 
-class AvgPool3d(_Pool3d):
-    """Mean over each window's active inputs (divides by their count); ``lattice.pool3d``."""
-
-    mode = PoolMode.avg
+class SumPool3d(nn_layers.SumPool3d, Module): ...
 
 
-class SumPool3d(_Pool3d):
-    """Sum over each window's active inputs; ``lattice.pool3d``."""
-
-    mode = PoolMode.sum
+class FullMaxPool3d(nn_layers.FullMaxPool3d, MaxPool3d): ...
 
 
-class FullMaxPool3d(MaxPool3d):
-    """spconv's max pool (``lattice.full_pool3d``): the indexed relation, growing support."""
-
-    _op = staticmethod(ops.full_pool3d)
+class FullAvgPool3d(nn_layers.FullAvgPool3d, AvgPool3d): ...
 
 
-class FullAvgPool3d(AvgPool3d):
-    """spconv-style mean pool (``lattice.full_pool3d``): the indexed relation."""
-
-    _op = staticmethod(ops.full_pool3d)
+class FullSumPool3d(nn_layers.FullSumPool3d, SumPool3d): ...
 
 
-class FullSumPool3d(SumPool3d):
-    """spconv-style sum pool (``lattice.full_pool3d``): the indexed relation."""
-
-    _op = staticmethod(ops.full_pool3d)
-
-
-class GlobalPool(torch.nn.Module):
-    """Per-batch reduction to a dense (B, C) tensor.
-
-    ``batch_size=-1`` (the default; ``None`` means the same) infers B as the
-    largest batch index + 1 at call time, and is what an exported artifact
-    records, so one artifact serves any batch.  A positive value fixes B; 0
-    gives an empty result.
-    """
-
-    def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = -1) -> None:
-        super().__init__()
-        self.mode = as_enum(mode, PoolMode, "mode")
-        resolve_batch_size(-1 if batch_size is None else batch_size, None, "GlobalPool")
-        self.batch_size = -1 if batch_size is None else batch_size
-
-    def forward(self, x: SparseTensor) -> torch.Tensor:
-        return ops.global_pool(x, mode=self.mode, batch_size=self.batch_size)
+class GlobalPool(nn_layers.GlobalPool, Module): ...
 
 
 # --------------------------------------------------------------------------- features
@@ -208,7 +81,7 @@ class Linear(torch.nn.Module):
     @overload
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return _on_feats(x, lambda f: run_autocast(f, self.weight, self.bias, ops.linear))
+        return on_feats(x, lambda f: run_autocast(f, self.weight, self.bias, ops.linear))
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
@@ -334,7 +207,7 @@ class BatchNorm(torch.nn.Module):
     @overload
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return _on_feats(x, self._features)
+        return on_feats(x, self._features)
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
@@ -361,7 +234,7 @@ class Dropout(torch.nn.Module):
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        return _on_feats(x, lambda f: F.dropout(f, self.p, training=True))
+        return on_feats(x, lambda f: F.dropout(f, self.p, training=True))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -389,7 +262,7 @@ class LayerNorm(torch.nn.Module):
     @overload
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return _on_feats(x, lambda f: ops.layer_norm(f, self.weight, self.bias, eps=self.eps))
+        return on_feats(x, lambda f: ops.layer_norm(f, self.weight, self.bias, eps=self.eps))
 
 
 class RMSNorm(torch.nn.Module):
@@ -412,243 +285,64 @@ class RMSNorm(torch.nn.Module):
     @overload
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return _on_feats(x, lambda f: ops.rms_norm(f, self.weight, eps=self.eps))
+        return on_feats(x, lambda f: ops.rms_norm(f, self.weight, eps=self.eps))
 
 
-class Activation(torch.nn.Module):
-    """Any contract activation by kind (``relu``, ``gelu``, ...), torch's parameter conventions."""
+class Softmax(nn_layers.Softmax, Module): ...
 
-    def __init__(
-        self,
-        kind: ActivationKind | str,
-        *,
-        approximate: GeluApprox | str = GeluApprox.none,
-        alpha: float = 0.01,
-        beta: float = 1.0,
-        threshold: float = 20.0,
-    ) -> None:
-        super().__init__()
-        self.kind, self.approximate, self.alpha, self.beta, self.threshold = activation_params(
-            kind, approximate, alpha, beta, threshold
-        )
 
-    def _features(self, f: torch.Tensor) -> torch.Tensor:
-        return ops.activation(
-            f,
-            kind=self.kind,
-            approximate=self.approximate,
-            alpha=self.alpha,
-            beta=self.beta,
-            threshold=self.threshold,
-        )
+class Activation(nn_activations.Activation, Module): ...
 
-    @overload
-    def forward(self, x: SparseTensor) -> SparseTensor: ...
-    @overload
-    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
-    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return _on_feats(x, self._features)
 
-    def extra_repr(self) -> str:
-        return f"kind={self.kind.value}"
+class ReLU(nn_activations.ReLU, Activation): ...
 
 
-class ReLU(Activation):
-    """max(x, 0)."""
+class LeakyReLU(nn_activations.LeakyReLU, Activation): ...
 
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.relu)
 
+class GELU(nn_activations.GELU, Activation): ...
 
-class LeakyReLU(Activation):
-    """x where x >= 0, else negative_slope * x."""
 
-    def __init__(self, negative_slope: float = 0.01) -> None:
-        super().__init__(ActivationKind.leaky_relu, alpha=negative_slope)
+class SiLU(nn_activations.SiLU, Activation): ...
 
 
-class GELU(Activation):
-    """Gaussian error linear unit, exact or tanh-approximated."""
+class Sigmoid(nn_activations.Sigmoid, Activation): ...
 
-    def __init__(self, approximate: GeluApprox | str = GeluApprox.none) -> None:
-        super().__init__(ActivationKind.gelu, approximate=approximate)
 
+class Tanh(nn_activations.Tanh, Activation): ...
 
-class SiLU(Activation):
-    """x * sigmoid(x)."""
 
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.silu)
+class Softplus(nn_activations.Softplus, Activation): ...
 
 
-class Sigmoid(Activation):
-    """1 / (1 + exp(-x))."""
+class ELU(nn_activations.ELU, Activation): ...
 
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.sigmoid)
 
+class Hardswish(nn_activations.Hardswish, Activation): ...
 
-class Tanh(Activation):
-    """tanh(x)."""
 
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.tanh)
+class Identity(nn_activations.Identity, Activation): ...
 
 
-class Softplus(Activation):
-    """log1p(exp(beta*x)) / beta, linear above the threshold."""
+# --------------------------------------------------------------------------- points and algebra
 
-    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
-        super().__init__(ActivationKind.softplus, beta=beta, threshold=threshold)
 
+class Voxelize(nn_layers.Voxelize, Module): ...
 
-class ELU(Activation):
-    """x where x > 0, else alpha * (exp(x) - 1)."""
 
-    def __init__(self, alpha: float = 1.0) -> None:
-        super().__init__(ActivationKind.elu, alpha=alpha)
+class Devoxelize(nn_layers.Devoxelize, Module): ...
 
 
-class Hardswish(Activation):
-    """x * relu6(x + 3) / 6."""
+class SparseBinary(nn_layers.SparseBinary, Module): ...
 
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.hardswish)
-
-
-class Identity(Activation):
-    """The identity (kept as an explicit op in artifacts)."""
-
-    def __init__(self) -> None:
-        super().__init__(ActivationKind.identity)
-
-
-class Softmax(torch.nn.Module):
-    """Softmax over each row's channels."""
-
-    @overload
-    def forward(self, x: SparseTensor) -> SparseTensor: ...
-    @overload
-    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
-    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return _on_feats(x, ops.softmax)
-
-
-# --------------------------------------------------------------------------- points
-
-
-class Voxelize(torch.nn.Module):
-    """Points (P, 3) f32 + features + batch index → voxels ``floor((p - origin) / voxel_size)``.
-
-    The result sits at ``stride`` (coordinates ``cell * stride``), rows in
-    first-occurrence order (``lattice.voxelize``).
-    """
-
-    def __init__(
-        self,
-        voxel_size: float | tuple[float, float, float],
-        reduction: VoxelReduction | str = VoxelReduction.mean,
-        *,
-        origin: float | tuple[float, float, float] = 0.0,
-        stride: int | Triple = 1,
-    ) -> None:
-        super().__init__()
-        self.voxel_size, self.origin = voxel_grid(voxel_size, origin, "Voxelize")
-        self.reduction = as_enum(reduction, VoxelReduction, "reduction")
-        self.stride = as_triple(stride, "stride")
-
-    def forward(
-        self,
-        points: torch.Tensor,
-        features: torch.Tensor,
-        batch: torch.Tensor,
-        active_rows: torch.Tensor | int | None = None,
-    ) -> SparseTensor:
-        return ops.voxelize(
-            points,
-            features,
-            batch,
-            active_rows,
-            voxel_size=self.voxel_size,
-            origin=self.origin,
-            reduction=self.reduction,
-            stride=self.stride,
-        )
-
-
-class Devoxelize(torch.nn.Module):
-    """Sparse voxels read back at points (nearest, linear or trilinear) → dense (P, C).
-
-    Called as ``forward(x, points, batch)``; ``lattice.devoxelize``.
-    """
-
-    def __init__(
-        self,
-        voxel_size: float | tuple[float, float, float],
-        interpolation: Interpolation | str = Interpolation.linear,
-        *,
-        origin: float | tuple[float, float, float] = 0.0,
-    ) -> None:
-        super().__init__()
-        self.voxel_size, self.origin = voxel_grid(voxel_size, origin, "Devoxelize")
-        self.interpolation = as_enum(interpolation, Interpolation, "interpolation")
-
-    def forward(
-        self,
-        x: SparseTensor,
-        points: torch.Tensor,
-        batch: torch.Tensor,
-        active_rows: torch.Tensor | int | None = None,
-    ) -> torch.Tensor:
-        return ops.devoxelize(
-            points,
-            x,
-            batch,
-            active_rows,
-            voxel_size=self.voxel_size,
-            origin=self.origin,
-            interpolation=self.interpolation,
-        )
-
-
-# --------------------------------------------------------------------------- algebra
-
-
-class SparseBinary(torch.nn.Module):
-    """Elementwise op of two coordinate-aligned values (missing side = zeros)."""
-
-    def __init__(self, op: BinaryOp | str, join: Join | str = Join.outer) -> None:
-        super().__init__()
-        self.op = as_enum(op, BinaryOp, "op")
-        self.join = as_enum(join, Join, "join")
-
-    def forward(self, lhs: SparseTensor, rhs: SparseTensor) -> SparseTensor:
-        return ops.sparse_binary(lhs, rhs, op=self.op, join=self.join)
-
-
-class SparseAdd(SparseBinary):
-    """lhs + rhs on aligned rows; the default outer join keeps every row of both."""
-
-    def __init__(self, join: Join | str = Join.outer) -> None:
-        super().__init__(BinaryOp.add, join)
-
-
-class SparseCat(torch.nn.Module):
-    """Channel concatenation ``[lhs | rhs]`` (skip connections); missing side = zeros."""
-
-    def __init__(self, join: Join | str = Join.outer) -> None:
-        super().__init__()
-        self.join = as_enum(join, Join, "join")
-
-    def forward(self, lhs: SparseTensor, rhs: SparseTensor) -> SparseTensor:
-        return ops.sparse_cat(lhs, rhs, join=self.join)
-
-
-class SparseReindex(torch.nn.Module):
-    """Features moved onto a target's rows (zeros where absent)."""
-
-    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
-        return ops.sparse_reindex(x, target)
+
+class SparseAdd(nn_layers.SparseAdd, SparseBinary): ...
+
+
+class SparseCat(nn_layers.SparseCat, Module): ...
+
+
+class SparseReindex(nn_layers.SparseReindex, Module): ...
 
 
 class Sequential(torch.nn.Sequential):

@@ -5,7 +5,8 @@ with a second argument (``m(x, target)``) they produce exactly the target's
 rows, otherwise their derived support (see :mod:`torch_lattice.ops.upsample`).
 ``Embedding`` holds ``weight`` (num_embeddings, C) (layout ``embedding_n_c``)
 and maps an int32 index vector to ``weight[indices]``; an index out of range
-is an error naming it.
+is an error naming it.  The two upsampling modules are declared once for both
+runtimes in :mod:`lattice_contract.nn_layers`.
 """
 
 from __future__ import annotations
@@ -13,64 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract.options import positive_int, window
+from lattice_contract import nn_layers
+from lattice_contract.options import positive_int
 
 from torch_lattice import ops
-from torch_lattice.sparse import SparseTensor
-
-__all__ = ["Embedding", "PoolTranspose3d", "TrilinearUpsample3d"]
-
-Triple = tuple[int, int, int]
+from torch_lattice.nn.base import Module
 
 
-class PoolTranspose3d(torch.nn.Module):
-    """Mean of the coarse rows reaching each fine row (``lattice.pool_transpose3d``).
-
-    ``stride`` defaults to the kernel size (the inverse of a non-overlapping
-    pool, as ``torch.nn`` pools default their stride).
-    """
-
-    def __init__(
-        self,
-        kernel_size: int | Triple,
-        stride: int | Triple | None = None,
-        padding: int | Triple = 0,
-        dilation: int | Triple = 1,
-    ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding, self.dilation = window(
-            kernel_size, stride, padding, dilation
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"padding={self.padding}, dilation={self.dilation}"
-        )
-
-    def forward(self, x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
-        return ops.pool_transpose3d(
-            x,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            coordinates=target,
-        )
+class PoolTranspose3d(nn_layers.PoolTranspose3d, Module): ...
 
 
-class TrilinearUpsample3d(torch.nn.Module):
-    """Renormalised trilinear upsampling by ``stride`` (``lattice.trilinear_upsample3d``)."""
-
-    def __init__(self, stride: int | Triple) -> None:
-        super().__init__()
-        self.stride = window(1, stride).stride
-
-    def extra_repr(self) -> str:
-        return f"stride={self.stride}"
-
-    def forward(self, x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
-        return ops.trilinear_upsample3d(x, stride=self.stride, coordinates=target)
+class TrilinearUpsample3d(nn_layers.TrilinearUpsample3d, Module): ...
 
 
 class Embedding(torch.nn.Module):

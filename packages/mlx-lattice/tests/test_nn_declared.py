@@ -1,0 +1,269 @@
+"""Both runtimes' nn modules from the one declaration in lattice_contract.nn_*.
+
+Every layer declared in the contract must appear in both runtimes as a real
+module class of that runtime (``mlx.nn.Module`` / ``torch.nn.Module``) built
+on the declaration, with the same docstring, constructor, repr and error
+words; each runtime exports exactly the contract's name list plus its own
+few; and a declared layer computes on MLX what it computes on torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import mlx.core as mx
+import mlx_lattice
+import numpy as np
+import pytest
+import torch
+import torch_lattice
+from lattice_contract import nn_activations, nn_convs
+from lattice_contract.nn_layers import Layer
+from lattice_contract.nn_names import DECLARED_LAYERS, NN_NAMES, RUNTIME_LAYER_NAMES
+from lattice_contract.schema import ActivationKind
+from mlx.nn.layers.base import Module as MLXModule
+from mlx_lattice import nn as mnn
+from torch_lattice import nn as tnn
+
+RUNTIMES: dict[str, tuple[ModuleType, type]] = {
+    "mlx": (mnn, MLXModule),
+    "torch": (tnn, torch.nn.Module),
+}
+OWN_NAMES = {
+    "mlx": {"LatticeModule", "WeightedModule", "map_features"},
+    "torch": {"Dropout", "SyncBatchNorm"},
+}
+
+# Constructor arguments for each declared layer: a test fails when a layer is
+# declared without a row here, so every new layer gets its repr compared.
+SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "Activation": (("softplus",), {"beta": 2.0, "threshold": 5.0}),
+    "AvgPool3d": ((2,), {}),
+    "Conv3d": ((4, 8, 3), {"stride": 2, "bias": False}),
+    "ConvTranspose3d": ((4, 8, 2), {"stride": (2, 1, 1)}),
+    "Devoxelize": ((0.5, "nearest"), {"origin": (1.0, 0.0, 0.0)}),
+    "ELU": ((0.5,), {}),
+    "FullAvgPool3d": ((3,), {"stride": 1, "padding": 1}),
+    "FullConv3d": ((4, 8, 3), {"padding": 1}),
+    "FullMaxPool3d": ((2,), {}),
+    "FullSumPool3d": ((2, 1), {}),
+    "GELU": (("tanh",), {}),
+    "GenerativeConvTranspose3d": ((4, 8, 2), {"stride": 2}),
+    "GlobalPool": (("max",), {"batch_size": 3}),
+    "Hardswish": ((), {}),
+    "Identity": ((), {}),
+    "LeakyReLU": ((0.2,), {}),
+    "MaxPool3d": ((2,), {"dilation": 2}),
+    "NormalizedConvTranspose3d": ((4, 8, 2), {"stride": 2}),
+    "NormalizedGenerativeConvTranspose3d": ((4, 8, 2), {"eps": 1e-6}),
+    "NormalizedSubmConv3d": ((4, 8, 3), {"dilation": 2, "bias": False}),
+    "PoolTranspose3d": ((2,), {}),
+    "ReLU": ((), {}),
+    "SiLU": ((), {}),
+    "Sigmoid": ((), {}),
+    "Softmax": ((), {}),
+    "Softplus": ((2.0, 5.0), {}),
+    "SparseAdd": (("left",), {}),
+    "SparseBinary": (("max",), {"join": "inner"}),
+    "SparseCat": ((), {}),
+    "SparseReindex": ((), {}),
+    "SubmConv3d": ((4, 8, 3), {}),
+    "SumPool3d": ((2,), {}),
+    "Tanh": ((), {}),
+    "TargetConv3d": ((4, 8, 2), {"stride": 2}),
+    "TargetConvTranspose3d": ((4, 8, 2), {"stride": 2}),
+    "TargetNormalizedConvTranspose3d": ((4, 8, 2), {"stride": 2, "eps": 1e-4}),
+    "TrilinearUpsample3d": (((2, 2, 1),), {}),
+    "Voxelize": ((0.25, "max"), {"stride": 2}),
+}
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_each_runtime_exports_exactly_the_declared_names(runtime: str) -> None:
+    module, _ = RUNTIMES[runtime]
+    exported = list(module.__all__)
+    assert len(exported) == len(set(exported)), "a name is exported twice"
+    assert set(exported) == set(NN_NAMES) | OWN_NAMES[runtime]
+    for name in exported:
+        assert getattr(module, name).__name__ == name
+
+
+def test_the_name_list_is_the_declared_layers_and_the_runtime_written_ones() -> None:
+    assert set(NN_NAMES) == set(DECLARED_LAYERS) | set(RUNTIME_LAYER_NAMES)
+    assert not set(DECLARED_LAYERS) & set(RUNTIME_LAYER_NAMES)
+    assert set(SAMPLES) == set(DECLARED_LAYERS)
+
+
+@pytest.mark.parametrize("name", sorted(DECLARED_LAYERS))
+def test_both_runtimes_build_their_class_on_the_declaration(name: str) -> None:
+    layer = DECLARED_LAYERS[name]
+    args, kwargs = SAMPLES[name]
+    reprs = {}
+    for runtime, (module, base) in RUNTIMES.items():
+        cls = getattr(module, name)
+        assert inspect.isclass(cls) and issubclass(cls, layer) and issubclass(cls, base)
+        # The declaration's docstring is the class's own, so help() and docs show it.
+        assert cls.__doc__ == layer.__doc__ and layer.__doc__
+        instance = cls(*args, **kwargs)
+        assert isinstance(instance, base)
+        reprs[runtime] = repr(instance)
+        # Parameter-free layers take their whole constructor from the declaration.
+        if not issubclass(layer, nn_convs.ConvLayer):
+            own = inspect.signature(cls).parameters
+            assert own == inspect.signature(layer).parameters
+    assert reprs["mlx"] == reprs["torch"]
+    assert reprs["mlx"].startswith(f"{name}(")
+
+
+def test_the_reprs_show_the_normalised_attributes() -> None:
+    # Written from each layer's definition: triples for geometry, enum spellings.
+    assert repr(mnn.MaxPool3d(2, dilation=2)) == (
+        "MaxPool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0), dilation=(2, 2, 2))"
+    )
+    assert repr(tnn.GlobalPool("max", 3)) == "GlobalPool(mode=max, batch_size=3)"
+    assert repr(tnn.Voxelize(0.25, "max")) == (
+        "Voxelize(voxel_size=(0.25, 0.25, 0.25), reduction=max)"
+    )
+    assert repr(mnn.SubmConv3d(4, 8, 3, bias=False)) == (
+        "SubmConv3d(4, 8, kernel_size=(3, 3, 3), dilation=(1, 1, 1), bias=False)"
+    )
+    quantized = mnn.Conv3d(32, 8, 1)
+    quantized.quantize(bits=8, group_size=32)
+    assert repr(quantized).endswith("bias=True, bits=8, group_size=32)")
+
+
+ACTIVATION_ROWS = {
+    name: cls
+    for name, cls in DECLARED_LAYERS.items()
+    if issubclass(cls, nn_activations.Activation) and cls is not nn_activations.Activation
+}
+
+
+def test_the_activation_table_names_every_kind_once() -> None:
+    kinds = [cls().kind for cls in ACTIVATION_ROWS.values()]  # type: ignore[call-arg]
+    assert sorted(k.value for k in kinds) == sorted(k.value for k in set(kinds))
+    assert set(kinds) == set(ActivationKind)
+
+
+@pytest.mark.parametrize("name", sorted({*ACTIVATION_ROWS, "Activation", "Softmax"}))
+def test_feature_layers_compute_the_same_on_both_runtimes(name: str) -> None:
+    """MLX's module against torch's: the other runtime is the oracle, dense and sparse."""
+    args, kwargs = SAMPLES[name]
+    x = np.random.default_rng(3).uniform(-4, 4, (40, 6)).astype(np.float32)
+    got = np.array(getattr(mnn, name)(*args, **kwargs)(mx.array(x)))
+    with torch.no_grad():
+        want = getattr(tnn, name)(*args, **kwargs)(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    coords = np.c_[np.zeros(40), np.arange(40), np.zeros((40, 2))].astype(np.int32)
+    sparse = mlx_lattice.SparseTensor(mx.array(coords), mx.array(x))
+    out = getattr(mnn, name)(*args, **kwargs)(sparse)
+    assert isinstance(out, mlx_lattice.SparseTensor) and out.cache is sparse.cache
+    np.testing.assert_allclose(np.array(out.feats), want, rtol=1e-5, atol=1e-6)
+
+
+def test_declared_layers_run_the_runtimes_own_ops() -> None:
+    """A pool and a conv module give what their functional op gives, on each runtime."""
+    rng = np.random.default_rng(5)
+    cells = np.unique(rng.integers(0, 6, (60, 3)), axis=0).astype(np.int32)
+    coords = np.c_[np.zeros(len(cells), np.int32), cells]
+    feats = rng.standard_normal((len(cells), 4)).astype(np.float32)
+    mx_x = mlx_lattice.SparseTensor(mx.array(coords), mx.array(feats))
+    t_x = torch_lattice.SparseTensor(torch.from_numpy(coords), torch.from_numpy(feats))
+    m_conv, t_conv = mnn.Conv3d(4, 3, 2, stride=2), tnn.Conv3d(4, 3, 2, stride=2)
+    t_conv.load_state_dict(
+        {k: torch.from_numpy(np.array(v)) for k, v in m_conv.state_dict().items()}
+    )
+    m_out, t_out = m_conv(mx_x), t_conv(t_x)
+    np.testing.assert_array_equal(np.array(m_out.coords), t_out.coords.numpy())
+    np.testing.assert_allclose(np.array(m_out.feats), t_out.feats.detach().numpy(), atol=1e-5)
+    pooled = mnn.FullMaxPool3d(3, 1, 1)(mx_x)
+    want = mlx_lattice.ops.full_pool3d(
+        mx_x, mode="max", kernel_size=3, stride=1, padding=1, dilation=1
+    )
+    np.testing.assert_array_equal(np.array(pooled.feats), np.array(want.feats))
+    assert isinstance(mnn.FullMaxPool3d(2), mnn.MaxPool3d)
+    assert isinstance(tnn.SparseAdd(), tnn.SparseBinary)
+
+
+BAD_ARGUMENTS: list[tuple[str, Callable[[ModuleType], object], type[Exception], str]] = [
+    (
+        "leaky slope",
+        lambda nn: nn.LeakyReLU(math.nan),
+        ValueError,
+        "activation: alpha must be a finite number, got nan",
+    ),
+    ("softplus beta", lambda nn: nn.Softplus(0.0), ValueError, "softplus needs beta != 0"),
+    ("pool window", lambda nn: nn.MaxPool3d(0), ValueError, "kernel_size"),
+    ("pool mode", lambda nn: nn.GlobalPool("median"), ValueError, "'median'"),
+    ("voxel size", lambda nn: nn.Voxelize(-1.0), ValueError, "voxel_size"),
+    ("join", lambda nn: nn.SparseCat("sideways"), ValueError, "'sideways'"),
+    ("channels", lambda nn: nn.Conv3d(4, 0, 3), ValueError, "out_channels"),
+    ("eps", lambda nn: nn.NormalizedSubmConv3d(4, 4, 3, eps=0.0), ValueError, "eps"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "build", "error", "words"), BAD_ARGUMENTS, ids=[row[0] for row in BAD_ARGUMENTS]
+)
+def test_a_bad_argument_gets_the_same_error_on_both_runtimes(
+    case: str, build: Callable[[ModuleType], object], error: type[Exception], words: str
+) -> None:
+    messages = []
+    for module, _ in RUNTIMES.values():
+        with pytest.raises(error) as caught:
+            build(module)
+        assert words in str(caught.value)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+
+
+def _state_dict_model(nn: ModuleType) -> Any:
+    return nn.Sequential(
+        nn.SubmConv3d(4, 8, 3),
+        nn.BatchNorm(8),
+        nn.ReLU(),
+        nn.Conv3d(8, 16, 2, stride=2, bias=False),
+        nn.ConvTranspose3d(16, 8, (2, 3, 1), stride=(2, 1, 1)),
+        nn.Linear(8, 5),
+        nn.LayerNorm(5),
+        nn.RMSNorm(5),
+    )
+
+
+def test_state_dict_keys_are_the_artifact_storage_keys_on_both_runtimes() -> None:
+    """Conv weights (C_out, Kx, Ky, Kz, C_in), children named 0, 1, ... as torch's Sequential."""
+    want = {
+        "0.weight": (8, 3, 3, 3, 4),
+        "0.bias": (8,),
+        "1.weight": (8,),
+        "1.bias": (8,),
+        "1.running_mean": (8,),
+        "1.running_var": (8,),
+        "3.weight": (16, 2, 2, 2, 8),
+        "4.weight": (8, 2, 3, 1, 16),
+        "4.bias": (8,),
+        "5.weight": (5, 8),
+        "5.bias": (5,),
+        "6.weight": (5,),
+        "6.bias": (5,),
+        "7.weight": (5,),
+    }
+    mlx_state = _state_dict_model(mnn).state_dict()
+    torch_state = _state_dict_model(tnn).state_dict()
+    assert {k: tuple(v.shape) for k, v in mlx_state.items()} == want
+    # torch's BatchNorm also counts its training batches, as torch.nn.BatchNorm1d does.
+    assert {k: tuple(v.shape) for k, v in torch_state.items()} == {
+        **want,
+        "1.num_batches_tracked": (),
+    }
+
+
+def test_declared_layers_are_layers_only_through_a_runtime_base() -> None:
+    """The contract's layers hold no array code: alone they cannot run an op."""
+    declared: Any = DECLARED_LAYERS["MaxPool3d"]
+    layer = declared(2)
+    assert isinstance(layer, Layer) and not hasattr(layer, "_ops")

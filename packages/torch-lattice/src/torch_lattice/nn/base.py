@@ -1,0 +1,41 @@
+"""The torch side of the layers declared once for both runtimes.
+
+:mod:`lattice_contract.nn_layers` declares each module's constructor, repr,
+docstring and op call; a ``torch_lattice.nn`` class puts :class:`Module`
+behind the declared layer.  ``torch.nn.Module.__call__`` then runs the
+layer's ``forward`` with every hook (the exporter's tracer included), and
+``extra_repr`` is the layer's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, overload
+
+import torch
+from lattice_contract.runtime_ops import RuntimeOps
+
+from torch_lattice import ops
+from torch_lattice.sparse import SparseTensor
+
+
+@overload
+def on_feats(x: SparseTensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> SparseTensor: ...
+@overload
+def on_feats(x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor: ...
+def on_feats(
+    x: SparseTensor | torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]
+) -> SparseTensor | torch.Tensor:
+    """``fn`` on a dense tensor, or on a SparseTensor's features (keeping its support)."""
+    if isinstance(x, SparseTensor):
+        return x.with_feats(fn(x.feats))
+    return fn(x)
+
+
+class Module(torch.nn.Module):
+    """``torch.nn.Module`` with the runtime hooks of a declared layer."""
+
+    _ops: ClassVar[RuntimeOps] = ops
+
+    def _rows(self, x: Any, fn: Callable[[Any], Any]) -> Any:
+        return on_feats(x, fn)
