@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +27,8 @@ from lattice_contract.nn_layers import Layer
 from lattice_contract.nn_names import DECLARED_LAYERS, NN_NAMES, RUNTIME_LAYER_NAMES
 from lattice_contract.schema import ActivationKind
 from mlx.nn.layers.base import Module as MLXModule
+from mlx.nn.utils import value_and_grad as mlx_value_and_grad
+from mlx.utils import tree_flatten
 from mlx_lattice import nn as mnn
 from torch_lattice import nn as tnn
 
@@ -267,3 +270,55 @@ def test_declared_layers_are_layers_only_through_a_runtime_base() -> None:
     declared: Any = DECLARED_LAYERS["MaxPool3d"]
     layer = declared(2)
     assert isinstance(layer, Layer) and not hasattr(layer, "_ops")
+
+
+def test_mlx_parameter_handling_sees_through_the_declared_layers(tmp_path: Path) -> None:
+    """Gradients, trainable parameters and save/load_weights of a model of declared layers."""
+    rng = np.random.default_rng(0)
+    cells = np.unique(rng.integers(0, 6, (80, 3)), axis=0).astype(np.int32)
+    coords = np.c_[np.zeros(len(cells), np.int32), cells]
+    x = mlx_lattice.SparseTensor(
+        mx.array(coords), mx.array(rng.standard_normal((len(cells), 4)).astype(np.float32))
+    )
+
+    def model() -> mnn.Sequential:
+        return mnn.Sequential(
+            mnn.SubmConv3d(4, 8, 3),
+            mnn.BatchNorm(8),
+            mnn.ReLU(),
+            mnn.MaxPool3d(2),
+            mnn.Conv3d(8, 4, 1),
+        )
+
+    def loss(m: mnn.Sequential, value: mlx_lattice.SparseTensor) -> mx.array:
+        out: mlx_lattice.SparseTensor = m(value)
+        return (out.feats**2).mean()
+
+    first = model()
+    trainable = {"0.weight", "0.bias", "1.weight", "1.bias", "4.weight", "4.bias"}
+    _, grads = mlx_value_and_grad(first, loss)(first, x)
+    flat: dict[str, mx.array] = dict(tree_flatten(grads))
+    assert set(flat) == trainable
+    assert all(float(mx.abs(g).sum()) > 0 for g in flat.values())
+    path = tmp_path / "weights.safetensors"
+    first.save_weights(str(path))
+    second = model()
+    second.load_weights(str(path))
+    np.testing.assert_array_equal(np.array(second(x).feats), np.array(first(x).feats))
+
+
+def test_torch_containers_and_hooks_see_the_declared_layers() -> None:
+    """torch.nn.Sequential, forward hooks (the exporter's tracer uses them), .to(), state_dict."""
+    cells = np.unique(np.random.default_rng(0).integers(0, 6, (50, 3)), axis=0)
+    coords = torch.from_numpy(np.c_[np.zeros(len(cells)), cells].astype(np.int32))
+    g = torch.Generator().manual_seed(0)
+    x = torch_lattice.SparseTensor(coords, torch.randn(len(coords), 4, generator=g))
+    seq = torch.nn.Sequential(tnn.SubmConv3d(4, 4, 3), tnn.GELU("tanh"), tnn.MaxPool3d(2))
+    seen: list[str] = []
+    for child in seq:
+        child.register_forward_hook(lambda mod, args, out: seen.append(type(mod).__name__))
+    out = seq(x)
+    assert seen == ["SubmConv3d", "GELU", "MaxPool3d"] and out.stride == (2, 2, 2)
+    assert list(seq.state_dict()) == ["0.weight", "0.bias"]
+    seq.to(torch.float64)
+    assert seq(x.with_feats(x.feats.double())).feats.dtype == torch.float64
