@@ -14,10 +14,9 @@ packed ``QuantizedWeight`` when quantized; torch: cast under autocast).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
-from lattice_contract.nn_layers import Windowed
+from lattice_contract.nn_layers import Weighted, Windowed
 from lattice_contract.options import positive_float
 from lattice_contract.shared_nn import ConvParams, conv_repr
 
@@ -37,11 +36,8 @@ __all__ = [
     "TargetNormalizedConvTranspose3d",
 ]
 
-Call = Callable[[Any, Any, Any], Any]
-"""``call(input, weight, bias)``: a functional op with the layer's attributes bound."""
 
-
-class ConvLayer(Windowed):
+class ConvLayer(Windowed, Weighted):
     """Shared state of every sparse conv: channel counts, geometry, the runtime's weight hook."""
 
     _geometry_keys: ClassVar[tuple[str, ...]] = ("kernel_size", "stride", "padding", "dilation")
@@ -49,12 +45,6 @@ class ConvLayer(Windowed):
 
     in_channels: int
     out_channels: int
-
-    _with_weights: Callable[[Any, Call], Any]
-    """``_with_weights(x, call)``: ``call(x, weight, bias)`` with the runtime's weight operands."""
-
-    _has_bias: Callable[[], bool]
-    """Whether the module was made with a bias."""
 
     def _configure(self, params: ConvParams) -> None:
         """Store the checked channel counts and geometry (see :func:`conv_params`)."""

@@ -40,6 +40,7 @@ from lattice_contract.schema import BinaryOp, Interpolation, Join, PoolMode, Vox
 
 __all__ = [
     "AvgPool3d",
+    "Call",
     "Devoxelize",
     "FullAvgPool3d",
     "FullMaxPool3d",
@@ -56,6 +57,7 @@ __all__ = [
     "SumPool3d",
     "TrilinearUpsample3d",
     "Voxelize",
+    "Weighted",
     "Window",
     "Windowed",
     "layer_classes",
@@ -80,6 +82,9 @@ class Layer:
     _rows: Callable[[Any, Callable[[Any], Any]], Any]
     """``_rows(x, fn)``: ``fn`` on a dense array, or on a sparse value's features."""
 
+    owns_parameters: ClassVar[bool] = False
+    """Whether the runtime writes the constructor (it creates parameters with its library)."""
+
     def __init__(self) -> None:
         # The constructor is the declaration's (a layer without arguments takes
         # none); the runtime's module base initialises after it.
@@ -96,6 +101,31 @@ class Layer:
     def extra_repr(self) -> str:
         """The text between the parentheses of the module's repr."""
         return ""
+
+
+Call = Callable[[Any, Any, Any], Any]
+"""``call(input, weight, bias)``: a functional op with the layer's attributes bound."""
+
+
+class Weighted(Layer):
+    """A layer with parameters: the runtime's constructor creates them with its library.
+
+    The declaration keeps what the parameters do: checked sizes, repr, op call.
+    """
+
+    owns_parameters = True
+
+    weight: Any
+
+    _with_weights: Callable[[Any, Call], Any]
+    """``_with_weights(x, call)``: ``call(x, weight, bias)`` with the runtime's weight operands
+    (MLX: a packed ``QuantizedWeight`` when quantized; torch: cast under autocast)."""
+
+    bias_operand: Callable[[], Any]
+    """The ``bias`` parameter, or None when the module was made without one."""
+
+    def _has_bias(self) -> bool:
+        return self.bias_operand() is not None
 
 
 class Window(TypedDict):

@@ -5,16 +5,16 @@ and keep its support (and kernel-map cache); applied to a dense array they act
 on its last axis directly.  Parameter names follow torch:
 Linear ``weight`` ``(C_out, C_in)`` / ``bias``; BatchNorm ``weight``, ``bias``,
 ``running_mean``, ``running_var`` (frozen: inference statistics); LayerNorm
-``weight``, ``bias``; RMSNorm ``weight``.  ``Softmax`` and the activations
-are declared once for both runtimes (:mod:`lattice_contract.nn_activations`).
+``weight``, ``bias``; RMSNorm ``weight``.  Everything but BatchNorm is
+declared once for both runtimes (:mod:`lattice_contract.nn_features`,
+:mod:`lattice_contract.nn_activations`); the MLX classes create the arrays.
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract import nn_activations, nn_layers
+from lattice_contract import nn_activations, nn_features, nn_layers
 from lattice_contract.options import positive_int
-from lattice_contract.shared_nn import linear_params
 
 from mlx_lattice.nn.module import (
     Features,
@@ -22,26 +22,17 @@ from mlx_lattice.nn.module import (
     WeightedModule,
     map_features,
 )
-from mlx_lattice.ops.feature import batch_norm, layer_norm, linear, rms_norm
+from mlx_lattice.ops.feature import batch_norm
 
 
-class Linear(WeightedModule):
-    """``x @ weight.T + bias`` on feature rows (``lattice.linear``), summed in f32."""
-
+class Linear(nn_features.Linear, WeightedModule):
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
-        c_in, c_out, bound = linear_params(in_features, out_features)
-        self.in_features, self.out_features = c_in, c_out
+        bound = self._configure(in_features, out_features)
+        c_in, c_out = self.in_features, self.out_features
         self.weight = mx.random.uniform(-bound, bound, (c_out, c_in))
         if bias:
             self.bias = mx.random.uniform(-bound, bound, (c_out,))
-
-    def __call__(self, x: Features) -> Features:
-        weight, bias = self.weight_operand(), self.bias_operand()
-        return map_features(x, lambda f: linear(f, weight, bias))
-
-    def _extra_repr(self) -> str:
-        return f"{self.in_features}, {self.out_features}, bias={'bias' in self}"
 
 
 class BatchNorm(LatticeModule):
@@ -69,39 +60,21 @@ class BatchNorm(LatticeModule):
         return f"{self.num_features}, eps={self.eps}"
 
 
-class LayerNorm(LatticeModule):
-    """Per-row normalisation over channels (``lattice.layer_norm``)."""
-
-    def __init__(self, num_features: int, eps: float = 1e-5, bias: bool = True) -> None:
+class LayerNorm(nn_features.LayerNorm, LatticeModule):
+    def __init__(
+        self, num_features: int, eps: float = nn_features.LAYER_NORM_EPS, bias: bool = True
+    ) -> None:
         super().__init__()
-        c = positive_int(num_features, "num_features")
-        self.num_features, self.eps = c, float(eps)
+        c = self._configure(num_features, eps)
         self.weight = mx.ones((c,))
         if bias:
             self.bias = mx.zeros((c,))
 
-    def __call__(self, x: Features) -> Features:
-        bias = self.get("bias")
-        return map_features(x, lambda f: layer_norm(f, self.weight, bias, eps=self.eps))
 
-    def _extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}"
-
-
-class RMSNorm(LatticeModule):
-    """Per-row root-mean-square normalisation (``lattice.rms_norm``)."""
-
-    def __init__(self, num_features: int, eps: float = 1e-6) -> None:
+class RMSNorm(nn_features.RMSNorm, LatticeModule):
+    def __init__(self, num_features: int, eps: float = nn_features.RMS_NORM_EPS) -> None:
         super().__init__()
-        c = positive_int(num_features, "num_features")
-        self.num_features, self.eps = c, float(eps)
-        self.weight = mx.ones((c,))
-
-    def __call__(self, x: Features) -> Features:
-        return map_features(x, lambda f: rms_norm(f, self.weight, eps=self.eps))
-
-    def _extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}"
+        self.weight = mx.ones((self._configure(num_features, eps),))
 
 
 class Softmax(nn_layers.Softmax, LatticeModule): ...

@@ -91,6 +91,11 @@ class LatticeModule(Module):
     def _extra_repr(self) -> str:
         return self.extra_repr()
 
+    def bias_operand(self) -> mx.array | None:
+        """The bias, or None when the module was made without one."""
+        bias = self.get("bias")
+        return bias if isinstance(bias, mx.array) else None
+
     def state_dict(self) -> dict[str, mx.array]:
         """Every parameter and buffer by its dotted name (e.g. ``0.weight``)."""
         params = self.parameters()  # type: ignore[no-untyped-call]
@@ -186,14 +191,6 @@ class WeightedModule(LatticeModule):
         return QuantizedWeight(
             self.weight, self.scales, self.biases, self.bits, self.group_size, self.logical_shape
         )
-
-    def bias_operand(self) -> mx.array | None:
-        """The bias, or None when the module was made without one."""
-        bias = self.get("bias")
-        return bias if isinstance(bias, mx.array) else None
-
-    def _has_bias(self) -> bool:
-        return "bias" in self
 
     def _with_weights(self, x: Any, call: Callable[[Any, Any, Any], Any]) -> Any:
         """``call(x, weight, bias)`` with the weight as the op takes it (packed or dense)."""

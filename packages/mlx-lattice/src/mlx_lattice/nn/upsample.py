@@ -9,11 +9,9 @@ upsampling modules have no parameters and take an optional target
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract import nn_layers
-from lattice_contract.options import positive_int
+from lattice_contract import nn_features, nn_layers
 
 from mlx_lattice.nn.module import LatticeModule
-from mlx_lattice.ops.embedding import embedding_lookup
 
 
 class PoolTranspose3d(nn_layers.PoolTranspose3d, LatticeModule): ...
@@ -22,17 +20,7 @@ class PoolTranspose3d(nn_layers.PoolTranspose3d, LatticeModule): ...
 class TrilinearUpsample3d(nn_layers.TrilinearUpsample3d, LatticeModule): ...
 
 
-class Embedding(LatticeModule):
-    """A table ``weight`` (num_embeddings, C) read by ``lattice.embedding_lookup``; N(0, 1) init."""
-
+class Embedding(nn_features.Embedding, LatticeModule):
     def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()
-        self.num_embeddings = positive_int(num_embeddings, "num_embeddings")
-        self.embedding_dim = positive_int(embedding_dim, "embedding_dim")
-        self.weight = mx.random.normal((num_embeddings, embedding_dim))
-
-    def __call__(self, indices: mx.array) -> mx.array:
-        return embedding_lookup(indices, self.weight)
-
-    def _extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        self.weight = mx.random.normal(self._configure(num_embeddings, embedding_dim))

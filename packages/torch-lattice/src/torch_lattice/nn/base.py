@@ -16,6 +16,7 @@ import torch
 from lattice_contract.runtime_ops import RuntimeOps
 
 from torch_lattice import ops
+from torch_lattice.nn._amp import run_autocast
 from torch_lattice.sparse import SparseTensor
 
 
@@ -39,3 +40,23 @@ class Module(torch.nn.Module):
 
     def _rows(self, x: Any, fn: Callable[[Any], Any]) -> Any:
         return on_feats(x, fn)
+
+    def bias_operand(self) -> torch.Tensor | None:
+        """The ``bias`` parameter, or None when the module was made without one."""
+        bias = getattr(self, "bias", None)
+        return bias if isinstance(bias, torch.Tensor) else None
+
+
+class Weighted(Module):
+    """A module whose ``weight`` and optional ``bias`` its functional op takes (conv, linear)."""
+
+    weight: torch.nn.Parameter
+
+    def _with_weights(self, x: Any, call: Callable[[Any, Any, Any], Any]) -> Any:
+        """``call(x, weight, bias)``; under ``torch.autocast`` in the autocast dtype.
+
+        As ``torch.nn.Conv3d`` and ``torch.nn.Linear`` do (see
+        :mod:`torch_lattice.nn._amp`); a conv's target value only lends its
+        rows, so its features are left alone.
+        """
+        return run_autocast(x, self.weight, self.bias_operand(), call)

@@ -10,20 +10,18 @@ parameters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from lattice_contract import nn_convs
 from lattice_contract.shared_nn import conv_params
 
-from torch_lattice.nn._amp import run_autocast
-from torch_lattice.nn.base import Module
+from torch_lattice.nn.base import Weighted
 
 Triple = tuple[int, int, int]
 
 
-class _ConvBase(nn_convs.ConvLayer, Module):
+class _ConvBase(nn_convs.ConvLayer, Weighted):
     """Torch parameters of every sparse conv: torch's kaiming-uniform default init.
 
     ``kernel_size, stride, padding, dilation`` are positional in that order, as
@@ -68,17 +66,6 @@ class _ConvBase(nn_convs.ConvLayer, Module):
         torch.nn.init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
-
-    def _has_bias(self) -> bool:
-        return self.bias is not None
-
-    def _with_weights(self, x: Any, call: Callable[[Any, Any, Any], Any]) -> Any:
-        """``call(x, weight, bias)``; under ``torch.autocast`` in the autocast dtype.
-
-        As ``torch.nn.Conv3d`` does (see :mod:`torch_lattice.nn._amp`); a target
-        value only lends its rows, so its features are left alone.
-        """
-        return run_autocast(x, self.weight, self.bias, call)
 
 
 class Conv3d(nn_convs.Conv3d, _ConvBase): ...

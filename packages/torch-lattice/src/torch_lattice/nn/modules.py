@@ -17,12 +17,10 @@ from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
-from lattice_contract import nn_activations, nn_layers
-from lattice_contract.shared_nn import linear_params
+from lattice_contract import nn_activations, nn_features, nn_layers
 
 from torch_lattice import ops
-from torch_lattice.nn._amp import run_autocast
-from torch_lattice.nn.base import Module, on_feats
+from torch_lattice.nn.base import Module, Weighted, on_feats
 from torch_lattice.sparse import SparseTensor
 
 # --------------------------------------------------------------------------- pooling
@@ -52,9 +50,7 @@ class GlobalPool(nn_layers.GlobalPool, Module): ...
 # --------------------------------------------------------------------------- features
 
 
-class Linear(torch.nn.Module):
-    """``x @ weight^T + bias`` on features; weight (C_out, C_in)."""
-
+class Linear(nn_features.Linear, Weighted):
     def __init__(
         self,
         in_features: int,
@@ -64,27 +60,19 @@ class Linear(torch.nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features, self.out_features, bound = linear_params(in_features, out_features)
+        bound = self._configure(in_features, out_features)
         factory = {"device": device, "dtype": dtype}
-        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, **factory))
+        self.weight = torch.nn.Parameter(
+            torch.empty(self.out_features, self.in_features, **factory)
+        )
         self.bias: torch.nn.Parameter | None
         if bias:
-            self.bias = torch.nn.Parameter(torch.empty(out_features, **factory))
+            self.bias = torch.nn.Parameter(torch.empty(self.out_features, **factory))
         else:
             self.register_parameter("bias", None)
         torch.nn.init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
-
-    @overload
-    def forward(self, x: SparseTensor) -> SparseTensor: ...
-    @overload
-    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
-    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return on_feats(x, lambda f: run_autocast(f, self.weight, self.bias, ops.linear))
-
-    def extra_repr(self) -> str:
-        return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
 
 
 class BatchNorm(torch.nn.Module):
@@ -240,52 +228,32 @@ class Dropout(torch.nn.Module):
         return f"p={self.p}"
 
 
-class LayerNorm(torch.nn.Module):
-    """Normalise each row over its channels, then ``* weight + bias``."""
-
+class LayerNorm(nn_features.LayerNorm, Module):
     def __init__(
         self,
         num_features: int,
-        eps: float = 1e-5,
+        eps: float = nn_features.LAYER_NORM_EPS,
         device: Any = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.num_features = num_features
-        self.eps = eps
+        c = self._configure(num_features, eps)
         factory = {"device": device, "dtype": dtype}
-        self.weight = torch.nn.Parameter(torch.ones(num_features, **factory))
-        self.bias = torch.nn.Parameter(torch.zeros(num_features, **factory))
-
-    @overload
-    def forward(self, x: SparseTensor) -> SparseTensor: ...
-    @overload
-    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
-    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return on_feats(x, lambda f: ops.layer_norm(f, self.weight, self.bias, eps=self.eps))
+        self.weight = torch.nn.Parameter(torch.ones(c, **factory))
+        self.bias = torch.nn.Parameter(torch.zeros(c, **factory))
 
 
-class RMSNorm(torch.nn.Module):
-    """``x / sqrt(mean(x^2) + eps) * weight`` over each row's channels."""
-
+class RMSNorm(nn_features.RMSNorm, Module):
     def __init__(
         self,
         num_features: int,
-        eps: float = 1e-6,
+        eps: float = nn_features.RMS_NORM_EPS,
         device: Any = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.num_features = num_features
-        self.eps = eps
-        self.weight = torch.nn.Parameter(torch.ones(num_features, device=device, dtype=dtype))
-
-    @overload
-    def forward(self, x: SparseTensor) -> SparseTensor: ...
-    @overload
-    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
-    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
-        return on_feats(x, lambda f: ops.rms_norm(f, self.weight, eps=self.eps))
+        c = self._configure(num_features, eps)
+        self.weight = torch.nn.Parameter(torch.ones(c, device=device, dtype=dtype))
 
 
 class Softmax(nn_layers.Softmax, Module): ...

@@ -14,10 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract import nn_layers
-from lattice_contract.options import positive_int
+from lattice_contract import nn_features, nn_layers
 
-from torch_lattice import ops
 from torch_lattice.nn.base import Module
 
 
@@ -27,12 +25,7 @@ class PoolTranspose3d(nn_layers.PoolTranspose3d, Module): ...
 class TrilinearUpsample3d(nn_layers.TrilinearUpsample3d, Module): ...
 
 
-class Embedding(torch.nn.Module):
-    """A learned table ``weight`` (num_embeddings, C) read by ``lattice.embedding_lookup``.
-
-    Initialised N(0, 1) like ``torch.nn.Embedding``.
-    """
-
+class Embedding(nn_features.Embedding, Module):
     def __init__(
         self,
         num_embeddings: int,
@@ -42,19 +35,10 @@ class Embedding(torch.nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.num_embeddings = positive_int(num_embeddings, "num_embeddings")
-        self.embedding_dim = positive_int(embedding_dim, "embedding_dim")
-        self.weight = torch.nn.Parameter(
-            torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype)
-        )
+        size = self._configure(num_embeddings, embedding_dim)
+        self.weight = torch.nn.Parameter(torch.empty(*size, device=device, dtype=dtype))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Standard normal entries (``torch.nn.Embedding``'s default)."""
         torch.nn.init.normal_(self.weight)
-
-    def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
-
-    def forward(self, indices: torch.Tensor) -> torch.Tensor:
-        return ops.embedding_lookup(indices, self.weight)
