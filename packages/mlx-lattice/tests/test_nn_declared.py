@@ -208,6 +208,9 @@ BAD_ARGUMENTS: list[tuple[str, Callable[[ModuleType], object], type[Exception], 
     ("join", lambda nn: nn.SparseCat("sideways"), ValueError, "'sideways'"),
     ("channels", lambda nn: nn.Conv3d(4, 0, 3), ValueError, "out_channels"),
     ("eps", lambda nn: nn.NormalizedSubmConv3d(4, 4, 3, eps=0.0), ValueError, "eps"),
+    ("batch norm size", lambda nn: nn.BatchNorm(0), ValueError, "num_features"),
+    ("layer norm size", lambda nn: nn.LayerNorm(2.5), ValueError, "num_features"),
+    ("table size", lambda nn: nn.Embedding(10, -3), ValueError, "embedding_dim"),
 ]
 
 

@@ -18,7 +18,20 @@ from lattice_contract.nn_layers import Weighted
 from lattice_contract.options import positive_int
 from lattice_contract.shared_nn import linear_params
 
-__all__ = ["LAYER_NORM_EPS", "RMS_NORM_EPS", "Embedding", "LayerNorm", "Linear", "RMSNorm"]
+__all__ = [
+    "BATCH_NORM_EPS",
+    "LAYER_NORM_EPS",
+    "RMS_NORM_EPS",
+    "Embedding",
+    "LayerNorm",
+    "Linear",
+    "RMSNorm",
+    "norm_params",
+]
+
+BATCH_NORM_EPS = 1e-5
+"""``BatchNorm``'s default ``eps`` (torch's ``BatchNorm1d``'s).  The module itself is
+each runtime's: torch's trains (batch statistics, running updates), MLX's is frozen."""
 
 LAYER_NORM_EPS = 1e-5
 """``LayerNorm``'s default ``eps`` (torch's)."""
@@ -50,6 +63,11 @@ class Linear(Weighted):
         return f"{self.in_features}, {self.out_features}, bias={self._has_bias()}"
 
 
+def norm_params(num_features: object, eps: float) -> tuple[int, float]:
+    """A normalisation module's checked channel count and ``eps`` (BatchNorm's too)."""
+    return positive_int(num_features, "num_features"), float(eps)
+
+
 class _RowNorm(Weighted):
     """A per-row normalisation over the channels, with its ``eps``."""
 
@@ -58,8 +76,7 @@ class _RowNorm(Weighted):
 
     def _configure(self, num_features: object, eps: float) -> int:
         """Check and store the channel count and ``eps``; the channel count comes back."""
-        self.num_features = positive_int(num_features, "num_features")
-        self.eps = float(eps)
+        self.num_features, self.eps = norm_params(num_features, eps)
         return self.num_features
 
     def extra_repr(self) -> str:

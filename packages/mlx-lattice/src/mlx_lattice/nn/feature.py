@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import mlx.core as mx
 from lattice_contract import nn_activations, nn_features, nn_layers
-from lattice_contract.options import positive_int
 
 from mlx_lattice.nn.module import (
     Features,
@@ -38,10 +37,10 @@ class Linear(nn_features.Linear, WeightedModule):
 class BatchNorm(LatticeModule):
     """Inference batch norm with frozen running statistics (``lattice.batch_norm``)."""
 
-    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+    def __init__(self, num_features: int, eps: float = nn_features.BATCH_NORM_EPS) -> None:
         super().__init__()
-        c = positive_int(num_features, "num_features")
-        self.num_features, self.eps = c, float(eps)
+        self.num_features, self.eps = nn_features.norm_params(num_features, eps)
+        c = self.num_features
         self.weight = mx.ones((c,))
         self.bias = mx.zeros((c,))
         self.running_mean = mx.zeros((c,))

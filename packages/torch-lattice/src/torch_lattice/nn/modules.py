@@ -95,20 +95,19 @@ class BatchNorm(torch.nn.Module):
     def __init__(
         self,
         num_features: int,
-        eps: float = 1e-5,
+        eps: float = nn_features.BATCH_NORM_EPS,
         momentum: float | None = 0.1,
         device: Any = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.num_features = num_features
-        self.eps = eps
+        self.num_features, self.eps = nn_features.norm_params(num_features, eps)
         self.momentum = momentum
-        factory = {"device": device, "dtype": dtype}
-        self.weight = torch.nn.Parameter(torch.ones(num_features, **factory))
-        self.bias = torch.nn.Parameter(torch.zeros(num_features, **factory))
-        self.register_buffer("running_mean", torch.zeros(num_features, **factory))
-        self.register_buffer("running_var", torch.ones(num_features, **factory))
+        c, factory = self.num_features, {"device": device, "dtype": dtype}
+        self.weight = torch.nn.Parameter(torch.ones(c, **factory))
+        self.bias = torch.nn.Parameter(torch.zeros(c, **factory))
+        self.register_buffer("running_mean", torch.zeros(c, **factory))
+        self.register_buffer("running_var", torch.ones(c, **factory))
         self.register_buffer(
             "num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device)
         )
