@@ -30,6 +30,7 @@ from mlx.nn.layers.base import Module as MLXModule
 from mlx.nn.utils import value_and_grad as mlx_value_and_grad
 from mlx.utils import tree_flatten
 from mlx_lattice import nn as mnn
+from mypy import api as mypy_api
 from torch_lattice import nn as tnn
 
 RUNTIMES: dict[str, tuple[ModuleType, type]] = {
@@ -348,3 +349,26 @@ def test_weighted_feature_layers_compute_the_same_on_both_runtimes(name: str) ->
     with torch.no_grad():
         want = reference(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(np.array(ours(mx.array(x))), want, rtol=1e-5, atol=1e-5)
+
+
+def test_mypy_sees_the_declared_constructors_on_the_runtime_classes(tmp_path: Path) -> None:
+    """Real classes: mypy checks keywords of a declared layer through the MLX class.
+
+    (torch's classes are the same construction; checking them would type-check
+    all of torch, which takes far longer.)
+    """
+    snippet = tmp_path / "use_nn.py"
+    snippet.write_text(
+        "from mlx_lattice import nn\n"
+        "model = nn.Sequential(nn.SubmConv3d(4, 8, 3), nn.LeakyReLU(0.2), nn.MaxPool3d(2))\n"
+        "act: nn.Activation = nn.GELU(approximate='tanh')\n"
+        "bad = nn.LeakyReLU(negative_slop=0.1)\n"
+        "worse = nn.Voxelize(0.1, orign=0.0)\n",
+        encoding="utf-8",
+    )
+    out, err, _ = mypy_api.run(
+        [str(snippet), "--strict", "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"]
+    )
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in errors] == ["4", "5"], out + err
+    assert "negative_slope" in errors[0] and "origin" in errors[1], out + err
