@@ -18,8 +18,10 @@ declared on :class:`Layer`:
   keyword a layer passes);
 * ``_rows(x, fn)``: apply a row-wise feature map to a dense array or to a
   sparse value's features (keeping its support);
-* for weighted layers (:mod:`lattice_contract.nn_convs`), parameter creation
-  and ``_with_weights``.
+* for layers with parameters (:class:`Weighted`: the convs of
+  :mod:`lattice_contract.nn_convs`, the feature layers of
+  :mod:`lattice_contract.nn_features`), the constructor that creates them,
+  ``_with_weights`` and ``bias_operand``.
 
 The layer class comes first among the bases, so its ``__init__``,
 ``forward`` and ``extra_repr`` are the module's; torch's

@@ -5,10 +5,11 @@ value they transform the features and keep the support with ``with_feats``
 (the contract's ``sparse.decompose`` → op → ``sparse.with_features``).
 Parameter and buffer names are artifact storage keys: ``Linear.weight/bias``,
 ``BatchNorm.weight/bias/running_mean/running_var``, ``LayerNorm.weight/bias``,
-``RMSNorm.weight``.  The parameter-free modules (pools, activations, points,
-algebra) are declared once for both runtimes in :mod:`lattice_contract.nn_layers`
-and :mod:`lattice_contract.nn_activations`; this file puts :class:`Module`
-behind them and holds the modules whose parameters or training are torch code.
+``RMSNorm.weight``.  Every module here but ``BatchNorm``, ``Dropout`` and
+``Sequential`` is declared once for both runtimes (:mod:`lattice_contract.nn_layers`,
+:mod:`~lattice_contract.nn_activations`, :mod:`~lattice_contract.nn_features`):
+this file puts the torch base behind each declaration and creates the torch
+parameters.
 """
 
 from __future__ import annotations
