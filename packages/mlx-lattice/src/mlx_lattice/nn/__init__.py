@@ -8,36 +8,45 @@ artifact's ``weights.safetensors`` loads with
 
 from lattice_contract.nn_names import NN_NAMES
 
-from mlx_lattice.nn.conv import AvgPool3d as AvgPool3d
 from mlx_lattice.nn.conv import Conv3d as Conv3d
 from mlx_lattice.nn.conv import ConvTranspose3d as ConvTranspose3d
-from mlx_lattice.nn.conv import FullAvgPool3d as FullAvgPool3d
 from mlx_lattice.nn.conv import FullConv3d as FullConv3d
-from mlx_lattice.nn.conv import FullMaxPool3d as FullMaxPool3d
-from mlx_lattice.nn.conv import FullSumPool3d as FullSumPool3d
 from mlx_lattice.nn.conv import GenerativeConvTranspose3d as GenerativeConvTranspose3d
-from mlx_lattice.nn.conv import GlobalPool as GlobalPool
-from mlx_lattice.nn.conv import MaxPool3d as MaxPool3d
 from mlx_lattice.nn.conv import SubmConv3d as SubmConv3d
-from mlx_lattice.nn.conv import SumPool3d as SumPool3d
 from mlx_lattice.nn.conv import TargetConv3d as TargetConv3d
 from mlx_lattice.nn.conv import TargetConvTranspose3d as TargetConvTranspose3d
-from mlx_lattice.nn.feature import ELU as ELU
-from mlx_lattice.nn.feature import GELU as GELU
-from mlx_lattice.nn.feature import Activation as Activation
 from mlx_lattice.nn.feature import BatchNorm as BatchNorm
-from mlx_lattice.nn.feature import Hardswish as Hardswish
-from mlx_lattice.nn.feature import Identity as Identity
+from mlx_lattice.nn.feature import Embedding as Embedding
 from mlx_lattice.nn.feature import LayerNorm as LayerNorm
-from mlx_lattice.nn.feature import LeakyReLU as LeakyReLU
 from mlx_lattice.nn.feature import Linear as Linear
-from mlx_lattice.nn.feature import ReLU as ReLU
 from mlx_lattice.nn.feature import RMSNorm as RMSNorm
-from mlx_lattice.nn.feature import Sigmoid as Sigmoid
-from mlx_lattice.nn.feature import SiLU as SiLU
-from mlx_lattice.nn.feature import Softmax as Softmax
-from mlx_lattice.nn.feature import Softplus as Softplus
-from mlx_lattice.nn.feature import Tanh as Tanh
+from mlx_lattice.nn.layers import ELU as ELU
+from mlx_lattice.nn.layers import GELU as GELU
+from mlx_lattice.nn.layers import Activation as Activation
+from mlx_lattice.nn.layers import AvgPool3d as AvgPool3d
+from mlx_lattice.nn.layers import Devoxelize as Devoxelize
+from mlx_lattice.nn.layers import FullAvgPool3d as FullAvgPool3d
+from mlx_lattice.nn.layers import FullMaxPool3d as FullMaxPool3d
+from mlx_lattice.nn.layers import FullSumPool3d as FullSumPool3d
+from mlx_lattice.nn.layers import GlobalPool as GlobalPool
+from mlx_lattice.nn.layers import Hardswish as Hardswish
+from mlx_lattice.nn.layers import Identity as Identity
+from mlx_lattice.nn.layers import LeakyReLU as LeakyReLU
+from mlx_lattice.nn.layers import MaxPool3d as MaxPool3d
+from mlx_lattice.nn.layers import PoolTranspose3d as PoolTranspose3d
+from mlx_lattice.nn.layers import ReLU as ReLU
+from mlx_lattice.nn.layers import Sigmoid as Sigmoid
+from mlx_lattice.nn.layers import SiLU as SiLU
+from mlx_lattice.nn.layers import Softmax as Softmax
+from mlx_lattice.nn.layers import Softplus as Softplus
+from mlx_lattice.nn.layers import SparseAdd as SparseAdd
+from mlx_lattice.nn.layers import SparseBinary as SparseBinary
+from mlx_lattice.nn.layers import SparseCat as SparseCat
+from mlx_lattice.nn.layers import SparseReindex as SparseReindex
+from mlx_lattice.nn.layers import SumPool3d as SumPool3d
+from mlx_lattice.nn.layers import Tanh as Tanh
+from mlx_lattice.nn.layers import TrilinearUpsample3d as TrilinearUpsample3d
+from mlx_lattice.nn.layers import Voxelize as Voxelize
 from mlx_lattice.nn.module import LatticeModule as LatticeModule
 from mlx_lattice.nn.module import Sequential as Sequential
 from mlx_lattice.nn.module import WeightedModule as WeightedModule
@@ -50,15 +59,6 @@ from mlx_lattice.nn.normalized import NormalizedSubmConv3d as NormalizedSubmConv
 from mlx_lattice.nn.normalized import (
     TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
 )
-from mlx_lattice.nn.points import Devoxelize as Devoxelize
-from mlx_lattice.nn.points import SparseAdd as SparseAdd
-from mlx_lattice.nn.points import SparseBinary as SparseBinary
-from mlx_lattice.nn.points import SparseCat as SparseCat
-from mlx_lattice.nn.points import SparseReindex as SparseReindex
-from mlx_lattice.nn.points import Voxelize as Voxelize
-from mlx_lattice.nn.upsample import Embedding as Embedding
-from mlx_lattice.nn.upsample import PoolTranspose3d as PoolTranspose3d
-from mlx_lattice.nn.upsample import TrilinearUpsample3d as TrilinearUpsample3d
 
 # The names both runtimes share are listed once (lattice_contract.nn_names);
 # these are MLX's own: its module bases and the feature-row helper.

@@ -1,4 +1,4 @@
-"""Sparse convolution and pooling modules over :mod:`mlx_lattice.ops`.
+"""Sparse convolution modules over :mod:`mlx_lattice.ops`.
 
 Each conv module owns ``weight`` ``(C_out, Kx, Ky, Kz, C_in)`` (layout
 ``conv3d_o_xyz_i``, the same for transposed convs) and an optional ``bias``
@@ -10,16 +10,16 @@ then runs the quantized matmul tap by tap.
 
 What a module stores, its docstring, repr and op call are declared once for
 both runtimes in :mod:`lattice_contract.nn_convs` and
-:mod:`lattice_contract.nn_layers`; this file adds the MLX parameters.
+:mod:`lattice_contract.nn_layers`; this file creates the MLX parameters.
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract import nn_convs, nn_layers
+from lattice_contract import nn_convs
 from lattice_contract.shared_nn import conv_params
 
-from mlx_lattice.nn.module import LatticeModule, WeightedModule
+from mlx_lattice.nn.module import WeightedModule
 from mlx_lattice.ops.conv import IntOrTriple
 
 
@@ -83,24 +83,3 @@ class GenerativeConvTranspose3d(nn_convs.GenerativeConvTranspose3d, _Conv):
         bias: bool = True,
     ) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias)
-
-
-class MaxPool3d(nn_layers.MaxPool3d, LatticeModule): ...
-
-
-class AvgPool3d(nn_layers.AvgPool3d, LatticeModule): ...
-
-
-class SumPool3d(nn_layers.SumPool3d, LatticeModule): ...
-
-
-class FullMaxPool3d(nn_layers.FullMaxPool3d, MaxPool3d): ...
-
-
-class FullAvgPool3d(nn_layers.FullAvgPool3d, AvgPool3d): ...
-
-
-class FullSumPool3d(nn_layers.FullSumPool3d, SumPool3d): ...
-
-
-class GlobalPool(nn_layers.GlobalPool, LatticeModule): ...

@@ -1,19 +1,20 @@
-"""Feature-only modules: Linear, norms, activations, softmax.
+"""Modules with parameters over feature rows: Linear, the norms, Embedding.
 
 Applied to a :class:`~mlx_lattice.SparseTensor` they transform its feature rows
 and keep its support (and kernel-map cache); applied to a dense array they act
 on its last axis directly.  Parameter names follow torch:
 Linear ``weight`` ``(C_out, C_in)`` / ``bias``; BatchNorm ``weight``, ``bias``,
 ``running_mean``, ``running_var`` (frozen: inference statistics); LayerNorm
-``weight``, ``bias``; RMSNorm ``weight``.  Everything but BatchNorm is
-declared once for both runtimes (:mod:`lattice_contract.nn_features`,
-:mod:`lattice_contract.nn_activations`); the MLX classes create the arrays.
+``weight``, ``bias``; RMSNorm ``weight``; Embedding ``weight``
+``(num_embeddings, C)``.  All but BatchNorm are declared once for both
+runtimes (:mod:`lattice_contract.nn_features`); the MLX classes create the
+arrays.
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract import nn_activations, nn_features, nn_layers
+from lattice_contract import nn_features
 
 from mlx_lattice.nn.module import (
     Features,
@@ -76,37 +77,7 @@ class RMSNorm(nn_features.RMSNorm, LatticeModule):
         self.weight = mx.ones((self._configure(num_features, eps),))
 
 
-class Softmax(nn_layers.Softmax, LatticeModule): ...
-
-
-class Activation(nn_activations.Activation, LatticeModule): ...
-
-
-class ReLU(nn_activations.ReLU, Activation): ...
-
-
-class LeakyReLU(nn_activations.LeakyReLU, Activation): ...
-
-
-class GELU(nn_activations.GELU, Activation): ...
-
-
-class SiLU(nn_activations.SiLU, Activation): ...
-
-
-class Sigmoid(nn_activations.Sigmoid, Activation): ...
-
-
-class Tanh(nn_activations.Tanh, Activation): ...
-
-
-class Softplus(nn_activations.Softplus, Activation): ...
-
-
-class ELU(nn_activations.ELU, Activation): ...
-
-
-class Hardswish(nn_activations.Hardswish, Activation): ...
-
-
-class Identity(nn_activations.Identity, Activation): ...
+class Embedding(nn_features.Embedding, LatticeModule):
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+        super().__init__()
+        self.weight = mx.random.normal(self._configure(num_embeddings, embedding_dim))

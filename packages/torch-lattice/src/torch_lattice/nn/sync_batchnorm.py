@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from lattice_contract import nn_features
 
-from torch_lattice.nn.modules import BatchNorm
+from torch_lattice.nn.feature import BatchNorm
 
 __all__ = ["SyncBatchNorm"]
 

@@ -1,15 +1,15 @@
-"""Pooling, feature, point and algebra modules, and ``Sequential``.
+"""Modules with parameters or training state over feature rows, and ``Sequential``.
 
 Feature modules accept a dense (N, C) tensor or a SparseTensor; on a sparse
 value they transform the features and keep the support with ``with_feats``
 (the contract's ``sparse.decompose`` → op → ``sparse.with_features``).
 Parameter and buffer names are artifact storage keys: ``Linear.weight/bias``,
 ``BatchNorm.weight/bias/running_mean/running_var``, ``LayerNorm.weight/bias``,
-``RMSNorm.weight``.  Every module here but ``BatchNorm``, ``Dropout`` and
-``Sequential`` is declared once for both runtimes (:mod:`lattice_contract.nn_layers`,
-:mod:`~lattice_contract.nn_activations`, :mod:`~lattice_contract.nn_features`):
-this file puts the torch base behind each declaration and creates the torch
-parameters.
+``RMSNorm.weight``, ``Embedding.weight`` (num_embeddings, C).  ``Linear``,
+the norms and ``Embedding`` are declared once for both runtimes
+(:mod:`lattice_contract.nn_features`): this file creates their torch
+parameters.  ``BatchNorm`` (which trains), ``Dropout`` and ``Sequential`` are
+torch's own.
 """
 
 from __future__ import annotations
@@ -18,37 +18,11 @@ from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
-from lattice_contract import nn_activations, nn_features, nn_layers
+from lattice_contract import nn_features
 
 from torch_lattice import ops
 from torch_lattice.nn.base import Module, Weighted, on_feats
 from torch_lattice.sparse import SparseTensor
-
-# --------------------------------------------------------------------------- pooling
-
-
-class MaxPool3d(nn_layers.MaxPool3d, Module): ...
-
-
-class AvgPool3d(nn_layers.AvgPool3d, Module): ...
-
-
-class SumPool3d(nn_layers.SumPool3d, Module): ...
-
-
-class FullMaxPool3d(nn_layers.FullMaxPool3d, MaxPool3d): ...
-
-
-class FullAvgPool3d(nn_layers.FullAvgPool3d, AvgPool3d): ...
-
-
-class FullSumPool3d(nn_layers.FullSumPool3d, SumPool3d): ...
-
-
-class GlobalPool(nn_layers.GlobalPool, Module): ...
-
-
-# --------------------------------------------------------------------------- features
 
 
 class Linear(nn_features.Linear, Weighted):
@@ -256,62 +230,24 @@ class RMSNorm(nn_features.RMSNorm, Module):
         self.weight = torch.nn.Parameter(torch.ones(c, device=device, dtype=dtype))
 
 
-class Softmax(nn_layers.Softmax, Module): ...
-
-
-class Activation(nn_activations.Activation, Module): ...
-
-
-class ReLU(nn_activations.ReLU, Activation): ...
-
-
-class LeakyReLU(nn_activations.LeakyReLU, Activation): ...
-
-
-class GELU(nn_activations.GELU, Activation): ...
-
-
-class SiLU(nn_activations.SiLU, Activation): ...
-
-
-class Sigmoid(nn_activations.Sigmoid, Activation): ...
-
-
-class Tanh(nn_activations.Tanh, Activation): ...
-
-
-class Softplus(nn_activations.Softplus, Activation): ...
-
-
-class ELU(nn_activations.ELU, Activation): ...
-
-
-class Hardswish(nn_activations.Hardswish, Activation): ...
-
-
-class Identity(nn_activations.Identity, Activation): ...
-
-
-# --------------------------------------------------------------------------- points and algebra
-
-
-class Voxelize(nn_layers.Voxelize, Module): ...
-
-
-class Devoxelize(nn_layers.Devoxelize, Module): ...
-
-
-class SparseBinary(nn_layers.SparseBinary, Module): ...
-
-
-class SparseAdd(nn_layers.SparseAdd, SparseBinary): ...
-
-
-class SparseCat(nn_layers.SparseCat, Module): ...
-
-
-class SparseReindex(nn_layers.SparseReindex, Module): ...
-
-
 class Sequential(torch.nn.Sequential):
     """``torch.nn.Sequential`` for single-input sparse layers (names: ``0.weight``, ...)."""
+
+
+class Embedding(nn_features.Embedding, Module):
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        *,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        size = self._configure(num_embeddings, embedding_dim)
+        self.weight = torch.nn.Parameter(torch.empty(*size, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Standard normal entries (``torch.nn.Embedding``'s default)."""
+        torch.nn.init.normal_(self.weight)
