@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 import torch_lattice
-from lattice_contract import nn_activations
+from lattice_contract import nn_activations, nn_convs
 from lattice_contract.nn_layers import Layer
 from lattice_contract.nn_names import DECLARED_LAYERS, NN_NAMES, RUNTIME_LAYER_NAMES
 from lattice_contract.schema import ActivationKind
@@ -366,9 +366,27 @@ def test_mypy_sees_the_declared_constructors_on_the_runtime_classes(tmp_path: Pa
         "worse = nn.Voxelize(0.1, orign=0.0)\n",
         encoding="utf-8",
     )
-    out, err, _ = mypy_api.run(
-        [str(snippet), "--strict", "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"]
-    )
-    errors = [line for line in out.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in errors] == ["4", "5"], out + err
-    assert "negative_slope" in errors[0] and "origin" in errors[1], out + err
+    report, _, status = mypy_api.run([str(snippet), "--strict", "--cache-dir", str(tmp_path)])
+    flagged = {int(line.split(":")[1]) for line in report.splitlines() if ": error:" in line}
+    assert status == 1 and flagged == {4, 5}, report
+    assert '"negative_slope"' in report and '"origin"' in report, report
+
+
+CONV_LAYERS = {
+    name: cls for name, cls in DECLARED_LAYERS.items() if issubclass(cls, nn_convs.ConvLayer)
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONV_LAYERS))
+def test_conv_constructors_take_the_declared_geometry_on_both_runtimes(name: str) -> None:
+    """Each runtime writes its conv constructors; they take exactly the declared geometry."""
+    layer = CONV_LAYERS[name]
+    normalized = issubclass(layer, nn_convs.NormalizedLayer)
+    want = ["in_channels", "out_channels", *layer._geometry_keys]
+    want += ["eps", "bias"] if normalized else ["bias"]
+    for runtime, (module, _) in RUNTIMES.items():
+        params = list(inspect.signature(getattr(module, name)).parameters)
+        extra = ["device", "dtype"] if runtime == "torch" else []
+        assert sorted(params) == sorted(want + extra), (runtime, params)
+        # Geometry positional from kernel_size on, in torch.nn.Conv3d's order.
+        assert params[:3] == ["in_channels", "out_channels", "kernel_size"]
