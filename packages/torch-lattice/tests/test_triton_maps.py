@@ -302,3 +302,15 @@ def test_the_inverse_conv_reuses_the_forward_map_transposed() -> None:
     assert not [n for n in seen.names if "local_scalar" in n or "unique" in n], seen.names
     assert torch.equal(got.coords, ref.coords)
     torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)
+
+
+def test_a_centred_conv_with_gaps_between_windows_keeps_every_coarse_row() -> None:
+    """conv3d K = 1, s = 2: every floor(c / s) is a row, also those whose window is empty."""
+    x = _scene(15)
+    w = torch.randn(2, 1, 1, 1, 2, generator=torch.Generator().manual_seed(3)).to(DEVICE)
+    with schedule("tap_major"):
+        ref = ops.conv3d(x, w, kernel_size=1, stride=2)
+    with schedule("triton"):
+        got = ops.conv3d(SparseTensor.trusted(x.coords, x.feats), w, kernel_size=1, stride=2)
+    assert torch.equal(got.coords, ref.coords)
+    torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)

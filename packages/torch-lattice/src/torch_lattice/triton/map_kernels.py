@@ -219,7 +219,7 @@ def launch_probe(
     if int(searched.shape[0]) == 0:
         return slots.fill_(-1), None if pattern is None else pattern.zero_()
     kp = int(triton.next_power_of_2(k))
-    br = max(1, (256 if interpreting() else 1024) // kp)
+    br = max(1, (2048 if interpreting() else 1024) // kp)
     _probe_kernel[(triton.cdiv(m, br),)](
         queried,
         terms,
@@ -676,7 +676,7 @@ def launch_transpose(slots: torch.Tensor, num_in: int) -> tuple[torch.Tensor, to
     pattern = None if kind is None else torch.zeros(num_in, dtype=kind, device=device)
     if m and k and num_in:
         kp = int(triton.next_power_of_2(k))
-        br = max(1, (256 if interpreting() else 1024) // kp)
+        br = max(1, (2048 if interpreting() else 1024) // kp)
         _transpose_kernel[(triton.cdiv(m, br),)](
             slots, back, pattern if pattern is not None else back, m, K=k, KP=kp,
             PATTERN=pattern is not None, WIDE=kind is torch.int64, BR=br,

@@ -439,10 +439,14 @@ def _build(
             out = target
         elif kind == "centred" and stride == ones:
             out = support
-        elif windows_apart and (kind == "indexed" or (padding == zero and even_or_one)):
+        elif windows_apart and (
+            kind == "indexed" or (padding == zero and even_or_one and kernel == stride)
+        ):
             # Windows that do not overlap (k2s2): input c feeds only tap (c + p) mod s of
             # output floor((c + p) / s), one candidate per row (centred and indexed agree
-            # for even kernels without padding).
+            # for even kernels without padding).  The centred support is every floor(c / s),
+            # so there the windows must also tile (K = s): with K < s a coarse row can
+            # have no input in its window and still be a row.
             rel = _Relation(((0, 0, 0),), ones, padding, stride, kernel, disjoint=True)
             out, made = _generate(support, rel, out_stride, volume)
             assert made is not None

@@ -1,0 +1,255 @@
+# mypy: disable-error-code="untyped-decorator,no-untyped-def"
+# (Triton jit kernels take untyped pointer and constexpr arguments.)
+"""Sparse pools (``pool3d``, ``full_pool3d``) on the Triton path, with autograd.
+
+A pool reads the conv's slot table of the same geometry (``pool3d`` the
+centred relation, ``full_pool3d`` the indexed one, built and cached by
+:func:`torch_lattice.triton.maps.build`, so a pool next to a conv of the same
+geometry builds one map) and reduces each output row's present taps in f32
+in registers: one output-stationary launch, each output tile written once (no
+atomics, deterministic).  The semantics are the reference path's
+(``torch_lattice.ops.pool``, docs/semantics.md): ``avg`` divides by the number
+of present inputs, a row without any gives 0 in every mode, ``max`` is exact
+in every dtype and propagates NaN.
+
+Gradients, also without atomics, walk the adjoint table (input row, tap) ->
+output row (one scatter launch, cached on the map, shared with the conv's
+input gradient): ``sum`` sends each output's gradient to its inputs, ``avg``
+divided by the output's count (saved by the forward launch), ``max`` to the
+inputs equal to the maximum, split evenly among ties (one more launch first
+computes, per output and channel, the gradient over the number of ties).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+from lattice_contract.schema import PoolMode
+
+from torch_lattice.sparse import SparseTensor
+from torch_lattice.triton.conv import SUPPORTED_DTYPES
+from torch_lattice.triton.kernels import interpreting
+from torch_lattice.triton.maps import SlotMap, build
+
+__all__ = ["sparse_pool"]
+
+Triple = tuple[int, int, int]
+
+_MAX, _SUM, _AVG = 0, 1, 2
+_MODES = {PoolMode.max: _MAX, PoolMode.sum: _SUM, PoolMode.avg: _AVG}
+
+
+def _tile(rows: int, channels: int) -> tuple[int, int]:
+    """(rows, channels) per program: whole rows of up to 128 channels, ~4k elements a tile."""
+    bc = min(128, max(16, int(triton.next_power_of_2(max(channels, 1)))))
+    budget = 1024 if interpreting() else 4096
+    return max(16, budget // bc), bc
+
+
+@triton.jit
+def _tile_of(rows, C, BM: tl.constexpr, BC: tl.constexpr):
+    """This program's rows and channels (int64 rows), with their in-range masks."""
+    r = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    return r, c, r < rows, c < C
+
+
+@triton.jit
+def _pool_kernel(
+    x_ptr,  # (N, C) input features
+    slots_ptr,  # (M, K) int32 input row per (output row, tap), -1 where none
+    out_ptr,  # (M, C) result, in the features' dtype
+    count_ptr,  # (M,) int32 present inputs per row (written with COUNT), or a dummy
+    m_rows,
+    C,
+    K: tl.constexpr,
+    MODE: tl.constexpr,
+    COUNT: tl.constexpr,
+    BM: tl.constexpr,
+    BC: tl.constexpr,
+):
+    o, c, live_o, live_c = _tile_of(m_rows, C, BM, BC)
+    if MODE == 0:
+        acc = tl.full([BM, BC], float("-inf"), tl.float32)
+    else:
+        acc = tl.zeros([BM, BC], tl.float32)
+    count = tl.zeros([BM], tl.int32)
+    for k in range(K):
+        src = tl.load(slots_ptr + o * K + k, mask=live_o, other=-1).to(tl.int64)
+        hit = src >= 0
+        mask = hit[:, None] & live_c[None, :]
+        v = tl.load(x_ptr + src[:, None] * C + c[None, :], mask=mask, other=0.0).to(tl.float32)
+        if MODE == 0:
+            acc = tl.where(mask, tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL), acc)
+        else:
+            acc += v
+        count += hit.to(tl.int32)
+    if MODE == 0:
+        acc = tl.where(count[:, None] > 0, acc, 0.0)
+    if MODE == 2:
+        acc = acc / tl.maximum(count, 1).to(tl.float32)[:, None]
+    keep = live_o[:, None] & live_c[None, :]
+    tl.store(out_ptr + o[:, None] * C + c[None, :], acc.to(out_ptr.dtype.element_ty), mask=keep)
+    if COUNT:  # every channel block writes the same counts
+        tl.store(count_ptr + o, count, mask=live_o)
+
+
+@triton.jit
+def _tie_kernel(
+    x_ptr,  # (N, C) input features
+    out_ptr,  # (M, C) the forward's maxima
+    grad_ptr,  # (M, C) gradient of the result
+    slots_ptr,  # (M, K) int32
+    share_ptr,  # (M, C) f32 result: gradient / number of inputs equal to the maximum
+    m_rows,
+    C,
+    K: tl.constexpr,
+    BM: tl.constexpr,
+    BC: tl.constexpr,
+):
+    o, c, live_o, live_c = _tile_of(m_rows, C, BM, BC)
+    keep = live_o[:, None] & live_c[None, :]
+    best = tl.load(out_ptr + o[:, None] * C + c[None, :], mask=keep, other=0.0).to(tl.float32)
+    ties = tl.zeros([BM, BC], tl.float32)
+    for k in range(K):
+        src = tl.load(slots_ptr + o * K + k, mask=live_o, other=-1).to(tl.int64)
+        mask = keep & (src >= 0)[:, None]
+        v = tl.load(x_ptr + src[:, None] * C + c[None, :], mask=mask, other=0.0).to(tl.float32)
+        ties += (mask & (v == best)).to(tl.float32)
+    g = tl.load(grad_ptr + o[:, None] * C + c[None, :], mask=keep, other=0.0).to(tl.float32)
+    tl.store(share_ptr + o[:, None] * C + c[None, :], g / tl.maximum(ties, 1.0), mask=keep)
+
+
+@triton.jit
+def _pool_grad_kernel(
+    x_ptr,  # (N, C) input features (MODE max)
+    out_ptr,  # (M, C) the forward's maxima (MODE max)
+    grad_ptr,  # (M, C) gradient per output: the result's, or (max) its share per tie
+    count_ptr,  # (M,) int32 present inputs per output (MODE avg)
+    back_ptr,  # (N, K) int32 output row per (input row, tap), -1 where none
+    gin_ptr,  # (N, C) result, in the features' dtype
+    n_rows,
+    C,
+    K: tl.constexpr,
+    MODE: tl.constexpr,
+    BM: tl.constexpr,
+    BC: tl.constexpr,
+):
+    i, c, live_i, live_c = _tile_of(n_rows, C, BM, BC)
+    keep = live_i[:, None] & live_c[None, :]
+    if MODE == 0:
+        xv = tl.load(x_ptr + i[:, None] * C + c[None, :], mask=keep, other=0.0).to(tl.float32)
+    acc = tl.zeros([BM, BC], tl.float32)
+    for k in range(K):
+        dst = tl.load(back_ptr + i * K + k, mask=live_i, other=-1).to(tl.int64)
+        mask = keep & (dst >= 0)[:, None]
+        at = dst[:, None] * C + c[None, :]
+        g = tl.load(grad_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        if MODE == 0:
+            best = tl.load(out_ptr + at, mask=mask, other=0.0).to(tl.float32)
+            g = tl.where(xv == best, g, 0.0)
+        if MODE == 2:
+            n = tl.load(count_ptr + dst, mask=dst >= 0, other=1)
+            g = g / tl.maximum(n, 1).to(tl.float32)[:, None]
+        acc += g
+    tl.store(gin_ptr + i[:, None] * C + c[None, :], acc.to(gin_ptr.dtype.element_ty), mask=keep)
+
+
+def launch_pool(
+    feats: torch.Tensor, slots: torch.Tensor, mode: int, with_count: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(pooled (M, C) in the features' dtype, present inputs per row or None)."""
+    m, k = (int(v) for v in slots.shape)
+    c = int(feats.shape[1])
+    out = torch.empty(m, c, dtype=feats.dtype, device=feats.device)
+    count = torch.empty(m, dtype=torch.int32, device=feats.device) if with_count else None
+    if m and c:
+        bm, bc = _tile(m, c)
+        _pool_kernel[(triton.cdiv(m, bm), triton.cdiv(c, bc))](
+            feats, slots, out, count if count is not None else out, m, c, K=k, MODE=mode,
+            COUNT=count is not None, BM=bm, BC=bc,
+        )  # fmt: skip
+    return out, count
+
+
+def launch_pool_grad(
+    grad: torch.Tensor,
+    num_in: int,
+    count: torch.Tensor | None,
+    smap: SlotMap,
+    mode: int,
+    maxima: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Gradient of the features (num_in, C) in the result's dtype, summed in f32 per input row.
+
+    ``count`` is the forward's present inputs per output (``avg``), ``maxima``
+    its (features, result) pair (``max``).
+    """
+    m, c = (int(v) for v in grad.shape)
+    k = smap.volume
+    gin = torch.empty(num_in, c, dtype=grad.dtype, device=grad.device)
+    if not (num_in and c):
+        return gin
+    if m == 0:
+        return gin.zero_()
+    bm, bc = _tile(max(m, num_in), c)
+    feats = out = grad  # pointers the kernels do not read outside max
+    if mode == _MAX:
+        assert maxima is not None
+        feats, out = maxima
+        share = torch.empty(m, c, dtype=torch.float32, device=grad.device)
+        _tie_kernel[(triton.cdiv(m, bm), triton.cdiv(c, bc))](
+            feats, out, grad, smap.slots, share, m, c, K=k, BM=bm, BC=bc
+        )
+        grad = share
+    back = smap.transposed()
+    _pool_grad_kernel[(triton.cdiv(num_in, bm), triton.cdiv(c, bc))](
+        feats, out, grad, count if count is not None else back.slots, back.slots, gin, num_in, c,
+        K=k, MODE=mode, BM=bm, BC=bc,
+    )  # fmt: skip
+    return gin
+
+
+class _TritonPoolFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, feats: torch.Tensor, smap: SlotMap, mode: int) -> torch.Tensor:
+        feats = feats.contiguous()
+        out, count = launch_pool(feats, smap.slots, mode, with_count=mode == _AVG)
+        if mode == _MAX:  # sum and avg read neither the features nor the result back
+            ctx.save_for_backward(feats, out)
+        ctx.count, ctx.smap, ctx.mode, ctx.num_in = count, smap, mode, int(feats.shape[0])
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        maxima = tuple(ctx.saved_tensors) if ctx.mode == _MAX else None
+        gin = launch_pool_grad(grad.contiguous(), ctx.num_in, ctx.count, ctx.smap, ctx.mode, maxima)
+        return gin, None, None
+
+
+def sparse_pool(
+    kind: str,
+    x: SparseTensor,
+    mode: PoolMode,
+    kernel: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+) -> SparseTensor:
+    """One pool on the Triton path: the conv's map of this geometry, then one reduction launch.
+
+    ``kind`` is ``"centred"`` (``pool3d``) or ``"indexed"`` (``full_pool3d``);
+    the caller (``torch_lattice.ops.pool``) has checked the geometry.
+    """
+    if x.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"the Triton pool path runs f16, bf16 and f32 features, got {x.dtype}; "
+            "use torch_lattice.ops.schedule('auto') to run other dtypes on the reference path"
+        )
+    out_support, smap = build(kind, x.support, kernel, stride, padding, dilation)
+    out: torch.Tensor = _TritonPoolFunction.apply(x.feats, smap, _MODES[mode])  # type: ignore[no-untyped-call]
+    return SparseTensor._make(out_support, out)

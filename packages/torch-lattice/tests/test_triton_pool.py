@@ -1,0 +1,178 @@
+"""Triton pools against the reference path: values, gradients, dtypes, geometries, ties.
+
+``pool3d`` (the centred relation on the coarsened support) and
+``full_pool3d`` (spconv's pools, the indexed relation) run with
+``schedule("triton")`` (under ``TRITON_INTERPRET=1`` on CPU, at full size
+on CUDA) and are compared with the plain-torch reference path, which is
+tested against brute-force oracles in ``test_ops_pool*``: coordinates and
+row order exactly, features and input gradients within the dtype's rounding
+(sums are taken in f32 on both paths, in different orders).  The worked
+example of docs/semantics.md is checked value for value.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+import torch
+from torch_lattice import SparseTensor, ops
+from torch_lattice.ops.conv import schedule
+
+if importlib.util.find_spec("triton") is None:
+    pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+ROWS = 4000 if DEVICE == "cuda" else 200
+EXTENT = 40 if DEVICE == "cuda" else 9
+TOL = {
+    torch.float32: {"atol": 1e-5, "rtol": 1e-5},
+    torch.float16: {"atol": 2e-3, "rtol": 2e-3},
+    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+}
+GRAD_TOL = {
+    torch.float32: {"atol": 1e-5, "rtol": 1e-5},
+    torch.float16: {"atol": 1e-2, "rtol": 1e-2},
+    torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
+}
+
+
+def _input(
+    seed: int, dtype: torch.dtype, channels: int = 5, ties: bool = False, rows: int = ROWS
+) -> SparseTensor:
+    g = torch.Generator().manual_seed(seed)
+    coords = torch.randint(-EXTENT, EXTENT, (rows, 4), generator=g)
+    coords[:, 0] = torch.randint(0, 2, (rows,), generator=g)
+    coords = torch.unique(coords, dim=0).to(torch.int32)
+    n = coords.shape[0]
+    if ties:  # small positive integers: many equal maxima per window (never 0, see below)
+        feats = torch.randint(1, 4, (n, channels), generator=g).float()
+    else:
+        feats = torch.randn(n, channels, generator=g)
+    return SparseTensor(coords.to(DEVICE), feats.to(dtype).to(DEVICE))
+
+
+def _run(name: str, how: str, x: SparseTensor, grad: torch.Tensor | None, **kw: Any) -> Any:
+    """(coords, feats, input gradient) of one pool on one schedule, on a fresh support."""
+    feats = x.feats.detach().clone().requires_grad_(grad is not None)
+    fresh = SparseTensor.trusted(x.coords, feats, x.stride)
+    with schedule(how):
+        y = getattr(ops, name)(fresh, **kw)
+    if grad is not None:
+        y.feats.backward(grad[: y.num_rows].to(y.dtype))
+    return y.coords, y.feats.detach(), None if grad is None else feats.grad
+
+
+def _compare(name: str, x: SparseTensor, with_grad: bool = True, **kw: Any) -> None:
+    g = torch.Generator().manual_seed(99)
+    grad = torch.randn(8 * x.num_rows, x.num_channels, generator=g).to(DEVICE)
+    grad = grad if with_grad else None
+    ref = _run(name, "tap_major", x, grad, **kw)
+    got = _run(name, "triton", x, grad, **kw)
+    assert torch.equal(got[0], ref[0]), f"{name} {kw}: rows or row order differ"
+    assert got[1].dtype == x.dtype
+    torch.testing.assert_close(got[1], ref[1], **TOL[x.dtype])
+    if with_grad:
+        assert got[2].dtype == x.dtype
+        torch.testing.assert_close(got[2], ref[2], **GRAD_TOL[x.dtype])
+
+
+GEOMETRIES = [
+    ("pool3d", {"kernel_size": 3, "stride": 2}),
+    ("pool3d", {"kernel_size": 2, "stride": 2}),
+    ("full_pool3d", {"kernel_size": 3, "stride": 2, "padding": 1}),
+]
+
+
+@pytest.mark.parametrize("mode", ["max", "avg", "sum"])
+@pytest.mark.parametrize(("name", "kw"), GEOMETRIES, ids=[f"{n}-{kw}" for n, kw in GEOMETRIES])
+def test_pools_match_the_reference(name: str, kw: dict[str, Any], mode: str) -> None:
+    _compare(name, _input(1, torch.float32), mode=mode, **kw)
+
+
+@pytest.mark.parametrize("mode", ["max", "avg", "sum"])
+@pytest.mark.parametrize(
+    ("dtype", "name", "kw"),
+    [(torch.float16, *GEOMETRIES[0]), (torch.bfloat16, *GEOMETRIES[2])],
+    ids=["f16-pool3d", "bf16-full_pool3d"],
+)
+def test_half_precision_pools(dtype: Any, name: str, kw: dict[str, Any], mode: str) -> None:
+    """f16 / bf16 features: reduced in f32, rounded once; max exact."""
+    _compare(name, _input(1, dtype), mode=mode, **kw)
+
+
+@pytest.mark.parametrize(
+    ("name", "kw"),
+    [
+        ("pool3d", {"kernel_size": 3}),  # stride 1: the input's rows, in order
+        ("pool3d", {"kernel_size": 1, "stride": 2}),  # rows whose window holds no input: 0
+        ("pool3d", {"kernel_size": (4, 3, 2), "stride": (2, 3, 1), "padding": (1, 0, 1)}),
+        ("pool3d", {"kernel_size": 3, "stride": 2, "dilation": 2}),
+        ("full_pool3d", {"kernel_size": 2, "stride": 2}),
+        ("full_pool3d", {"kernel_size": (3, 2, 3), "stride": (1, 2, 2), "dilation": (2, 1, 1)}),
+    ],
+)
+@pytest.mark.parametrize("mode", ["max", "avg", "sum"])
+def test_odd_even_and_strided_geometries(name: str, kw: dict[str, Any], mode: str) -> None:
+    _compare(name, _input(2, torch.float32, channels=3, rows=ROWS // 2), mode=mode, **kw)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name", "kw"),
+    [(torch.float32, *g) for g in GEOMETRIES] + [(torch.float16, *GEOMETRIES[0])],
+    ids=["f32-pool3d-k3", "f32-pool3d-k2", "f32-full_pool3d", "f16-pool3d-k3"],
+)
+def test_max_gradient_is_split_evenly_among_ties(dtype: Any, name: str, kw: dict[str, Any]) -> None:
+    """Windows whose maximum several inputs reach: each gets the gradient over the tie count.
+
+    (The values are positive: the reference's scatter_reduce also counts its
+    zero initial value as a tie when the maximum is exactly 0.)
+    """
+    _compare(name, _input(3, dtype, channels=4, ties=True), mode="max", **kw)
+
+
+def test_the_worked_example_of_the_semantics() -> None:
+    """docs/semantics.md: x = 0, 1, 3 with features 1, 2, 4 and K = 3, s = 2 (rows at 2o)."""
+    coords = torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 3, 0, 0]], dtype=torch.int32)
+    x = SparseTensor(coords.to(DEVICE), torch.tensor([[1.0], [2.0], [4.0]], device=DEVICE))
+    expected = {
+        ("pool3d", 0): {"max": [2, 4], "avg": [1.5, 3], "sum": [3, 6]},
+        ("full_pool3d", 1): {"max": [2, 4, 4], "avg": [1.5, 3, 4], "sum": [3, 6, 4]},
+    }
+    for (name, p), by_mode in expected.items():
+        for mode, values in by_mode.items():
+            with schedule("triton"):
+                y = getattr(ops, name)(
+                    x, mode=mode, kernel_size=(3, 1, 1), stride=(2, 1, 1), padding=(p, 0, 0)
+                )
+            assert y.coords[:, 1].tolist() == list(range(0, 2 * len(values), 2)), (name, mode)
+            assert y.feats.reshape(-1).tolist() == values, (name, mode)
+    empty = SparseTensor(
+        torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 3, 0, 0]], dtype=torch.int32, device=DEVICE),
+        torch.tensor([[5.0], [-6.0], [7.0]], device=DEVICE),
+    )
+    for mode in ("max", "avg", "sum"):
+        with schedule("triton"):
+            y = ops.pool3d(empty, mode=mode, kernel_size=1, stride=(2, 1, 1))
+        assert y.feats.reshape(-1).tolist() == [5.0, 0.0], mode  # coarse row 1 reads x = 2 only
+
+
+def test_a_pool_reuses_the_conv_map_of_its_geometry() -> None:
+    """pool3d after conv3d's map of one geometry (full_pool3d after full_conv3d's) builds none."""
+    from torch_lattice.triton import maps
+
+    x = _input(4, torch.float32, channels=2)
+    three, one = (3, 3, 3), (1, 1, 1)
+    with schedule("triton"):
+        for kind, pool, pad in (("centred", ops.pool3d, 0), ("indexed", ops.full_pool3d, 1)):
+            out, _ = maps.build(kind, x.support, three, (2, 2, 2), (pad,) * 3, one)
+            cached = dict(x.support.maps)
+            z = pool(x, mode="max", kernel_size=3, stride=2, padding=pad)
+            assert z.support is out and x.support.maps.keys() == cached.keys(), kind
+
+
+def test_f64_is_refused_on_the_forced_triton_path() -> None:
+    x = _input(5, torch.float64, channels=2)
+    with schedule("triton"), pytest.raises(TypeError, match="f16, bf16 and f32"):
+        ops.pool3d(x, mode="max", kernel_size=2, stride=2)
