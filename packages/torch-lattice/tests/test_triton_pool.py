@@ -172,6 +172,43 @@ def test_a_pool_reuses_the_conv_map_of_its_geometry() -> None:
             assert z.support is out and x.support.maps.keys() == cached.keys(), kind
 
 
+@pytest.mark.parametrize(
+    ("kw", "with_target"),
+    [
+        ({"kernel_size": 2, "stride": 2}, False),
+        ({"kernel_size": 3, "stride": 2, "padding": 1}, True),
+    ],
+)
+def test_pool_transpose_is_the_avg_pool_over_the_transposed_map(
+    kw: dict[str, Any], with_target: bool
+) -> None:
+    """``pool_transpose3d`` (reference: ops/upsample.py) is ``sparse_pool("transpose", avg)``."""
+    from lattice_contract.schema import PoolMode
+    from torch_lattice.triton.pool import sparse_pool
+
+    fine = _input(6, torch.float32, channels=3)
+    with schedule("tap_major"):
+        coarse = ops.pool3d(fine, mode="avg", kernel_size=2, stride=2)
+        target = fine if with_target else None
+        ref = ops.pool_transpose3d(coarse, coordinates=target, **kw)
+    grad = torch.randn(ref.num_rows, 3, generator=torch.Generator().manual_seed(7)).to(DEVICE)
+    leaf = coarse.feats.detach().clone().requires_grad_()
+    with schedule("tap_major"):
+        ops.pool_transpose3d(coarse.with_feats(leaf), coordinates=target, **kw).feats.backward(grad)
+    expected_grad = leaf.grad
+    leaf.grad = None
+    k = (kw["kernel_size"],) * 3
+    geometry = (k, (2, 2, 2), (kw.get("padding", 0),) * 3, (1, 1, 1))
+    got = sparse_pool(
+        "transpose", coarse.with_feats(leaf), PoolMode.avg, *geometry,
+        target=None if target is None else target.support,
+    )  # fmt: skip
+    got.feats.backward(grad)
+    assert torch.equal(got.coords, ref.coords)
+    torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(leaf.grad, expected_grad, atol=1e-5, rtol=1e-5)
+
+
 def test_f64_is_refused_on_the_forced_triton_path() -> None:
     x = _input(5, torch.float64, channels=2)
     with schedule("triton"), pytest.raises(TypeError, match="f16, bf16 and f32"):

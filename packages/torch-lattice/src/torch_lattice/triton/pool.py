@@ -1,6 +1,6 @@
 # mypy: disable-error-code="untyped-decorator,no-untyped-def"
 # (Triton jit kernels take untyped pointer and constexpr arguments.)
-"""Sparse pools (``pool3d``, ``full_pool3d``) on the Triton path, with autograd.
+"""Sparse pools (``pool3d``, ``full_pool3d``, ``pool_transpose3d``) on Triton, with autograd.
 
 A pool reads the conv's slot table of the same geometry (``pool3d`` the
 centred relation, ``full_pool3d`` the indexed one, built and cached by
@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 from lattice_contract.schema import PoolMode
 
-from torch_lattice.sparse import SparseTensor
+from torch_lattice.sparse import SparseTensor, Support
 from torch_lattice.triton.conv import SUPPORTED_DTYPES
 from torch_lattice.triton.kernels import interpreting
 from torch_lattice.triton.maps import SlotMap, build
@@ -239,17 +239,20 @@ def sparse_pool(
     stride: Triple,
     padding: Triple,
     dilation: Triple,
+    target: Support | None = None,
 ) -> SparseTensor:
     """One pool on the Triton path: the conv's map of this geometry, then one reduction launch.
 
-    ``kind`` is ``"centred"`` (``pool3d``) or ``"indexed"`` (``full_pool3d``);
-    the caller (``torch_lattice.ops.pool``) has checked the geometry.
+    ``kind`` is ``"centred"`` (``pool3d``), ``"indexed"`` (``full_pool3d``) or
+    ``"transpose"`` with ``avg`` (``pool_transpose3d``: the mean of the coarse
+    rows reaching each output row, on ``conv_transpose3d``'s support or, with
+    ``target``, the target's rows); the caller has checked the geometry.
     """
     if x.dtype not in SUPPORTED_DTYPES:
         raise TypeError(
             f"the Triton pool path runs f16, bf16 and f32 features, got {x.dtype}; "
             "use torch_lattice.ops.schedule('auto') to run other dtypes on the reference path"
         )
-    out_support, smap = build(kind, x.support, kernel, stride, padding, dilation)
+    out_support, smap = build(kind, x.support, kernel, stride, padding, dilation, target)
     out: torch.Tensor = _TritonPoolFunction.apply(x.feats, smap, _MODES[mode])  # type: ignore[no-untyped-call]
     return SparseTensor._make(out_support, out)
