@@ -213,3 +213,29 @@ def test_f64_is_refused_on_the_forced_triton_path() -> None:
     x = _input(5, torch.float64, channels=2)
     with schedule("triton"), pytest.raises(TypeError, match="f16, bf16 and f32"):
         ops.pool3d(x, mode="max", kernel_size=2, stride=2)
+
+
+@pytest.mark.parametrize("mode", ["max", "avg", "sum"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_global_pool_matches_the_reference(mode: str, dtype: Any) -> None:
+    """Per batch item, with an empty item (batch 2 of 4) and ties (integer features)."""
+    x = _input(8, dtype, channels=3, ties=mode == "max")
+    coords = x.coords.clone()
+    coords[:, 0] = torch.where(coords[:, 0] == 1, 3, 0)  # items 0 and 3; 1 and 2 empty
+    x = SparseTensor(coords, x.feats)
+    grad = torch.randn(4, 3, generator=torch.Generator().manual_seed(9)).to(DEVICE)
+    results = []
+    for how in ("tap_major", "triton"):
+        feats = x.feats.detach().clone().requires_grad_()
+        with schedule(how):
+            out = ops.global_pool(SparseTensor.trusted(coords, feats), mode=mode, batch_size=4)
+        out.backward(grad.to(out.dtype))
+        results.append((out.detach(), feats.grad))
+    (ref, ref_grad), (got, got_grad) = results
+    assert got.shape == (4, 3) and got.dtype == dtype
+    torch.testing.assert_close(got, ref, **TOL[dtype])
+    torch.testing.assert_close(got_grad, ref_grad, **GRAD_TOL[dtype])
+    empty = SparseTensor(coords[:0], x.feats[:0])
+    with schedule("triton"):
+        torch.testing.assert_close(ops.global_pool(x, mode=mode), got)  # -1: largest index + 1
+        assert ops.global_pool(empty, mode=mode).shape == (0, 3)

@@ -144,6 +144,10 @@ def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = 
     batch = x.coords[:, 0].to(torch.int64)
     max_batch = int(batch.max().item()) if x.num_rows else None
     batch_size = resolve_batch_size(batch_size, max_batch)
+    if _triton_wanted(x):
+        from torch_lattice.triton import pool as triton_pool
+
+        return triton_pool.global_pool(x, m, batch_size)
     if batch_size == 0:
         return x.feats.new_zeros(0, x.num_channels)
     rows = torch.arange(x.num_rows, device=x.device)

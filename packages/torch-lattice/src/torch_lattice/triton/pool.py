@@ -34,7 +34,7 @@ from torch_lattice.triton.conv import SUPPORTED_DTYPES
 from torch_lattice.triton.kernels import interpreting
 from torch_lattice.triton.maps import SlotMap, build
 
-__all__ = ["sparse_pool"]
+__all__ = ["global_pool", "sparse_pool"]
 
 Triple = tuple[int, int, int]
 
@@ -256,3 +256,185 @@ def sparse_pool(
     out_support, smap = build(kind, x.support, kernel, stride, padding, dilation, target)
     out: torch.Tensor = _TritonPoolFunction.apply(x.feats, smap, _MODES[mode])  # type: ignore[no-untyped-call]
     return SparseTensor._make(out_support, out)
+
+
+# --------------------------------------------------------------------------- global pool
+
+
+@triton.jit
+def _global_part_kernel(
+    x_ptr,  # (N, C) features
+    batch_ptr,  # (N,) int32 batch column of the coordinates (stride 4)
+    best_ptr,  # (B, C) maxima (MODE ties), or a dummy
+    part_ptr,  # (P, B, C) f32 per-block partial results
+    count_ptr,  # (P, B) int32 per-block rows per batch item
+    n_rows,
+    C,
+    B,
+    MODE: tl.constexpr,  # 0 max, 1 sum (and counts), 3 ties (inputs equal to the maximum)
+    BR: tl.constexpr,
+    BC: tl.constexpr,
+):
+    r, c, live_r, live_c = _tile_of(n_rows, C, BR, BC)
+    keep = live_r[:, None] & live_c[None, :]
+    v = tl.load(x_ptr + r[:, None] * C + c[None, :], mask=keep, other=0.0).to(tl.float32)
+    batch = tl.load(batch_ptr + r * 4, mask=live_r, other=-1)
+    p = tl.program_id(0).to(tl.int64)
+    for b in range(B):
+        sel = keep & (batch == b)[:, None]
+        if MODE == 0:
+            part = tl.max(tl.where(sel, v, float("-inf")), axis=0)
+        elif MODE == 1:
+            part = tl.sum(tl.where(sel, v, 0.0), axis=0)
+        else:
+            best = tl.load(best_ptr + b * C + c, mask=live_c, other=0.0).to(tl.float32)
+            part = tl.sum((sel & (v == best[None, :])).to(tl.float32), axis=0)
+        tl.store(part_ptr + (p * B + b) * C + c, part, mask=live_c)
+        if MODE == 1:  # every channel block writes the same counts
+            tl.store(count_ptr + p * B + b, tl.sum((live_r & (batch == b)).to(tl.int32), axis=0))
+
+
+@triton.jit
+def _global_combine_kernel(
+    part_ptr,  # (P, B, C) f32
+    count_ptr,  # (P, B) int32 (MODE sum / avg)
+    out_ptr,  # (B, C) result
+    total_ptr,  # (B,) int32 rows per batch item (written with MODE sum / avg), or a dummy
+    P,
+    B,
+    C,
+    MODE: tl.constexpr,  # 0 max, 1 sum, 2 avg, 3 ties (sum)
+    BP: tl.constexpr,
+    BC: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    live_c = c < C
+    if MODE == 0:  # noqa: SIM108 (a static branch of the kernel)
+        acc = tl.full([BC], float("-inf"), tl.float32)
+    else:
+        acc = tl.zeros([BC], tl.float32)
+    rows = tl.zeros([BP], tl.int32)
+    for start in range(0, P, BP):  # a fixed order of blocks: deterministic
+        p = start + tl.arange(0, BP)
+        mask = (p < P)[:, None] & live_c[None, :]
+        at = (p[:, None] * B + b) * C + c[None, :]
+        if MODE == 0:
+            acc = tl.maximum(acc, tl.max(tl.load(part_ptr + at, mask=mask, other=float("-inf")), 0))
+        else:
+            acc += tl.sum(tl.load(part_ptr + at, mask=mask, other=0.0), axis=0)
+        if MODE == 1 or MODE == 2:
+            rows += tl.load(count_ptr + p * B + b, mask=p < P, other=0)
+    n = tl.sum(rows, axis=0)
+    if MODE == 0:
+        acc = tl.where(acc == float("-inf"), 0.0, acc)  # an empty batch item gives 0
+    if MODE == 2:
+        acc = acc / tl.maximum(n, 1).to(tl.float32)
+    tl.store(out_ptr + b * C + c, acc.to(out_ptr.dtype.element_ty), mask=live_c)
+    if MODE == 1 or MODE == 2:
+        tl.store(total_ptr + b, n)
+
+
+@triton.jit
+def _global_grad_kernel(
+    x_ptr,  # (N, C) features (MODE max)
+    batch_ptr,  # (N,) int32 batch column (stride 4)
+    best_ptr,  # (B, C) the forward's maxima (MODE max)
+    grad_ptr,  # (B, C) gradient of the result
+    scale_ptr,  # (B, C) f32 tie counts (MODE max), or (B,) int32 rows (MODE avg)
+    gin_ptr,  # (N, C) result
+    n_rows,
+    C,
+    MODE: tl.constexpr,
+    BR: tl.constexpr,
+    BC: tl.constexpr,
+):
+    r, c, live_r, live_c = _tile_of(n_rows, C, BR, BC)
+    keep = live_r[:, None] & live_c[None, :]
+    b = tl.load(batch_ptr + r * 4, mask=live_r, other=0).to(tl.int64)
+    at = b[:, None] * C + c[None, :]
+    g = tl.load(grad_ptr + at, mask=keep, other=0.0).to(tl.float32)
+    if MODE == 0:
+        v = tl.load(x_ptr + r[:, None] * C + c[None, :], mask=keep, other=0.0).to(tl.float32)
+        best = tl.load(best_ptr + at, mask=keep, other=0.0).to(tl.float32)
+        ties = tl.load(scale_ptr + at, mask=keep, other=1.0)
+        g = tl.where(v == best, g / tl.maximum(ties, 1.0), 0.0)
+    if MODE == 2:
+        g = g / tl.maximum(tl.load(scale_ptr + b, mask=live_r, other=1), 1).to(tl.float32)[:, None]
+    tl.store(gin_ptr + r[:, None] * C + c[None, :], g.to(gin_ptr.dtype.element_ty), mask=keep)
+
+
+def _global_reduce(
+    feats: torch.Tensor, coords: torch.Tensor, batch_size: int, mode: int, best: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(per batch item (B, C), rows per item or None): block partials, then a fixed-order sum.
+
+    ``mode`` 3 counts, per item and channel, the rows equal to ``best`` (f32).
+    """
+    n, c = (int(v) for v in feats.shape)
+    device = feats.device
+    dtype = torch.float32 if mode == 3 else feats.dtype
+    out = torch.empty(batch_size, c, dtype=dtype, device=device)
+    with_rows = mode in (_SUM, _AVG)
+    rows = torch.empty(batch_size, dtype=torch.int32, device=device) if with_rows else None
+    br, bc = _tile(n, c)
+    p = triton.cdiv(max(n, 1), br)
+    part = torch.empty(p, batch_size, c, dtype=torch.float32, device=device)
+    counts = torch.zeros(p, batch_size, dtype=torch.int32, device=device) if with_rows else part
+    _global_part_kernel[(p, triton.cdiv(c, bc))](
+        feats, coords, best if best is not None else feats, part, counts, n, c, batch_size,
+        MODE=_SUM if mode == _AVG else mode, BR=br, BC=bc,
+    )  # fmt: skip
+    _global_combine_kernel[(batch_size, triton.cdiv(c, bc))](
+        part, counts, out, rows if rows is not None else out, p, batch_size, c, MODE=mode,
+        BP=64, BC=bc,
+    )  # fmt: skip
+    return out, rows
+
+
+class _TritonGlobalPoolFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, feats: torch.Tensor, coords: torch.Tensor, batch_size: int, mode: int
+    ) -> torch.Tensor:
+        feats = feats.contiguous()
+        out, rows = _global_reduce(feats, coords, batch_size, mode, None)
+        ctx.save_for_backward(feats, coords, out)
+        ctx.rows, ctx.mode = rows, mode
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        feats, coords, out = ctx.saved_tensors
+        n, c = (int(v) for v in feats.shape)
+        grad = grad.contiguous()
+        gin = torch.empty_like(feats)
+        if n and c:
+            scale = ctx.rows
+            if ctx.mode == _MAX:
+                scale, _ = _global_reduce(feats, coords, int(out.shape[0]), 3, out)
+            br, bc = _tile(n, c)
+            _global_grad_kernel[(triton.cdiv(n, br), triton.cdiv(c, bc))](
+                feats, coords, out, grad, scale if scale is not None else grad, gin, n, c,
+                MODE=ctx.mode, BR=br, BC=bc,
+            )  # fmt: skip
+        return gin, None, None, None
+
+
+def global_pool(x: SparseTensor, mode: PoolMode, batch_size: int) -> torch.Tensor:
+    """Dense (B, C) per batch item, as ``torch_lattice.ops.global_pool`` (B already resolved).
+
+    Deterministic without atomics: each block of rows reduces its batch
+    items into partials, which one more launch combines in a fixed order.
+    """
+    if x.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"the Triton pool path runs f16, bf16 and f32 features, got {x.dtype}; "
+            "use torch_lattice.ops.schedule('auto') to run other dtypes on the reference path"
+        )
+    if batch_size == 0 or x.num_channels == 0:
+        return x.feats.new_zeros(batch_size, x.num_channels)
+    coords = x.coords if x.coords.is_contiguous() else x.coords.contiguous()
+    out: torch.Tensor = _TritonGlobalPoolFunction.apply(x.feats, coords, batch_size, _MODES[mode])  # type: ignore[no-untyped-call]
+    return out
