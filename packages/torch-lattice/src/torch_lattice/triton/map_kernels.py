@@ -135,18 +135,18 @@ def _probe_kernel(
     pattern_ptr,  # (M,) bit mask of present taps (int32 up to 31 taps), or a dummy
     m_rows,
     cap_mask,
-    u0,
-    u1,
-    u2,  # stride of the queried support (divides its coordinates)
-    a0,
-    a1,
-    a2,  # multiplier of the queried logical coordinate
-    d0,
-    d1,
-    d2,  # exact divisor
-    t0,
-    t1,
-    t2,  # stride of the searched support
+    u0: tl.constexpr,
+    u1: tl.constexpr,
+    u2: tl.constexpr,  # stride of the queried support (divides its coordinates)
+    a0: tl.constexpr,
+    a1: tl.constexpr,
+    a2: tl.constexpr,  # multiplier of the queried logical coordinate
+    d0: tl.constexpr,
+    d1: tl.constexpr,
+    d2: tl.constexpr,  # exact divisor
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,  # stride of the searched support
     K: tl.constexpr,
     KP: tl.constexpr,
     PATTERN: tl.constexpr,
@@ -335,31 +335,31 @@ def _candidates_kernel(
     keys_ptr,  # (total,) int64 result
     info_ptr,  # (4,) int32: count, range flag, overflow flag, first bad candidate
     total,
-    G,
-    t0,
-    t1,
-    t2,
-    m0,
-    m1,
-    m2,
+    G: tl.constexpr,
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,
+    m0: tl.constexpr,
+    m1: tl.constexpr,
+    m2: tl.constexpr,
     p0,
     p1,
     p2,
-    d0,
-    d1,
-    d2,
-    k0,
-    k1,
-    k2,
-    e0,
-    e1,
-    e2,
-    w0,
-    w1,
-    w2,
-    q0,
-    q1,
-    q2,
+    d0: tl.constexpr,
+    d1: tl.constexpr,
+    d2: tl.constexpr,
+    k0: tl.constexpr,
+    k1: tl.constexpr,
+    k2: tl.constexpr,
+    e0: tl.constexpr,
+    e1: tl.constexpr,
+    e2: tl.constexpr,
+    w0: tl.constexpr,
+    w1: tl.constexpr,
+    w2: tl.constexpr,
+    q0: tl.constexpr,
+    q1: tl.constexpr,
+    q2: tl.constexpr,
     u0,
     u1,
     u2,  # output stride
@@ -381,9 +381,9 @@ def _candidates_kernel(
     )  # fmt: skip
     fits = _in_int32(o0 * u0) & _in_int32(o1 * u1) & _in_int32(o2 * u2)
     bad = valid & (fits.to(tl.int32) == 0)
-    nbad = tl.sum(bad.to(tl.int32), axis=0)
-    tl.atomic_max(info_ptr + 1, tl.minimum(nbad, 1))
-    tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
+    if tl.sum(bad.to(tl.int32), axis=0) > 0:  # rare: no atomics on the common path
+        tl.atomic_max(info_ptr + 1, 1)
+        tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
     # The output box, from the input's: the relation is monotone in c and in the offset.
     lob = tl.load(lo_ptr).to(tl.int64)
     hib = tl.load(hi_ptr).to(tl.int64)
@@ -397,7 +397,8 @@ def _candidates_kernel(
     s2 = h2 - l2 + 1
     volume = (hib - lob + 1).to(tl.float64) * (h0 - l0 + 1).to(tl.float64)
     volume = volume * s1.to(tl.float64) * s2.to(tl.float64)
-    tl.atomic_max(info_ptr + 2, (volume >= 4.611686018427387904e18).to(tl.int32))
+    if tl.program_id(0) == 0:  # the box is the same for every program
+        tl.atomic_max(info_ptr + 2, (volume >= 4.611686018427387904e18).to(tl.int32))
     key = (((b - lob) * (h0 - l0 + 1) + (o0 - l0)) * s1 + (o1 - l1)) * s2 + (o2 - l2)
     tl.store(keys_ptr + e, tl.where(valid, key, 9223372036854775807), mask=live)
 
@@ -425,31 +426,31 @@ def _emit_kernel(
     slots_ptr,  # (count, K) int32, pre-filled with -1
     pattern_ptr,  # (count,) bit mask of present taps, pre-filled with 0, or a dummy
     total,
-    G,
-    t0,
-    t1,
-    t2,
-    m0,
-    m1,
-    m2,
+    G: tl.constexpr,
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,
+    m0: tl.constexpr,
+    m1: tl.constexpr,
+    m2: tl.constexpr,
     p0,
     p1,
     p2,
-    d0,
-    d1,
-    d2,
-    k0,
-    k1,
-    k2,
-    e0,
-    e1,
-    e2,
-    w0,
-    w1,
-    w2,
-    q0,
-    q1,
-    q2,
+    d0: tl.constexpr,
+    d1: tl.constexpr,
+    d2: tl.constexpr,
+    k0: tl.constexpr,
+    k1: tl.constexpr,
+    k2: tl.constexpr,
+    e0: tl.constexpr,
+    e1: tl.constexpr,
+    e2: tl.constexpr,
+    w0: tl.constexpr,
+    w1: tl.constexpr,
+    w2: tl.constexpr,
+    q0: tl.constexpr,
+    q1: tl.constexpr,
+    q2: tl.constexpr,
     u0,
     u1,
     u2,
@@ -490,13 +491,13 @@ def _direct_kernel(
     slots_ptr,  # (N * K, K) int32
     info_ptr,
     total,
-    G,
-    t0,
-    t1,
-    t2,
-    m0,
-    m1,
-    m2,
+    G: tl.constexpr,
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,
+    m0: tl.constexpr,
+    m1: tl.constexpr,
+    m2: tl.constexpr,
     p0,
     p1,
     p2,
