@@ -233,7 +233,10 @@ def test_global_pool_matches_the_reference(mode: str, dtype: Any) -> None:
         results.append((out.detach(), feats.grad))
     (ref, ref_grad), (got, got_grad) = results
     assert got.shape == (4, 3) and got.dtype == dtype
-    torch.testing.assert_close(got, ref, **TOL[dtype])
+    tol = dict(TOL[dtype])
+    if mode == "sum" and dtype == torch.float32:  # thousands of rows summed in another order
+        tol["atol"] = 1e-7 * float(x.feats.abs().sum())
+    torch.testing.assert_close(got, ref, **tol)
     torch.testing.assert_close(got_grad, ref_grad, **GRAD_TOL[dtype])
     empty = SparseTensor(coords[:0], x.feats[:0])
     with schedule("triton"):
