@@ -21,8 +21,15 @@
   them, and after a cumulative sum one launch writes the output coordinates
   and the slot table.  The output size, the range flag and the overflow flag
   of the packing come back in one read: the layer's only host
-  synchronisation.
+  synchronisation.  The indexed relation (``full_conv3d``) makes only the
+  taps whose division by the stride can be exact (8 of 27 per row for k3s2),
+  so the sort sees a third of the keys.
+* **The adjoint table** (:func:`launch_transpose`): one scatter launch, which
+  also writes the adjoint's present-tap masks.
 
+Geometry that selects integer divisions (strides, divisors, kernel sizes,
+candidates per row) is passed as compile-time constants, so int64 divisions
+by them compile to multiplies and shifts (they bounded these launches).
 Integer division here only ever divides exact multiples or goes through
 :func:`_floor_div`, because compiled Triton truncates towards zero where the
 interpreter (NumPy) floors.

@@ -5,7 +5,7 @@ o through tap k, or -1.  Every relation of the contract (centred, indexed,
 submanifold, transposed, generative, and their target forms) has at most one
 input per (output, tap) and one output per (input, tap), so this table is the
 whole map, and its transpose (:meth:`SlotMap.transposed`) is the map of the
-input gradient.
+input gradient (one scatter launch).
 
 Lookups go through a hash table of each searched support's physical rows
 (built once per support in two launches) and one Triton launch that resolves
