@@ -314,3 +314,20 @@ def test_a_centred_conv_with_gaps_between_windows_keeps_every_coarse_row() -> No
         got = ops.conv3d(SparseTensor.trusted(x.coords, x.feats), w, kernel_size=1, stride=2)
     assert torch.equal(got.coords, ref.coords)
     torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)
+
+
+def test_a_mirrored_adjoint_reuses_the_forward_tap_order() -> None:
+    """Odd subm: the adjoint's rows grouped by tap mask with the forward's order, no sort."""
+    from torch_lattice.triton import maps
+
+    x = _scene(16)
+    _, smap = maps.build("subm", x.support, (3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
+    forward_order = smap.order()  # the forward conv sorted its rows once
+    back = smap.transposed()
+    with _Ops() as seen:
+        order = back.order()
+    assert not [n for n in seen.names if "sort" in n], seen.names
+    assert order is forward_order
+    bits = ((back.slots.cpu() >= 0).to(torch.int64) << torch.arange(27)).sum(1)[order.cpu().long()]
+    changes = int((bits[1:] != bits[:-1]).sum())
+    assert changes == len(torch.unique(bits)) - 1  # each mask's rows are contiguous

@@ -78,6 +78,13 @@ class SlotMap:
         stable, so rows keep their spatial order inside a pattern.
         """
         found = self.cache.get("order")
+        if found is None and self.cache.get("mirror") and "pattern" not in self.cache:
+            # A mirrored adjoint's rows are the forward's, its tap masks theirs reversed
+            # bit for bit: rows grouped by one are grouped by the other, so no sort.
+            twin = self.transposed()
+            if "pattern" in twin.cache:
+                found = twin.order()
+                self.cache["order"] = found
         if found is None:
             pattern = self.cache.get("pattern")  # written by the lookup launch
             if pattern is None:
