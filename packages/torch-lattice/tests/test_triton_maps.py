@@ -331,3 +331,24 @@ def test_a_mirrored_adjoint_reuses_the_forward_tap_order() -> None:
     bits = ((back.slots.cpu() >= 0).to(torch.int64) << torch.arange(27)).sum(1)[order.cpu().long()]
     changes = int((bits[1:] != bits[:-1]).sum())
     assert changes == len(torch.unique(bits)) - 1  # each mask's rows are contiguous
+
+
+@pytest.mark.parametrize("kind", ["subm", "indexed"])
+def test_the_pair_lists_are_the_table_read_tap_by_tap(kind: str) -> None:
+    """pairs(): per tap, the present (input, output) rows in ascending output, and the starts."""
+    from torch_lattice.triton import maps
+
+    x = _scene(17)
+    s = (1, 1, 1) if kind == "subm" else (2, 2, 2)
+    _, smap = maps.build(kind, x.support, (3, 3, 3), s, (0, 0, 0), (1, 1, 1))
+    pin, pout, starts = (t.cpu() for t in smap.pairs())
+    slots = smap.slots.cpu()
+    first = 0
+    assert int(starts[0]) == 0
+    for k in range(smap.volume):
+        rows = torch.nonzero(slots[:, k] >= 0).reshape(-1)
+        end = first + rows.numel()
+        assert int(starts[k + 1]) == end
+        assert torch.equal(pout[first:end].long(), rows)
+        assert torch.equal(pin[first:end], slots[rows, k])
+        first = end

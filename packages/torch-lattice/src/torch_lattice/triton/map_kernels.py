@@ -51,6 +51,7 @@ __all__ = [
     "launch_emit",
     "launch_insert",
     "launch_mark",
+    "launch_pairs",
     "launch_probe",
     "launch_transpose",
     "new_info",
@@ -716,3 +717,45 @@ def launch_direct(
             BLOCK=block,
         )  # fmt: skip
     return out, slots
+
+
+@triton.jit
+def _pairs_kernel(
+    slots_ptr,  # (M, K) int32
+    pos_ptr,  # (K * M,) inclusive running count of present pairs, tap-major
+    pin_ptr,  # (M * K,) int32 result: input rows, tap by tap
+    pout_ptr,  # (M * K,) int32 result: output rows, tap by tap
+    m_rows,
+    K: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    k = tl.program_id(1).to(tl.int64)  # K * M may pass int32
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = o < m_rows
+    src = tl.load(slots_ptr + o * K + k, mask=live, other=-1)
+    at = tl.load(pos_ptr + k * m_rows + o, mask=live, other=1).to(tl.int64) - 1
+    hit = live & (src >= 0)
+    tl.store(pin_ptr + at, src, mask=hit)
+    tl.store(pout_ptr + at, o.to(tl.int32), mask=hit)
+
+
+def launch_pairs(slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input rows, output rows, tap starts) of the present pairs, compacted tap by tap.
+
+    A running count over the tap-major presence flags places every pair (its
+    value at each tap's last row starts the next tap); one launch writes both
+    row lists.
+    """
+    m, k = (int(v) for v in slots.shape)
+    device = slots.device
+    pin = torch.empty(m * k, dtype=torch.int32, device=device)
+    pout = torch.empty(m * k, dtype=torch.int32, device=device)
+    starts = torch.zeros(k + 1, dtype=torch.int64, device=device)
+    if m == 0 or k == 0:
+        return pin, pout, starts
+    wide = m * k >= 2**31 - 1
+    pos = torch.cumsum((slots.t() >= 0).reshape(-1), 0, dtype=torch.int64 if wide else torch.int32)
+    starts[1:] = pos.view(k, m)[:, -1]
+    block = _block()
+    _pairs_kernel[(triton.cdiv(m, block), k)](slots, pos, pin, pout, m, K=k, BLOCK=block)
+    return pin, pout, starts

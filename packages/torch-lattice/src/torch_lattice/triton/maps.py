@@ -40,6 +40,7 @@ from torch_lattice.triton.map_kernels import (
     launch_emit,
     launch_insert,
     launch_mark,
+    launch_pairs,
     launch_probe,
     launch_transpose,
     new_info,
@@ -127,26 +128,12 @@ class SlotMap:
         """(input rows, output rows, tap starts): the pairs compacted tap by tap, cached.
 
         Pair ``starts[k]:starts[k+1]`` belong to tap k (int64 starts on the
-        device, so nothing is read back); the weight gradient walks them.
+        device, so nothing is read back), in ascending output row; the weight
+        gradient walks them.  Three device operations (:func:`launch_pairs`).
         """
         found = self.cache.get("pairs")
         if found is None:
-            m, k = self.slots.shape
-            device = self.slots.device
-            by_tap = self.slots.t()
-            present = by_tap >= 0
-            flat = present.reshape(-1)
-            pos = torch.cumsum(flat, 0) - 1
-            dump = m * k
-            where = torch.where(flat, pos, torch.full_like(pos, dump))
-            pin = torch.empty(dump + 1, dtype=torch.int32, device=device)
-            pout = torch.empty(dump + 1, dtype=torch.int32, device=device)
-            pin.scatter_(0, where, by_tap.reshape(-1))
-            rows = torch.arange(m, device=device, dtype=torch.int32).repeat(k)
-            pout.scatter_(0, where, rows)
-            starts = torch.zeros(k + 1, dtype=torch.int64, device=device)
-            starts[1:] = torch.cumsum(present.sum(1), 0)
-            found = (pin, pout, starts)
+            found = launch_pairs(self.slots)
             self.cache["pairs"] = found
         result: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = found
         return result
