@@ -53,29 +53,41 @@ def _input(
     return SparseTensor(coords.to(DEVICE), feats.to(dtype).to(DEVICE))
 
 
-def _run(name: str, how: str, x: SparseTensor, grad: torch.Tensor | None, **kw: Any) -> Any:
-    """(coords, feats, input gradient) of one pool on one schedule, on a fresh support."""
-    feats = x.feats.detach().clone().requires_grad_(grad is not None)
-    fresh = SparseTensor.trusted(x.coords, feats, x.stride)
-    with schedule(how):
-        y = getattr(ops, name)(fresh, **kw)
-    if grad is not None:
+MODES = ("max", "avg", "sum")
+
+
+def _run(
+    name: str, how: str, x: SparseTensor, grad: torch.Tensor, modes: tuple[str, ...], **kw: Any
+) -> list[Any]:
+    """Per mode (coords, feats, input gradient) of one pool on one schedule.
+
+    The modes share one fresh support (as pools of one geometry share its map).
+    """
+    base = SparseTensor.trusted(x.coords, x.feats.detach(), x.stride)
+    results = []
+    for mode in modes:
+        feats = x.feats.detach().clone().requires_grad_()
+        with schedule(how):
+            y = getattr(ops, name)(base.with_feats(feats), mode=mode, **kw)
         y.feats.backward(grad[: y.num_rows].to(y.dtype))
-    return y.coords, y.feats.detach(), None if grad is None else feats.grad
+        results.append((y.coords, y.feats.detach(), feats.grad))
+    return results
 
 
-def _compare(name: str, x: SparseTensor, with_grad: bool = True, **kw: Any) -> None:
+def _compare(name: str, x: SparseTensor, modes: tuple[str, ...] = MODES, **kw: Any) -> None:
     g = torch.Generator().manual_seed(99)
     grad = torch.randn(8 * x.num_rows, x.num_channels, generator=g).to(DEVICE)
-    grad = grad if with_grad else None
-    ref = _run(name, "tap_major", x, grad, **kw)
-    got = _run(name, "triton", x, grad, **kw)
-    assert torch.equal(got[0], ref[0]), f"{name} {kw}: rows or row order differ"
-    assert got[1].dtype == x.dtype
-    torch.testing.assert_close(got[1], ref[1], **TOL[x.dtype])
-    if with_grad:
-        assert got[2].dtype == x.dtype
-        torch.testing.assert_close(got[2], ref[2], **GRAD_TOL[x.dtype])
+    refs = _run(name, "tap_major", x, grad, modes, **kw)
+    gots = _run(name, "triton", x, grad, modes, **kw)
+    for mode, ref, got in zip(modes, refs, gots, strict=True):
+        assert torch.equal(got[0], ref[0]), f"{name} {mode} {kw}: rows or row order differ"
+        assert got[1].dtype == x.dtype and got[2].dtype == x.dtype
+        torch.testing.assert_close(
+            got[1], ref[1], **TOL[x.dtype], msg=lambda m, mode=mode: f"{mode}: {m}"
+        )
+        torch.testing.assert_close(
+            got[2], ref[2], **GRAD_TOL[x.dtype], msg=lambda m, mode=mode: f"{mode} grad: {m}"
+        )
 
 
 GEOMETRIES = [
@@ -85,21 +97,20 @@ GEOMETRIES = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["max", "avg", "sum"])
 @pytest.mark.parametrize(("name", "kw"), GEOMETRIES, ids=[f"{n}-{kw}" for n, kw in GEOMETRIES])
-def test_pools_match_the_reference(name: str, kw: dict[str, Any], mode: str) -> None:
-    _compare(name, _input(1, torch.float32), mode=mode, **kw)
+def test_pools_match_the_reference(name: str, kw: dict[str, Any]) -> None:
+    """Every mode, f32."""
+    _compare(name, _input(1, torch.float32), **kw)
 
 
-@pytest.mark.parametrize("mode", ["max", "avg", "sum"])
 @pytest.mark.parametrize(
     ("dtype", "name", "kw"),
     [(torch.float16, *GEOMETRIES[0]), (torch.bfloat16, *GEOMETRIES[2])],
     ids=["f16-pool3d", "bf16-full_pool3d"],
 )
-def test_half_precision_pools(dtype: Any, name: str, kw: dict[str, Any], mode: str) -> None:
+def test_half_precision_pools(dtype: Any, name: str, kw: dict[str, Any]) -> None:
     """f16 / bf16 features: reduced in f32, rounded once; max exact."""
-    _compare(name, _input(1, dtype), mode=mode, **kw)
+    _compare(name, _input(1, dtype), **kw)
 
 
 @pytest.mark.parametrize(
@@ -113,9 +124,9 @@ def test_half_precision_pools(dtype: Any, name: str, kw: dict[str, Any], mode: s
         ("full_pool3d", {"kernel_size": (3, 2, 3), "stride": (1, 2, 2), "dilation": (2, 1, 1)}),
     ],
 )
-@pytest.mark.parametrize("mode", ["max", "avg", "sum"])
-def test_odd_even_and_strided_geometries(name: str, kw: dict[str, Any], mode: str) -> None:
-    _compare(name, _input(2, torch.float32, channels=3, rows=ROWS // 2), mode=mode, **kw)
+def test_odd_even_and_strided_geometries(name: str, kw: dict[str, Any]) -> None:
+    """Every mode, f32."""
+    _compare(name, _input(2, torch.float32, channels=3, rows=ROWS // 2), **kw)
 
 
 @pytest.mark.parametrize(
@@ -129,7 +140,7 @@ def test_max_gradient_is_split_evenly_among_ties(dtype: Any, name: str, kw: dict
     (The values are positive: the reference's scatter_reduce also counts its
     zero initial value as a tie when the maximum is exactly 0.)
     """
-    _compare(name, _input(3, dtype, channels=4, ties=True), mode="max", **kw)
+    _compare(name, _input(3, dtype, channels=4, ties=True), modes=("max",), **kw)
 
 
 def test_the_worked_example_of_the_semantics() -> None:
