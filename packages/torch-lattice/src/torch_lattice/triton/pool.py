@@ -428,8 +428,8 @@ def global_pool(x: SparseTensor, mode: PoolMode, batch_size: int) -> torch.Tenso
     Deterministic without atomics: each block of rows reduces its batch
     items into partials, which one more launch combines in a fixed order.
     Each block walks every batch item in registers (work B * N * C), which
-    suits the usual batch of a few dozen items; the partials take B * C * 4
-    bytes per 4k features.
+    suits the usual batch of a few dozen items; the partials take B * C f32
+    values per block of rows.
     """
     if x.dtype not in SUPPORTED_DTYPES:
         raise TypeError(
