@@ -31,7 +31,7 @@ from lattice_contract.schema import (
     WeightFamily,
     WeightLayout,
 )
-from lattice_contract.schema_rules import rule
+from lattice_contract.schema_rules import rule_message
 
 
 class BuilderError(ValueError):
@@ -48,10 +48,9 @@ def rule_error(op: OpDef | str, rule_id: str, argument: str | None, problem: str
     The fix and the ID tag are the rule's own (:mod:`lattice_contract.schema_rules`),
     the same the native verifier writes; ``problem`` names the values involved.
     """
-    found = rule(rule_id)
     where = op.mlir_name if isinstance(op, OpDef) else op
     subject = f"argument {argument!r} " if argument else ""
-    return BuilderError(f"{where}: {subject}{problem}; {found.fix}{found.tag}")
+    return BuilderError(f"{where}: {subject}{rule_message(rule_id, problem)}")
 
 
 # ---------------------------------------------------------------------------
