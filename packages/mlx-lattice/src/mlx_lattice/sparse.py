@@ -18,6 +18,7 @@ import mlx.core as mx
 import numpy as np
 from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
+from lattice_contract.shared_names import FeatureSpellings
 
 from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
 
@@ -85,7 +86,7 @@ def _row(coords: mx.array, row: int) -> list[int]:
     return [int(v) for v in np.asarray(coords[row]).tolist()]
 
 
-class SparseTensor:
+class SparseTensor(FeatureSpellings[mx.array]):
     """Rows ``(batch, x, y, z)`` with a feature row each, at a stride (``docs/semantics.md``).
 
     Construction validates everything the contract requires and keeps only the
@@ -93,6 +94,10 @@ class SparseTensor:
     exact).  Tensors that share a support (``with_feats``) share one
     :class:`~mlx_lattice.coords.SupportCache`, which memoises the support's
     index and kernel maps across the layers of a forward pass.
+
+    ``features`` and ``with_features`` are the same as ``feats`` and
+    ``with_feats``, under the contract's (and spconv's) spelling
+    (:class:`lattice_contract.shared_names.FeatureSpellings`).
     """
 
     __slots__ = ("_cache", "_coords", "_feats", "_stride")

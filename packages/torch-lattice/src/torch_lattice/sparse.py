@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from lattice_contract import sparse_errors
 from lattice_contract.kernel import as_triple
+from lattice_contract.shared_names import FeatureSpellings
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
@@ -126,13 +127,17 @@ def _active_count(active_rows: Any, n: int) -> int:
     return value
 
 
-class SparseTensor:
+class SparseTensor(FeatureSpellings[torch.Tensor]):
     """A sparse value: int32 (N, 4) physical coordinates, (N, C) features, a stride.
 
     ``SparseTensor(coords, feats, stride=1, active_rows=None)`` keeps only the
     first ``active_rows`` rows (all of them by default) after checking the contract's rules:
     dtypes and ranks, matching row counts, non-negative batch, every spatial
     coordinate divisible by the stride, and no duplicate rows.
+
+    ``features`` and ``with_features`` are the same as ``feats`` and
+    ``with_feats``, under the contract's (and spconv's) spelling
+    (:class:`lattice_contract.shared_names.FeatureSpellings`).
     """
 
     __slots__ = ("_feats", "_support")
