@@ -56,7 +56,8 @@ def test_errors_and_plan_records_are_one_class_on_both() -> None:
     shared = [
         name
         for name in ARTIFACT_NAMES
-        if getattr(getattr(mart, name), "__module__", "").startswith("lattice_contract.")
+        if isinstance(getattr(mart, name), type)
+        and getattr(mart, name).__module__.startswith("lattice_contract.")
     ]
     assert {"BundleError", "LatticeValidationError", "PlanError", "ProgramCallError"} <= set(shared)
     for name in shared:
