@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 from lattice_contract import sparse_errors
-from lattice_contract.kernel import as_triple
 from lattice_contract.shared_names import FeatureSpellings
+from lattice_contract.shared_sparse import active_count, sparse_stride
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
@@ -97,34 +97,15 @@ class Support:
         return support
 
 
-def _check_stride(stride: int | Sequence[int]) -> Triple:
-    try:
-        triple = as_triple(stride, "stride")
-    except (TypeError, ValueError) as err:
-        raise type(err)(f"{err}; pass a positive int or three positive ints") from None
-    if min(triple) < 1:
-        raise ValueError(f"stride must be positive on every axis, got {triple}")
-    return triple
-
-
-def _active_count(active_rows: Any, n: int) -> int:
-    if active_rows is None:
-        return n
-    if isinstance(active_rows, bool):
-        raise sparse_errors.active_rows_kind(active_rows)
-    if isinstance(active_rows, int):
-        value = active_rows
-    elif isinstance(active_rows, torch.Tensor):
-        if active_rows.dtype != torch.int32:
-            raise sparse_errors.active_rows_dtype(active_rows.dtype)
-        if tuple(active_rows.shape) != (1,):
-            raise sparse_errors.active_rows_shape(active_rows.shape)
-        value = int(active_rows.item())
-    else:
-        raise sparse_errors.active_rows_kind(active_rows)
-    if value < 0 or value > n:
-        raise sparse_errors.active_rows_range(value, n)
-    return value
+def _read_active(value: object) -> int | None:
+    """The entry of an int32 ``(1,)`` tensor; None for anything that is not a tensor."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    if value.dtype != torch.int32:
+        raise sparse_errors.active_rows_dtype(value.dtype)
+    if tuple(value.shape) != (1,):
+        raise sparse_errors.active_rows_shape(value.shape)
+    return int(value.item())
 
 
 class SparseTensor(FeatureSpellings[torch.Tensor]):
@@ -195,8 +176,8 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
                 f"coords are on {coords.device} but feats on {feats.device}; "
                 "move both to one device"
             )
-        triple = _check_stride(stride)
-        n = _active_count(active_rows, int(coords.shape[0]))
+        triple = sparse_stride(stride)
+        n = active_count(active_rows, int(coords.shape[0]), _read_active)
         if n != coords.shape[0]:
             coords = coords[:n]
             feats = feats[:n]
