@@ -67,6 +67,22 @@ def test_sparse_tensor_features_is_feats(runtime: str) -> None:
     assert np.array_equal(_feats(y), _feats(z)) and y.features is y.feats
 
 
+def test_constructors_take_features_where_they_take_feats() -> None:
+    messages = []
+    for runtime in ("mlx", "torch"):
+        coords, feats, _ = _arrays(runtime)
+        cls = mlx_lattice.SparseTensor if runtime == "mlx" else torch_lattice.SparseTensor
+        for make in (cls, cls.trusted):
+            x = make(coords, features=feats, stride=2)
+            assert np.array_equal(_feats(x), _feats(make(coords, feats, 2)))
+        for bad in ({"feats": feats, "features": feats}, {}):
+            with pytest.raises(TypeError) as info:
+                cls(coords, stride=2, **bad)
+            messages.append(str(info.value))
+    assert messages[:2] == messages[2:]
+    assert "pass the features once" in messages[0] and "features=" in messages[1]
+
+
 def test_program_calls_take_feats_where_they_take_features() -> None:
     programs = _programs()
     results = []

@@ -11,6 +11,9 @@ spellings wherever a user meets one of them:
 * ``SparseTensor.features`` is ``SparseTensor.feats`` and
   ``with_features(...)`` is ``with_feats(...)`` (:class:`FeatureSpellings`,
   mixed into both runtimes' ``SparseTensor``);
+* ``SparseTensor(coords, features=f)`` is ``SparseTensor(coords, f)`` (the
+  constructors take ``features=`` where they take ``feats``,
+  :func:`given_features`);
 * a program call takes ``feats=`` where it takes ``features=``, and
   ``<name>_feats=`` where it takes ``<name>_features=``
   (:func:`feature_keyword_aliases`, used by
@@ -30,6 +33,7 @@ __all__ = [
     "FEATURES",
     "FeatureSpellings",
     "feature_keyword_aliases",
+    "given_features",
 ]
 
 FEATURES = "features"
@@ -91,3 +95,22 @@ def feature_keyword_aliases(canonical_names: Iterable[str], taken: Iterable[str]
         if alias not in used:
             aliases[alias] = name
     return aliases
+
+
+def given_features(feats: Any, features: Any) -> Any:
+    """The features of a ``SparseTensor`` constructor call, given as ``feats`` or ``features=``.
+
+    Exactly one of the two spellings must be given; giving both (even the same
+    array) or neither is a ``TypeError`` naming the fix.
+    """
+    if features is None:
+        if feats is None:
+            raise TypeError(
+                "SparseTensor needs its features: pass them second, as feats=, or as features="
+            )
+        return feats
+    if feats is not None:
+        raise TypeError(
+            "feats and features= are two spellings of one argument; pass the features once"
+        )
+    return features

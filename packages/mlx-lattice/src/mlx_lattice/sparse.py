@@ -18,7 +18,7 @@ import mlx.core as mx
 import numpy as np
 from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
-from lattice_contract.shared_names import FeatureSpellings
+from lattice_contract.shared_names import FeatureSpellings, given_features
 from lattice_contract.shared_sparse import active_count, sparse_stride
 
 from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
@@ -69,8 +69,8 @@ class SparseTensor(FeatureSpellings[mx.array]):
     index and kernel maps across the layers of a forward pass.
 
     ``features`` and ``with_features`` are the same as ``feats`` and
-    ``with_feats``, under the contract's (and spconv's) spelling
-    (:class:`lattice_contract.shared_names.FeatureSpellings`).
+    ``with_feats``, and the constructors take ``features=`` for ``feats``:
+    the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
     """
 
     __slots__ = ("_cache", "_coords", "_feats", "_stride")
@@ -78,19 +78,23 @@ class SparseTensor(FeatureSpellings[mx.array]):
     def __init__(
         self,
         coords: Any,
-        feats: Any,
+        feats: Any = None,
         stride: int | Sequence[int] = 1,
         active_rows: Any = None,
+        *,
+        features: Any = None,
     ) -> None:
-        self._init(coords, feats, stride, active_rows, trusted=False)
+        self._init(coords, given_features(feats, features), stride, active_rows, trusted=False)
 
     @classmethod
     def trusted(
         cls,
         coords: Any,
-        feats: Any,
+        feats: Any = None,
         stride: int | Sequence[int] = 1,
         active_rows: Any = None,
+        *,
+        features: Any = None,
     ) -> SparseTensor:
         """Make a tensor without the divisibility and duplicate-row checks.
 
@@ -100,7 +104,7 @@ class SparseTensor(FeatureSpellings[mx.array]):
         they are cheap and a violation would read out of bounds.
         """
         out = cls.__new__(cls)
-        out._init(coords, feats, stride, active_rows, trusted=True)
+        out._init(coords, given_features(feats, features), stride, active_rows, trusted=True)
         return out
 
     @classmethod

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from lattice_contract import sparse_errors
-from lattice_contract.shared_names import FeatureSpellings
+from lattice_contract.shared_names import FeatureSpellings, given_features
 from lattice_contract.shared_sparse import active_count, sparse_stride
 
 from torch_lattice._trace import traced
@@ -117,8 +117,8 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
     coordinate divisible by the stride, and no duplicate rows.
 
     ``features`` and ``with_features`` are the same as ``feats`` and
-    ``with_feats``, under the contract's (and spconv's) spelling
-    (:class:`lattice_contract.shared_names.FeatureSpellings`).
+    ``with_feats``, and the constructors take ``features=`` for ``feats``:
+    the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
     """
 
     __slots__ = ("_feats", "_support")
@@ -126,25 +126,31 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
     def __init__(
         self,
         coords: torch.Tensor,
-        feats: torch.Tensor,
+        feats: torch.Tensor | None = None,
         stride: int | Sequence[int] = 1,
         active_rows: int | torch.Tensor | None = None,
+        *,
+        features: torch.Tensor | None = None,
     ) -> None:
-        support, feats = self._validate(coords, feats, stride, active_rows, trusted=False)
+        given = given_features(feats, features)
+        support, checked = self._validate(coords, given, stride, active_rows, trusted=False)
         self._support = support
-        self._feats = feats
+        self._feats = checked
 
     @classmethod
     def trusted(
         cls,
         coords: torch.Tensor,
-        feats: torch.Tensor,
+        feats: torch.Tensor | None = None,
         stride: int | Sequence[int] = 1,
         active_rows: int | torch.Tensor | None = None,
+        *,
+        features: torch.Tensor | None = None,
     ) -> SparseTensor:
         """Build without the divisibility and duplicate checks (the caller guarantees them)."""
-        support, feats = cls._validate(coords, feats, stride, active_rows, trusted=True)
-        return cls._make(support, feats)
+        given = given_features(feats, features)
+        support, checked = cls._validate(coords, given, stride, active_rows, trusted=True)
+        return cls._make(support, checked)
 
     @classmethod
     def _make(cls, support: Support, feats: torch.Tensor) -> SparseTensor:
