@@ -17,9 +17,11 @@ support, so repeated joins on one support build its index once.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import mlx.core as mx
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
-from lattice_contract.options import as_enum
 from lattice_contract.schema import BinaryOp, Join
 
 from mlx_lattice.coords import flat_nonzero
@@ -136,48 +138,38 @@ _BINARY = {
 }
 
 
+@api.declare("sparse_binary")
 def sparse_binary(
-    lhs: SparseTensor,
-    rhs: SparseTensor,
-    *,
-    op: BinaryOp | str,
-    join: Join | str = Join.inner,
-    lhs_fill: float = 0.0,
-    rhs_fill: float = 0.0,
+    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseBinaryAttrs]
 ) -> SparseTensor:
-    """Elementwise ``op`` (add, sub, mul, maximum, minimum) of two coordinate-aligned values.
-
-    Channels must match.  A row one side lacks reads that side's fill
-    (``lhs_fill`` / ``rhs_fill``, default 0).  Computed in f32 and stored in
-    the operands' dtype.
-    """
+    given = api.normalise("sparse_binary", attrs)
     a_in, b_in = _check_pair(lhs, rhs, "sparse_binary")
-    fn = _BINARY[as_enum(op, BinaryOp, "op")]
-    how = as_enum(join, Join, "join")
+    fn, how = _BINARY[given["op"]], given["join"]
     if a_in.num_channels != b_in.num_channels:
         raise shared_errors.channel_count_mismatch(
             "sparse_binary", a_in.num_channels, b_in.num_channels
         )
-    base, a, b, coords, keep = _join_features(a_in, b_in, how, float(lhs_fill), float(rhs_fill))
+    base, a, b, coords, keep = _join_features(
+        a_in, b_in, how, float(given["lhs_fill"]), float(given["rhs_fill"])
+    )
     return _result(base, fn(a, b), coords, keep, a_in.dtype)
 
 
+@api.declare("sparse_cat")
 def sparse_cat(
-    lhs: SparseTensor, rhs: SparseTensor, *, join: Join | str = Join.inner
+    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseCatAttrs]
 ) -> SparseTensor:
-    """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
+    how = api.normalise("sparse_cat", attrs)["join"]
     a_in, b_in = _check_pair(lhs, rhs, "sparse_cat")
-    how = as_enum(join, Join, "join")
     base, a, b, coords, keep = _join_features(a_in, b_in, how)
     return _result(base, mx.concatenate([a, b], axis=1), coords, keep, a_in.dtype)
 
 
-def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0.0) -> SparseTensor:
-    """``input``'s features gathered onto ``target``'s exact rows (``fill`` where input has none).
-
-    The result has target's support (and shares its kernel-map cache) with
-    input's channels and dtype.  Strides must be equal.
-    """
+@api.declare("sparse_reindex")
+def sparse_reindex(
+    input: SparseTensor, target: SparseTensor, **attrs: Unpack[api.SparseReindexAttrs]
+) -> SparseTensor:
+    fill = api.normalise("sparse_reindex", attrs)["fill"]
     src = _require_sparse(input, "sparse_reindex", "input")
     dst = _require_sparse(target, "sparse_reindex", "target")
     if src.stride != dst.stride:

@@ -7,13 +7,16 @@ on rank-2 f32 only; other dtypes are refused rather than silently promoted.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import mlx.core as mx
+from lattice_contract import api_ops as api
 from lattice_contract.shared_errors import check_elementwise
 
 __all__ = ["elementwise"]
 
 
-def elementwise(x: mx.array, *, kind: str) -> mx.array:
-    """``exp(x)`` or ``round(x)`` (half to even) of a rank-2 float32 array."""
-    exp = check_elementwise(kind, x, mx.array) == "exp"
+@api.declare("elementwise")
+def elementwise(x: mx.array, **attrs: Unpack[api.ElementwiseAttrs]) -> mx.array:
+    exp = check_elementwise(api.normalise("elementwise", attrs)["kind"], x, mx.array) == "exp"
     return mx.exp(x) if exp else mx.round(x)

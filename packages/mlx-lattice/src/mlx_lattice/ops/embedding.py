@@ -9,6 +9,7 @@ out of bounds), checked with one vectorised comparison before the gather.
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.op_rules import embedding_index_error
 
@@ -31,8 +32,8 @@ def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> m
     return indices
 
 
+@api.declare("embedding_lookup")
 def embedding_lookup(indices: mx.array, weight: mx.array) -> mx.array:
-    """``weight[indices]``: an ``(N, C)`` array in the table's dtype (layout ``embedding_n_c``)."""
     shared_errors.check_embedding_table(weight, mx.array, _FLOATS)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight[rows]

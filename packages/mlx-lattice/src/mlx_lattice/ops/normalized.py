@@ -16,11 +16,13 @@ pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import mlx.core as mx
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.kernel import Triple, kernel_volume
 from lattice_contract.op_rules import NORMALIZED_EPS
-from lattice_contract.options import positive_float
 
 from mlx_lattice.kernel_map import (
     KernelMap,
@@ -28,8 +30,6 @@ from mlx_lattice.kernel_map import (
 )
 from mlx_lattice.ops._transposed import transposed_output
 from mlx_lattice.ops.conv import (
-    Geometry,
-    IntOrTriple,
     _tap_weights,
     apply_kernel_map,
     sparse_input,
@@ -81,29 +81,22 @@ def _normalized(
     return out.astype(x.dtype)
 
 
+@api.declare("normalized_subm_conv3d")
 def normalized_subm_conv3d(
     input: SparseTensor,
     weight: mx.array,
     bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
+    **attrs: Unpack[api.NormalizedSubmConv3dAttrs],
 ) -> SparseTensor:
-    """Weight-normalised submanifold conv: output rows are the input rows, same order.
-
-    Tap k reads ``c + (k - (K-1)//2) * d``.  A 1x1x1 kernel with dilation 1 is
-    an ordinary pointwise ``subm_conv3d`` (no normalisation), as upstream.
-    """
     op = "normalized_subm_conv3d"
+    a = api.normalise(op, attrs)
+    g = api.window(a)
     x = sparse_input(input, op)
-    g = Geometry.of(kernel_size, 1, 0, dilation)
-    e = positive_float(eps, "eps", op)
     _refuse_packed(weight, op)
     if g.kernel_size == (1, 1, 1) and g.dilation == (1, 1, 1):
         return subm_conv3d(x, weight, bias, kernel_size=1, dilation=1)
     kmap = subm_map(x.cache, x.coords, x.stride, g.kernel_size, g.dilation)
-    feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, e)
+    feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, a["eps"])
     return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
 
 
@@ -112,54 +105,37 @@ def _transposed(
     input: object,
     weight: object,
     bias: object,
-    g: Geometry,
-    eps: object,
+    attrs: dict[str, object],
     coordinates: object,
 ) -> SparseTensor:
+    a = api.normalise(op, attrs)
+    g = api.window(a)
     x = sparse_input(input, op)
-    e = positive_float(eps, "eps", op)
     _refuse_packed(weight, op)
     out = transposed_output(op, x, g, coordinates)
-    feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, e)
+    feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, a["eps"])
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
+@api.declare("normalized_conv_transpose3d")
 def normalized_conv_transpose3d(
     input: SparseTensor,
     weight: mx.array,
     bias: mx.array | None = None,
     *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.NormalizedConvTranspose3dAttrs],
 ) -> SparseTensor:
-    """Weight-normalised transposed conv: input c feeds ``o = c*s - p + k*d``; stride t/s.
-
-    With ``coordinates=target`` the output is exactly the target's rows (the
-    contract's ``target_normalized_conv_transpose3d``); rows no tap reaches
-    get the bias alone.
-    """
-    g = Geometry.of(kernel_size, stride, padding, dilation)
-    return _transposed("normalized_conv_transpose3d", input, weight, bias, g, eps, coordinates)
+    op = "normalized_conv_transpose3d"
+    return _transposed(op, input, weight, bias, dict(attrs), coordinates)
 
 
+@api.declare("normalized_generative_conv_transpose3d")
 def normalized_generative_conv_transpose3d(
     input: SparseTensor,
     weight: mx.array,
     bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
+    **attrs: Unpack[api.NormalizedGenerativeConvTranspose3dAttrs],
 ) -> SparseTensor:
-    """Weight-normalised support expansion: every ``o = c*s + k`` (p = 0, d = 1); stride t/s.
-
-    Where s < K makes two (input, tap) pairs land on one output row, they are
-    summed into that one row (numerator and normaliser alike).
-    """
-    g = Geometry.of(kernel_size, stride, 0, 1)
     op = "normalized_generative_conv_transpose3d"
-    return _transposed(op, input, weight, bias, g, eps, None)
+    return _transposed(op, input, weight, bias, dict(attrs), None)

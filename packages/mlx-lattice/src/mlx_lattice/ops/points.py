@@ -22,12 +22,13 @@ corners carry no weight reads zeros.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Unpack
 
 import mlx.core as mx
 import numpy as np
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
-from lattice_contract.options import as_enum, int_triple, voxel_grid
+from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from mlx_lattice.coords import CoordinateRangeError, KeySpace, scalar_int
@@ -72,31 +73,22 @@ def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...])
     return (points - mx.array(origin, dtype=mx.float32)) / mx.array(size, dtype=mx.float32)
 
 
+@api.declare("voxelize")
 def voxelize(
     points: mx.array,
     features: mx.array,
     batch_indices: mx.array,
     active_rows: mx.array | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    reduction: VoxelReduction | str = VoxelReduction.mean,
-    stride: int | Sequence[int] = 1,
+    **attrs: Unpack[api.VoxelizeAttrs],
 ) -> SparseTensor:
-    """Merge the active points into cells ``floor((p - origin) / voxel_size)`` per batch item.
-
-    ``points`` (P, 3) f32, ``features`` (P, C) float, ``batch_indices`` (P,)
-    int32.  The result sits at ``stride`` with coordinates ``cell * stride``
-    and rows in first-occurrence order; features of points sharing a cell are
-    reduced in f32 and stored in the features' dtype.
-    """
-    size, org = voxel_grid(voxel_size, origin, "voxelize")
-    out_stride = int_triple(stride, "stride", minimum=1)
+    a = api.normalise("voxelize", attrs)
+    size, org = voxel_grid(a["voxel_size"], a["origin"], "voxelize")
+    out_stride = a["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     feats = features_array(features, "voxelize", min_ndim=2)
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
         raise shared_errors.point_features_shape(feats.shape, int(p.shape[0]))
-    mode = as_enum(reduction, VoxelReduction, "reduction")
+    mode = a["reduction"]
     n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, feats = p[:n], b[:n], feats[:n]
     channels = feats.shape[1]
@@ -154,26 +146,20 @@ def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
     return space.unpack(unique_keys), inverse
 
 
+@api.declare("devoxelize")
 def devoxelize(
     points: mx.array,
     voxels: SparseTensor,
     batch_indices: mx.array,
     point_active_rows: mx.array | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    interpolation: Interpolation | str = Interpolation.linear,
+    **attrs: Unpack[api.DevoxelizeAttrs],
 ) -> mx.array:
-    """Read ``voxels``' features at the active points: dense ``(P, C)`` in their dtype.
-
-    ``u = (p - origin) / voxel_size`` is in units of the value's cells; see the
-    module note for the nearest, linear and trilinear rules.
-    """
+    a = api.normalise("devoxelize", attrs)
     if not isinstance(voxels, SparseTensor):
         raise TypeError(f"devoxelize: voxels must be a SparseTensor, got {type(voxels).__name__}")
-    size, org = voxel_grid(voxel_size, origin, "devoxelize")
+    size, org = voxel_grid(a["voxel_size"], a["origin"], "devoxelize")
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = as_enum(interpolation, Interpolation, "interpolation")
+    mode = a["interpolation"]
     n_points, channels = int(p.shape[0]), voxels.num_channels
     n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     if n == 0 or voxels.num_rows == 0:

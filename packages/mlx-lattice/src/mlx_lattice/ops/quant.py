@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Unpack
 
 import mlx.core as mx
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.options import (
     GROUP_SIZES,
@@ -143,17 +145,11 @@ class QuantizedWeight:
         return self.dequantize_as(self.shape)
 
 
+@api.declare("quantize_weight")
 def quantize_weight(
-    w: mx.array, *, bits: int, group_size: int, scale_dtype: mx.Dtype | None = None
+    w: mx.array, *, scale_dtype: mx.Dtype | None = None, **attrs: Unpack[api.QuantizeWeightAttrs]
 ) -> QuantizedWeight:
-    """Pack a conv ``(C_out, Kx, Ky, Kz, C_in)`` or linear ``(C_out, C_in)`` weight.
-
-    C_in is padded with zeros to a multiple of ``group_size``; each tap matrix
-    is packed with ``mx.quantize``.  ``scale_dtype`` (default: ``w``'s dtype) is
-    the type scales and biases are computed and stored in; the weight is
-    converted to it first so that MLX derives scales in the declared type.
-    """
-    bits, group_size = check_quantization(bits, group_size)
+    bits, group_size = check_quantization(**api.normalise("quantize_weight", attrs))
     if not isinstance(w, mx.array) or w.dtype not in _SCALE_DTYPES:
         raise TypeError("quantize_weight expects a float mx.array (f16, bf16 or f32)")
     if w.ndim not in (2, 5):

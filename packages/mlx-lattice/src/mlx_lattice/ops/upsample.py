@@ -19,8 +19,10 @@ Sums run in f32 and are stored in the input dtype.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Unpack
 
 import mlx.core as mx
+from lattice_contract import api_ops as api
 from lattice_contract.op_rules import (
     TRILINEAR_MIN_WEIGHT,
     trilinear_tap_weights,
@@ -29,7 +31,7 @@ from lattice_contract.op_rules import (
 
 from mlx_lattice.kernel_map import KernelMap
 from mlx_lattice.ops._transposed import transposed_output
-from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunks, sparse_input
+from mlx_lattice.ops.conv import chunks, sparse_input
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["pool_transpose3d", "trilinear_upsample3d"]
@@ -56,47 +58,34 @@ def _weighted_sums(
     return num, den
 
 
+@api.declare("pool_transpose3d")
 def pool_transpose3d(
     input: SparseTensor,
     *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.PoolTranspose3dAttrs],
 ) -> SparseTensor:
-    """Unweighted mean of the coarse rows reaching each output row (``o = c*s - p + k*d``).
-
-    Output stride t/s.  Without ``coordinates`` the support is that of
-    ``conv_transpose3d`` with the same geometry; with it, the target's rows
-    (a row no coarse row reaches is 0).
-    """
     op = "pool_transpose3d"
+    g = api.window(api.normalise(op, attrs))
     x = sparse_input(input, op)
-    out = transposed_output(op, x, Geometry.of(kernel_size, stride, padding, dilation), coordinates)
+    out = transposed_output(op, x, g, coordinates)
     num, den = _weighted_sums(x.feats, out.kmap, None)
     # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
     feats = (num / mx.maximum(den, 1.0)).astype(x.dtype)
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
+@api.declare("trilinear_upsample3d")
 def trilinear_upsample3d(
     input: SparseTensor,
     *,
-    stride: IntOrTriple,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.TrilinearUpsample3dAttrs],
 ) -> SparseTensor:
-    """Renormalised trilinear interpolation from coarse rows at ``c*s`` to fine rows; stride t/s.
-
-    Per axis the hat weight is ``1 - |o - c*s| / s`` over coarse rows with
-    ``|o - c*s| < s``; the 3-D weight is the product, renormalised over the
-    coarse rows present.  Without ``coordinates`` the output is every fine row
-    within ``s - 1`` of a coarse row on every axis.
-    """
     op = "trilinear_upsample3d"
-    s = Geometry.of(1, stride).stride
+    s = api.normalise(op, attrs)["stride"]
     x = sparse_input(input, op)
-    out = transposed_output(op, x, Geometry(*trilinear_window(s)), coordinates)
+    out = transposed_output(op, x, trilinear_window(s), coordinates)
     num, den = _weighted_sums(x.feats, out.kmap, trilinear_tap_weights(s))
     feats = (num / mx.maximum(den, TRILINEAR_MIN_WEIGHT)).astype(x.dtype)
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)

@@ -13,14 +13,15 @@ operand's support (and its kernel-map cache).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.schema import BinaryOp, Join
 
 from torch_lattice._trace import traced
-from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.sparse import SparseTensor, Support
 
 __all__ = ["sparse_binary", "sparse_cat", "sparse_reindex"]
@@ -110,42 +111,40 @@ _BINARY: dict[BinaryOp, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = 
 
 
 @traced("sparse_binary")
+@api.declare("sparse_binary")
 def sparse_binary(
-    lhs: SparseTensor,
-    rhs: SparseTensor,
-    *,
-    op: BinaryOp | str,
-    join: Join | str = Join.inner,
-    lhs_fill: float = 0.0,
-    rhs_fill: float = 0.0,
+    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseBinaryAttrs]
 ) -> SparseTensor:
-    """Elementwise ``op`` of coordinate-aligned rows; a missing side reads its fill."""
+    given = api.normalise("sparse_binary", attrs)
     a, b = _check_pair(lhs, rhs, "sparse_binary")
-    kind = as_enum(op, BinaryOp, "op")
-    j = as_enum(join, Join, "join")
+    kind, j = given["op"], given["join"]
     if a.num_channels != b.num_channels:
         raise shared_errors.channel_count_mismatch("sparse_binary", a.num_channels, b.num_channels)
     aligned = _Aligned(a, b, j)
-    left, right = aligned.sides(float(lhs_fill), float(rhs_fill))
+    left, right = aligned.sides(float(given["lhs_fill"]), float(given["rhs_fill"]))
     dtype = compute_dtype(a.dtype)
     out = _BINARY[kind](left.to(dtype), right.to(dtype)).to(a.dtype)
     return SparseTensor._make(aligned.support(), out)
 
 
 @traced("sparse_cat")
+@api.declare("sparse_cat")
 def sparse_cat(
-    lhs: SparseTensor, rhs: SparseTensor, *, join: Join | str = Join.inner
+    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseCatAttrs]
 ) -> SparseTensor:
-    """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
+    join = api.normalise("sparse_cat", attrs)["join"]
     a, b = _check_pair(lhs, rhs, "sparse_cat")
-    aligned = _Aligned(a, b, as_enum(join, Join, "join"))
+    aligned = _Aligned(a, b, join)
     left, right = aligned.sides()
     return SparseTensor._make(aligned.support(), torch.cat([left, right], dim=1))
 
 
 @traced("sparse_reindex")
-def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0.0) -> SparseTensor:
-    """``input``'s features on ``target``'s exact rows, ``fill`` where the input has no row."""
+@api.declare("sparse_reindex")
+def sparse_reindex(
+    input: SparseTensor, target: SparseTensor, **attrs: Unpack[api.SparseReindexAttrs]
+) -> SparseTensor:
+    fill = api.normalise("sparse_reindex", attrs)["fill"]
     x = require_sparse(input, "sparse_reindex")
     t = require_sparse(target, "sparse_reindex", "target")
     if x.stride != t.stride:

@@ -18,9 +18,10 @@ on MLX); infinities and signed zeros are preserved.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract.schema import Rounding
 from lattice_contract.shared_float import (
     FLOAT_FORMATS,
@@ -30,7 +31,6 @@ from lattice_contract.shared_float import (
 )
 
 from torch_lattice._trace import traced
-from torch_lattice.ops._common import as_enum
 
 __all__ = ["cast"]
 
@@ -141,16 +141,9 @@ class _CastFunction(torch.autograd.Function):
 
 
 @traced("cast")
-def cast(
-    x: torch.Tensor,
-    dtype: torch.dtype | str,
-    *,
-    rounding: Rounding | str = Rounding.nearest_even,
-) -> torch.Tensor:
-    """``x`` converted to float ``dtype`` (f16, bf16 or f32) with IEEE ``rounding``.
-
-    Every mode is exact (integer arithmetic on bit patterns), on every device.
-    """
+@api.declare("cast", "On torch the conversion runs on any device, with autograd.")
+def cast(x: torch.Tensor, dtype: torch.dtype | str, **attrs: Unpack[api.CastAttrs]) -> torch.Tensor:
+    mode = api.normalise("cast", attrs)["rounding"]
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"cast: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _FORMATS:  # float64 too, for gradcheck
@@ -158,6 +151,5 @@ def cast(
     target = _TARGETS.get(dtype)
     if target is None:
         raise cast_target_error(dtype)
-    mode = as_enum(rounding, Rounding, "rounding")
     result: torch.Tensor = _CastFunction.apply(x, target, mode)  # type: ignore[no-untyped-call]
     return result

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.geometry import forward_stride, transposed_stride
 
@@ -36,7 +37,7 @@ from torch_lattice.kernel_map import (
     target_transpose_map,
     transpose_map,
 )
-from torch_lattice.ops._common import compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.sparse import SparseTensor, Support
 
@@ -546,17 +547,6 @@ def _execute(
     return SparseTensor._make(out_support, out.to(x.dtype))
 
 
-def _geometry(
-    kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> tuple[Triple, Triple, Triple, Triple]:
-    return (
-        triple(kernel_size, "kernel_size", minimum=1),
-        triple(stride, "stride", minimum=1),
-        triple(padding, "padding", minimum=0),
-        triple(dilation, "dilation", minimum=1),
-    )
-
-
 def _check_target(
     target: Any, x: SparseTensor, expected: Triple, op: str, rule: str = "input stride / stride"
 ) -> SparseTensor:
@@ -569,31 +559,17 @@ def _check_target(
 
 
 @traced("conv3d")
+@api.declare("conv3d")
 def conv3d(
     input: SparseTensor,
     weight: torch.Tensor | QuantizedWeight,
     bias: torch.Tensor | None = None,
     *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.Conv3dAttrs],
 ) -> SparseTensor:
-    """Sparse conv on the coarsened support: o gets ``W_k @ x[o*s + off_c(k) - p]``.
-
-    ``off_c`` is the centred rule (``(k - K//2)*d`` for odd K, ``k*d`` for
-    even K) and the output rows are every distinct ``floor(c/s)`` of an
-    active input c; at stride 1 they are exactly the input rows, in input
-    order, so an odd stride-1 unpadded conv3d is a ``subm_conv3d``.  This is
-    upstream's (and MinkowskiEngine's) forward conv; spconv's SparseConv3d,
-    whose support grows, is :func:`full_conv3d`.  With ``coordinates=target``
-    the output is exactly the target's rows (the contract's
-    ``target_conv3d``); the target's stride must be the input stride times
-    ``stride``.
-    """
+    k, s, p, d = api.window(api.normalise("conv3d", attrs))
     x = require_sparse(input, "conv3d")
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv3d")
     out_stride = forward_stride(x.stride, s)
     if coordinates is not None:
@@ -609,24 +585,15 @@ def conv3d(
 
 
 @traced("full_conv3d")
+@api.declare("full_conv3d")
 def full_conv3d(
     input: SparseTensor,
     weight: torch.Tensor | QuantizedWeight,
     bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
+    **attrs: Unpack[api.FullConv3dAttrs],
 ) -> SparseTensor:
-    """spconv's regular sparse conv: output at every o with an active ``c = o*s - p + k*d``.
-
-    Cross-correlation like PyTorch's dense conv3d restricted to the rows it
-    reaches; the support grows even at stride 1 (unlike :func:`conv3d`), and
-    :func:`conv_transpose3d` with the same geometry is its adjoint.
-    """
+    k, s, p, d = api.window(api.normalise("full_conv3d", attrs))
     x = require_sparse(input, "full_conv3d")
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "full_conv3d")
     if _triton_wanted(x):
         return _on_triton("indexed", x, w, b, (k, s, p, d))
@@ -635,18 +602,15 @@ def full_conv3d(
 
 
 @traced("subm_conv3d")
+@api.declare("subm_conv3d")
 def subm_conv3d(
     input: SparseTensor,
     weight: torch.Tensor | QuantizedWeight,
     bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    dilation: int | tuple[int, int, int] = 1,
+    **attrs: Unpack[api.SubmConv3dAttrs],
 ) -> SparseTensor:
-    """Submanifold conv: output rows are the input rows; tap k reads ``c + (k - (K-1)//2) * d``."""
+    k, _, _, d = api.window(api.normalise("subm_conv3d", attrs))
     x = require_sparse(input, "subm_conv3d")
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    d = triple(dilation, "dilation", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "subm_conv3d")
     if _triton_wanted(x):
         return _on_triton("subm", x, w, b, (k, (1, 1, 1), (0, 0, 0), d))
@@ -655,26 +619,17 @@ def subm_conv3d(
 
 
 @traced("conv_transpose3d")
+@api.declare("conv_transpose3d")
 def conv_transpose3d(
     input: SparseTensor,
     weight: torch.Tensor | QuantizedWeight,
     bias: torch.Tensor | None = None,
     *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.ConvTranspose3dAttrs],
 ) -> SparseTensor:
-    """Transposed sparse conv: input c feeds ``o = c*s - p + k*d`` through tap k.
-
-    The output stride is the input stride divided by ``stride`` (it must
-    divide).  With ``coordinates=target`` the output is exactly the target's
-    rows (the contract's ``target_conv_transpose3d``; spconv's
-    SparseInverseConv3d when the target is the paired conv's input).
-    """
+    k, s, p, d = api.window(api.normalise("conv_transpose3d", attrs))
     x = require_sparse(input, "conv_transpose3d")
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv_transpose3d")
     out_stride = transposed_stride(x.stride, s, "conv_transpose3d")
     if coordinates is not None:
@@ -690,22 +645,15 @@ def conv_transpose3d(
 
 
 @traced("generative_conv_transpose3d")
+@api.declare("generative_conv_transpose3d")
 def generative_conv_transpose3d(
     input: SparseTensor,
     weight: torch.Tensor | QuantizedWeight,
     bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
+    **attrs: Unpack[api.GenerativeConvTranspose3dAttrs],
 ) -> SparseTensor:
-    """Support expansion: every input row emits ``o = c*s + k`` for every tap.
-
-    Padding and dilation are implied 0 and 1 (the op has neither attribute);
-    where s < K makes two (c, k) land on one o they are summed into one row.
-    """
+    k, s, _, _ = api.window(api.normalise("generative_conv_transpose3d", attrs))
     x = require_sparse(input, "generative_conv_transpose3d")
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    s = triple(stride, "stride", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "generative_conv_transpose3d")
     transposed_stride(x.stride, s, "generative_conv_transpose3d")
     if _triton_wanted(x):

@@ -8,7 +8,10 @@ rather than silently promoted.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract.shared_errors import check_elementwise
 
 from torch_lattice._trace import traced
@@ -17,7 +20,8 @@ __all__ = ["elementwise"]
 
 
 @traced("elementwise")
-def elementwise(x: torch.Tensor, *, kind: str) -> torch.Tensor:
-    """``exp(x)`` or ``round(x)`` (half to even) of a rank-2 float32 tensor."""
+@api.declare("elementwise")
+def elementwise(x: torch.Tensor, **attrs: Unpack[api.ElementwiseAttrs]) -> torch.Tensor:
+    kind = api.normalise("elementwise", attrs)["kind"]
     exp = check_elementwise(kind, x, torch.Tensor) == "exp"
     return torch.exp(x) if exp else torch.round(x)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.op_rules import embedding_index_error
 
@@ -34,8 +35,8 @@ def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torc
 
 
 @traced("embedding_lookup")
+@api.declare("embedding_lookup")
 def embedding_lookup(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``weight[indices]``: an ``(N, C)`` tensor in the table's dtype (layout ``embedding_n_c``)."""
     shared_errors.check_embedding_table(weight, torch.Tensor, FLOAT_DTYPES)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight.index_select(0, rows.to(device=weight.device))

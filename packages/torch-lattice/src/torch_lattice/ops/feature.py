@@ -10,10 +10,12 @@ same, more accurate, arithmetic).
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import torch
 import torch.nn.functional as F
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
-from lattice_contract.options import positive_float, softmax_axis
 from lattice_contract.schema import ActivationKind, GeluApprox
 from lattice_contract.shared_nn import activation_params
 
@@ -29,12 +31,12 @@ __all__ = ["activation", "batch_norm", "layer_norm", "linear", "rms_norm", "soft
 
 
 @traced("linear")
+@api.declare("linear")
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor | QuantizedWeight,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``x @ W^T + b`` with ``W`` of shape (C_out, C_in), summed in f32."""
     x = require_features(x, "linear")
     dtype = compute_dtype(x.dtype)
     if isinstance(weight, QuantizedWeight):
@@ -57,24 +59,10 @@ def linear(
 
 
 @traced("activation")
-def activation(
-    x: torch.Tensor,
-    *,
-    kind: ActivationKind | str,
-    approximate: GeluApprox | str = GeluApprox.none,
-    alpha: float = 0.01,
-    beta: float = 1.0,
-    threshold: float = 20.0,
-) -> torch.Tensor:
-    """Pointwise nonlinearity with torch's parameter conventions.
-
-    leaky_relu slope = alpha; elu uses alpha; softplus is
-    ``log1p(exp(beta*x)) / beta``, linear where ``beta*x > threshold``; gelu is
-    exact (erf; ``none`` or ``precise``), the tanh approximation, or ``fast``
-    ``x * sigmoid(1.702 x)``; hardswish is ``x*relu6(x+3)/6``.
-    """
+@api.declare("activation")
+def activation(x: torch.Tensor, **attrs: Unpack[api.ActivationAttrs]) -> torch.Tensor:
+    k, approx, alpha, beta, threshold = activation_params(**api.normalise("activation", attrs))
     x = require_features(x, "activation")
-    k, approx, alpha, beta, threshold = activation_params(kind, approximate, alpha, beta, threshold)
     v = x.to(compute_dtype(x.dtype))
     if k is ActivationKind.relu:
         y = F.relu(v)
@@ -103,19 +91,18 @@ def activation(
 
 
 @traced("batch_norm")
+@api.declare("batch_norm")
 def batch_norm(
     x: torch.Tensor,
     scale: torch.Tensor,
     bias: torch.Tensor,
     mean: torch.Tensor,
     var: torch.Tensor,
-    *,
-    eps: float = 1e-5,
+    **attrs: Unpack[api.BatchNormAttrs],
 ) -> torch.Tensor:
-    """Frozen-statistics batch norm ``(x - mean) / sqrt(var + eps) * scale + bias``."""
+    e = api.normalise("batch_norm", attrs)["eps"]
     x = require_features(x, "batch_norm")
     c = int(x.shape[1])
-    e = positive_float(eps, "eps", "batch_norm")
     dtype = compute_dtype(x.dtype)
     s, b, m, v = (
         channel_vector(t, c, "batch_norm", n).to(dtype)
@@ -126,21 +113,16 @@ def batch_norm(
 
 
 @traced("layer_norm")
+@api.declare("layer_norm")
 def layer_norm(
     x: torch.Tensor,
     scale: torch.Tensor | None,
     bias: torch.Tensor | None,
-    *,
-    eps: float = 1e-5,
+    **attrs: Unpack[api.LayerNormAttrs],
 ) -> torch.Tensor:
-    """Normalise each row over its channels (biased variance), then scale and shift.
-
-    ``scale`` or ``bias`` may be None to skip that affine part (eager use only:
-    the exported ``lattice.layer_norm`` stores both).
-    """
+    e = api.normalise("layer_norm", attrs)["eps"]
     x = require_features(x, "layer_norm")
     c = int(x.shape[1])
-    e = positive_float(eps, "eps", "layer_norm")
     dtype = compute_dtype(x.dtype)
     s = None if scale is None else channel_vector(scale, c, "layer_norm", "scale").to(dtype)
     b = None if bias is None else channel_vector(bias, c, "layer_norm", "bias").to(dtype)
@@ -148,11 +130,13 @@ def layer_norm(
 
 
 @traced("rms_norm")
-def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, *, eps: float = 1e-5) -> torch.Tensor:
-    """``x / sqrt(mean(x^2) + eps) * scale`` over each row's channels (``scale=None``: no scale)."""
+@api.declare("rms_norm")
+def rms_norm(
+    x: torch.Tensor, scale: torch.Tensor | None, **attrs: Unpack[api.RmsNormAttrs]
+) -> torch.Tensor:
+    e = api.normalise("rms_norm", attrs)["eps"]
     x = require_features(x, "rms_norm")
     c = int(x.shape[1])
-    e = positive_float(eps, "eps", "rms_norm")
     dtype = compute_dtype(x.dtype)
     v = x.to(dtype)
     y = v * torch.rsqrt(v.square().mean(dim=1, keepdim=True) + e)
@@ -162,8 +146,8 @@ def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, *, eps: float = 1e-5) 
 
 
 @traced("softmax")
-def softmax(x: torch.Tensor, *, axis: int = -1) -> torch.Tensor:
-    """Softmax of each row over its channels (``axis`` -1 or 1, both the channel axis)."""
+@api.declare("softmax")
+def softmax(x: torch.Tensor, **attrs: Unpack[api.SoftmaxAttrs]) -> torch.Tensor:
+    api.normalise("softmax", attrs)
     x = require_features(x, "softmax")
-    softmax_axis(axis)
     return torch.softmax(x.to(compute_dtype(x.dtype)), dim=1).to(x.dtype)

@@ -25,12 +25,12 @@ values, and the contract forbids packing on these ops.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.op_rules import NORMALIZED_EPS, transposed_stride
-from lattice_contract.options import positive_float
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
@@ -40,11 +40,10 @@ from torch_lattice.kernel_map import (
     target_transpose_map,
     transpose_map,
 )
-from torch_lattice.ops._common import compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.ops.conv import (
     _check_target,
     _check_weight,
-    _geometry,
     _SparseConvFunction,
     subm_conv3d,
 )
@@ -57,8 +56,6 @@ __all__ = [
     "normalized_generative_conv_transpose3d",
     "normalized_subm_conv3d",
 ]
-
-IntOrTriple = int | tuple[int, int, int]
 
 DEFAULT_EPS = NORMALIZED_EPS
 
@@ -94,54 +91,38 @@ def _normalized(
 
 
 @traced("normalized_subm_conv3d")
+@api.declare("normalized_subm_conv3d")
 def normalized_subm_conv3d(
     input: SparseTensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
+    **attrs: Unpack[api.NormalizedSubmConv3dAttrs],
 ) -> SparseTensor:
-    """Weight-normalised submanifold conv: output rows are the input rows, same order.
-
-    Tap k reads ``c + (k - (K-1)//2) * d``.  A 1x1x1 kernel with dilation 1 is
-    an ordinary pointwise ``subm_conv3d`` (no normalisation), as upstream.
-    """
     op = "normalized_subm_conv3d"
+    a = api.normalise(op, attrs)
+    k, _, _, d = api.window(a)
     x = require_sparse(input, op)
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    d = triple(dilation, "dilation", minimum=1)
-    e = positive_float(eps, "eps", op)
     w, b = _dense_weight(weight, bias, k, x, op)
     if k == (1, 1, 1) and d == (1, 1, 1):
         return subm_conv3d(x, w, b, kernel_size=1, dilation=1)
-    return _normalized(x, w, b, subm_map(x.support, k, d), x.support, e)
+    return _normalized(x, w, b, subm_map(x.support, k, d), x.support, a["eps"])
 
 
 @traced("normalized_conv_transpose3d")
+@api.declare("normalized_conv_transpose3d")
 def normalized_conv_transpose3d(
     input: SparseTensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
     *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.NormalizedConvTranspose3dAttrs],
 ) -> SparseTensor:
-    """Weight-normalised transposed conv: input c feeds ``o = c*s - p + k*d``; stride t/s.
-
-    With ``coordinates=target`` the output is exactly the target's rows (the
-    contract's ``target_normalized_conv_transpose3d``); rows no tap reaches
-    get the bias alone.
-    """
     op = "normalized_conv_transpose3d"
+    a = api.normalise(op, attrs)
+    k, s, p, d = api.window(a)
+    e = a["eps"]
     x = require_sparse(input, op)
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
-    e = positive_float(eps, "eps", op)
     w, b = _dense_weight(weight, bias, k, x, op)
     out_stride = transposed_stride(x.stride, s, op)
     if coordinates is not None:
@@ -153,25 +134,18 @@ def normalized_conv_transpose3d(
 
 
 @traced("normalized_generative_conv_transpose3d")
+@api.declare("normalized_generative_conv_transpose3d")
 def normalized_generative_conv_transpose3d(
     input: SparseTensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
+    **attrs: Unpack[api.NormalizedGenerativeConvTranspose3dAttrs],
 ) -> SparseTensor:
-    """Weight-normalised support expansion: every ``o = c*s + k`` (p = 0, d = 1); stride t/s.
-
-    Where s < K makes two (input, tap) pairs land on one output row, they are
-    summed into that one row (numerator and normaliser alike).
-    """
     op = "normalized_generative_conv_transpose3d"
+    a = api.normalise(op, attrs)
+    k, s, _, _ = api.window(a)
+    e = a["eps"]
     x = require_sparse(input, op)
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    s = triple(stride, "stride", minimum=1)
-    e = positive_float(eps, "eps", op)
     w, b = _dense_weight(weight, bias, k, x, op)
     transposed_stride(x.stride, s, op)
     out_support, kmap = generative_transpose_map(x.support, k, s)

@@ -27,16 +27,17 @@ value's cells (logical coordinates):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import Packing, bounds
-from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor, Support
 
 __all__ = ["devoxelize", "voxelize"]
@@ -79,24 +80,17 @@ def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float])
 
 
 @traced("voxelize")
+@api.declare("voxelize")
 def voxelize(
     points: torch.Tensor,
     features: torch.Tensor,
     batch_indices: torch.Tensor,
     active_rows: torch.Tensor | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    reduction: VoxelReduction | str = VoxelReduction.mean,
-    stride: int | Sequence[int] = 1,
+    **attrs: Unpack[api.VoxelizeAttrs],
 ) -> SparseTensor:
-    """Merge the active points into cells ``floor((p - origin) / voxel_size)`` per batch item.
-
-    The result sits at ``stride`` with coordinates ``cell * stride``, rows in
-    first-occurrence order.
-    """
-    size, org = voxel_grid(voxel_size, origin, "voxelize")
-    out_stride = triple(stride, "stride", minimum=1)
+    a = api.normalise("voxelize", attrs)
+    size, org = voxel_grid(a["voxel_size"], a["origin"], "voxelize")
+    out_stride = a["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
         raise TypeError("voxelize: features must be a float torch.Tensor of shape (P, C)")
@@ -104,7 +98,7 @@ def voxelize(
         raise shared_errors.point_features_shape(features.shape, int(p.shape[0]))
     if features.device != p.device:
         raise ValueError("voxelize: features and points must be on one device")
-    mode = as_enum(reduction, VoxelReduction, "reduction")
+    mode = a["reduction"]
     n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, features = p[:n], b[:n], features[:n]
     channels = int(features.shape[1])
@@ -153,21 +147,19 @@ _CORNERS = tuple((i >> 2 & 1, i >> 1 & 1, i & 1) for i in range(8))
 
 
 @traced("devoxelize")
+@api.declare("devoxelize")
 def devoxelize(
     points: torch.Tensor,
     voxels: SparseTensor,
     batch_indices: torch.Tensor,
     point_active_rows: torch.Tensor | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    interpolation: Interpolation | str = Interpolation.linear,
+    **attrs: Unpack[api.DevoxelizeAttrs],
 ) -> torch.Tensor:
-    """Read ``voxels``' features at the active points: dense (P, C) in the voxels' dtype."""
+    a = api.normalise("devoxelize", attrs)
     x = require_sparse(voxels, "devoxelize", "voxels")
-    size, org = voxel_grid(voxel_size, origin, "devoxelize")
+    size, org = voxel_grid(a["voxel_size"], a["origin"], "devoxelize")
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = as_enum(interpolation, Interpolation, "interpolation")
+    mode = a["interpolation"]
     if p.device != x.device:
         raise ValueError(f"devoxelize: points are on {p.device}, the voxels on {x.device}")
     n_points, channels = int(p.shape[0]), x.num_channels

@@ -14,15 +14,16 @@ saved state is the map's indices only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract.options import resolve_batch_size
 from lattice_contract.schema import PoolMode
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import KernelMap, conv_map, full_conv_map
-from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.sparse import SparseTensor
 
 __all__ = ["full_pool3d", "global_pool", "pool3d"]
@@ -73,68 +74,36 @@ def _reduce(x: torch.Tensor, kmap: KernelMap, mode: PoolMode) -> torch.Tensor:
 
 
 @traced("pool3d")
-def pool3d(
-    input: SparseTensor,
-    *,
-    mode: PoolMode | str,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
-) -> SparseTensor:
-    """Max / mean / sum over the active ``o*s + off_c(k) - p`` of each row of conv3d's support.
-
-    The output rows are the coarsened input support (every ``floor(c/s)``);
-    the mean divides by the number of active contributors.
-    """
+@api.declare("pool3d")
+def pool3d(input: SparseTensor, **attrs: Unpack[api.Pool3dAttrs]) -> SparseTensor:
+    a = api.normalise("pool3d", attrs)
+    k, s, p, d = api.window(a)
     x = require_sparse(input, "pool3d")
-    m = as_enum(mode, PoolMode, "mode")
-    k, s, p, d = _pool_geometry(kernel_size, stride, padding, dilation)
+    m = a["mode"]
     out_support, kmap = conv_map(x.support, k, s, p, d)
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
 @traced("full_pool3d")
-def full_pool3d(
-    input: SparseTensor,
-    *,
-    mode: PoolMode | str,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
-) -> SparseTensor:
-    """spconv's pools: max / mean / sum over ``c = o*s - p + k*d`` on full_conv3d's support."""
+@api.declare("full_pool3d")
+def full_pool3d(input: SparseTensor, **attrs: Unpack[api.FullPool3dAttrs]) -> SparseTensor:
+    a = api.normalise("full_pool3d", attrs)
+    k, s, p, d = api.window(a)
     x = require_sparse(input, "full_pool3d")
-    m = as_enum(mode, PoolMode, "mode")
-    k, s, p, d = _pool_geometry(kernel_size, stride, padding, dilation)
+    m = a["mode"]
     out_support, kmap = full_conv_map(x.support, k, s, p, d)
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
-def _pool_geometry(
-    kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> tuple[tuple[int, int, int], ...]:
-    return (
-        triple(kernel_size, "kernel_size", minimum=1),
-        triple(stride, "stride", minimum=1),
-        triple(padding, "padding", minimum=0),
-        triple(dilation, "dilation", minimum=1),
-    )
-
-
 @traced("global_pool")
-def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = -1) -> torch.Tensor:
-    """Dense (B, C): per-batch max / mean / sum of the rows; an empty batch item gives 0.
-
-    ``batch_size=-1`` (the default) sets B to the largest batch index + 1 at
-    run time, 0 gives an empty ``(0, C)`` result, a positive value fixes B.
-    """
+@api.declare("global_pool")
+def global_pool(input: SparseTensor, **attrs: Unpack[api.GlobalPoolAttrs]) -> torch.Tensor:
+    a = api.normalise("global_pool", attrs)
     x = require_sparse(input, "global_pool")
-    m = as_enum(mode, PoolMode, "mode")
+    m = a["mode"]
     batch = x.coords[:, 0].to(torch.int64)
     max_batch = int(batch.max().item()) if x.num_rows else None
-    batch_size = resolve_batch_size(batch_size, max_batch)
+    batch_size = resolve_batch_size(a["batch_size"], max_batch)
     if batch_size == 0:
         return x.feats.new_zeros(0, x.num_channels)
     rows = torch.arange(x.num_rows, device=x.device)

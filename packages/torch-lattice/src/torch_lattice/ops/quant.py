@@ -28,8 +28,10 @@ only viewed as uint32 at the boundary.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.options import (
     GROUP_SIZES,
@@ -173,23 +175,21 @@ def dequantize(weight: QuantizedWeight | torch.Tensor, dtype: torch.dtype) -> to
     return weight.to(dtype)
 
 
+@api.declare(
+    "quantize_weight",
+    """Scales follow MLX's affine rule: the group's edge of larger magnitude is
+    represented exactly, the step is ``(max - min) / (2^bits - 1)``.  Scales
+    and biases are rounded to ``scale_dtype`` first and the codes are chosen
+    against the rounded values, so the dequantized weight is the best this
+    packing can express for the stored scale.""",
+)
 def quantize_weight(
     w: torch.Tensor,
     *,
-    bits: int,
-    group_size: int,
     scale_dtype: torch.dtype | None = None,
+    **attrs: Unpack[api.QuantizeWeightAttrs],
 ) -> QuantizedWeight:
-    """Pack a float conv ``(C_out, Kx, Ky, Kz, C_in)`` or linear ``(C_out, C_in)`` weight.
-
-    C_in is padded with zeros to a multiple of ``group_size`` (so every weight
-    can be packed).  Scales follow MLX's affine rule: the group's edge of larger
-    magnitude is represented exactly, the step is ``(max - min) / (2^bits - 1)``.
-    Scales and biases are rounded to ``scale_dtype`` (default ``w.dtype``) first
-    and the codes are chosen against the rounded values, so the dequantized
-    weight is the best this packing can express for the stored scale.
-    """
-    bits, group_size = check_quantization(bits, group_size)
+    bits, group_size = check_quantization(**api.normalise("quantize_weight", attrs))
     if not isinstance(w, torch.Tensor) or w.dtype not in (*_SCALE_DTYPES, torch.float64):
         raise TypeError("quantize_weight expects a float torch.Tensor")
     if w.ndim not in (2, 5):

@@ -22,8 +22,10 @@ stride must be the input stride divided by ``stride``.  Sums are taken in f32
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Unpack
 
 import torch
+from lattice_contract import api_ops as api
 from lattice_contract.op_rules import (
     TRILINEAR_MIN_WEIGHT,
     transposed_stride,
@@ -33,13 +35,11 @@ from lattice_contract.op_rules import (
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import KernelMap, target_transpose_map, transpose_map
-from torch_lattice.ops._common import compute_dtype, require_sparse, triple
-from torch_lattice.ops.conv import _check_target, _geometry
+from torch_lattice.ops._common import compute_dtype, require_sparse
+from torch_lattice.ops.conv import _check_target
 from torch_lattice.sparse import SparseTensor, Support
 
 __all__ = ["pool_transpose3d", "trilinear_upsample3d"]
-
-IntOrTriple = int | tuple[int, int, int]
 
 
 def _weighted_sums(
@@ -81,24 +81,17 @@ def _resample(
 
 
 @traced("pool_transpose3d")
+@api.declare("pool_transpose3d")
 def pool_transpose3d(
     input: SparseTensor,
     *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.PoolTranspose3dAttrs],
 ) -> SparseTensor:
-    """Unweighted mean of the coarse rows reaching each output row (``o = c*s - p + k*d``).
-
-    Output stride t/s.  Without ``coordinates`` the support is that of
-    ``conv_transpose3d`` with the same geometry; with it, the target's rows
-    (a row no coarse row reaches is 0).
-    """
     op = "pool_transpose3d"
+    window = api.window(api.normalise(op, attrs))
     x = require_sparse(input, op)
-    kmap, support = _resample(x, _geometry(kernel_size, stride, padding, dilation), coordinates, op)
+    kmap, support = _resample(x, window, coordinates, op)
     num, den = _weighted_sums(x.feats, kmap, None)
     # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
     out = num / den.clamp(min=1)[:, None]
@@ -106,22 +99,16 @@ def pool_transpose3d(
 
 
 @traced("trilinear_upsample3d")
+@api.declare("trilinear_upsample3d")
 def trilinear_upsample3d(
     input: SparseTensor,
     *,
-    stride: IntOrTriple,
     coordinates: SparseTensor | None = None,
+    **attrs: Unpack[api.TrilinearUpsample3dAttrs],
 ) -> SparseTensor:
-    """Renormalised trilinear interpolation from coarse rows at ``c*s`` to fine rows; stride t/s.
-
-    Per axis the hat weight is ``1 - |o - c*s| / s`` over coarse rows with
-    ``|o - c*s| < s``; the 3-D weight is the product, renormalised over the
-    coarse rows present.  Without ``coordinates`` the output is every fine row
-    within ``s - 1`` of a coarse row on every axis.
-    """
     op = "trilinear_upsample3d"
+    s = api.normalise(op, attrs)["stride"]
     x = require_sparse(input, op)
-    s = triple(stride, "stride", minimum=1)
     kmap, support = _resample(x, tuple(trilinear_window(s)), coordinates, op)
     num, den = _weighted_sums(x.feats, kmap, trilinear_tap_weights(s))
     out = num / den.clamp(min=TRILINEAR_MIN_WEIGHT)[:, None]
