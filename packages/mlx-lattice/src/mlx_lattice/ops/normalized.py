@@ -22,7 +22,6 @@ import mlx.core as mx
 from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
 from lattice_contract.kernel import Triple, kernel_volume
-from lattice_contract.op_rules import NORMALIZED_EPS
 
 from mlx_lattice.kernel_map import (
     KernelMap,
@@ -39,13 +38,10 @@ from mlx_lattice.ops.quant import QuantizedWeight
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = [
-    "DEFAULT_EPS",
     "normalized_conv_transpose3d",
     "normalized_generative_conv_transpose3d",
     "normalized_subm_conv3d",
 ]
-
-DEFAULT_EPS = NORMALIZED_EPS
 
 
 def _refuse_packed(weight: object, op: str) -> None:

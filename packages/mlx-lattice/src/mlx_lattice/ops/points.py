@@ -28,6 +28,7 @@ import mlx.core as mx
 import numpy as np
 from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
+from lattice_contract.api_checks import active_count, check_point_values
 from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -45,27 +46,14 @@ def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array,
     """Validate ``points`` (P, 3) float and ``batch`` (P,) int32 >= 0; points in f32."""
     shared_errors.check_points_and_batch(op, points, batch, mx.array)
     assert isinstance(points, mx.array) and isinstance(batch, mx.array)
-    if points.shape[0] and scalar_int(mx.min(batch)) < 0:
-        raise ValueError(f"{op}: batch indices must be >= 0")
     p = points.astype(mx.float32)
-    if points.shape[0] and not bool(mx.all(mx.isfinite(p)).item()):
-        raise ValueError(f"{op}: points contain NaN or infinity; every point must be finite")
+    empty = points.shape[0] == 0
+    check_point_values(
+        op,
+        batch_negative=not empty and scalar_int(mx.min(batch)) < 0,
+        points_finite=empty or bool(mx.all(mx.isfinite(p)).item()),
+    )
     return p, batch
-
-
-def _active_count(active: object, total: int, op: str, name: str) -> int:
-    """The number of leading points that take part (``active`` int, or int32 ``(1,)``)."""
-    if active is None:
-        return total
-    if isinstance(active, mx.array):
-        if active.dtype != mx.int32 or tuple(active.shape) != (1,):
-            raise TypeError(f"{op}: {name} must be an int32 tensor of shape (1,)")
-        active = scalar_int(active[0])
-    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active <= total:
-        raise ValueError(
-            f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
-        )
-    return active
 
 
 def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...]) -> mx.array:
@@ -89,7 +77,9 @@ def voxelize(
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
         raise shared_errors.point_features_shape(feats.shape, int(p.shape[0]))
     mode = a["reduction"]
-    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    n = active_count(
+        active_rows, int(p.shape[0]), "voxelize", "active_rows", array_type=mx.array, int32=mx.int32
+    )
     p, b, feats = p[:n], b[:n], feats[:n]
     channels = feats.shape[1]
     if n == 0:
@@ -161,7 +151,14 @@ def devoxelize(
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
     mode = a["interpolation"]
     n_points, channels = int(p.shape[0]), voxels.num_channels
-    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
+    n = active_count(
+        point_active_rows,
+        n_points,
+        "devoxelize",
+        "point_active_rows",
+        array_type=mx.array,
+        int32=mx.int32,
+    )
     if n == 0 or voxels.num_rows == 0:
         return mx.zeros((n_points, channels), dtype=voxels.dtype)
     u = _cells(p[:n], size, org)

@@ -30,7 +30,7 @@ from typing import Any, Unpack
 import torch
 from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
-from lattice_contract.op_rules import NORMALIZED_EPS, transposed_stride
+from lattice_contract.op_rules import transposed_stride
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
@@ -51,13 +51,10 @@ from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.sparse import SparseTensor, Support
 
 __all__ = [
-    "DEFAULT_EPS",
     "normalized_conv_transpose3d",
     "normalized_generative_conv_transpose3d",
     "normalized_subm_conv3d",
 ]
-
-DEFAULT_EPS = NORMALIZED_EPS
 
 
 def _dense_weight(

@@ -32,6 +32,7 @@ from typing import Any, Unpack
 import torch
 from lattice_contract import api_ops as api
 from lattice_contract import shared_errors
+from lattice_contract.api_checks import active_count, check_point_values
 from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -50,26 +51,12 @@ def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, t
     assert isinstance(points, torch.Tensor) and isinstance(batch, torch.Tensor)
     if batch.device != points.device:
         raise ValueError(f"{op}: points are on {points.device} but batch on {batch.device}")
-    if batch.numel() and bool((batch < 0).any()):
-        raise ValueError(f"{op}: batch indices must be >= 0")
-    if not bool(torch.isfinite(points).all()):
-        raise ValueError(f"{op}: points must be finite (found NaN or inf)")
+    check_point_values(
+        op,
+        batch_negative=bool(batch.numel()) and bool((batch < 0).any()),
+        points_finite=bool(torch.isfinite(points).all()),
+    )
     return points, batch
-
-
-def _active_count(active: Any, total: int, op: str, name: str) -> int:
-    """The number of leading points that take part (``active`` int, or int32 ``(1,)``)."""
-    if active is None:
-        return total
-    if isinstance(active, torch.Tensor):
-        if active.dtype != torch.int32 or tuple(active.shape) != (1,):
-            raise TypeError(f"{op}: {name} must be an int32 tensor of shape (1,)")
-        active = int(active.item())
-    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active <= total:
-        raise ValueError(
-            f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
-        )
-    return active
 
 
 def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float]) -> torch.Tensor:
@@ -99,7 +86,14 @@ def voxelize(
     if features.device != p.device:
         raise ValueError("voxelize: features and points must be on one device")
     mode = a["reduction"]
-    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    n = active_count(
+        active_rows,
+        int(p.shape[0]),
+        "voxelize",
+        "active_rows",
+        array_type=torch.Tensor,
+        int32=torch.int32,
+    )
     p, b, features = p[:n], b[:n], features[:n]
     channels = int(features.shape[1])
     if n == 0:
@@ -163,7 +157,14 @@ def devoxelize(
     if p.device != x.device:
         raise ValueError(f"devoxelize: points are on {p.device}, the voxels on {x.device}")
     n_points, channels = int(p.shape[0]), x.num_channels
-    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
+    n = active_count(
+        point_active_rows,
+        n_points,
+        "devoxelize",
+        "point_active_rows",
+        array_type=torch.Tensor,
+        int32=torch.int32,
+    )
     dtype = compute_dtype(x.dtype)
     if n == 0 or x.num_rows == 0:
         zeros = torch.zeros(n_points, channels, dtype=x.dtype, device=p.device)
