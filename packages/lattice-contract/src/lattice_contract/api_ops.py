@@ -2,29 +2,17 @@
 
 ``mlx_lattice.ops`` and ``torch_lattice.ops`` have the same public ops with
 the same call syntax; only the array code differs.  What is the same lives
-here:
+in the contract:
 
 * :data:`OP_NAMES`, the public names of both ``ops`` packages (each
   runtime's ``__all__`` is this list plus its declared extras; a test checks
   both export exactly it);
 * per op, a ``TypedDict`` of its keyword attributes (``Conv3dAttrs``...)
   whose docstring is the op's help text and whose fields carry the
-  attribute's meaning (:class:`lattice_contract.api_attrs.Attr`).  A runtime
-  writes the op as::
-
-      @api_ops.declare("conv3d")
-      def conv3d(input, weight, bias=None, *, coordinates=None,
-                 **attrs: Unpack[api_ops.Conv3dAttrs]) -> SparseTensor:
-          a = api_ops.normalise("conv3d", attrs)
-
-  keeping only its positional arrays, the keywords typed by its own classes
-  (``coordinates``, ``scale_dtype``) and its array code.  :func:`declare`
-  gives the function the declared docstring (with a generated ``Keywords:``
-  section) and a full ``__signature__`` (every keyword with its default), so
-  ``help()``, ``inspect.signature``, the torch exporter's tracer (which binds
-  a call's arguments by name and applies defaults) and
-  :func:`lattice_contract.runtime_ops.runtime_ops_problems` all see the
-  explicit keywords.  :func:`normalise` applies the defaults and checks.
+  attribute's meaning (:class:`lattice_contract.api_attrs.Attr`);
+  :func:`normalise` applies their defaults and checks;
+* per op, its whole call signature (:mod:`lattice_contract.api_signatures`),
+  from which a runtime's public function is made around its array code.
 
 Where an attribute is a schema op's, its default is the textual builder's
 (``SCHEMA_DEFAULT``), so omitting a keyword means the same in a graph built by
@@ -35,10 +23,9 @@ hand and one exported from these ops; the API's own defaults (``eps``,
 from __future__ import annotations
 
 import inspect
-import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Annotated, Any, Required, TypedDict, TypeVar
+from typing import Annotated, Any, Required, TypedDict
 
 from lattice_contract.api_attrs import (
     REQUIRED,
@@ -67,16 +54,16 @@ from lattice_contract.schema import (
 )
 
 __all__ = [
+    "BINARY_FUNCTIONS",
     "DECLARATIONS",
     "NORM_EPS",
     "OP_NAMES",
     "IntOrTriple",
-    "declare",
+    "help_text",
+    "keywords_type",
     "normalise",
     "window",
 ]
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 IntOrTriple = int | Sequence[int]
 """A per-axis geometry keyword: one int for every axis, or three."""
@@ -278,9 +265,13 @@ class VoxelizeAttrs(TypedDict, total=False):
 
     ``points`` (P, 3) f32, ``features`` (P, C) float, ``batch_indices`` (P,)
     int32; only the first ``active_rows`` points take part (all when None).
-    The result sits at ``stride`` with coordinates ``cell * stride`` and rows
-    in first-occurrence order; features of points sharing a cell are reduced
-    in f32 and stored in the features' dtype.
+    ``u = (points - origin) / voxel_size`` is computed per axis in f32 by a
+    true division (not a multiplication by the reciprocal), so every runtime
+    floors the same values.  The result sits at ``stride`` with physical
+    coordinates ``floor(u) * stride`` and one row per occupied cell, in
+    first-occurrence order (the order in which the points first reach each
+    cell); the features of points sharing a cell are reduced (mean, sum or
+    max) in f32 and stored in the features' dtype.
     """
 
     voxel_size: Required[_VoxelSize]
@@ -292,12 +283,19 @@ class VoxelizeAttrs(TypedDict, total=False):
 class DevoxelizeAttrs(TypedDict, total=False):
     """Read ``voxels``' features at the active points: dense ``(P, C)`` in their dtype.
 
-    ``u = (p - origin) / voxel_size`` is in units of the value's cells.
-    ``nearest``: the cell ``floor(u + 0.5)``.  ``linear``: the eight cells
-    ``floor(u) + {0,1}^3`` weighted by ``prod(f or 1 - f)`` with
-    ``f = u - floor(u)``, absent cells dropped, not renormalised.
-    ``trilinear``: cell-centred corners (``g = u - 0.5``), renormalised over
-    the present cells.  Points past ``point_active_rows`` read zeros.
+    ``u = (p - origin) / voxel_size`` (in f32, by a true division) is in units
+    of the value's cells (logical coordinates):
+
+    - ``nearest``: the cell ``floor(u + 0.5)``;
+    - ``linear``: the eight cells ``floor(u) + {0,1}^3`` weighted by
+      ``prod(f or 1 - f)`` with ``f = u - floor(u)``; absent cells are dropped
+      and the weights are not renormalised;
+    - ``trilinear`` (Lattice's extra): cell-centred corners, ``g = u - 0.5``,
+      ``b = floor(g)``, the eight cells ``b + {0,1}^3`` weighted from
+      ``g - b``, renormalised over the present cells; a point whose present
+      corners carry no weight reads zeros.
+
+    Only the first ``point_active_rows`` points are read; the rest get zeros.
     """
 
     voxel_size: Required[_VoxelSize]
@@ -425,6 +423,19 @@ class SparseBinaryAttrs(TypedDict, total=False):
     rhs_fill: _Fill
 
 
+BINARY_FUNCTIONS: Mapping[BinaryOp, str] = MappingProxyType(
+    {
+        BinaryOp.add: "add",
+        BinaryOp.sub: "subtract",
+        BinaryOp.mul: "multiply",
+        BinaryOp.maximum: "maximum",
+        BinaryOp.minimum: "minimum",
+    }
+)
+"""The elementwise function each ``sparse_binary`` op is, by its array-API name (MLX and
+torch both spell them so); each runtime looks its library's function up by this name."""
+
+
 class SparseCatAttrs(TypedDict, total=False):
     """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
 
@@ -529,48 +540,6 @@ def help_text(op: str, note: str = "") -> str:
     return f"{text}\n\n{keywords_doc(decl, _RUNTIME_KEYWORD_DOCS)}"
 
 
-def declare(op: str, note: str = "") -> Callable[[F], F]:
-    """Give a runtime's implementation of ``op`` its declared help text and full signature.
-
-    ``note`` is a paragraph about this runtime's implementation only (what
-    it runs the op on), placed after the declared text.
-
-    The function takes its positional arrays, its runtime-typed keywords
-    (``coordinates``...) and ``**attrs: Unpack[<Op>Attrs]``; its
-    ``__signature__`` becomes the explicit one (every declared keyword with
-    its default), which ``help()``, ``inspect.signature`` and the exporter's
-    tracer read.  The function itself is returned unchanged (no wrapper).
-    """
-    decl = DECLARATIONS[op]
-    keywords, _ = _KEYWORDS[op]
-    types = typing.get_type_hints(keywords)
-
-    def apply(fn: F) -> F:
-        signature = inspect.signature(fn)
-        params = list(signature.parameters.values())
-        own = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
-        takes_attrs = any(p.kind is p.VAR_KEYWORD for p in params)
-        if own != list(decl.runtime_keywords) or takes_attrs != bool(decl.attrs):
-            raise TypeError(  # pragma: no cover - an implementation error
-                f"{fn.__qualname__}: must take the keywords {list(decl.runtime_keywords)}"
-                + (" and **attrs" if decl.attrs else "")
-            )
-        declared = [
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=inspect.Parameter.empty if default is REQUIRED else default,
-                annotation=types[name],
-            )
-            for name, _, default in decl.attrs
-        ]
-        positional = [p for p in params if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
-        keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY]
-        fn.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*positional, *declared, *keyword_only]
-        )
-        fn.__doc__ = help_text(op, note)
-        fn.__lattice_api__ = op  # type: ignore[attr-defined]
-        return fn
-
-    return apply
+def keywords_type(op: str) -> type:
+    """The ``TypedDict`` that declares ``op``'s keyword attributes."""
+    return _KEYWORDS[op][0]

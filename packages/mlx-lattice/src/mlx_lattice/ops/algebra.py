@@ -17,12 +17,14 @@ support, so repeated joins on one support build its index once.
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import Any
 
 import mlx.core as mx
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.schema import BinaryOp, Join
+from lattice_contract.api_signatures import Attrs, implement
+from lattice_contract.schema import Join
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import SparseTensor
@@ -129,47 +131,37 @@ def _result(
     return SparseTensor._from_parts(coords, feats, base.stride)
 
 
-_BINARY = {
-    BinaryOp.add: mx.add,
-    BinaryOp.sub: mx.subtract,
-    BinaryOp.mul: mx.multiply,
-    BinaryOp.maximum: mx.maximum,
-    BinaryOp.minimum: mx.minimum,
-}
+_BINARY = {op: getattr(mx, name) for op, name in api.BINARY_FUNCTIONS.items()}
 
 
-@api.declare("sparse_binary")
-def sparse_binary(
-    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseBinaryAttrs]
-) -> SparseTensor:
-    given = api.normalise("sparse_binary", attrs)
+def _sparse_binary(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     a_in, b_in = _check_pair(lhs, rhs, "sparse_binary")
-    fn, how = _BINARY[given["op"]], given["join"]
+    fn, how = _BINARY[attrs["op"]], attrs["join"]
     if a_in.num_channels != b_in.num_channels:
         raise shared_errors.channel_count_mismatch(
             "sparse_binary", a_in.num_channels, b_in.num_channels
         )
     base, a, b, coords, keep = _join_features(
-        a_in, b_in, how, float(given["lhs_fill"]), float(given["rhs_fill"])
+        a_in, b_in, how, float(attrs["lhs_fill"]), float(attrs["rhs_fill"])
     )
     return _result(base, fn(a, b), coords, keep, a_in.dtype)
 
 
-@api.declare("sparse_cat")
-def sparse_cat(
-    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseCatAttrs]
-) -> SparseTensor:
-    how = api.normalise("sparse_cat", attrs)["join"]
+sparse_binary: sig.SparseBinary[SparseTensor] = implement("sparse_binary", _sparse_binary)
+
+
+def _sparse_cat(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
+    how = attrs["join"]
     a_in, b_in = _check_pair(lhs, rhs, "sparse_cat")
     base, a, b, coords, keep = _join_features(a_in, b_in, how)
     return _result(base, mx.concatenate([a, b], axis=1), coords, keep, a_in.dtype)
 
 
-@api.declare("sparse_reindex")
-def sparse_reindex(
-    input: SparseTensor, target: SparseTensor, **attrs: Unpack[api.SparseReindexAttrs]
-) -> SparseTensor:
-    fill = api.normalise("sparse_reindex", attrs)["fill"]
+sparse_cat: sig.SparseCat[SparseTensor] = implement("sparse_cat", _sparse_cat)
+
+
+def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
+    fill = attrs["fill"]
     src = _require_sparse(input, "sparse_reindex", "input")
     dst = _require_sparse(target, "sparse_reindex", "target")
     if src.stride != dst.stride:
@@ -183,3 +175,6 @@ def sparse_reindex(
     return dst.with_feats(
         mx.where(found[:, None], gathered, mx.full(gathered.shape, fill, dtype=src.dtype))
     )
+
+
+sparse_reindex: sig.SparseReindex[SparseTensor] = implement("sparse_reindex", _sparse_reindex)

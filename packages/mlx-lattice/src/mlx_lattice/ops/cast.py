@@ -19,10 +19,11 @@ payload, on every conversion (a same-type cast included), as on torch.
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import Rounding
 from lattice_contract.shared_float import (
     FLOAT_FORMATS,
@@ -156,9 +157,8 @@ def _narrow_from_f32_bits(u: mx.array, fmt: FloatFormat, rounding: Rounding) -> 
     return (sign << (fmt.width - 1)) | magnitude
 
 
-@api.declare("cast")
-def cast(x: mx.array, dtype: mx.Dtype | str, **attrs: Unpack[api.CastAttrs]) -> mx.array:
-    mode = api.normalise("cast", attrs)["rounding"]
+def _cast(x: Any, dtype: Any, attrs: Attrs) -> mx.array:
+    mode = attrs["rounding"]
     if not isinstance(x, mx.array):
         raise TypeError(f"cast expects an mx.array, got {type(x).__name__}")
     if x.dtype not in FLOAT_DTYPES.values():
@@ -172,3 +172,6 @@ def cast(x: mx.array, dtype: mx.Dtype | str, **attrs: Unpack[api.CastAttrs]) -> 
         return bits32.view(mx.float32)
     narrowed = _narrow_from_f32_bits(bits32, _NARROW[target], mode)
     return narrowed.astype(mx.uint16).view(target)
+
+
+cast: sig.Cast[mx.array, mx.Dtype] = implement("cast", _cast)

@@ -16,11 +16,13 @@ tap by tap with MLX's quantized matmul.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Unpack
+from typing import Any
 
 import mlx.core as mx
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.coord_range import Int32CoordinateError
 from lattice_contract.geometry import forward_stride, transposed_stride
 from lattice_contract.kernel import Triple, kernel_volume
@@ -215,39 +217,27 @@ def _strided(
     return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
 
 
-@api.declare("conv3d")
-def conv3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.Conv3dAttrs],
-) -> SparseTensor:
-    g = api.window(api.normalise("conv3d", attrs))
+def _conv3d(input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    g = api.window(attrs)
     return _strided("conv3d", input, weight, bias, g, coordinates, transposed=False)
 
 
-@api.declare("full_conv3d")
-def full_conv3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    **attrs: Unpack[api.FullConv3dAttrs],
-) -> SparseTensor:
-    g = api.window(api.normalise("full_conv3d", attrs))
+conv3d: sig.Conv3d[SparseTensor, mx.array, ConvWeight] = implement("conv3d", _conv3d)
+
+
+def _full_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    g = api.window(attrs)
     return _strided("full_conv3d", input, weight, bias, g, None, transposed=False, full=True)
 
 
-@api.declare("subm_conv3d")
-def subm_conv3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    **attrs: Unpack[api.SubmConv3dAttrs],
-) -> SparseTensor:
+full_conv3d: sig.FullConv3d[SparseTensor, mx.array, ConvWeight] = implement(
+    "full_conv3d", _full_conv3d
+)
+
+
+def _subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "subm_conv3d"
-    g = api.window(api.normalise(op, attrs))
+    g = api.window(attrs)
     x = sparse_input(input, op)
     product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
     if cuda.routes(weight):  # MLX on CUDA: device maps and mlx_lattice's own kernels
@@ -258,26 +248,29 @@ def subm_conv3d(
     return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
 
 
-@api.declare("conv_transpose3d")
-def conv_transpose3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.ConvTranspose3dAttrs],
+subm_conv3d: sig.SubmConv3d[SparseTensor, mx.array, ConvWeight] = implement(
+    "subm_conv3d", _subm_conv3d
+)
+
+
+def _conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
 ) -> SparseTensor:
-    g = api.window(api.normalise("conv_transpose3d", attrs))
+    g = api.window(attrs)
     return _strided("conv_transpose3d", input, weight, bias, g, coordinates, transposed=True)
 
 
-@api.declare("generative_conv_transpose3d")
-def generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    **attrs: Unpack[api.GenerativeConvTranspose3dAttrs],
-) -> SparseTensor:
+conv_transpose3d: sig.ConvTranspose3d[SparseTensor, mx.array, ConvWeight] = implement(
+    "conv_transpose3d", _conv_transpose3d
+)
+
+
+def _generative_conv_transpose3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "generative_conv_transpose3d"
-    g = api.window(api.normalise(op, attrs))
+    g = api.window(attrs)
     return _strided(op, input, weight, bias, g, None, transposed=True)
+
+
+generative_conv_transpose3d: sig.GenerativeConvTranspose3d[SparseTensor, mx.array, ConvWeight] = (
+    implement("generative_conv_transpose3d", _generative_conv_transpose3d)
+)

@@ -16,11 +16,12 @@ contract's ``canonical_f32`` accumulation for ``linear``).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import ActivationKind, GeluApprox
 from lattice_contract.shared_nn import activation_params
 
@@ -63,10 +64,7 @@ def channel_vector(value: object, channels: int, op: str, name: str) -> mx.array
     return value.astype(mx.float32)
 
 
-@api.declare("linear")
-def linear(
-    x: mx.array, weight: mx.array | QuantizedWeight, bias: mx.array | None = None
-) -> mx.array:
+def _linear(x: mx.array, weight: Any, bias: Any, attrs: Attrs) -> mx.array:
     from mlx_lattice.ops.quant import QuantizedWeight, quantized_matmul
 
     x = features_array(x, "linear")
@@ -87,9 +85,11 @@ def linear(
     return out.astype(x.dtype)
 
 
-@api.declare("activation")
-def activation(x: mx.array, **attrs: Unpack[api.ActivationAttrs]) -> mx.array:
-    op, approx, alpha, beta, threshold = activation_params(**api.normalise("activation", attrs))
+linear: sig.Linear[mx.array, mx.array | QuantizedWeight] = implement("linear", _linear)
+
+
+def _activation(x: mx.array, attrs: Attrs) -> mx.array:
+    op, approx, alpha, beta, threshold = activation_params(**attrs)
     x = features_array(x, "activation", min_ndim=0)
     if op is ActivationKind.identity:
         return x
@@ -125,16 +125,11 @@ def activation(x: mx.array, **attrs: Unpack[api.ActivationAttrs]) -> mx.array:
     return y.astype(x.dtype)
 
 
-@api.declare("batch_norm")
-def batch_norm(
-    x: mx.array,
-    scale: mx.array,
-    bias: mx.array,
-    mean: mx.array,
-    var: mx.array,
-    **attrs: Unpack[api.BatchNormAttrs],
-) -> mx.array:
-    e = api.normalise("batch_norm", attrs)["eps"]
+activation: sig.Activation[mx.array] = implement("activation", _activation)
+
+
+def _batch_norm(x: mx.array, scale: Any, bias: Any, mean: Any, var: Any, attrs: Attrs) -> mx.array:
+    e = attrs["eps"]
     x = features_array(x, "batch_norm")
     c = x.shape[-1]
     s = channel_vector(scale, c, "batch_norm", "scale")
@@ -145,14 +140,11 @@ def batch_norm(
     return y.astype(x.dtype)
 
 
-@api.declare("layer_norm")
-def layer_norm(
-    x: mx.array,
-    scale: mx.array | None,
-    bias: mx.array | None,
-    **attrs: Unpack[api.LayerNormAttrs],
-) -> mx.array:
-    e = api.normalise("layer_norm", attrs)["eps"]
+batch_norm: sig.BatchNorm[mx.array] = implement("batch_norm", _batch_norm)
+
+
+def _layer_norm(x: mx.array, scale: Any, bias: Any, attrs: Attrs) -> mx.array:
+    e = attrs["eps"]
     x = features_array(x, "layer_norm")
     c = x.shape[-1]
     v = x.astype(mx.float32)
@@ -167,9 +159,11 @@ def layer_norm(
     return y.astype(x.dtype)
 
 
-@api.declare("rms_norm")
-def rms_norm(x: mx.array, scale: mx.array | None, **attrs: Unpack[api.RmsNormAttrs]) -> mx.array:
-    e = api.normalise("rms_norm", attrs)["eps"]
+layer_norm: sig.LayerNorm[mx.array] = implement("layer_norm", _layer_norm)
+
+
+def _rms_norm(x: mx.array, scale: Any, attrs: Attrs) -> mx.array:
+    e = attrs["eps"]
     x = features_array(x, "rms_norm")
     c = x.shape[-1]
     v = x.astype(mx.float32)
@@ -179,8 +173,12 @@ def rms_norm(x: mx.array, scale: mx.array | None, **attrs: Unpack[api.RmsNormAtt
     return y.astype(x.dtype)
 
 
-@api.declare("softmax")
-def softmax(x: mx.array, **attrs: Unpack[api.SoftmaxAttrs]) -> mx.array:
-    api.normalise("softmax", attrs)
+rms_norm: sig.RmsNorm[mx.array] = implement("rms_norm", _rms_norm)
+
+
+def _softmax(x: mx.array, attrs: Attrs) -> mx.array:
     x = features_array(x, "softmax")
     return mx.softmax(x.astype(mx.float32), axis=-1).astype(x.dtype)
+
+
+softmax: sig.Softmax[mx.array] = implement("softmax", _softmax)

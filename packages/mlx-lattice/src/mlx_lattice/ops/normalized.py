@@ -16,11 +16,13 @@ pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import Any
 
 import mlx.core as mx
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.kernel import Triple, kernel_volume
 
 from mlx_lattice.kernel_map import (
@@ -77,23 +79,21 @@ def _normalized(
     return out.astype(x.dtype)
 
 
-@api.declare("normalized_subm_conv3d")
-def normalized_subm_conv3d(
-    input: SparseTensor,
-    weight: mx.array,
-    bias: mx.array | None = None,
-    **attrs: Unpack[api.NormalizedSubmConv3dAttrs],
-) -> SparseTensor:
+def _normalized_subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "normalized_subm_conv3d"
-    a = api.normalise(op, attrs)
-    g = api.window(a)
+    g = api.window(attrs)
     x = sparse_input(input, op)
     _refuse_packed(weight, op)
     if g.kernel_size == (1, 1, 1) and g.dilation == (1, 1, 1):
         return subm_conv3d(x, weight, bias, kernel_size=1, dilation=1)
     kmap = subm_map(x.cache, x.coords, x.stride, g.kernel_size, g.dilation)
-    feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, a["eps"])
+    feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, attrs["eps"])
     return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
+
+
+normalized_subm_conv3d: sig.NormalizedSubmConv3d[SparseTensor, mx.array, mx.array] = implement(
+    "normalized_subm_conv3d", _normalized_subm_conv3d
+)
 
 
 def _transposed(
@@ -101,37 +101,36 @@ def _transposed(
     input: object,
     weight: object,
     bias: object,
-    attrs: dict[str, object],
+    attrs: Attrs,
     coordinates: object,
 ) -> SparseTensor:
-    a = api.normalise(op, attrs)
-    g = api.window(a)
+    g = api.window(attrs)
     x = sparse_input(input, op)
     _refuse_packed(weight, op)
     out = transposed_output(op, x, g, coordinates)
-    feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, a["eps"])
+    feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, attrs["eps"])
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
-@api.declare("normalized_conv_transpose3d")
-def normalized_conv_transpose3d(
-    input: SparseTensor,
-    weight: mx.array,
-    bias: mx.array | None = None,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.NormalizedConvTranspose3dAttrs],
+def _normalized_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
 ) -> SparseTensor:
     op = "normalized_conv_transpose3d"
-    return _transposed(op, input, weight, bias, dict(attrs), coordinates)
+    return _transposed(op, input, weight, bias, attrs, coordinates)
 
 
-@api.declare("normalized_generative_conv_transpose3d")
-def normalized_generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: mx.array,
-    bias: mx.array | None = None,
-    **attrs: Unpack[api.NormalizedGenerativeConvTranspose3dAttrs],
+normalized_conv_transpose3d: sig.NormalizedConvTranspose3d[SparseTensor, mx.array, mx.array] = (
+    implement("normalized_conv_transpose3d", _normalized_conv_transpose3d)
+)
+
+
+def _normalized_generative_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, attrs: Attrs
 ) -> SparseTensor:
     op = "normalized_generative_conv_transpose3d"
-    return _transposed(op, input, weight, bias, dict(attrs), None)
+    return _transposed(op, input, weight, bias, attrs, None)
+
+
+normalized_generative_conv_transpose3d: sig.NormalizedGenerativeConvTranspose3d[
+    SparseTensor, mx.array, mx.array
+] = implement("normalized_generative_conv_transpose3d", _normalized_generative_conv_transpose3d)

@@ -1,34 +1,30 @@
 """Points to voxels and back on MLX: ``voxelize`` and ``devoxelize`` (upstream's forms).
 
-Both start from ``u = (points - origin) / voxel_size`` per axis, computed in
-f32 (a true division, not a multiplication by the reciprocal, so every
-runtime gets the same ``floor``).  Only the first ``active_rows`` points take
-part; devoxelize gives zeros for the points past its active count.
-
-``voxelize`` puts each point in the cell ``floor(u)`` of its batch item and
-merges the features of the points that share a cell (mean, sum or max, in
-f32).  The result has stride ``stride``, coordinates ``floor(u) * stride`` and
-one row per occupied cell, in first-occurrence order.
-
-``devoxelize`` reads a sparse value back at points, ``u`` being in units of
-the value's cells (logical coordinates).  ``nearest``: the cell
-``floor(u + 0.5)``.  ``linear``: the eight cells ``floor(u) + {0,1}^3``
-weighted by ``prod(f or 1 - f)`` with ``f = u - floor(u)``, absent cells
-dropped, **not** renormalised.  ``trilinear`` (Lattice's extra): with
-``g = u - 0.5`` and ``b = floor(g)``, the eight cells ``b + {0,1}^3`` weighted
-from ``g - b`` and renormalised over the present cells; a point whose present
-corners carry no weight reads zeros.
+The two ops' rules (cells, reductions, the three interpolations, active
+counts) are declared once for both runtimes with their keywords, in
+:class:`lattice_contract.api_ops.VoxelizeAttrs` and
+:class:`~lattice_contract.api_ops.DevoxelizeAttrs` (``help(voxelize)`` shows
+them); this is their MLX array code.  Occupied cells are deduplicated by
+sorting their packed keys (:class:`mlx_lattice.coords.KeySpace`) and ranked
+by the first point reaching them.
 """
 
 from __future__ import annotations
 
-from typing import Unpack
+from functools import partial
+from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.api_checks import active_count, check_point_values
+from lattice_contract.api_checks import (
+    CELL_LIMIT,
+    active_count,
+    check_cell_range,
+    check_point_values,
+)
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -39,7 +35,8 @@ from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["devoxelize", "voxelize"]
 
-_INT32_RANGE = 2.0**31
+_active_count = partial(active_count, array_type=mx.array, int32=mx.int32)
+"""How many leading points take part (the contract's rule on this runtime's arrays)."""
 
 
 def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array, mx.array]:
@@ -61,25 +58,17 @@ def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...])
     return (points - mx.array(origin, dtype=mx.float32)) / mx.array(size, dtype=mx.float32)
 
 
-@api.declare("voxelize")
-def voxelize(
-    points: mx.array,
-    features: mx.array,
-    batch_indices: mx.array,
-    active_rows: mx.array | int | None = None,
-    **attrs: Unpack[api.VoxelizeAttrs],
+def _voxelize(
+    points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
 ) -> SparseTensor:
-    a = api.normalise("voxelize", attrs)
-    size, org = voxel_grid(a["voxel_size"], a["origin"], "voxelize")
-    out_stride = a["stride"]
+    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "voxelize")
+    out_stride = attrs["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     feats = features_array(features, "voxelize", min_ndim=2)
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
         raise shared_errors.point_features_shape(feats.shape, int(p.shape[0]))
-    mode = a["reduction"]
-    n = active_count(
-        active_rows, int(p.shape[0]), "voxelize", "active_rows", array_type=mx.array, int32=mx.int32
-    )
+    mode = attrs["reduction"]
+    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, feats = p[:n], b[:n], feats[:n]
     channels = feats.shape[1]
     if n == 0:
@@ -88,11 +77,7 @@ def voxelize(
         )
     cell = mx.floor(_cells(p, size, org))
     scaled = cell * mx.array(out_stride, dtype=mx.float32)
-    if not bool(mx.all((scaled >= -_INT32_RANGE) & (scaled < _INT32_RANGE)).item()):
-        raise ValueError(
-            "voxelize: (points - origin) / voxel_size * stride falls outside the int32 "
-            "coordinate range; use a larger voxel_size or move the origin"
-        )
+    check_cell_range(bool(mx.all((scaled >= -CELL_LIMIT) & (scaled < CELL_LIMIT)).item()))
     coords = mx.concatenate([b[:, None], cell.astype(mx.int32)], axis=1)
     unique, inverse = _unique_rows(coords)
     count = unique.shape[0]
@@ -113,6 +98,9 @@ def voxelize(
             out = out / per[:, None]
     physical = unique * mx.array((1, *out_stride), dtype=mx.int32)
     return SparseTensor._from_parts(physical, out.astype(feats.dtype), out_stride)
+
+
+voxelize: sig.Voxelize[SparseTensor, mx.array] = implement("voxelize", _voxelize)
 
 
 def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
@@ -136,29 +124,16 @@ def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
     return space.unpack(unique_keys), inverse
 
 
-@api.declare("devoxelize")
-def devoxelize(
-    points: mx.array,
-    voxels: SparseTensor,
-    batch_indices: mx.array,
-    point_active_rows: mx.array | int | None = None,
-    **attrs: Unpack[api.DevoxelizeAttrs],
+def _devoxelize(
+    points: Any, voxels: Any, batch_indices: Any, point_active_rows: Any, attrs: Attrs
 ) -> mx.array:
-    a = api.normalise("devoxelize", attrs)
     if not isinstance(voxels, SparseTensor):
         raise TypeError(f"devoxelize: voxels must be a SparseTensor, got {type(voxels).__name__}")
-    size, org = voxel_grid(a["voxel_size"], a["origin"], "devoxelize")
+    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "devoxelize")
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = a["interpolation"]
+    mode = attrs["interpolation"]
     n_points, channels = int(p.shape[0]), voxels.num_channels
-    n = active_count(
-        point_active_rows,
-        n_points,
-        "devoxelize",
-        "point_active_rows",
-        array_type=mx.array,
-        int32=mx.int32,
-    )
+    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     if n == 0 or voxels.num_rows == 0:
         return mx.zeros((n_points, channels), dtype=voxels.dtype)
     u = _cells(p[:n], size, org)
@@ -193,6 +168,9 @@ def devoxelize(
     if n < n_points:
         out = mx.concatenate([out, mx.zeros((n_points - n, channels), dtype=out.dtype)], axis=0)
     return out.astype(voxels.dtype)
+
+
+devoxelize: sig.Devoxelize[SparseTensor, mx.array] = implement("devoxelize", _devoxelize)
 
 
 def _to_int(values: mx.array) -> mx.array:

@@ -11,11 +11,13 @@ in the input dtype.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Unpack
+from collections.abc import Callable
+from typing import Any
 
 import mlx.core as mx
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.coord_range import Int32CoordinateError
 from lattice_contract.options import resolve_batch_size
 from lattice_contract.schema import PoolMode
@@ -57,37 +59,40 @@ def _reduce_pairs(feats: mx.array, kmap: KernelMap, mode: PoolMode) -> mx.array:
 def _pool(
     op: str,
     input: SparseTensor,
-    attrs: Mapping[str, Any],
+    attrs: Attrs,
     generate: Callable[..., GeneratedSupport],
 ) -> SparseTensor:
-    a = api.normalise(op, attrs)
-    g = api.window(a)
+    g = api.window(attrs)
     x = sparse_input(input, op)
     try:
         gen = generate(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
     except Int32CoordinateError as err:  # the kernel map serves several ops
         raise err.with_op(op) from None
-    feats = _reduce_pairs(x.feats, gen.kmap, a["mode"]).astype(x.dtype)
+    feats = _reduce_pairs(x.feats, gen.kmap, attrs["mode"]).astype(x.dtype)
     return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
 
 
-@api.declare("pool3d")
-def pool3d(input: SparseTensor, **attrs: Unpack[api.Pool3dAttrs]) -> SparseTensor:
+def _pool3d(input: Any, attrs: Attrs) -> SparseTensor:
     return _pool("pool3d", input, attrs, conv_support)
 
 
-@api.declare("full_pool3d")
-def full_pool3d(input: SparseTensor, **attrs: Unpack[api.FullPool3dAttrs]) -> SparseTensor:
+pool3d: sig.Pool3d[SparseTensor] = implement("pool3d", _pool3d)
+
+
+def _full_pool3d(input: Any, attrs: Attrs) -> SparseTensor:
     return _pool("full_pool3d", input, attrs, full_conv_support)
 
 
-@api.declare("global_pool")
-def global_pool(input: SparseTensor, **attrs: Unpack[api.GlobalPoolAttrs]) -> mx.array:
+full_pool3d: sig.FullPool3d[SparseTensor] = implement("full_pool3d", _full_pool3d)
+
+
+def _global_pool(input: Any, attrs: Attrs) -> mx.array:
     op = "global_pool"
-    a = api.normalise(op, attrs)
     x = sparse_input(input, op)
-    pool_mode = a["mode"]
-    batch_size = resolve_batch_size(a["batch_size"], x.batch_size - 1 if x.num_rows else None, op)
+    pool_mode = attrs["mode"]
+    batch_size = resolve_batch_size(
+        attrs["batch_size"], x.batch_size - 1 if x.num_rows else None, op
+    )
     channels = x.num_channels
     if batch_size == 0:
         return mx.zeros((0, channels), dtype=x.dtype)
@@ -106,3 +111,6 @@ def global_pool(input: SparseTensor, **attrs: Unpack[api.GlobalPoolAttrs]) -> mx
         if pool_mode is PoolMode.avg:
             acc = acc / mx.maximum(count, 1.0)
     return acc.astype(x.dtype)
+
+
+global_pool: sig.GlobalPool[SparseTensor, mx.array] = implement("global_pool", _global_pool)

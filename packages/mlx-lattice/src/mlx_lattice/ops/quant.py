@@ -20,11 +20,12 @@ its logical ``shape``.
 from __future__ import annotations
 
 import math
-from typing import Unpack
+from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract.api_quant import PackedWeight
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
@@ -92,11 +93,8 @@ class QuantizedWeight(PackedWeight[mx.array]):
         return self.dequantize_as(self.logical_shape())
 
 
-@api.declare("quantize_weight")
-def quantize_weight(
-    w: mx.array, *, scale_dtype: mx.Dtype | None = None, **attrs: Unpack[api.QuantizeWeightAttrs]
-) -> QuantizedWeight:
-    bits, group_size = check_quantization(**api.normalise("quantize_weight", attrs))
+def _quantize_weight(w: Any, scale_dtype: Any, attrs: Attrs) -> QuantizedWeight:
+    bits, group_size = check_quantization(**attrs)
     if not isinstance(w, mx.array) or w.dtype not in _SCALE_DTYPES:
         raise TypeError("quantize_weight expects a float mx.array (f16, bf16 or f32)")
     if w.ndim not in (2, 5):
@@ -123,6 +121,11 @@ def quantize_weight(
     return QuantizedWeight(
         parts[0], parts[1], parts[2], bits=bits, group_size=group_size, shape=tuple(w.shape)
     )
+
+
+quantize_weight: sig.QuantizeWeight[mx.array, mx.Dtype, QuantizedWeight] = implement(
+    "quantize_weight", _quantize_weight
+)
 
 
 def quantized_matmul(x: mx.array, weight: QuantizedWeight, tap: int = 0) -> mx.array:

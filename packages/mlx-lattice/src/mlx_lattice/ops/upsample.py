@@ -19,10 +19,12 @@ Sums run in f32 and are stored in the input dtype.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Unpack
+from typing import Any
 
 import mlx.core as mx
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.op_rules import (
     TRILINEAR_MIN_WEIGHT,
     trilinear_tap_weights,
@@ -58,15 +60,9 @@ def _weighted_sums(
     return num, den
 
 
-@api.declare("pool_transpose3d")
-def pool_transpose3d(
-    input: SparseTensor,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.PoolTranspose3dAttrs],
-) -> SparseTensor:
+def _pool_transpose3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
     op = "pool_transpose3d"
-    g = api.window(api.normalise(op, attrs))
+    g = api.window(attrs)
     x = sparse_input(input, op)
     out = transposed_output(op, x, g, coordinates)
     num, den = _weighted_sums(x.feats, out.kmap, None)
@@ -75,17 +71,21 @@ def pool_transpose3d(
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
-@api.declare("trilinear_upsample3d")
-def trilinear_upsample3d(
-    input: SparseTensor,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.TrilinearUpsample3dAttrs],
-) -> SparseTensor:
+pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = implement(
+    "pool_transpose3d", _pool_transpose3d
+)
+
+
+def _trilinear_upsample3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
     op = "trilinear_upsample3d"
-    s = api.normalise(op, attrs)["stride"]
+    s = attrs["stride"]
     x = sparse_input(input, op)
     out = transposed_output(op, x, trilinear_window(s), coordinates)
     num, den = _weighted_sums(x.feats, out.kmap, trilinear_tap_weights(s))
     feats = (num / mx.maximum(den, TRILINEAR_MIN_WEIGHT)).astype(x.dtype)
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
+
+
+trilinear_upsample3d: sig.TrilinearUpsample3d[SparseTensor] = implement(
+    "trilinear_upsample3d", _trilinear_upsample3d
+)

@@ -13,11 +13,13 @@ operand's support (and its kernel-map cache).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Unpack
+from typing import Any
 
 import torch
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import BinaryOp, Join
 
 from torch_lattice._trace import traced
@@ -102,49 +104,40 @@ class _Aligned:
 
 
 _BINARY: dict[BinaryOp, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    BinaryOp.add: torch.add,
-    BinaryOp.sub: torch.sub,
-    BinaryOp.mul: torch.mul,
-    BinaryOp.maximum: torch.maximum,
-    BinaryOp.minimum: torch.minimum,
+    op: getattr(torch, name) for op, name in api.BINARY_FUNCTIONS.items()
 }
 
 
-@traced("sparse_binary")
-@api.declare("sparse_binary")
-def sparse_binary(
-    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseBinaryAttrs]
-) -> SparseTensor:
-    given = api.normalise("sparse_binary", attrs)
+def _sparse_binary(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     a, b = _check_pair(lhs, rhs, "sparse_binary")
-    kind, j = given["op"], given["join"]
+    kind, j = attrs["op"], attrs["join"]
     if a.num_channels != b.num_channels:
         raise shared_errors.channel_count_mismatch("sparse_binary", a.num_channels, b.num_channels)
     aligned = _Aligned(a, b, j)
-    left, right = aligned.sides(float(given["lhs_fill"]), float(given["rhs_fill"]))
+    left, right = aligned.sides(float(attrs["lhs_fill"]), float(attrs["rhs_fill"]))
     dtype = compute_dtype(a.dtype)
     out = _BINARY[kind](left.to(dtype), right.to(dtype)).to(a.dtype)
     return SparseTensor._make(aligned.support(), out)
 
 
-@traced("sparse_cat")
-@api.declare("sparse_cat")
-def sparse_cat(
-    lhs: SparseTensor, rhs: SparseTensor, **attrs: Unpack[api.SparseCatAttrs]
-) -> SparseTensor:
-    join = api.normalise("sparse_cat", attrs)["join"]
+sparse_binary: sig.SparseBinary[SparseTensor] = traced("sparse_binary")(
+    implement("sparse_binary", _sparse_binary)
+)
+
+
+def _sparse_cat(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
+    join = attrs["join"]
     a, b = _check_pair(lhs, rhs, "sparse_cat")
     aligned = _Aligned(a, b, join)
     left, right = aligned.sides()
     return SparseTensor._make(aligned.support(), torch.cat([left, right], dim=1))
 
 
-@traced("sparse_reindex")
-@api.declare("sparse_reindex")
-def sparse_reindex(
-    input: SparseTensor, target: SparseTensor, **attrs: Unpack[api.SparseReindexAttrs]
-) -> SparseTensor:
-    fill = api.normalise("sparse_reindex", attrs)["fill"]
+sparse_cat: sig.SparseCat[SparseTensor] = traced("sparse_cat")(implement("sparse_cat", _sparse_cat))
+
+
+def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
+    fill = attrs["fill"]
     x = require_sparse(input, "sparse_reindex")
     t = require_sparse(target, "sparse_reindex", "target")
     if x.stride != t.stride:
@@ -153,3 +146,8 @@ def sparse_reindex(
         raise ValueError(f"sparse_reindex: input is on {x.device}, target on {t.device}")
     rows = _rows_of(x.support, t.support)
     return SparseTensor._make(t.support, _gather(x.feats, rows, float(fill)))
+
+
+sparse_reindex: sig.SparseReindex[SparseTensor] = traced("sparse_reindex")(
+    implement("sparse_reindex", _sparse_reindex)
+)

@@ -18,10 +18,11 @@ on MLX); infinities and signed zeros are preserved.
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import Rounding
 from lattice_contract.shared_float import (
     FLOAT_FORMATS,
@@ -140,10 +141,8 @@ class _CastFunction(torch.autograd.Function):
         return grad.to(ctx.source), None, None
 
 
-@traced("cast")
-@api.declare("cast", "On torch the conversion runs on any device, with autograd.")
-def cast(x: torch.Tensor, dtype: torch.dtype | str, **attrs: Unpack[api.CastAttrs]) -> torch.Tensor:
-    mode = api.normalise("cast", attrs)["rounding"]
+def _cast(x: Any, dtype: Any, attrs: Attrs) -> torch.Tensor:
+    mode = attrs["rounding"]
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"cast: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _FORMATS:  # float64 too, for gradcheck
@@ -153,3 +152,8 @@ def cast(x: torch.Tensor, dtype: torch.dtype | str, **attrs: Unpack[api.CastAttr
         raise cast_target_error(dtype)
     result: torch.Tensor = _CastFunction.apply(x, target, mode)  # type: ignore[no-untyped-call]
     return result
+
+
+cast: sig.Cast[torch.Tensor, torch.dtype] = traced("cast")(
+    implement("cast", _cast, "On torch the conversion runs on any device, with autograd.")
+)

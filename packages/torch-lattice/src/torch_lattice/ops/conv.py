@@ -19,11 +19,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import Any
 
 import torch
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.geometry import forward_stride, transposed_stride
 
 from torch_lattice._trace import traced
@@ -51,6 +53,7 @@ __all__ = [
 ]
 
 Triple = tuple[int, int, int]
+ConvWeight = torch.Tensor | QuantizedWeight
 
 _CHUNK_BYTES = 1 << 22
 """Upper bound of one gathered chunk on CPU (rows × channels × 4 bytes)."""
@@ -558,17 +561,8 @@ def _check_target(
     return checked
 
 
-@traced("conv3d")
-@api.declare("conv3d")
-def conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.Conv3dAttrs],
-) -> SparseTensor:
-    k, s, p, d = api.window(api.normalise("conv3d", attrs))
+def _conv3d(input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "conv3d")
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv3d")
     out_stride = forward_stride(x.stride, s)
@@ -584,15 +578,13 @@ def conv3d(
     return _execute(x, w, b, kmap, out_support)
 
 
-@traced("full_conv3d")
-@api.declare("full_conv3d")
-def full_conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    **attrs: Unpack[api.FullConv3dAttrs],
-) -> SparseTensor:
-    k, s, p, d = api.window(api.normalise("full_conv3d", attrs))
+conv3d: sig.Conv3d[SparseTensor, torch.Tensor, ConvWeight] = traced("conv3d")(
+    implement("conv3d", _conv3d)
+)
+
+
+def _full_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "full_conv3d")
     w, b = _check_weight(weight, bias, k, x.num_channels, "full_conv3d")
     if _triton_wanted(x):
@@ -601,15 +593,13 @@ def full_conv3d(
     return _execute(x, w, b, kmap, out_support)
 
 
-@traced("subm_conv3d")
-@api.declare("subm_conv3d")
-def subm_conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    **attrs: Unpack[api.SubmConv3dAttrs],
-) -> SparseTensor:
-    k, _, _, d = api.window(api.normalise("subm_conv3d", attrs))
+full_conv3d: sig.FullConv3d[SparseTensor, torch.Tensor, ConvWeight] = traced("full_conv3d")(
+    implement("full_conv3d", _full_conv3d)
+)
+
+
+def _subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    k, _, _, d = api.window(attrs)
     x = require_sparse(input, "subm_conv3d")
     w, b = _check_weight(weight, bias, k, x.num_channels, "subm_conv3d")
     if _triton_wanted(x):
@@ -618,17 +608,15 @@ def subm_conv3d(
     return _execute(x, w, b, kmap, x.support)
 
 
-@traced("conv_transpose3d")
-@api.declare("conv_transpose3d")
-def conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.ConvTranspose3dAttrs],
+subm_conv3d: sig.SubmConv3d[SparseTensor, torch.Tensor, ConvWeight] = traced("subm_conv3d")(
+    implement("subm_conv3d", _subm_conv3d)
+)
+
+
+def _conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
 ) -> SparseTensor:
-    k, s, p, d = api.window(api.normalise("conv_transpose3d", attrs))
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "conv_transpose3d")
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv_transpose3d")
     out_stride = transposed_stride(x.stride, s, "conv_transpose3d")
@@ -644,15 +632,13 @@ def conv_transpose3d(
     return _execute(x, w, b, kmap, out_support)
 
 
-@traced("generative_conv_transpose3d")
-@api.declare("generative_conv_transpose3d")
-def generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    **attrs: Unpack[api.GenerativeConvTranspose3dAttrs],
-) -> SparseTensor:
-    k, s, _, _ = api.window(api.normalise("generative_conv_transpose3d", attrs))
+conv_transpose3d: sig.ConvTranspose3d[SparseTensor, torch.Tensor, ConvWeight] = traced(
+    "conv_transpose3d"
+)(implement("conv_transpose3d", _conv_transpose3d))
+
+
+def _generative_conv_transpose3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    k, s, _, _ = api.window(attrs)
     x = require_sparse(input, "generative_conv_transpose3d")
     w, b = _check_weight(weight, bias, k, x.num_channels, "generative_conv_transpose3d")
     transposed_stride(x.stride, s, "generative_conv_transpose3d")
@@ -660,3 +646,10 @@ def generative_conv_transpose3d(
         return _on_triton("transpose", x, w, b, (k, s, (0, 0, 0), (1, 1, 1)))
     out_support, kmap = generative_transpose_map(x.support, k, s)
     return _execute(x, w, b, kmap, out_support)
+
+
+generative_conv_transpose3d: sig.GenerativeConvTranspose3d[
+    SparseTensor, torch.Tensor, ConvWeight
+] = traced("generative_conv_transpose3d")(
+    implement("generative_conv_transpose3d", _generative_conv_transpose3d)
+)

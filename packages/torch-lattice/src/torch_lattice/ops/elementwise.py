@@ -8,10 +8,11 @@ rather than silently promoted.
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.shared_errors import check_elementwise
 
 from torch_lattice._trace import traced
@@ -19,9 +20,12 @@ from torch_lattice._trace import traced
 __all__ = ["elementwise"]
 
 
-@traced("elementwise")
-@api.declare("elementwise")
-def elementwise(x: torch.Tensor, **attrs: Unpack[api.ElementwiseAttrs]) -> torch.Tensor:
-    kind = api.normalise("elementwise", attrs)["kind"]
+def _elementwise(x: Any, attrs: Attrs) -> torch.Tensor:
+    kind = attrs["kind"]
     exp = check_elementwise(kind, x, torch.Tensor) == "exp"
     return torch.exp(x) if exp else torch.round(x)
+
+
+elementwise: sig.Elementwise[torch.Tensor] = traced("elementwise")(
+    implement("elementwise", _elementwise)
+)

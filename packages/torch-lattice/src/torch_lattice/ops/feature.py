@@ -10,12 +10,13 @@ same, more accurate, arithmetic).
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import ActivationKind, GeluApprox
 from lattice_contract.shared_nn import activation_params
 
@@ -30,13 +31,7 @@ from torch_lattice.ops.quant import QuantizedWeight
 __all__ = ["activation", "batch_norm", "layer_norm", "linear", "rms_norm", "softmax"]
 
 
-@traced("linear")
-@api.declare("linear")
-def linear(
-    x: torch.Tensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-) -> torch.Tensor:
+def _linear(x: torch.Tensor, weight: Any, bias: Any, attrs: Attrs) -> torch.Tensor:
     x = require_features(x, "linear")
     dtype = compute_dtype(x.dtype)
     if isinstance(weight, QuantizedWeight):
@@ -58,10 +53,13 @@ def linear(
     return out.to(x.dtype)
 
 
-@traced("activation")
-@api.declare("activation")
-def activation(x: torch.Tensor, **attrs: Unpack[api.ActivationAttrs]) -> torch.Tensor:
-    k, approx, alpha, beta, threshold = activation_params(**api.normalise("activation", attrs))
+linear: sig.Linear[torch.Tensor, torch.Tensor | QuantizedWeight] = traced("linear")(
+    implement("linear", _linear)
+)
+
+
+def _activation(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
+    k, approx, alpha, beta, threshold = activation_params(**attrs)
     x = require_features(x, "activation")
     v = x.to(compute_dtype(x.dtype))
     if k is ActivationKind.relu:
@@ -90,17 +88,15 @@ def activation(x: torch.Tensor, **attrs: Unpack[api.ActivationAttrs]) -> torch.T
     return y.to(x.dtype)
 
 
-@traced("batch_norm")
-@api.declare("batch_norm")
-def batch_norm(
-    x: torch.Tensor,
-    scale: torch.Tensor,
-    bias: torch.Tensor,
-    mean: torch.Tensor,
-    var: torch.Tensor,
-    **attrs: Unpack[api.BatchNormAttrs],
+activation: sig.Activation[torch.Tensor] = traced("activation")(
+    implement("activation", _activation)
+)
+
+
+def _batch_norm(
+    x: torch.Tensor, scale: Any, bias: Any, mean: Any, var: Any, attrs: Attrs
 ) -> torch.Tensor:
-    e = api.normalise("batch_norm", attrs)["eps"]
+    e = attrs["eps"]
     x = require_features(x, "batch_norm")
     c = int(x.shape[1])
     dtype = compute_dtype(x.dtype)
@@ -112,15 +108,11 @@ def batch_norm(
     return y.to(x.dtype)
 
 
-@traced("layer_norm")
-@api.declare("layer_norm")
-def layer_norm(
-    x: torch.Tensor,
-    scale: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    **attrs: Unpack[api.LayerNormAttrs],
-) -> torch.Tensor:
-    e = api.normalise("layer_norm", attrs)["eps"]
+batch_norm: sig.BatchNorm[torch.Tensor] = traced("batch_norm")(implement("batch_norm", _batch_norm))
+
+
+def _layer_norm(x: torch.Tensor, scale: Any, bias: Any, attrs: Attrs) -> torch.Tensor:
+    e = attrs["eps"]
     x = require_features(x, "layer_norm")
     c = int(x.shape[1])
     dtype = compute_dtype(x.dtype)
@@ -129,12 +121,11 @@ def layer_norm(
     return F.layer_norm(x.to(dtype), (c,), s, b, e).to(x.dtype)
 
 
-@traced("rms_norm")
-@api.declare("rms_norm")
-def rms_norm(
-    x: torch.Tensor, scale: torch.Tensor | None, **attrs: Unpack[api.RmsNormAttrs]
-) -> torch.Tensor:
-    e = api.normalise("rms_norm", attrs)["eps"]
+layer_norm: sig.LayerNorm[torch.Tensor] = traced("layer_norm")(implement("layer_norm", _layer_norm))
+
+
+def _rms_norm(x: torch.Tensor, scale: Any, attrs: Attrs) -> torch.Tensor:
+    e = attrs["eps"]
     x = require_features(x, "rms_norm")
     c = int(x.shape[1])
     dtype = compute_dtype(x.dtype)
@@ -145,9 +136,12 @@ def rms_norm(
     return y.to(x.dtype)
 
 
-@traced("softmax")
-@api.declare("softmax")
-def softmax(x: torch.Tensor, **attrs: Unpack[api.SoftmaxAttrs]) -> torch.Tensor:
-    api.normalise("softmax", attrs)
+rms_norm: sig.RmsNorm[torch.Tensor] = traced("rms_norm")(implement("rms_norm", _rms_norm))
+
+
+def _softmax(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
     x = require_features(x, "softmax")
     return torch.softmax(x.to(compute_dtype(x.dtype)), dim=1).to(x.dtype)
+
+
+softmax: sig.Softmax[torch.Tensor] = traced("softmax")(implement("softmax", _softmax))

@@ -25,11 +25,13 @@ values, and the contract forbids packing on these ops.
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Any
 
 import torch
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.op_rules import transposed_stride
 
 from torch_lattice._trace import traced
@@ -87,38 +89,27 @@ def _normalized(
     return SparseTensor._make(out_support, out.to(x.dtype))
 
 
-@traced("normalized_subm_conv3d")
-@api.declare("normalized_subm_conv3d")
-def normalized_subm_conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    **attrs: Unpack[api.NormalizedSubmConv3dAttrs],
-) -> SparseTensor:
+def _normalized_subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "normalized_subm_conv3d"
-    a = api.normalise(op, attrs)
-    k, _, _, d = api.window(a)
+    k, _, _, d = api.window(attrs)
     x = require_sparse(input, op)
     w, b = _dense_weight(weight, bias, k, x, op)
     if k == (1, 1, 1) and d == (1, 1, 1):
         return subm_conv3d(x, w, b, kernel_size=1, dilation=1)
-    return _normalized(x, w, b, subm_map(x.support, k, d), x.support, a["eps"])
+    return _normalized(x, w, b, subm_map(x.support, k, d), x.support, attrs["eps"])
 
 
-@traced("normalized_conv_transpose3d")
-@api.declare("normalized_conv_transpose3d")
-def normalized_conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.NormalizedConvTranspose3dAttrs],
+normalized_subm_conv3d: sig.NormalizedSubmConv3d[SparseTensor, torch.Tensor, torch.Tensor] = traced(
+    "normalized_subm_conv3d"
+)(implement("normalized_subm_conv3d", _normalized_subm_conv3d))
+
+
+def _normalized_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
 ) -> SparseTensor:
     op = "normalized_conv_transpose3d"
-    a = api.normalise(op, attrs)
-    k, s, p, d = api.window(a)
-    e = a["eps"]
+    k, s, p, d = api.window(attrs)
+    e = attrs["eps"]
     x = require_sparse(input, op)
     w, b = _dense_weight(weight, bias, k, x, op)
     out_stride = transposed_stride(x.stride, s, op)
@@ -130,20 +121,28 @@ def normalized_conv_transpose3d(
     return _normalized(x, w, b, kmap, out_support, e)
 
 
-@traced("normalized_generative_conv_transpose3d")
-@api.declare("normalized_generative_conv_transpose3d")
-def normalized_generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    **attrs: Unpack[api.NormalizedGenerativeConvTranspose3dAttrs],
+normalized_conv_transpose3d: sig.NormalizedConvTranspose3d[
+    SparseTensor, torch.Tensor, torch.Tensor
+] = traced("normalized_conv_transpose3d")(
+    implement("normalized_conv_transpose3d", _normalized_conv_transpose3d)
+)
+
+
+def _normalized_generative_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, attrs: Attrs
 ) -> SparseTensor:
     op = "normalized_generative_conv_transpose3d"
-    a = api.normalise(op, attrs)
-    k, s, _, _ = api.window(a)
-    e = a["eps"]
+    k, s, _, _ = api.window(attrs)
+    e = attrs["eps"]
     x = require_sparse(input, op)
     w, b = _dense_weight(weight, bias, k, x, op)
     transposed_stride(x.stride, s, op)
     out_support, kmap = generative_transpose_map(x.support, k, s)
     return _normalized(x, w, b, kmap, out_support, e)
+
+
+normalized_generative_conv_transpose3d: sig.NormalizedGenerativeConvTranspose3d[
+    SparseTensor, torch.Tensor, torch.Tensor
+] = traced("normalized_generative_conv_transpose3d")(
+    implement("normalized_generative_conv_transpose3d", _normalized_generative_conv_transpose3d)
+)

@@ -1,38 +1,29 @@
-"""Points to voxels and back: ``voxelize`` and ``devoxelize`` (upstream's forms).
+"""Points to voxels and back on torch: ``voxelize`` and ``devoxelize`` (upstream's forms).
 
-Both start from ``u = (points - origin) / voxel_size`` per axis, computed in
-f32 by a true division (not a multiplication by the reciprocal), so every
-runtime floors the same values.  Only the first ``active_rows`` points take
-part; devoxelize gives zeros for the points past its active count.
-
-``voxelize`` puts each point in the cell ``floor(u)`` of its batch item and
-reduces the features of points sharing a cell (mean, sum or max, in f32).
-The result has stride ``stride``, physical coordinates ``floor(u) * stride``,
-and its rows in first-occurrence order (the order in which the points first
-reach each cell).
-
-``devoxelize`` reads a value back at points, ``u`` being in units of the
-value's cells (logical coordinates):
-
-- ``nearest``: the cell ``floor(u + 0.5)``;
-- ``linear``: the eight cells ``floor(u) + {0,1}^3`` weighted by
-  ``prod(f or 1 - f)`` with ``f = u - floor(u)``; absent cells are dropped and
-  the weights are **not** renormalised;
-- ``trilinear`` (Lattice's extra): cell-centred corners, ``g = u - 0.5``,
-  ``b = floor(g)``, the eight cells ``b + {0,1}^3`` weighted from
-  ``g - b``, renormalised over the present cells; a point whose present
-  corners carry no weight reads zeros.
+The two ops' rules (cells, reductions, the three interpolations, active
+counts) are declared once for both runtimes with their keywords, in
+:class:`lattice_contract.api_ops.VoxelizeAttrs` and
+:class:`~lattice_contract.api_ops.DevoxelizeAttrs` (``help(voxelize)`` shows
+them); this is their torch array code.  Occupied cells are found through
+packed int64 keys (:class:`torch_lattice.coords.Packing`) and ``torch.unique``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Unpack
+from functools import partial
+from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.api_checks import active_count, check_point_values
+from lattice_contract.api_checks import (
+    CELL_LIMIT,
+    active_count,
+    check_cell_range,
+    check_point_values,
+)
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
@@ -43,7 +34,8 @@ from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor, Support
 
 __all__ = ["devoxelize", "voxelize"]
 
-_INT32_LIMIT = 2.0**31
+_active_count = partial(active_count, array_type=torch.Tensor, int32=torch.int32)
+"""How many leading points take part (the contract's rule on this runtime's arrays)."""
 
 
 def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,18 +58,11 @@ def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float])
     return (points - o) / v
 
 
-@traced("voxelize")
-@api.declare("voxelize")
-def voxelize(
-    points: torch.Tensor,
-    features: torch.Tensor,
-    batch_indices: torch.Tensor,
-    active_rows: torch.Tensor | int | None = None,
-    **attrs: Unpack[api.VoxelizeAttrs],
+def _voxelize(
+    points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
 ) -> SparseTensor:
-    a = api.normalise("voxelize", attrs)
-    size, org = voxel_grid(a["voxel_size"], a["origin"], "voxelize")
-    out_stride = a["stride"]
+    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "voxelize")
+    out_stride = attrs["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
         raise TypeError("voxelize: features must be a float torch.Tensor of shape (P, C)")
@@ -85,15 +70,8 @@ def voxelize(
         raise shared_errors.point_features_shape(features.shape, int(p.shape[0]))
     if features.device != p.device:
         raise ValueError("voxelize: features and points must be on one device")
-    mode = a["reduction"]
-    n = active_count(
-        active_rows,
-        int(p.shape[0]),
-        "voxelize",
-        "active_rows",
-        array_type=torch.Tensor,
-        int32=torch.int32,
-    )
+    mode = attrs["reduction"]
+    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, features = p[:n], b[:n], features[:n]
     channels = int(features.shape[1])
     if n == 0:
@@ -104,11 +82,7 @@ def voxelize(
         )
     cell = torch.floor(_cells(p, size, org))
     scale = torch.tensor(out_stride, dtype=torch.float32, device=p.device)
-    if bool(((cell * scale < -_INT32_LIMIT) | (cell * scale >= _INT32_LIMIT)).any()):
-        raise ValueError(
-            "voxelize: (points - origin) / voxel_size * stride falls outside the int32 "
-            "coordinate range; use a larger voxel_size or move the origin"
-        )
+    check_cell_range(not bool(((cell * scale < -CELL_LIMIT) | (cell * scale >= CELL_LIMIT)).any()))
     logical = torch.cat([b.to(torch.int64)[:, None], cell.to(torch.int64)], dim=1)
     lo, hi = bounds(logical)
     packing = Packing.covering(lo, hi, margin=0)
@@ -137,34 +111,25 @@ def voxelize(
     return SparseTensor._make(support, out.to(features.dtype))
 
 
+voxelize: sig.Voxelize[SparseTensor, torch.Tensor] = traced("voxelize")(
+    implement("voxelize", _voxelize)
+)
+
+
 _CORNERS = tuple((i >> 2 & 1, i >> 1 & 1, i & 1) for i in range(8))
 
 
-@traced("devoxelize")
-@api.declare("devoxelize")
-def devoxelize(
-    points: torch.Tensor,
-    voxels: SparseTensor,
-    batch_indices: torch.Tensor,
-    point_active_rows: torch.Tensor | int | None = None,
-    **attrs: Unpack[api.DevoxelizeAttrs],
+def _devoxelize(
+    points: Any, voxels: Any, batch_indices: Any, point_active_rows: Any, attrs: Attrs
 ) -> torch.Tensor:
-    a = api.normalise("devoxelize", attrs)
     x = require_sparse(voxels, "devoxelize", "voxels")
-    size, org = voxel_grid(a["voxel_size"], a["origin"], "devoxelize")
+    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "devoxelize")
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = a["interpolation"]
+    mode = attrs["interpolation"]
     if p.device != x.device:
         raise ValueError(f"devoxelize: points are on {p.device}, the voxels on {x.device}")
     n_points, channels = int(p.shape[0]), x.num_channels
-    n = active_count(
-        point_active_rows,
-        n_points,
-        "devoxelize",
-        "point_active_rows",
-        array_type=torch.Tensor,
-        int32=torch.int32,
-    )
+    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     dtype = compute_dtype(x.dtype)
     if n == 0 or x.num_rows == 0:
         zeros = torch.zeros(n_points, channels, dtype=x.dtype, device=p.device)
@@ -207,3 +172,8 @@ def devoxelize(
     if n < n_points:
         out = torch.cat([out, out.new_zeros(n_points - n, channels)])
     return out.to(x.dtype)
+
+
+devoxelize: sig.Devoxelize[SparseTensor, torch.Tensor] = traced("devoxelize")(
+    implement("devoxelize", _devoxelize)
+)

@@ -14,10 +14,12 @@ saved state is the map's indices only.
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Any
 
 import torch
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import resolve_batch_size
 from lattice_contract.schema import PoolMode
 
@@ -73,37 +75,36 @@ def _reduce(x: torch.Tensor, kmap: KernelMap, mode: PoolMode) -> torch.Tensor:
     return out.to(x.dtype)
 
 
-@traced("pool3d")
-@api.declare("pool3d")
-def pool3d(input: SparseTensor, **attrs: Unpack[api.Pool3dAttrs]) -> SparseTensor:
-    a = api.normalise("pool3d", attrs)
-    k, s, p, d = api.window(a)
+def _pool3d(input: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "pool3d")
-    m = a["mode"]
+    m = attrs["mode"]
     out_support, kmap = conv_map(x.support, k, s, p, d)
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
-@traced("full_pool3d")
-@api.declare("full_pool3d")
-def full_pool3d(input: SparseTensor, **attrs: Unpack[api.FullPool3dAttrs]) -> SparseTensor:
-    a = api.normalise("full_pool3d", attrs)
-    k, s, p, d = api.window(a)
+pool3d: sig.Pool3d[SparseTensor] = traced("pool3d")(implement("pool3d", _pool3d))
+
+
+def _full_pool3d(input: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "full_pool3d")
-    m = a["mode"]
+    m = attrs["mode"]
     out_support, kmap = full_conv_map(x.support, k, s, p, d)
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
-@traced("global_pool")
-@api.declare("global_pool")
-def global_pool(input: SparseTensor, **attrs: Unpack[api.GlobalPoolAttrs]) -> torch.Tensor:
-    a = api.normalise("global_pool", attrs)
+full_pool3d: sig.FullPool3d[SparseTensor] = traced("full_pool3d")(
+    implement("full_pool3d", _full_pool3d)
+)
+
+
+def _global_pool(input: Any, attrs: Attrs) -> torch.Tensor:
     x = require_sparse(input, "global_pool")
-    m = a["mode"]
+    m = attrs["mode"]
     batch = x.coords[:, 0].to(torch.int64)
     max_batch = int(batch.max().item()) if x.num_rows else None
-    batch_size = resolve_batch_size(a["batch_size"], max_batch)
+    batch_size = resolve_batch_size(attrs["batch_size"], max_batch)
     if batch_size == 0:
         return x.feats.new_zeros(0, x.num_channels)
     rows = torch.arange(x.num_rows, device=x.device)
@@ -117,3 +118,8 @@ def global_pool(input: SparseTensor, **attrs: Unpack[api.GlobalPoolAttrs]) -> to
             out = out / counts[:, None]
     result: torch.Tensor = out.to(x.dtype)
     return result
+
+
+global_pool: sig.GlobalPool[SparseTensor, torch.Tensor] = traced("global_pool")(
+    implement("global_pool", _global_pool)
+)

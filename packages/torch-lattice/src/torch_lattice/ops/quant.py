@@ -27,11 +27,12 @@ only viewed as uint32 at the boundary.
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract.api_quant import PackedWeight
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
@@ -127,21 +128,8 @@ def dequantize(weight: QuantizedWeight | torch.Tensor, dtype: torch.dtype) -> to
     return weight.to(dtype)
 
 
-@api.declare(
-    "quantize_weight",
-    """Scales follow MLX's affine rule: the group's edge of larger magnitude is
-    represented exactly, the step is ``(max - min) / (2^bits - 1)``.  Scales
-    and biases are rounded to ``scale_dtype`` first and the codes are chosen
-    against the rounded values, so the dequantized weight is the best this
-    packing can express for the stored scale.""",
-)
-def quantize_weight(
-    w: torch.Tensor,
-    *,
-    scale_dtype: torch.dtype | None = None,
-    **attrs: Unpack[api.QuantizeWeightAttrs],
-) -> QuantizedWeight:
-    bits, group_size = check_quantization(**api.normalise("quantize_weight", attrs))
+def _quantize_weight(w: Any, scale_dtype: Any, attrs: Attrs) -> QuantizedWeight:
+    bits, group_size = check_quantization(**attrs)
     if not isinstance(w, torch.Tensor) or w.dtype not in (*_SCALE_DTYPES, torch.float64):
         raise TypeError("quantize_weight expects a float torch.Tensor")
     if w.ndim not in (2, 5):
@@ -181,3 +169,14 @@ def quantize_weight(
     return QuantizedWeight(
         words, scales_s, biases_s, bits, group_size, tuple(int(d) for d in w.shape)
     )
+
+
+quantize_weight: sig.QuantizeWeight[torch.Tensor, torch.dtype, QuantizedWeight] = implement(
+    "quantize_weight",
+    _quantize_weight,
+    """Scales follow MLX's affine rule: the group's edge of larger magnitude is
+    represented exactly, the step is ``(max - min) / (2^bits - 1)``.  Scales
+    and biases are rounded to ``scale_dtype`` first and the codes are chosen
+    against the rounded values, so the dequantized weight is the best this
+    packing can express for the stored scale.""",
+)

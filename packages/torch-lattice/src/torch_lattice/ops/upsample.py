@@ -22,10 +22,12 @@ stride must be the input stride divided by ``stride``.  Sums are taken in f32
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Unpack
+from typing import Any
 
 import torch
 from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.op_rules import (
     TRILINEAR_MIN_WEIGHT,
     transposed_stride,
@@ -80,16 +82,9 @@ def _resample(
     return kmap, out_support
 
 
-@traced("pool_transpose3d")
-@api.declare("pool_transpose3d")
-def pool_transpose3d(
-    input: SparseTensor,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.PoolTranspose3dAttrs],
-) -> SparseTensor:
+def _pool_transpose3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
     op = "pool_transpose3d"
-    window = api.window(api.normalise(op, attrs))
+    window = api.window(attrs)
     x = require_sparse(input, op)
     kmap, support = _resample(x, window, coordinates, op)
     num, den = _weighted_sums(x.feats, kmap, None)
@@ -98,18 +93,21 @@ def pool_transpose3d(
     return SparseTensor._make(support, out.to(x.dtype))
 
 
-@traced("trilinear_upsample3d")
-@api.declare("trilinear_upsample3d")
-def trilinear_upsample3d(
-    input: SparseTensor,
-    *,
-    coordinates: SparseTensor | None = None,
-    **attrs: Unpack[api.TrilinearUpsample3dAttrs],
-) -> SparseTensor:
+pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = traced("pool_transpose3d")(
+    implement("pool_transpose3d", _pool_transpose3d)
+)
+
+
+def _trilinear_upsample3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
     op = "trilinear_upsample3d"
-    s = api.normalise(op, attrs)["stride"]
+    s = attrs["stride"]
     x = require_sparse(input, op)
     kmap, support = _resample(x, tuple(trilinear_window(s)), coordinates, op)
     num, den = _weighted_sums(x.feats, kmap, trilinear_tap_weights(s))
     out = num / den.clamp(min=TRILINEAR_MIN_WEIGHT)[:, None]
     return SparseTensor._make(support, out.to(x.dtype))
+
+
+trilinear_upsample3d: sig.TrilinearUpsample3d[SparseTensor] = traced("trilinear_upsample3d")(
+    implement("trilinear_upsample3d", _trilinear_upsample3d)
+)
