@@ -87,7 +87,10 @@ def test_normalise_applies_the_defaults_and_the_contracts_checks() -> None:
     )
     assert api_ops.normalise("pool3d", {"mode": "max", "kernel_size": 2})["mode"] is PoolMode.max
     assert api_ops.normalise("sparse_cat", {})["join"] is Join.inner
-    assert api_ops.normalise("activation", {"kind": "gelu"})["approximate"] == GeluApprox.none.value
+    assert api_ops.normalise("activation", {"kind": "gelu"})["approximate"] is GeluApprox.none
+    grid = api_ops.normalise("voxelize", {"voxel_size": 0.5, "origin": (1, 2, 3)})
+    assert (grid["voxel_size"], grid["origin"]) == ((0.5, 0.5, 0.5), (1.0, 2.0, 3.0))
+    assert api_ops.normalise("quantize_weight", {"bits": 4, "group_size": 64})["bits"] == 4
     assert api_ops.normalise("softmax", {"axis": 1})["axis"] == 1
     with pytest.raises(ValueError, match=r"^stride must be >= 1 on every axis, got \(0, 0, 0\)$"):
         api_ops.normalise("conv3d", {"kernel_size": 3, "stride": 0})
@@ -95,6 +98,12 @@ def test_normalise_applies_the_defaults_and_the_contracts_checks() -> None:
         api_ops.normalise("conv3d", {"kernel_size": 1.5})
     with pytest.raises(ValueError, match=r"^normalized_subm_conv3d: eps must be a positive"):
         api_ops.normalise("normalized_subm_conv3d", {"kernel_size": 3, "eps": 0.0})
+    with pytest.raises(ValueError, match=r"^activation: softplus needs beta != 0$"):
+        api_ops.normalise("activation", {"kind": "softplus", "beta": 0})
+    with pytest.raises(ValueError, match=r"^voxelize: voxel_size must be > 0 on every axis"):
+        api_ops.normalise("voxelize", {"voxel_size": (1, 0, 1)})
+    with pytest.raises(ValueError, match=r"^bits must be 4 or 8"):
+        api_ops.normalise("quantize_weight", {"bits": 3, "group_size": 64})
     with pytest.raises(ValueError, match=r"^mode must be one of 'max', 'avg', 'sum'"):
         api_ops.normalise("pool3d", {"mode": "median", "kernel_size": 2})
 

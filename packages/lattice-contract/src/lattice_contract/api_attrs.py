@@ -68,6 +68,9 @@ hand and one exported from the functional API mean the same thing by omission.""
 Check = Callable[[object, str, str], object]
 """``check(value, keyword, op) -> normalised value``; raises the contract's error."""
 
+Joint = Callable[[dict[str, Any], str], None]
+"""``joint(attrs, op)``: checks attributes together and normalises them in place."""
+
 
 @dataclass(frozen=True)
 class Attr:
@@ -127,6 +130,9 @@ class AttrDecl:
     runtime_keywords: tuple[str, ...] = ()
     """Keywords each runtime declares itself because their type is the runtime's own
     (``coordinates``: its SparseTensor; ``scale_dtype``: its dtype)."""
+    joint: Joint | None = None
+    """A check of several attributes together (an existing shared check: an activation's
+    parameters, a voxel grid's size and origin), run after the per-attribute ones."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -146,7 +152,9 @@ def _resolve_default(op: str, name: str, attr: Attr) -> object:
     return ATTRIBUTE_DEFAULTS[name]
 
 
-def read_declaration(op: str, keywords: type, runtime_keywords: Sequence[str] = ()) -> AttrDecl:
+def read_declaration(
+    op: str, keywords: type, runtime_keywords: Sequence[str] = (), joint: Joint | None = None
+) -> AttrDecl:
     """The :class:`AttrDecl` of an op's keyword ``TypedDict``, checked for consistency.
 
     The class is declared ``total=False`` and each field is ``Annotated``
@@ -169,7 +177,7 @@ def read_declaration(op: str, keywords: type, runtime_keywords: Sequence[str] = 
         if (attr.default is REQUIRED) != required:  # pragma: no cover - a declaration error
             raise TypeError(f"{op}.{name}: Required[...] exactly when the Attr has no default")
         attrs.append((name, attr, _resolve_default(op, name, attr)))
-    return AttrDecl(op, tuple(attrs), tuple(runtime_keywords))
+    return AttrDecl(op, tuple(attrs), tuple(runtime_keywords), joint)
 
 
 def keyword_error(where: str, key: str, known: Sequence[str]) -> TypeError:
@@ -188,7 +196,8 @@ def normalise_attrs(decl: AttrDecl, given: Mapping[str, object]) -> dict[str, An
     An unknown keyword and a missing required one are TypeErrors naming the
     op and the keywords it takes; each value is checked (and normalised:
     triples, enum members, floats) by its attribute's check, in declaration
-    order, with the messages of :mod:`lattice_contract.options`.
+    order, with the messages of :mod:`lattice_contract.options`, then the
+    declaration's joint check, if any.
     """
     names = decl.names
     for key in given:
@@ -203,6 +212,8 @@ def normalise_attrs(decl: AttrDecl, given: Mapping[str, object]) -> dict[str, An
         else:
             value = default
         out[name] = value if attr.check is None else attr.check(value, name, decl.op)
+    if decl.joint is not None:
+        decl.joint(out, decl.op)
     return out
 
 

@@ -9,9 +9,14 @@ here, so the rule and its words exist once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["active_count", "check_point_values"]
+__all__ = ["CELL_LIMIT", "PointRules", "active_count", "check_cell_range", "check_point_values"]
+
+CELL_LIMIT = float(2**31)
+"""``voxelize`` coordinates ``cell * stride`` must lie in ``[-CELL_LIMIT, CELL_LIMIT)``
+(int32's range, compared in f32 before the cast)."""
 
 
 def check_point_values(op: str, *, batch_negative: bool, points_finite: bool) -> None:
@@ -42,3 +47,39 @@ def active_count(
             f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
         )
     return active
+
+
+def check_cell_range(in_range: bool) -> None:
+    """Refuse a ``voxelize`` whose cells times the stride leave int32 (see :data:`CELL_LIMIT`)."""
+    if not in_range:
+        raise ValueError(
+            "voxelize: (points - origin) / voxel_size * stride falls outside the int32 "
+            "coordinate range; use a larger voxel_size or move the origin"
+        )
+
+
+@dataclass(frozen=True)
+class PointRules:
+    """The point-argument rules of ``voxelize``/``devoxelize``, bound to one runtime's arrays.
+
+    A runtime makes one (``PointRules(mx.array, mx.int32)``) and asks it, so
+    each rule is written here once and each runtime only computes the facts.
+    """
+
+    array_type: type
+    """The runtime's dense array class."""
+    int32: Any
+    """The runtime's int32 dtype (what an active-row count array must be)."""
+    cell_limit: float = CELL_LIMIT
+
+    def check_values(self, op: str, *, batch_negative: bool, points_finite: bool) -> None:
+        """:func:`check_point_values`."""
+        check_point_values(op, batch_negative=batch_negative, points_finite=points_finite)
+
+    def active_count(self, active: object, total: int, op: str, name: str) -> int:
+        """:func:`active_count` with this runtime's array type."""
+        return active_count(active, total, op, name, array_type=self.array_type, int32=self.int32)
+
+    def check_cells(self, in_range: bool) -> None:
+        """:func:`check_cell_range`."""
+        check_cell_range(in_range)

@@ -32,6 +32,7 @@ from lattice_contract.api_attrs import (
     SCHEMA_DEFAULT,
     Attr,
     AttrDecl,
+    Joint,
     enum_attr,
     keywords_doc,
     normalise_attrs,
@@ -41,7 +42,7 @@ from lattice_contract.api_attrs import (
     triple_attr,
 )
 from lattice_contract.op_rules import NORMALIZED_EPS
-from lattice_contract.options import Window, softmax_axis
+from lattice_contract.options import Window, check_quantization, softmax_axis, voxel_grid
 from lattice_contract.schema import (
     ActivationKind,
     BinaryOp,
@@ -52,6 +53,7 @@ from lattice_contract.schema import (
     Rounding,
     VoxelReduction,
 )
+from lattice_contract.shared_nn import activation_params
 
 __all__ = [
     "BINARY_FUNCTIONS",
@@ -469,6 +471,33 @@ _RUNTIME_KEYWORD_DOCS: Mapping[str, str] = MappingProxyType(
 
 _TARGETED = ("coordinates",)
 
+
+def _activation(attrs: dict[str, Any], op: str) -> None:
+    parsed = activation_params(
+        attrs["kind"], attrs["approximate"], attrs["alpha"], attrs["beta"], attrs["threshold"]
+    )
+    attrs.update(parsed._asdict())
+
+
+def _voxel_grid(attrs: dict[str, Any], op: str) -> None:
+    attrs["voxel_size"], attrs["origin"] = voxel_grid(attrs["voxel_size"], attrs["origin"], op)
+
+
+def _quantization(attrs: dict[str, Any], op: str) -> None:
+    attrs["bits"], attrs["group_size"] = check_quantization(attrs["bits"], attrs["group_size"])
+
+
+_JOINT: Mapping[str, Joint] = MappingProxyType(
+    {
+        "activation": _activation,
+        "devoxelize": _voxel_grid,
+        "quantize_weight": _quantization,
+        "voxelize": _voxel_grid,
+    }
+)
+"""Ops whose attributes are checked together, by the shared check both the ops and the
+nn modules use."""
+
 _KEYWORDS: Mapping[str, tuple[type, tuple[str, ...]]] = MappingProxyType(
     {
         "activation": (ActivationAttrs, ()),
@@ -503,7 +532,10 @@ _KEYWORDS: Mapping[str, tuple[type, tuple[str, ...]]] = MappingProxyType(
 )
 
 DECLARATIONS: Mapping[str, AttrDecl] = MappingProxyType(
-    {name: read_declaration(name, td, extra) for name, (td, extra) in _KEYWORDS.items()}
+    {
+        name: read_declaration(name, td, extra, _JOINT.get(name))
+        for name, (td, extra) in _KEYWORDS.items()
+    }
 )
 """Every public op's keywords, read from its ``TypedDict`` once at import."""
 

@@ -23,7 +23,6 @@ from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
 from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import ActivationKind, GeluApprox
-from lattice_contract.shared_nn import activation_params
 
 if TYPE_CHECKING:
     from mlx_lattice.ops.quant import QuantizedWeight
@@ -89,7 +88,8 @@ linear: sig.Linear[mx.array, mx.array | QuantizedWeight] = implement("linear", _
 
 
 def _activation(x: mx.array, attrs: Attrs) -> mx.array:
-    op, approx, alpha, beta, threshold = activation_params(**attrs)
+    op, approx = attrs["kind"], attrs["approximate"]
+    alpha, beta, threshold = attrs["alpha"], attrs["beta"], attrs["threshold"]
     x = features_array(x, "activation", min_ndim=0)
     if op is ActivationKind.identity:
         return x

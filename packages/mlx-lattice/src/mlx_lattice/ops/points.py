@@ -1,31 +1,20 @@
-"""Points to voxels and back on MLX: ``voxelize`` and ``devoxelize`` (upstream's forms).
+"""MLX array code of ``voxelize`` and ``devoxelize`` (upstream's points-to-voxels forms).
 
-The two ops' rules (cells, reductions, the three interpolations, active
-counts) are declared once for both runtimes with their keywords, in
-:class:`lattice_contract.api_ops.VoxelizeAttrs` and
-:class:`~lattice_contract.api_ops.DevoxelizeAttrs` (``help(voxelize)`` shows
-them); this is their MLX array code.  Occupied cells are deduplicated by
-sorting their packed keys (:class:`mlx_lattice.coords.KeySpace`) and ranked
-by the first point reaching them.
+What they compute, and their keywords, are declared with torch's in
+:mod:`lattice_contract.api_ops` (``help(mlx_lattice.ops.voxelize)``).  Occupied
+cells are deduplicated by sorting packed keys (:class:`mlx_lattice.coords.KeySpace`).
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.api_checks import (
-    CELL_LIMIT,
-    active_count,
-    check_cell_range,
-    check_point_values,
-)
+from lattice_contract.api_checks import PointRules
 from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from mlx_lattice.coords import CoordinateRangeError, KeySpace, scalar_int
@@ -35,8 +24,7 @@ from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["devoxelize", "voxelize"]
 
-_active_count = partial(active_count, array_type=mx.array, int32=mx.int32)
-"""How many leading points take part (the contract's rule on this runtime's arrays)."""
+_POINTS = PointRules(mx.array, mx.int32)
 
 
 def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array, mx.array]:
@@ -45,7 +33,7 @@ def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array,
     assert isinstance(points, mx.array) and isinstance(batch, mx.array)
     p = points.astype(mx.float32)
     empty = points.shape[0] == 0
-    check_point_values(
+    _POINTS.check_values(
         op,
         batch_negative=not empty and scalar_int(mx.min(batch)) < 0,
         points_finite=empty or bool(mx.all(mx.isfinite(p)).item()),
@@ -61,14 +49,14 @@ def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...])
 def _voxelize(
     points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
 ) -> SparseTensor:
-    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "voxelize")
+    size, org = attrs["voxel_size"], attrs["origin"]
     out_stride = attrs["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     feats = features_array(features, "voxelize", min_ndim=2)
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
         raise shared_errors.point_features_shape(feats.shape, int(p.shape[0]))
     mode = attrs["reduction"]
-    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    n = _POINTS.active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, feats = p[:n], b[:n], feats[:n]
     channels = feats.shape[1]
     if n == 0:
@@ -77,7 +65,9 @@ def _voxelize(
         )
     cell = mx.floor(_cells(p, size, org))
     scaled = cell * mx.array(out_stride, dtype=mx.float32)
-    check_cell_range(bool(mx.all((scaled >= -CELL_LIMIT) & (scaled < CELL_LIMIT)).item()))
+    _POINTS.check_cells(
+        bool(mx.all((scaled >= -_POINTS.cell_limit) & (scaled < _POINTS.cell_limit)).item())
+    )
     coords = mx.concatenate([b[:, None], cell.astype(mx.int32)], axis=1)
     unique, inverse = _unique_rows(coords)
     count = unique.shape[0]
@@ -129,11 +119,11 @@ def _devoxelize(
 ) -> mx.array:
     if not isinstance(voxels, SparseTensor):
         raise TypeError(f"devoxelize: voxels must be a SparseTensor, got {type(voxels).__name__}")
-    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "devoxelize")
+    size, org = attrs["voxel_size"], attrs["origin"]
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
     mode = attrs["interpolation"]
     n_points, channels = int(p.shape[0]), voxels.num_channels
-    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
+    n = _POINTS.active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     if n == 0 or voxels.num_rows == 0:
         return mx.zeros((n_points, channels), dtype=voxels.dtype)
     u = _cells(p[:n], size, org)

@@ -29,7 +29,6 @@ from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
-    check_quantization,
 )
 
 __all__ = [
@@ -94,7 +93,7 @@ class QuantizedWeight(PackedWeight[mx.array]):
 
 
 def _quantize_weight(w: Any, scale_dtype: Any, attrs: Attrs) -> QuantizedWeight:
-    bits, group_size = check_quantization(**attrs)
+    bits, group_size = attrs["bits"], attrs["group_size"]
     if not isinstance(w, mx.array) or w.dtype not in _SCALE_DTYPES:
         raise TypeError("quantize_weight expects a float mx.array (f16, bf16 or f32)")
     if w.ndim not in (2, 5):

@@ -18,7 +18,6 @@ from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
 from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import ActivationKind, GeluApprox
-from lattice_contract.shared_nn import activation_params
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import (
@@ -59,7 +58,8 @@ linear: sig.Linear[torch.Tensor, torch.Tensor | QuantizedWeight] = traced("linea
 
 
 def _activation(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
-    k, approx, alpha, beta, threshold = activation_params(**attrs)
+    k, approx = attrs["kind"], attrs["approximate"]
+    alpha, beta, threshold = attrs["alpha"], attrs["beta"], attrs["threshold"]
     x = require_features(x, "activation")
     v = x.to(compute_dtype(x.dtype))
     if k is ActivationKind.relu:

@@ -1,30 +1,19 @@
-"""Points to voxels and back on torch: ``voxelize`` and ``devoxelize`` (upstream's forms).
+"""``voxelize`` and ``devoxelize`` on torch tensors; their rules: :mod:`lattice_contract.api_ops`.
 
-The two ops' rules (cells, reductions, the three interpolations, active
-counts) are declared once for both runtimes with their keywords, in
-:class:`lattice_contract.api_ops.VoxelizeAttrs` and
-:class:`~lattice_contract.api_ops.DevoxelizeAttrs` (``help(voxelize)`` shows
-them); this is their torch array code.  Occupied cells are found through
-packed int64 keys (:class:`torch_lattice.coords.Packing`) and ``torch.unique``.
+Cells are found through packed int64 keys (:class:`torch_lattice.coords.Packing`)
+and one ``torch.unique``; interpolation weights are gathered per corner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import torch
 from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.api_checks import (
-    CELL_LIMIT,
-    active_count,
-    check_cell_range,
-    check_point_values,
-)
+from lattice_contract.api_checks import PointRules
 from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.options import voxel_grid
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from torch_lattice._trace import traced
@@ -34,8 +23,7 @@ from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor, Support
 
 __all__ = ["devoxelize", "voxelize"]
 
-_active_count = partial(active_count, array_type=torch.Tensor, int32=torch.int32)
-"""How many leading points take part (the contract's rule on this runtime's arrays)."""
+_POINTS = PointRules(torch.Tensor, torch.int32)
 
 
 def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,7 +31,7 @@ def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, t
     assert isinstance(points, torch.Tensor) and isinstance(batch, torch.Tensor)
     if batch.device != points.device:
         raise ValueError(f"{op}: points are on {points.device} but batch on {batch.device}")
-    check_point_values(
+    _POINTS.check_values(
         op,
         batch_negative=bool(batch.numel()) and bool((batch < 0).any()),
         points_finite=bool(torch.isfinite(points).all()),
@@ -61,7 +49,7 @@ def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float])
 def _voxelize(
     points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
 ) -> SparseTensor:
-    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "voxelize")
+    size, org = attrs["voxel_size"], attrs["origin"]
     out_stride = attrs["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
@@ -71,7 +59,7 @@ def _voxelize(
     if features.device != p.device:
         raise ValueError("voxelize: features and points must be on one device")
     mode = attrs["reduction"]
-    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    n = _POINTS.active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, features = p[:n], b[:n], features[:n]
     channels = int(features.shape[1])
     if n == 0:
@@ -82,7 +70,11 @@ def _voxelize(
         )
     cell = torch.floor(_cells(p, size, org))
     scale = torch.tensor(out_stride, dtype=torch.float32, device=p.device)
-    check_cell_range(not bool(((cell * scale < -CELL_LIMIT) | (cell * scale >= CELL_LIMIT)).any()))
+    _POINTS.check_cells(
+        not bool(
+            ((cell * scale < -_POINTS.cell_limit) | (cell * scale >= _POINTS.cell_limit)).any()
+        )
+    )
     logical = torch.cat([b.to(torch.int64)[:, None], cell.to(torch.int64)], dim=1)
     lo, hi = bounds(logical)
     packing = Packing.covering(lo, hi, margin=0)
@@ -123,13 +115,13 @@ def _devoxelize(
     points: Any, voxels: Any, batch_indices: Any, point_active_rows: Any, attrs: Attrs
 ) -> torch.Tensor:
     x = require_sparse(voxels, "devoxelize", "voxels")
-    size, org = voxel_grid(attrs["voxel_size"], attrs["origin"], "devoxelize")
+    size, org = attrs["voxel_size"], attrs["origin"]
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
     mode = attrs["interpolation"]
     if p.device != x.device:
         raise ValueError(f"devoxelize: points are on {p.device}, the voxels on {x.device}")
     n_points, channels = int(p.shape[0]), x.num_channels
-    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
+    n = _POINTS.active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     dtype = compute_dtype(x.dtype)
     if n == 0 or x.num_rows == 0:
         zeros = torch.zeros(n_points, channels, dtype=x.dtype, device=p.device)

@@ -37,7 +37,6 @@ from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
     check_logical_shape,
-    check_quantization,
 )
 
 __all__ = ["GROUP_SIZES", "QUANT_BITS", "QuantizedWeight", "dequantize", "quantize_weight"]
@@ -129,7 +128,7 @@ def dequantize(weight: QuantizedWeight | torch.Tensor, dtype: torch.dtype) -> to
 
 
 def _quantize_weight(w: Any, scale_dtype: Any, attrs: Attrs) -> QuantizedWeight:
-    bits, group_size = check_quantization(**attrs)
+    bits, group_size = attrs["bits"], attrs["group_size"]
     if not isinstance(w, torch.Tensor) or w.dtype not in (*_SCALE_DTYPES, torch.float64):
         raise TypeError("quantize_weight expects a float torch.Tensor")
     if w.ndim not in (2, 5):
