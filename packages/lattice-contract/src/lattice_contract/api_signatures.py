@@ -8,8 +8,8 @@ SparseTensor, ``A`` its dense array, ``W`` what a weight may be: its array
 or its ``QuantizedWeight``, ``D`` its dtype).  A runtime writes an op as its
 array code plus one binding::
 
-    def _conv3d(input: Any, weight: Any, bias: Any, coordinates: Any, a: Attrs) -> SparseTensor:
-        ...
+    def _conv3d(input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+        ...  # the array code; attrs["kernel_size"] is a checked triple
 
     conv3d: Conv3d[SparseTensor, mx.array, ConvWeight] = implement("conv3d", _conv3d)
 
