@@ -26,6 +26,7 @@ import torch_lattice
 import torch_lattice.ops as to
 from lattice_contract import SCHEMA, api_ops
 from lattice_contract.api_attrs import REQUIRED, keyword_error
+from lattice_contract.api_signatures import OLD_SPELLINGS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cross_runtime_support import to_mx, to_torch
@@ -116,3 +117,20 @@ def test_omitted_keywords_mean_their_declared_defaults_on_both() -> None:
     defaults = api_ops.DECLARATIONS["conv3d"].defaults()
     for rt, ops, arr in ((mlx_lattice, mo, to_mx), (torch_lattice, to, to_torch)):
         np.testing.assert_array_equal(_run_conv(rt, ops, arr), _run_conv(rt, ops, arr, **defaults))
+
+
+@pytest.mark.parametrize("name", sorted(OLD_SPELLINGS))
+def test_feature_ops_take_the_dialects_operand_name_and_still_the_old_one(name: str) -> None:
+    """``input`` (the dialect's and the builder's name) is declared; ``x=`` still works."""
+    for ops in RUNTIMES.values():
+        params = list(inspect.signature(getattr(ops, name)).parameters)
+        assert params[0] == "input" and "x" not in params, (ops.__name__, name)
+    feats = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    for ops, arr in ((mo, to_mx), (to, to_torch)):
+        x = arr(feats)
+        by_new = np.asarray(ops.softmax(input=x).tolist())
+        by_old = np.asarray(ops.softmax(x=x).tolist())
+        np.testing.assert_array_equal(by_new, by_old)
+        np.testing.assert_array_equal(by_new, np.asarray(ops.softmax(x).tolist()))
+    both = [_error(lambda ops=ops: ops.softmax(x=None, input=None)) for ops in RUNTIMES.values()]
+    assert both[0] == both[1] == "softmax: got both 'input' and its old spelling 'x'"

@@ -64,7 +64,7 @@ from lattice_contract.api_ops import (
     VoxelizeAttrs,
 )
 
-__all__ = ["Attrs", "implement"]
+__all__ = ["OLD_SPELLINGS", "SIGNATURES", "Attrs", "implement", "public_signature"]
 
 Attrs = dict[str, Any]
 """An op's keyword attributes after :func:`api_ops.normalise`: every one present, checked."""
@@ -216,35 +216,35 @@ class Devoxelize(Protocol[S_in, A]):
 
 
 class Linear(Protocol[A, W]):
-    def __call__(self, x: A, weight: W, bias: A | None = None) -> A: ...
+    def __call__(self, input: A, weight: W, bias: A | None = None) -> A: ...
 
 
 class Activation(Protocol[A]):
-    def __call__(self, x: A, **attrs: Unpack[ActivationAttrs]) -> A: ...
+    def __call__(self, input: A, **attrs: Unpack[ActivationAttrs]) -> A: ...
 
 
 class BatchNorm(Protocol[A]):
     def __call__(
-        self, x: A, scale: A, bias: A, mean: A, var: A, **attrs: Unpack[BatchNormAttrs]
+        self, input: A, scale: A, bias: A, mean: A, var: A, **attrs: Unpack[BatchNormAttrs]
     ) -> A: ...
 
 
 class LayerNorm(Protocol[A]):
     def __call__(
-        self, x: A, scale: A | None, bias: A | None, **attrs: Unpack[LayerNormAttrs]
+        self, input: A, scale: A | None, bias: A | None, **attrs: Unpack[LayerNormAttrs]
     ) -> A: ...
 
 
 class RmsNorm(Protocol[A]):
-    def __call__(self, x: A, scale: A | None, **attrs: Unpack[RmsNormAttrs]) -> A: ...
+    def __call__(self, input: A, scale: A | None, **attrs: Unpack[RmsNormAttrs]) -> A: ...
 
 
 class Softmax(Protocol[A]):
-    def __call__(self, x: A, **attrs: Unpack[SoftmaxAttrs]) -> A: ...
+    def __call__(self, input: A, **attrs: Unpack[SoftmaxAttrs]) -> A: ...
 
 
 class Elementwise(Protocol[A]):
-    def __call__(self, x: A, **attrs: Unpack[ElementwiseAttrs]) -> A: ...
+    def __call__(self, input: A, **attrs: Unpack[ElementwiseAttrs]) -> A: ...
 
 
 class EmbeddingLookup(Protocol[A]):
@@ -252,7 +252,7 @@ class EmbeddingLookup(Protocol[A]):
 
 
 class Cast(Protocol[A, D]):
-    def __call__(self, x: A, dtype: D | str, **attrs: Unpack[CastAttrs]) -> A: ...
+    def __call__(self, input: A, dtype: D | str, **attrs: Unpack[CastAttrs]) -> A: ...
 
 
 class QuantizeWeight(Protocol[A_in, D, Q]):
@@ -309,6 +309,27 @@ SIGNATURES: Mapping[str, type] = {
 """Every public op's call ``Protocol``, by op name (the keys of ``api_ops.DECLARATIONS``)."""
 
 
+OLD_SPELLINGS: Mapping[str, Mapping[str, str]] = {
+    op: {"x": "input"}
+    for op in (
+        "activation",
+        "batch_norm",
+        "cast",
+        "elementwise",
+        "layer_norm",
+        "linear",
+        "rms_norm",
+        "softmax",
+    )
+}
+"""Argument names an op accepted before it took the dialect's (old -> declared).
+
+The dense feature ops named their features ``x``; the dialect (and the builder,
+and ``torch.nn.functional``) calls that operand ``input``, which is now the
+declared name.  ``x=`` keeps working at run time; typed code should say
+``input=`` (or pass it positionally, as almost every call does)."""
+
+
 def public_signature(op: str) -> inspect.Signature:
     """The signature users see: the declared arrays, then every keyword with its default.
 
@@ -337,15 +358,21 @@ def public_signature(op: str) -> inspect.Signature:
 R = TypeVar("R")
 
 
-def implement(op: str, impl: Callable[..., R], note: str = "") -> Any:
+Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def implement(op: str, impl: Callable[..., R], note: str = "", around: Wrap | None = None) -> Any:
     """The public function of ``op`` on a runtime whose array code is ``impl``.
 
     ``impl`` takes the declared arrays in order, then the runtime keywords
     (``coordinates``...), then the normalised attributes; its parameter
-    names must be those (checked here, at import).  ``note`` is a paragraph
-    about this runtime's implementation, added to the declared help text.
-    The result is typed ``Any``: the runtime annotates the name it binds it
-    to with the op's ``Protocol`` (e.g. ``Conv3d[SparseTensor, ...]``).
+    names must be those or their :data:`OLD_SPELLINGS` (checked here, at
+    import).  ``note`` is a paragraph about this runtime's implementation,
+    added to the declared help text.  ``around`` wraps the bound call
+    (torch's export ``traced``, which records calls by the declared
+    signature); an old spelling is renamed before it.  The result is typed
+    ``Any``: the runtime annotates the name it binds it to with the op's
+    ``Protocol`` (e.g. ``Conv3d[SparseTensor, ...]``).
     """
     decl = api_ops.DECLARATIONS[op]
     signature = public_signature(op)
@@ -353,9 +380,10 @@ def implement(op: str, impl: Callable[..., R], note: str = "") -> Any:
     names = tuple(p.name for p in arrays)
     defaults = tuple(p.default for p in arrays)
     runtime_keywords = decl.runtime_keywords
+    old = OLD_SPELLINGS.get(op, {})
     wanted = [*names, *runtime_keywords]
-    got = list(inspect.signature(impl).parameters)
-    if got[:-1] != wanted:  # pragma: no cover - an implementation error
+    got = [old.get(name, name) for name in list(inspect.signature(impl).parameters)[:-1]]
+    if got != wanted:  # pragma: no cover - an implementation error
         raise TypeError(f"{impl.__qualname__}: parameters must be {wanted} and the attributes")
 
     def call(*args: Any, **kwargs: Any) -> R:
@@ -377,9 +405,27 @@ def implement(op: str, impl: Callable[..., R], note: str = "") -> Any:
         values.extend(kwargs.pop(name, None) for name in runtime_keywords)
         return impl(*values, normalise_attrs(decl, kwargs))
 
-    call.__name__ = call.__qualname__ = op
-    call.__module__ = impl.__module__
-    call.__doc__ = api_ops.help_text(op, note)
-    call.__signature__ = signature  # type: ignore[attr-defined]
-    call.__lattice_api__ = op  # type: ignore[attr-defined]
-    return call
+    _publish(call, op, impl.__module__, api_ops.help_text(op, note), signature)
+    inner = call if around is None else around(call)
+    if not old:
+        return inner
+
+    def renamed(*args: Any, **kwargs: Any) -> Any:
+        for spelling, name in old.items():
+            if spelling in kwargs:
+                if name in kwargs:
+                    raise TypeError(f"{op}: got both {name!r} and its old spelling {spelling!r}")
+                kwargs[name] = kwargs.pop(spelling)
+        return inner(*args, **kwargs)
+
+    renamed.__dict__.update(inner.__dict__)
+    _publish(renamed, op, impl.__module__, call.__doc__ or "", signature)
+    return renamed
+
+
+def _publish(fn: Any, op: str, module: str, doc: str, signature: inspect.Signature) -> None:
+    fn.__name__ = fn.__qualname__ = op
+    fn.__module__ = module
+    fn.__doc__ = doc
+    fn.__signature__ = signature
+    fn.__lattice_api__ = op

@@ -120,8 +120,8 @@ def _sparse_binary(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     return SparseTensor._make(aligned.support(), out)
 
 
-sparse_binary: sig.SparseBinary[SparseTensor] = traced("sparse_binary")(
-    implement("sparse_binary", _sparse_binary)
+sparse_binary: sig.SparseBinary[SparseTensor] = implement(
+    "sparse_binary", _sparse_binary, around=traced("sparse_binary")
 )
 
 
@@ -133,7 +133,9 @@ def _sparse_cat(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     return SparseTensor._make(aligned.support(), torch.cat([left, right], dim=1))
 
 
-sparse_cat: sig.SparseCat[SparseTensor] = traced("sparse_cat")(implement("sparse_cat", _sparse_cat))
+sparse_cat: sig.SparseCat[SparseTensor] = implement(
+    "sparse_cat", _sparse_cat, around=traced("sparse_cat")
+)
 
 
 def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
@@ -148,6 +150,6 @@ def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
     return SparseTensor._make(t.support, _gather(x.feats, rows, float(fill)))
 
 
-sparse_reindex: sig.SparseReindex[SparseTensor] = traced("sparse_reindex")(
-    implement("sparse_reindex", _sparse_reindex)
+sparse_reindex: sig.SparseReindex[SparseTensor] = implement(
+    "sparse_reindex", _sparse_reindex, around=traced("sparse_reindex")
 )

@@ -154,6 +154,9 @@ def _cast(x: Any, dtype: Any, attrs: Attrs) -> torch.Tensor:
     return result
 
 
-cast: sig.Cast[torch.Tensor, torch.dtype] = traced("cast")(
-    implement("cast", _cast, "On torch the conversion runs on any device, with autograd.")
+cast: sig.Cast[torch.Tensor, torch.dtype] = implement(
+    "cast",
+    _cast,
+    "On torch the conversion runs on any device, with autograd.",
+    around=traced("cast"),
 )

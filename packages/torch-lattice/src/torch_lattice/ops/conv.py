@@ -578,8 +578,8 @@ def _conv3d(input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs) 
     return _execute(x, w, b, kmap, out_support)
 
 
-conv3d: sig.Conv3d[SparseTensor, torch.Tensor, ConvWeight] = traced("conv3d")(
-    implement("conv3d", _conv3d)
+conv3d: sig.Conv3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "conv3d", _conv3d, around=traced("conv3d")
 )
 
 
@@ -593,8 +593,8 @@ def _full_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTens
     return _execute(x, w, b, kmap, out_support)
 
 
-full_conv3d: sig.FullConv3d[SparseTensor, torch.Tensor, ConvWeight] = traced("full_conv3d")(
-    implement("full_conv3d", _full_conv3d)
+full_conv3d: sig.FullConv3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "full_conv3d", _full_conv3d, around=traced("full_conv3d")
 )
 
 
@@ -608,8 +608,8 @@ def _subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTens
     return _execute(x, w, b, kmap, x.support)
 
 
-subm_conv3d: sig.SubmConv3d[SparseTensor, torch.Tensor, ConvWeight] = traced("subm_conv3d")(
-    implement("subm_conv3d", _subm_conv3d)
+subm_conv3d: sig.SubmConv3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "subm_conv3d", _subm_conv3d, around=traced("subm_conv3d")
 )
 
 
@@ -632,9 +632,9 @@ def _conv_transpose3d(
     return _execute(x, w, b, kmap, out_support)
 
 
-conv_transpose3d: sig.ConvTranspose3d[SparseTensor, torch.Tensor, ConvWeight] = traced(
-    "conv_transpose3d"
-)(implement("conv_transpose3d", _conv_transpose3d))
+conv_transpose3d: sig.ConvTranspose3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "conv_transpose3d", _conv_transpose3d, around=traced("conv_transpose3d")
+)
 
 
 def _generative_conv_transpose3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
@@ -650,6 +650,8 @@ def _generative_conv_transpose3d(input: Any, weight: Any, bias: Any, attrs: Attr
 
 generative_conv_transpose3d: sig.GenerativeConvTranspose3d[
     SparseTensor, torch.Tensor, ConvWeight
-] = traced("generative_conv_transpose3d")(
-    implement("generative_conv_transpose3d", _generative_conv_transpose3d)
+] = implement(
+    "generative_conv_transpose3d",
+    _generative_conv_transpose3d,
+    around=traced("generative_conv_transpose3d"),
 )

@@ -26,6 +26,6 @@ def _elementwise(x: Any, attrs: Attrs) -> torch.Tensor:
     return torch.exp(x) if exp else torch.round(x)
 
 
-elementwise: sig.Elementwise[torch.Tensor] = traced("elementwise")(
-    implement("elementwise", _elementwise)
+elementwise: sig.Elementwise[torch.Tensor] = implement(
+    "elementwise", _elementwise, around=traced("elementwise")
 )

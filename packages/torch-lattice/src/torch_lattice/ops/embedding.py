@@ -41,6 +41,6 @@ def _embedding_lookup(indices: Any, weight: torch.Tensor, attrs: Attrs) -> torch
     return weight.index_select(0, rows.to(device=weight.device))
 
 
-embedding_lookup: sig.EmbeddingLookup[torch.Tensor] = traced("embedding_lookup")(
-    implement("embedding_lookup", _embedding_lookup)
+embedding_lookup: sig.EmbeddingLookup[torch.Tensor] = implement(
+    "embedding_lookup", _embedding_lookup, around=traced("embedding_lookup")
 )

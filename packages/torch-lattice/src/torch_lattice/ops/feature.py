@@ -52,8 +52,8 @@ def _linear(x: torch.Tensor, weight: Any, bias: Any, attrs: Attrs) -> torch.Tens
     return out.to(x.dtype)
 
 
-linear: sig.Linear[torch.Tensor, torch.Tensor | QuantizedWeight] = traced("linear")(
-    implement("linear", _linear)
+linear: sig.Linear[torch.Tensor, torch.Tensor | QuantizedWeight] = implement(
+    "linear", _linear, around=traced("linear")
 )
 
 
@@ -88,8 +88,8 @@ def _activation(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
     return y.to(x.dtype)
 
 
-activation: sig.Activation[torch.Tensor] = traced("activation")(
-    implement("activation", _activation)
+activation: sig.Activation[torch.Tensor] = implement(
+    "activation", _activation, around=traced("activation")
 )
 
 
@@ -108,7 +108,9 @@ def _batch_norm(
     return y.to(x.dtype)
 
 
-batch_norm: sig.BatchNorm[torch.Tensor] = traced("batch_norm")(implement("batch_norm", _batch_norm))
+batch_norm: sig.BatchNorm[torch.Tensor] = implement(
+    "batch_norm", _batch_norm, around=traced("batch_norm")
+)
 
 
 def _layer_norm(x: torch.Tensor, scale: Any, bias: Any, attrs: Attrs) -> torch.Tensor:
@@ -121,7 +123,9 @@ def _layer_norm(x: torch.Tensor, scale: Any, bias: Any, attrs: Attrs) -> torch.T
     return F.layer_norm(x.to(dtype), (c,), s, b, e).to(x.dtype)
 
 
-layer_norm: sig.LayerNorm[torch.Tensor] = traced("layer_norm")(implement("layer_norm", _layer_norm))
+layer_norm: sig.LayerNorm[torch.Tensor] = implement(
+    "layer_norm", _layer_norm, around=traced("layer_norm")
+)
 
 
 def _rms_norm(x: torch.Tensor, scale: Any, attrs: Attrs) -> torch.Tensor:
@@ -136,7 +140,7 @@ def _rms_norm(x: torch.Tensor, scale: Any, attrs: Attrs) -> torch.Tensor:
     return y.to(x.dtype)
 
 
-rms_norm: sig.RmsNorm[torch.Tensor] = traced("rms_norm")(implement("rms_norm", _rms_norm))
+rms_norm: sig.RmsNorm[torch.Tensor] = implement("rms_norm", _rms_norm, around=traced("rms_norm"))
 
 
 def _softmax(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
@@ -144,4 +148,4 @@ def _softmax(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
     return torch.softmax(x.to(compute_dtype(x.dtype)), dim=1).to(x.dtype)
 
 
-softmax: sig.Softmax[torch.Tensor] = traced("softmax")(implement("softmax", _softmax))
+softmax: sig.Softmax[torch.Tensor] = implement("softmax", _softmax, around=traced("softmax"))

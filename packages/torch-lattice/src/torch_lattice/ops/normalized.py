@@ -99,9 +99,11 @@ def _normalized_subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) ->
     return _normalized(x, w, b, subm_map(x.support, k, d), x.support, attrs["eps"])
 
 
-normalized_subm_conv3d: sig.NormalizedSubmConv3d[SparseTensor, torch.Tensor, torch.Tensor] = traced(
-    "normalized_subm_conv3d"
-)(implement("normalized_subm_conv3d", _normalized_subm_conv3d))
+normalized_subm_conv3d: sig.NormalizedSubmConv3d[SparseTensor, torch.Tensor, torch.Tensor] = (
+    implement(
+        "normalized_subm_conv3d", _normalized_subm_conv3d, around=traced("normalized_subm_conv3d")
+    )
+)
 
 
 def _normalized_conv_transpose3d(
@@ -123,8 +125,10 @@ def _normalized_conv_transpose3d(
 
 normalized_conv_transpose3d: sig.NormalizedConvTranspose3d[
     SparseTensor, torch.Tensor, torch.Tensor
-] = traced("normalized_conv_transpose3d")(
-    implement("normalized_conv_transpose3d", _normalized_conv_transpose3d)
+] = implement(
+    "normalized_conv_transpose3d",
+    _normalized_conv_transpose3d,
+    around=traced("normalized_conv_transpose3d"),
 )
 
 
@@ -143,6 +147,8 @@ def _normalized_generative_conv_transpose3d(
 
 normalized_generative_conv_transpose3d: sig.NormalizedGenerativeConvTranspose3d[
     SparseTensor, torch.Tensor, torch.Tensor
-] = traced("normalized_generative_conv_transpose3d")(
-    implement("normalized_generative_conv_transpose3d", _normalized_generative_conv_transpose3d)
+] = implement(
+    "normalized_generative_conv_transpose3d",
+    _normalized_generative_conv_transpose3d,
+    around=traced("normalized_generative_conv_transpose3d"),
 )

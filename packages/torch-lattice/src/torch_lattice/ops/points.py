@@ -103,8 +103,8 @@ def _voxelize(
     return SparseTensor._make(support, out.to(features.dtype))
 
 
-voxelize: sig.Voxelize[SparseTensor, torch.Tensor] = traced("voxelize")(
-    implement("voxelize", _voxelize)
+voxelize: sig.Voxelize[SparseTensor, torch.Tensor] = implement(
+    "voxelize", _voxelize, around=traced("voxelize")
 )
 
 
@@ -166,6 +166,6 @@ def _devoxelize(
     return out.to(x.dtype)
 
 
-devoxelize: sig.Devoxelize[SparseTensor, torch.Tensor] = traced("devoxelize")(
-    implement("devoxelize", _devoxelize)
+devoxelize: sig.Devoxelize[SparseTensor, torch.Tensor] = implement(
+    "devoxelize", _devoxelize, around=traced("devoxelize")
 )

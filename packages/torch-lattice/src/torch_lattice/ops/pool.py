@@ -83,7 +83,7 @@ def _pool3d(input: Any, attrs: Attrs) -> SparseTensor:
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
-pool3d: sig.Pool3d[SparseTensor] = traced("pool3d")(implement("pool3d", _pool3d))
+pool3d: sig.Pool3d[SparseTensor] = implement("pool3d", _pool3d, around=traced("pool3d"))
 
 
 def _full_pool3d(input: Any, attrs: Attrs) -> SparseTensor:
@@ -94,8 +94,8 @@ def _full_pool3d(input: Any, attrs: Attrs) -> SparseTensor:
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
-full_pool3d: sig.FullPool3d[SparseTensor] = traced("full_pool3d")(
-    implement("full_pool3d", _full_pool3d)
+full_pool3d: sig.FullPool3d[SparseTensor] = implement(
+    "full_pool3d", _full_pool3d, around=traced("full_pool3d")
 )
 
 
@@ -120,6 +120,6 @@ def _global_pool(input: Any, attrs: Attrs) -> torch.Tensor:
     return result
 
 
-global_pool: sig.GlobalPool[SparseTensor, torch.Tensor] = traced("global_pool")(
-    implement("global_pool", _global_pool)
+global_pool: sig.GlobalPool[SparseTensor, torch.Tensor] = implement(
+    "global_pool", _global_pool, around=traced("global_pool")
 )

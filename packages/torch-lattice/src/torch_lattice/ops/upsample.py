@@ -93,8 +93,8 @@ def _pool_transpose3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTenso
     return SparseTensor._make(support, out.to(x.dtype))
 
 
-pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = traced("pool_transpose3d")(
-    implement("pool_transpose3d", _pool_transpose3d)
+pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = implement(
+    "pool_transpose3d", _pool_transpose3d, around=traced("pool_transpose3d")
 )
 
 
@@ -108,6 +108,6 @@ def _trilinear_upsample3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseT
     return SparseTensor._make(support, out.to(x.dtype))
 
 
-trilinear_upsample3d: sig.TrilinearUpsample3d[SparseTensor] = traced("trilinear_upsample3d")(
-    implement("trilinear_upsample3d", _trilinear_upsample3d)
+trilinear_upsample3d: sig.TrilinearUpsample3d[SparseTensor] = implement(
+    "trilinear_upsample3d", _trilinear_upsample3d, around=traced("trilinear_upsample3d")
 )
