@@ -1,19 +1,9 @@
 """Upsampling onto finer supports on MLX: ``pool_transpose3d`` and ``trilinear_upsample3d``.
 
-Both are weighted means over the pairs of a transposed relation (input c
-reaches output o through tap k when ``o = c*s - p + k*d``), on the transposed
-kernel maps of :mod:`mlx_lattice.kernel_map`:
-
-- ``pool_transpose3d``: every pair weighs 1 (the plain mean of the coarse rows
-  reaching each output row; 0 where none does);
-- ``trilinear_upsample3d``: the relation of
-  :func:`lattice_contract.op_rules.trilinear_window`, each tap weighted by its
-  hat weight, renormalised over the coarse rows present
-  (``sum w x / max(sum w, 1e-12)``).
-
-Without a target the support is the relation's derived support; with
-``coordinates=target`` exactly the target's rows (stride input / stride).
-Sums run in f32 and are stored in the input dtype.
+Both are weighted means over the pairs of a transposed relation
+(``o = c*s - p + k*d``), weighted as :func:`lattice_contract.op_rules.resampling`
+says, on the transposed kernel maps of :mod:`mlx_lattice.kernel_map`; sums
+run in f32 chunk by chunk and are stored in the input dtype.
 """
 
 from __future__ import annotations
@@ -22,14 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
 from lattice_contract import api_signatures as sig
 from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.op_rules import (
-    TRILINEAR_MIN_WEIGHT,
-    trilinear_tap_weights,
-    trilinear_window,
-)
+from lattice_contract.op_rules import resampling
 
 from mlx_lattice.kernel_map import KernelMap
 from mlx_lattice.ops._transposed import transposed_output
@@ -60,15 +45,17 @@ def _weighted_sums(
     return num, den
 
 
-def _pool_transpose3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
-    op = "pool_transpose3d"
-    g = api.window(attrs)
+def _upsample(op: str, input: object, coordinates: object, attrs: Attrs) -> SparseTensor:
+    how = resampling(op, attrs)
     x = sparse_input(input, op)
-    out = transposed_output(op, x, g, coordinates)
-    num, den = _weighted_sums(x.feats, out.kmap, None)
-    # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
-    feats = (num / mx.maximum(den, 1.0)).astype(x.dtype)
+    out = transposed_output(op, x, how.window, coordinates)
+    num, den = _weighted_sums(x.feats, out.kmap, how.tap_weights)
+    feats = (num / mx.maximum(den, how.min_weight)).astype(x.dtype)
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
+
+
+def _pool_transpose3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    return _upsample("pool_transpose3d", input, coordinates, attrs)
 
 
 pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = implement(
@@ -77,13 +64,7 @@ pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = implement(
 
 
 def _trilinear_upsample3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
-    op = "trilinear_upsample3d"
-    s = attrs["stride"]
-    x = sparse_input(input, op)
-    out = transposed_output(op, x, trilinear_window(s), coordinates)
-    num, den = _weighted_sums(x.feats, out.kmap, trilinear_tap_weights(s))
-    feats = (num / mx.maximum(den, TRILINEAR_MIN_WEIGHT)).astype(x.dtype)
-    return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
+    return _upsample("trilinear_upsample3d", input, coordinates, attrs)
 
 
 trilinear_upsample3d: sig.TrilinearUpsample3d[SparseTensor] = implement(
