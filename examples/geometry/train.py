@@ -51,7 +51,9 @@ SHIPPED = (40_000, 7)  # the Level-8 PLY: its own seed, never trained on
 
 
 def hierarchy_of(coords: np.ndarray) -> OccupancyHierarchy:
-    return occupancy_hierarchy(torch.from_numpy(batched(coords)), LEVELS)
+    h = occupancy_hierarchy(torch.from_numpy(batched(coords)), LEVELS)
+    assert isinstance(h, OccupancyHierarchy)  # declared as the shared base class
+    return h
 
 
 def octree_bits(h: OccupancyHierarchy) -> int:

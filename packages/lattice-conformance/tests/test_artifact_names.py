@@ -62,4 +62,6 @@ def test_errors_and_plan_records_are_one_class_on_both() -> None:
     assert {"BundleError", "LatticeValidationError", "PlanError", "ProgramCallError"} <= set(shared)
     for name in shared:
         assert getattr(mart, name) is getattr(tart, name), name
-    assert mart.LatticeArtifact is not tart.LatticeArtifact  # each runtime's arrays
+    # Distinct classes by their types already (mypy calls the check always true);
+    # asserted at run time too, and the ignore goes stale if the types ever merge.
+    assert mart.LatticeArtifact is not tart.LatticeArtifact  # type: ignore[comparison-overlap]

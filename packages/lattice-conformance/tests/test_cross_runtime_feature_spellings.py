@@ -29,7 +29,7 @@ def _programs() -> tuple[Any, Any]:
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=4, dtype="f32", stride=2)
     w = b.weight(storage_key="w", layout="conv3d_o_xyz_i", dtype="f32", shape=(3, 3, 3, 3, 4))
-    b.add_output("y", b.emit("subm_conv3d", input=x, weight=w, kernel_size=3))
+    b.add_output("y", b.subm_conv3d(input=x, weight=w, kernel_size=3))
     graph = b.build()
     weight = np.random.default_rng(2).standard_normal((3, 3, 3, 3, 4)).astype(np.float32)
     return (

@@ -33,7 +33,7 @@ def _payload() -> dict[str, Any]:
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=4, dtype="f32", stride=2)
     w = b.weight(storage_key="w", layout="conv3d_o_xyz_i", dtype="f32", shape=(6, 3, 3, 3, 4))
-    y = b.emit("subm_conv3d", input=x, weight=w, kernel_size=3)
+    y = b.subm_conv3d(input=x, weight=w, kernel_size=3)
     b.add_output("y", b.global_pool(input=y, mode="max", batch_size=2))
     payload: dict[str, Any] = require_native().import_plan(b.build())
     return copy.deepcopy(payload)

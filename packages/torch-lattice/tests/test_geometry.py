@@ -20,11 +20,18 @@ from torch_lattice.geometry import (
 from torch_lattice.occupancy import OccupancyHierarchy, candidate_children, occupancy_hierarchy
 
 
+def hierarchy(coords: torch.Tensor, levels: int) -> OccupancyHierarchy:
+    """``occupancy_hierarchy``, as torch's own class (its declared type is the shared base)."""
+    h = occupancy_hierarchy(coords, levels)
+    assert isinstance(h, OccupancyHierarchy), type(h)
+    return h
+
+
 def tiny_hierarchy(seed: int, count: int = 80, levels: int = 4) -> OccupancyHierarchy:
     g = torch.Generator().manual_seed(seed)
     coords = torch.zeros((count, 4), dtype=torch.int32)
     coords[:, 1:] = torch.randint(0, 1 << levels, (count, 3), generator=g)
-    return occupancy_hierarchy(coords, levels)
+    return hierarchy(coords, levels)
 
 
 def model(seed: int = 0, channels: int = 8, blocks: int = 1) -> GeometryModel:
@@ -101,7 +108,7 @@ def test_training_lowers_the_rate() -> None:
     torch.manual_seed(0)
     xy = torch.cartesian_prod(torch.arange(16), torch.arange(16))
     plane = torch.cat([torch.zeros(256, 1), xy, (xy[:, :1] + xy[:, 1:]) // 3], dim=1)
-    parents, children = stacked_level_inputs([occupancy_hierarchy(plane.int(), 5)])
+    parents, children = stacked_level_inputs([hierarchy(plane.int(), 5)])
     m = GeometryModel(8, 1)
     opt = torch.optim.Adam(m.parameters(), lr=2e-2)
     losses = []
@@ -144,7 +151,7 @@ def test_foreign_weights_are_refused(tmp_path: Path) -> None:
 def test_stacked_inputs_need_single_item_hierarchies() -> None:
     coords = torch.tensor([[0, 1, 1, 1], [1, 2, 2, 2]], dtype=torch.int32)
     with pytest.raises(ValueError, match="one batch item"):
-        stacked_level_inputs([occupancy_hierarchy(coords, 2)])
+        stacked_level_inputs([hierarchy(coords, 2)])
 
 
 def test_exported_artifact_reproduces_the_eager_bits(tmp_path: Path) -> None:
