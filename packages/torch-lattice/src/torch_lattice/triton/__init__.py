@@ -10,13 +10,16 @@ kernels are tested against.  See ``docs/performance.md``.
 from __future__ import annotations
 
 from torch_lattice.triton.conv import SUPPORTED_DTYPES, sparse_conv
+from torch_lattice.triton.fuse import FusedSequential, fuse_conv_bn_relu
 from torch_lattice.triton.kernels import interpreting, set_tf32, tf32_enabled
 from torch_lattice.triton.maps import SlotMap, build
 
 __all__ = [
     "SUPPORTED_DTYPES",
+    "FusedSequential",
     "SlotMap",
     "build",
+    "fuse_conv_bn_relu",
     "interpreting",
     "set_tf32",
     "sparse_conv",
