@@ -11,12 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import sys
-import textwrap
-import time
 from pathlib import Path
 
 import lattice_mlir
@@ -32,6 +28,7 @@ from lattice_conformance.migrate import (
 )
 from lattice_contract import SCHEMA_DIGEST, atomic
 from lattice_contract.atomic import path_lock
+from lattice_contract.atomic_testing import kill_writer_at
 from lattice_contract.bundle import check_bundle_dir
 from lattice_contract.plan import RuntimePlan
 from lattice_contract.verify import LatticeValidationError
@@ -321,26 +318,10 @@ def test_nothing_migrates_at_load_time(tmp_path: Path) -> None:
 # killed with SIGKILL at one step of the atomic swap (lattice_contract.atomic's
 # test hook; "fallback" forces the two-rename path used where RENAME_EXCHANGE
 # is unavailable).
-KILLED_MIGRATION = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    from lattice_contract import atomic
-    from lattice_conformance.migrate import migrate
-
-    src, dst, mode, step, marker = sys.argv[1:6]
-
-    def pause(name):
-        if name == step:
-            Path(marker).write_text(name)
-            time.sleep(60)
-
-    atomic._test_hook = pause
-    if mode == "fallback":
-        atomic._exchange_impl = lambda a, b: False
-    migrate(src, dst, force=True)
-    """
-)
+KILLED_MIGRATION = """
+from lattice_conformance.migrate import migrate
+migrate(sys.argv[1], sys.argv[2], force=True)
+"""
 
 
 @pytest.mark.parametrize(
@@ -362,19 +343,7 @@ def test_a_killed_forced_migration_keeps_dst_and_its_manifest_together(
     dst.parent.mkdir()
     manifest = dst.with_name("model.lattice.migration.json")
     migrate(old_src, dst)
-    marker = tmp_path / "marker"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED_MIGRATION, str(new_src), str(dst), mode, step, str(marker)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while not marker.exists():  # the old private writer never reached the atomic swap
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_writer_at(step, KILLED_MIGRATION, str(new_src), str(dst), fallback=mode == "fallback")
     expected = {"old": old_src, "new": new_src}[survivor]
     if mode == "exchange":  # DST is a complete bundle at every instant
         assert (dst / "weights.safetensors").read_bytes() == (

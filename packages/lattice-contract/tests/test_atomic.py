@@ -25,6 +25,7 @@ from lattice_contract.atomic import (
     path_lock,
     recover_interrupted,
 )
+from lattice_contract.atomic_testing import kill_when_paused
 from lattice_contract.bundle import atomic_bundle_write
 
 WEIGHT_BYTES = 2 << 20
@@ -104,21 +105,9 @@ def _siblings(target: Path) -> list[str]:
     return sorted(p.name for p in target.parent.iterdir() if p.name != target.name)
 
 
-def _kill_when_paused(proc: subprocess.Popen[bytes], marker: Path) -> None:
-    """SIGKILL ``proc`` once its test hook wrote ``marker`` (it is paused at that step)."""
-    deadline = time.monotonic() + 30
-    while not marker.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    marker.unlink()
-
-
 def _kill_at(target: Path, mode: str, step: str) -> None:
     marker = target.parent / "marker"
-    _kill_when_paused(_child(str(target), mode, step, str(marker), str(WEIGHT_BYTES)), marker)
+    kill_when_paused(_child(str(target), mode, step, str(marker), str(WEIGHT_BYTES)), marker)
 
 
 @pytest.mark.parametrize(("step", "expected"), [("before_swap", "O"), ("after_swap", "N")])
@@ -324,7 +313,7 @@ def test_a_companion_always_describes_the_destination_after_a_kill(
          str(marker)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    _kill_when_paused(proc, marker)
+    kill_when_paused(proc, marker)
     if mode == "exchange":  # the destination itself is complete at every instant
         assert _version(target, 1024) == expected
     # What any later writer does first, under the lock:

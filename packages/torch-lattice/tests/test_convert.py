@@ -588,3 +588,55 @@ def test_drop_and_kernels_on_one_key_is_refused(gen):
     )
     with pytest.raises(ConversionError, match=r'conv\.kernel: listed in both "kernels" and "drop"'):
         convert_state_dict({"conv.kernel": _ts(gen)}, spec)
+
+
+# A child converts over an existing pair and is killed with SIGKILL at one step
+# of lattice_contract.atomic's swap.
+KILLED_CONVERSION = """
+from torch_lattice.convert import convert_checkpoint
+convert_checkpoint(*sys.argv[1:4])
+"""
+
+
+def _converted_pair(dst: Path) -> tuple[dict[str, Any], str]:
+    from lattice_contract.atomic import fingerprint
+
+    manifest = json.loads(dst.with_suffix(".manifest.json").read_text())
+    return manifest, fingerprint(dst)
+
+
+@pytest.mark.parametrize(
+    ("step", "survivor"), [("before_swap", "old"), ("before_companion", "new")]
+)
+def test_weights_and_manifest_stay_a_pair_when_killed(
+    tmp_path: Path, gen: torch.Generator, step: str, survivor: str
+) -> None:
+    from lattice_contract.atomic import recover_interrupted
+    from lattice_contract.atomic_testing import kill_writer_at
+
+    spec = _write_spec(tmp_path, {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    sources = {}
+    for name in ("old", "new"):
+        sources[name] = tmp_path / f"{name}.pt"
+        torch.save({"a.kernel": _ts(gen)}, sources[name])
+    dst = tmp_path / "out" / "w.safetensors"
+    convert_checkpoint(sources["old"], dst, spec)
+    manifest, digest = _converted_pair(dst)
+    assert manifest["destination_sha256"] == digest
+    kill_writer_at(step, KILLED_CONVERSION, str(sources["new"]), str(dst), str(spec))
+    recover_interrupted(dst, companion=dst.with_suffix(".manifest.json"))
+    manifest, digest = _converted_pair(dst)
+    assert manifest["destination_sha256"] == digest  # the manifest describes these weights
+    assert manifest["source"] == str(sources[survivor])
+    left = sorted(p.name for p in dst.parent.iterdir() if not p.name.endswith(".lock"))
+    assert left == ["w.manifest.json", "w.safetensors"]  # no staged or pending file remains
+
+
+def test_manifest_cannot_be_the_destination(tmp_path: Path, gen: torch.Generator) -> None:
+    src = tmp_path / "ckpt.pt"
+    torch.save({"a.kernel": _ts(gen)}, src)
+    spec = _write_spec(tmp_path, {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
+    dst = tmp_path / "w.safetensors"
+    with pytest.raises(ConversionError, match="would overwrite the destination"):
+        convert_checkpoint(src, dst, spec, manifest_path=dst)
+    assert not dst.exists()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
-from lattice_contract.atomic import WriterLockedError, atomic_write_file
+from lattice_contract.atomic import WriterLockedError, atomic_write_file, fingerprint
 from lattice_contract.constants import WEIGHT_FILE
 
 from lattice_conformance.archive import (
@@ -207,14 +206,6 @@ def _versions(runtime: str) -> dict[str, str]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 # ---------------------------------------------------------------------------
 # Progress bar (tqdm).
 
@@ -307,7 +298,7 @@ def replay_archive(
     result = ReplayResult(archive=path, runtime=runtime, device=device)
     started = time.perf_counter()
     try:
-        result.archive_sha256 = _sha256(path)
+        result.archive_sha256 = fingerprint(path)
     except OSError as exc:
         result.error = f"cannot read {path}: {exc}"
         return result

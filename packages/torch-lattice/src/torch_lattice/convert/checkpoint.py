@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lattice_contract.atomic import WriterLockedError, atomic_write_file
+from lattice_contract.atomic import Companion, WriterLockedError, atomic_write_file
 from lattice_contract.version import version_report
 
 from .layouts import convert_kernel
@@ -182,8 +182,11 @@ def convert_checkpoint(
 ) -> dict[str, Any]:
     """Convert ``src`` into the safetensors file ``dst`` and write the manifest.
 
-    Everything is checked before either file is written; each file is written
-    to a temporary name and moved into place.
+    Everything is checked before anything is written.  The manifest is the
+    destination's companion (:mod:`lattice_contract.atomic`): it records the
+    destination's SHA-256 as ``destination_sha256`` and is staged before the
+    destination is swapped, so a writer killed at any point leaves a manifest
+    that describes the weights beside it (or the previous pair).
     """
     from safetensors.torch import save_file
 
@@ -197,11 +200,24 @@ def convert_checkpoint(
     manifest["source"] = str(Path(src))
     manifest["destination"] = str(dst_path)
     mpath = Path(manifest_path) if manifest_path is not None else default_manifest_path(dst_path)
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    if mpath.resolve() == dst_path.resolve():
+        raise ConversionError(
+            f"the manifest {str(mpath)!r} would overwrite the destination; write it beside "
+            "DST (the default, DST with .manifest.json)"
+        )
+
+    def render(destination_sha256: str) -> str:
+        # The manifest names the bytes it describes, so a reader can check the pair.
+        manifest["destination_sha256"] = destination_sha256
+        return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+
     dst_path.parent.mkdir(parents=True, exist_ok=True)
     mpath.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_file(dst_path, lambda tmp: save_file(result.tensors, str(tmp)))
-    atomic_write_file(mpath, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    atomic_write_file(
+        dst_path,
+        lambda tmp: save_file(result.tensors, str(tmp)),
+        companion=Companion(mpath, render),
+    )
     return manifest
 
 
