@@ -1,9 +1,11 @@
 """torch_lattice's Triton path on CUDA vs spconv 2.3.8 and spconv-triton, in one process.
 
 Per layer (subm 3x3x3 at C = 32/64/128, conv k2s2 and k3s2, transposed k2s2,
-inverse k2s2) and for a four-level MinkUNet (forward in f16, training step in
-f32), on surface scenes of about 100k and 200k voxels (``lattice_conformance.scenes``), it
-prints each library's time with the map cached (the later layers of a
+inverse k2s2) and for a four-level MinkUNet (forward in f16, unfused and with
+our conv blocks fused; training steps in f32 with TF32 off, with TF32 on, and
+under f16 autocast, each library under the same setting), on surface scenes
+of about 100k and 200k voxels (``lattice_conformance.scenes``), it prints each
+library's time with the map cached (the later layers of a
 network) and with the map built (a fresh input), and the ratio ours / peer
 (below 1: ours is faster).  First it measures the device's two ceilings (copy
 bandwidth, f16 matrix rate) and prints, per layer, the floor those give
@@ -385,8 +387,10 @@ def peer_unet(lib: ModuleType, ours: OursUNet) -> torch.nn.Module:
     return PeerUNet()
 
 
-STEPS = ("f32", "tf32", "amp")
-"""Training-step settings: f32 with TF32 off (both libraries' default), TF32 on, f16 autocast."""
+STEPS = ("f32", "tf32x3", "tf32", "amp")
+"""Training-step settings: f32 with TF32 off (both libraries' default); ours with f32
+products as three TF32 products (about f32's accuracy; the peers stay in plain f32);
+TF32 on in both; f16 autocast in both."""
 
 
 def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -> dict[str, float]:
@@ -445,6 +449,9 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
     return result
 
 
+BREAKDOWN = True
+"""Print where the GPU time of our f32 / tf32x3 steps goes (``--no-breakdown``: not)."""
+
 UNET_PEERS: list[str] = []
 """Peers whose MinkUNet runs (``--unet-peers``; spconv-triton compiles for minutes)."""
 
@@ -458,7 +465,7 @@ def _bench_net(
     result: dict[str, float],
     steps: tuple[str, ...],
 ) -> None:
-    from torch_lattice.triton import fuse_conv_bn_relu, set_tf32
+    from torch_lattice.triton import fuse_conv_bn_relu, set_f32_products
 
     half = feats.half()
     net.half().eval()
@@ -485,12 +492,16 @@ def _bench_net(
 
     for setting in steps:
         _tf32(setting == "tf32")
-        set_tf32(setting == "tf32")
+        set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
         try:
             result[f"{name} train {setting}"] = cuda_time(lambda s=setting: step(s == "amp"), 10)
+            if name == "ours" and BREAKDOWN and setting in ("f32", "tf32x3"):
+                from profile_cuda import breakdown  # this folder, on the path as the script's
+
+                breakdown(lambda: step(False), f"ours, training step ({setting})")
         finally:
             _tf32(False)
-            set_tf32(False)
+            set_f32_products("ieee")
     if name == "ours":
         result["ours flops"] = _count_flops(lambda: step(False))
 
@@ -536,6 +547,7 @@ def main() -> None:
     parser.add_argument(
         "--steps", nargs="*", default=list(STEPS), help=f"training-step settings among {STEPS}"
     )
+    parser.add_argument("--no-breakdown", action="store_true")
     parser.add_argument(
         "--unet-peers", nargs="*", default=None, help="peers whose MinkUNet runs (default: all)"
     )
@@ -549,9 +561,10 @@ def main() -> None:
     if args.peers is not None:
         for name in [p for p in PEERS if p not in args.peers]:
             del PEERS[name]
+    global BREAKDOWN, DEVICE
+    BREAKDOWN = not args.no_breakdown and not args.dry_run
     UNET_PEERS[:] = [p for p in PEERS if args.unet_peers is None or p in args.unet_peers]
     if args.dry_run:
-        global DEVICE
         DEVICE = "cpu"
         args.sizes = args.unet_sizes = [300]
         os.environ["TRITON_INTERPRET"] = "1"

@@ -30,31 +30,59 @@ import triton
 import triton.language as tl
 
 __all__ = [
+    "F32_PRODUCTS",
     "Epilogue",
     "conv_candidates",
+    "f32_products",
     "interpreting",
     "launch_conv",
     "launch_wgrad",
+    "set_f32_products",
     "set_tf32",
     "tf32_enabled",
 ]
 
-_TF32 = False
+F32_PRODUCTS = ("ieee", "tf32x3", "tf32")
+"""How f32 layers multiply: see :func:`set_f32_products`."""
+
+_F32 = "ieee"
+
+
+def set_f32_products(mode: str) -> None:
+    """Choose how f32 convolutions multiply (``"ieee"`` by default, as spconv).
+
+    ``"ieee"``: full f32 fused multiply-adds on the FP32 units (~1e-6 relative
+    error).  ``"tf32x3"``: each product split into three TF32 tensor-core
+    products (high x high + high x low + low x high, Triton's ``tf32x3``),
+    about as accurate as ``"ieee"`` (measured 3e-7 against 1.3e-6 relative to
+    a float64 evaluation on a 64-channel subm layer) at the tensor cores'
+    rate.  ``"tf32"``: one TF32 product (10 mantissa bits, ~1e-3 relative
+    error), the fastest.  Half and bfloat16 layers are unaffected.
+    """
+    global _F32
+    if mode not in F32_PRODUCTS:
+        raise ValueError(f"f32 products must be one of {F32_PRODUCTS}, got {mode!r}")
+    _F32 = mode
+
+
+def f32_products() -> str:
+    """How f32 convolutions multiply now (see :func:`set_f32_products`)."""
+    return _F32
 
 
 def set_tf32(enabled: bool) -> None:
-    """Let f32 convolutions multiply in TF32 on the tensor cores (off by default, as spconv).
+    """Let f32 convolutions use TF32 on the tensor cores (off by default, as spconv).
 
-    TF32 keeps 10 mantissa bits: ~1e-3 relative error instead of f32's ~1e-6,
-    for roughly 8x the matrix rate.  Half and bfloat16 paths are unaffected.
+    ``set_f32_products("tf32")`` when enabled, ``"ieee"`` when not.  TF32 keeps
+    10 mantissa bits: ~1e-3 relative error instead of f32's ~1e-6, for roughly
+    8x the matrix rate.  Half and bfloat16 paths are unaffected.
     """
-    global _TF32
-    _TF32 = bool(enabled)
+    set_f32_products("tf32" if enabled else "ieee")
 
 
 def tf32_enabled() -> bool:
-    """Whether f32 convolutions may use TF32 (see :func:`set_tf32`)."""
-    return _TF32
+    """Whether f32 convolutions use single TF32 products (see :func:`set_tf32`)."""
+    return _F32 == "tf32"
 
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -271,29 +299,30 @@ _CONV_CANDIDATES: tuple[tuple[int, int, int, str], ...] = (
     (64, 4, 3, "list"),
 )
 # f32 without TF32 multiplies on the FP32 units, where the products weigh more than
-# on the tensor cores: smaller tiles waste fewer absent taps (on the surface scenes,
-# sorted 32-row tiles of a 3x3x3 map hold 18 of the 27 taps, 64-row tiles 19, for
-# 12.7 real pairs per row).
+# on the tensor cores, so the fewer absent taps a tile carries the better: on the
+# surface scenes, sorted 32-row tiles of a 3x3x3 map hold 18 of the 27 taps (64-row
+# tiles 19) for 12.7 real pairs per row.  Measured on an H200 (200k voxels, C = 96):
+# 32-row listed taps 2.87 ms, 64-row flat 4.62 ms, 64-row listed 4.70 ms; at 8 taps
+# 19 us against 78 us.  Hence listed taps on 32-row tiles first (for every f32
+# mode: TF32 products shift the balance towards the gathers, which the listed
+# taps cut as well).
 _CONV_CANDIDATES_F32: tuple[tuple[int, int, int, str], ...] = (
-    (64, 4, 3, "flat"),
     (32, 4, 3, "list"),
-    (64, 4, 3, "list"),
     (64, 8, 3, "list"),
+    (64, 4, 3, "flat"),
     (128, 8, 3, "flat"),
 )
 _TUNED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
 def _precision(dtype: torch.dtype) -> str:
-    if dtype == torch.float32 and not _TF32:
-        return "ieee"
-    return "tf32"
+    """tl.dot's input precision: the f32 mode for f32 operands (others ignore it)."""
+    return _F32 if dtype == torch.float32 else "tf32"
 
 
 def conv_candidates(x: torch.dtype, w: torch.dtype) -> tuple[tuple[Any, ...], ...]:
-    """The tile shapes worth timing for these operand dtypes (FP32 units or tensor cores)."""
-    on_fp32_units = torch.float32 in (x, w) and not _TF32
-    return _CONV_CANDIDATES_F32 if on_fp32_units else _CONV_CANDIDATES
+    """The tile shapes worth timing for these operand dtypes (f32 rows or half rows)."""
+    return _CONV_CANDIDATES_F32 if torch.float32 in (x, w) else _CONV_CANDIDATES
 
 
 @dataclass(frozen=True)
@@ -416,7 +445,7 @@ def launch_conv(
         c_out,
         x.dtype,
         w.dtype,
-        _TF32,
+        _F32,
         x.device,
     )
     cfg = _TUNED.get(key)
@@ -424,6 +453,7 @@ def launch_conv(
         cfg = _autotune(
             lambda c: _run_conv(c, x, w, epi, slots, order_of, out, cache),
             conv_candidates(x.dtype, w.dtype),
+            key,
         )
         _TUNED[key] = cfg
     _run_conv(cfg, x, w, epi, slots, order_of, out, cache)
@@ -440,26 +470,36 @@ def _epilogue_of_zero(epi: Epilogue, m: int, c_out: int, device: torch.device) -
     return row.expand(m, c_out)
 
 
-def _autotune(run: Any, candidates: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...]:
+def _autotune(
+    run: Any, candidates: tuple[tuple[Any, ...], ...], key: tuple[Any, ...]
+) -> tuple[Any, ...]:
     """The fastest candidate by median device time (a few short timed repeats each).
 
     ``TORCH_LATTICE_TRITON_TUNE=0`` takes the first candidate without timing
-    (each candidate is a separate compile: test suites with many shapes skip it).
+    (each candidate is a separate compile: test suites with many shapes skip
+    it); ``=verbose`` prints every candidate's time per ``key``, and why one
+    could not run.
     """
-    if os.environ.get("TORCH_LATTICE_TRITON_TUNE", "1") == "0":
+    mode = os.environ.get("TORCH_LATTICE_TRITON_TUNE", "1")
+    if mode == "0":
         return candidates[0]
     best: tuple[float, tuple[Any, ...]] | None = None
+    times = []
     for cfg in candidates:
         try:
             t = float(
                 triton.testing.do_bench(
-                    lambda c=cfg: run(c), warmup=5, rep=20, return_mode="median"
+                    lambda c=cfg: run(c), warmup=3, rep=10, return_mode="median"
                 )
             )
-        except Exception:  # a tile shape that does not fit this chip (shared memory): skip it
+        except Exception as err:  # a tile shape that does not fit this chip: skip it
+            times.append(f"{cfg}: {type(err).__name__}")
             continue
+        times.append(f"{cfg}: {t * 1e3:.0f} us")
         if best is None or t < best[0]:
             best = (t, cfg)
+    if mode == "verbose":
+        print(f"autotune {key[:5]}: " + ", ".join(times), flush=True)
     if best is None:
         raise RuntimeError("no Triton tile shape could run this convolution on this device")
     return best[1]
@@ -519,7 +559,9 @@ def _wgrad_kernel(
     )
 
 
-_WGRAD_CANDIDATES: tuple[tuple[Any, ...], ...] = ((64, 4, 2), (128, 4, 3), (32, 4, 2), (64, 8, 3))
+# Pairs per step, warps, stages; (64, 8, 3) was the fastest on every f32 shape of the
+# MinkUNet step on an H200 (3.49 ms against 3.66-3.92 at 200k voxels, C = 96).
+_WGRAD_CANDIDATES: tuple[tuple[Any, ...], ...] = ((64, 8, 3), (128, 4, 3), (64, 4, 2), (32, 4, 2))
 
 
 def _run_wgrad(
@@ -587,11 +629,13 @@ def launch_wgrad(
     if interpreting():
         _run_wgrad((32, 4, 1), x, g, pin, pout, starts, volume, part)
         return part.sum(0)
-    key = ("wgrad", m.bit_length(), volume, c_in, c_out, x.dtype, _TF32, x.device)
+    key = ("wgrad", m.bit_length(), volume, c_in, c_out, x.dtype, _F32, x.device)
     cfg = _TUNED.get(key)
     if cfg is None:
         cfg = _autotune(
-            lambda c: _run_wgrad(c, x, g, pin, pout, starts, volume, part), _WGRAD_CANDIDATES
+            lambda c: _run_wgrad(c, x, g, pin, pout, starts, volume, part),
+            _WGRAD_CANDIDATES,
+            key,
         )
         _TUNED[key] = cfg
     _run_wgrad(cfg, x, g, pin, pout, starts, volume, part)
