@@ -499,6 +499,9 @@ def _bench_net(
                 from profile_cuda import breakdown  # this folder, on the path as the script's
 
                 breakdown(lambda: step(False), f"ours, training step ({setting})")
+        except Exception as err:  # one setting a library cannot run: report it, go on
+            result[f"{name} train {setting}"] = float("nan")
+            print(f"  {name} train {setting}: {type(err).__name__}: {err}"[:300])
         finally:
             _tf32(False)
             set_f32_products("ieee")
