@@ -471,15 +471,15 @@ def _bench_net(
     net.half().eval()
     with torch.no_grad():
         cached_in = wrap(half)
-        result[f"{name} fwd"] = cuda_time(lambda: net(cached_in), 20)
-        result[f"{name} fwd+map"] = cuda_time(lambda: net(wrap(half)), 20)
+        _record(result, f"{name} fwd", cuda_time(lambda: net(cached_in), 20))
+        _record(result, f"{name} fwd+map", cuda_time(lambda: net(wrap(half)), 20))
         if name == "ours":
             fused = fuse_conv_bn_relu(copy.deepcopy(net))
             ref = net(cached_in).float()
             err = float((fused(cached_in).float() - ref).abs().max() / ref.abs().max())
             print(f"  ours fused forward: max error {err:.1e} relative to the unfused one")
-            result[f"{name} fwd fused"] = cuda_time(lambda: fused(cached_in), 20)
-            result[f"{name} fwd+map fused"] = cuda_time(lambda: fused(wrap(half)), 20)
+            _record(result, f"{name} fwd fused", cuda_time(lambda: fused(cached_in), 20))
+            _record(result, f"{name} fwd+map fused", cuda_time(lambda: fused(wrap(half)), 20))
     net.float().train()
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
 
@@ -494,7 +494,8 @@ def _bench_net(
         _tf32(setting == "tf32")
         set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
         try:
-            result[f"{name} train {setting}"] = cuda_time(lambda s=setting: step(s == "amp"), 10)
+            t = cuda_time(lambda s=setting: step(s == "amp"), 10)
+            _record(result, f"{name} train {setting}", t)
             if name == "ours" and BREAKDOWN and setting in ("f32", "tf32x3"):
                 from profile_cuda import breakdown  # this folder, on the path as the script's
 
@@ -507,6 +508,12 @@ def _bench_net(
             set_f32_products("ieee")
     if name == "ours":
         result["ours flops"] = _count_flops(lambda: step(False))
+
+
+def _record(result: dict[str, float], key: str, seconds: float) -> None:
+    """Keep one timing and print it at once (a run cut short still shows what it measured)."""
+    result[key] = seconds
+    print(f"    {key}: {seconds * 1e3:.2f} ms", flush=True)
 
 
 def _tf32(on: bool) -> None:
