@@ -10,7 +10,11 @@ multiplies them by the tap's weight slice on the tensor cores, summing in f32
 in registers.  Each output tile is written once, so there are no atomics and
 the result does not depend on scheduling.  The input gradient is the same
 kernel over the transposed table and the transposed weights; the weight
-gradient walks each tap's compacted pair list (see :mod:`.maps`).
+gradient walks each tap's compacted pair list (see :mod:`.maps`).  The
+kernel's epilogue scales, shifts and rectifies the f32 sums before the one
+store (a bias, or an eval BatchNorm and ReLU folded in by :mod:`.fuse`); how
+it walks a tile's taps (all of them, or only those its rows have) is part of
+the tile shape the autotune picks.
 
 Under ``TRITON_INTERPRET=1`` (the CPU test path) the interpreter's half
 precision dot products are unreliable (bf16 is wrong), so operands are widened
