@@ -172,6 +172,7 @@ def bench_layers(
         row = _bench_layer(layer, coords, shape, bw, rate)
         _print_row(row)
         rows.append(row)
+    rows.extend(bench_pools(coords, shape, bw))
     return rows
 
 
@@ -250,6 +251,104 @@ def _print_row(row: dict[str, Any]) -> None:
         f"  {row['layer']:<20} pairs {row['pairs']:>9}  floor {row['floor_ms']:.3f} ms  "
         f"ours {row['ours'] * 1e3:.3f} / +map {row['ours+map'] * 1e3:.3f} ms "
         f"({row['eff_tflops']:.1f} TFLOP/s)"
+    ]
+    for name in PEERS:
+        if name in row:
+            parts.append(
+                f"    {name}: {row[name] * 1e3:.3f} / +map {row[name + '+map'] * 1e3:.3f} ms"
+                f" -> ours/peer {row['ours'] / row[name]:.2f}x cached, "
+                f"{row['ours+map'] / row[name + '+map']:.2f}x with map"
+            )
+    print("\n".join(parts), flush=True)
+
+
+# --------------------------------------------------------------------------- pools
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    op: str  # full_pool3d (spconv's pools) or pool3d
+    mode: str
+    kernel: int
+    stride: int
+    padding: int = 0
+    peer: str | None = None  # the spconv module of the same pool, where one exists
+
+
+POOLS = (
+    Pool("maxpool k2s2 64", "full_pool3d", "max", 2, 2, 0, "SparseMaxPool3d"),
+    Pool("maxpool k3s2 p1 64", "full_pool3d", "max", 3, 2, 1, "SparseMaxPool3d"),
+    Pool("avgpool k2s2 64", "full_pool3d", "avg", 2, 2, 0, "SparseAvgPool3d"),
+    Pool("sumpool k3s2 64 (pool3d)", "pool3d", "sum", 3, 2),
+)
+"""spconv's pools are ``full_pool3d`` (the indexed relation); it has no sum pool."""
+
+
+def bench_pools(coords: torch.Tensor, shape: list[int], bw: float) -> list[dict[str, Any]]:
+    """One row per pool (f16, 64 channels): ours and spconv's, cached and with the map built."""
+    g = torch.Generator(device=DEVICE).manual_seed(1)
+    feats = torch.randn(coords.shape[0], 64, device=DEVICE, generator=g).half()
+    rows = []
+    for pool in POOLS:
+        row = _bench_pool(pool, coords, feats, shape, bw)
+        _print_pool(row)
+        rows.append(row)
+    return rows
+
+
+def _bench_pool(
+    pool: Pool, coords: torch.Tensor, feats: torch.Tensor, shape: list[int], bw: float
+) -> dict[str, Any]:
+    def ours(x: SparseTensor) -> SparseTensor:
+        fn = getattr(ops, pool.op)
+        return fn(
+            x, mode=pool.mode, kernel_size=pool.kernel, stride=pool.stride, padding=pool.padding
+        )  # type: ignore[no-any-return]
+
+    x = SparseTensor.trusted(coords, feats)
+    with torch.no_grad():
+        y = ours(x)
+        row: dict[str, Any] = {"layer": pool.name, "rows": y.num_rows}
+        row["floor_ms"] = 2 * 64 * (x.num_rows + y.num_rows) / bw * 1e3  # f16 in and out once
+        row["ours"] = cuda_time(lambda: ours(x))
+        row["ours+map"] = cuda_time(lambda: ours(SparseTensor.trusted(coords, feats)))
+        for name, lib in PEERS.items():
+            _peer_pool(row, name, lib, pool, feats, coords, shape)
+    return row
+
+
+def _peer_pool(
+    row: dict[str, Any],
+    name: str,
+    lib: ModuleType,
+    pool: Pool,
+    feats: torch.Tensor,
+    coords: torch.Tensor,
+    shape: list[int],
+) -> None:
+    """The peer's pool of the same geometry (cached: its indice_key), NaN where it has none."""
+    module_type = getattr(lib, pool.peer, None) if pool.peer else None
+    if module_type is None:
+        row[name] = row[name + "+map"] = float("nan")
+        return
+    try:
+        module = module_type(pool.kernel, pool.stride, pool.padding, indice_key="pool").to(DEVICE)
+        first = lib.SparseConvTensor(feats, coords, shape, 1)
+        module(first)
+        row[name] = cuda_time(lambda: module(first))
+        row[name + "+map"] = cuda_time(
+            lambda: module(lib.SparseConvTensor(feats, coords, shape, 1))
+        )
+    except Exception as err:  # a peer that cannot run this pool
+        row[name] = row[name + "+map"] = float("nan")
+        print(f"    {name} {row['layer']}: {type(err).__name__}: {err}"[:300])
+
+
+def _print_pool(row: dict[str, Any]) -> None:
+    parts = [
+        f"  {row['layer']:<26} rows {row['rows']:>8}  floor {row['floor_ms']:.3f} ms  "
+        f"ours {row['ours'] * 1e3:.3f} / +map {row['ours+map'] * 1e3:.3f} ms"
     ]
     for name in PEERS:
         if name in row:

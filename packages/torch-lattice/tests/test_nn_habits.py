@@ -39,7 +39,7 @@ def test_conv_geometry_is_positional_like_torch() -> None:
     same = ops.conv3d(x, conv.weight, conv.bias, kernel_size=2, stride=2)
     assert torch.equal(y.coords, same.coords) and torch.equal(y.feats, same.feats)
     with pytest.raises(TypeError):
-        nn.SubmConv3d(4, 8, 3, 2)  # type: ignore[misc]  # no stride on a subm conv
+        nn.SubmConv3d(4, 8, 3, 2)  # type: ignore[call-arg]  # no stride on a subm conv
 
 
 def test_batchnorm_loads_a_batchnorm1d_state_dict_and_matches_it() -> None:
@@ -59,6 +59,7 @@ def test_batchnorm_loads_a_batchnorm1d_state_dict_and_matches_it() -> None:
         torch.testing.assert_close(ours(f), ref(f))
     torch.testing.assert_close(ours.running_mean, ref.running_mean)
     torch.testing.assert_close(ours.running_var, ref.running_var)
+    assert ref.num_batches_tracked is not None
     assert int(ours.num_batches_tracked) == int(ref.num_batches_tracked) == 3
     ref.eval()
     ours.eval()
@@ -69,7 +70,7 @@ def test_batchnorm_loads_a_batchnorm1d_state_dict_and_matches_it() -> None:
     nn.BatchNorm(6).load_state_dict(legacy)
 
 
-def _net(dtype: torch.dtype | None = None) -> torch.nn.Module:
+def _net(dtype: torch.dtype | None = None) -> nn.Sequential:
     return nn.Sequential(
         nn.SubmConv3d(4, 16, 3, dtype=dtype),
         nn.BatchNorm(16, dtype=dtype),
@@ -99,6 +100,7 @@ def test_half_precision_training(device: str, dtype: torch.dtype) -> None:
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert losses[-1] < losses[0]
     bn = model[1]
+    assert isinstance(bn, nn.BatchNorm)
     assert bn.running_mean.dtype == dtype and int(bn.num_batches_tracked) == 4
     assert float(bn.running_var.float().sub(1).abs().max()) > 0  # the statistics moved
 
@@ -167,7 +169,7 @@ def test_sparse_add_and_cat_match_the_ops_and_export(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="dim=1"):
         torch_lattice.cat([x, y], dim=0)
     with pytest.raises(TypeError):
-        x + x.feats  # type: ignore[operator]
+        x + x.feats
     with pytest.raises(ValueError, match="stride"):
         x + nn.Conv3d(4, 4, 2, 2)(x)
 

@@ -39,6 +39,7 @@ def _table() -> ModuleType:
 
 
 TABLE = _table()
+Triple3 = tuple[int, int, int]
 
 
 def _run(op: str, rows: list[tuple[int, ...]], t: int, geo: dict[str, Any]) -> dict[Any, float]:
@@ -190,3 +191,164 @@ def test_transposed_twin_points_back_weakly(mirror: bool) -> None:
     finally:
         gc.enable()
     assert twin.transposed() is not None  # rebuilt on demand once the original is gone
+
+
+def _scene(seed: int, n: int = 300, extent: int = 14, stride: int = 1) -> SparseTensor:
+    g = torch.Generator().manual_seed(seed)
+    coords = torch.randint(-extent, extent, (n, 4), generator=g)
+    coords[:, 0] = torch.randint(0, 2, (n,), generator=g)
+    coords = torch.unique(coords, dim=0)
+    coords[:, 1:] *= stride
+    feats = torch.randn(coords.shape[0], 2, generator=g)
+    return SparseTensor(coords.to(torch.int32).to(DEVICE), feats.to(DEVICE), stride=stride)
+
+
+def _reference_slots(kmap: Any) -> torch.Tensor:
+    """The reference map as a slot table with -1 for absent pairs (its own marker is num_in)."""
+    slots = kmap.slots().clone()
+    slots[slots == kmap.num_in] = -1
+    return slots
+
+
+@pytest.mark.parametrize(
+    ("kernel", "stride", "padding", "dilation", "t"),
+    [
+        ((3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), 1),  # spconv's k3s2 p1
+        ((3, 3, 3), (2, 2, 2), (0, 0, 0), (2, 2, 2), 1),  # gcd(d, s) = 2: odd residues have none
+        ((5, 3, 4), (3, 2, 3), (2, 1, 0), (1, 3, 2), 2),  # mixed periods, strided input
+        ((3, 1, 2), (2, 1, 2), (0, 0, 1), (1, 1, 1), 1),  # stride 1 on one axis
+    ],
+)
+def test_indexed_maps_match_the_reference_row_for_row(
+    kernel: Triple3, stride: Triple3, padding: Triple3, dilation: Triple3, t: int
+) -> None:
+    """Only exactly dividing taps are made as candidates; rows, row order and slots unchanged."""
+    from torch_lattice.kernel_map import full_conv_map
+    from torch_lattice.triton import maps
+
+    x = _scene(11, stride=t)
+    ref_support, kmap = full_conv_map(x.support, kernel, stride, padding, dilation)
+    fresh = SparseTensor.trusted(x.coords, x.feats, x.stride)
+    out, smap = maps.build("indexed", fresh.support, kernel, stride, padding, dilation)
+    assert torch.equal(out.coords, ref_support.coords)
+    assert out.stride == ref_support.stride
+    assert torch.equal(smap.slots, _reference_slots(kmap))
+    present = smap.slots >= 0
+    bits = (present.to(torch.int64) << torch.arange(smap.volume, device=DEVICE)).sum(1)
+    assert torch.equal(smap.cache["pattern"].to(torch.int64), bits)
+
+
+def test_k3s2_sorts_eight_candidates_per_row_not_27() -> None:
+    from torch_lattice.triton import maps
+
+    x = _scene(12)
+
+    class _Sorts(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sizes: list[int] = []
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            if "sort" in str(func.overloadpacket):
+                self.sizes.append(int(args[0].numel()))
+            return func(*args, **(kwargs or {}))
+
+    with _Sorts() as seen:
+        maps.build("indexed", x.support, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1))
+    assert seen.sizes == [8 * x.num_rows], seen.sizes
+
+
+@pytest.mark.parametrize("kernel", [(2, 2, 2), (3, 3, 3)])
+def test_the_adjoint_is_one_scatter_with_its_tap_masks(kernel: Triple3) -> None:
+    """The transposed table equals a brute-force transposition, masks and tap order included."""
+    from torch_lattice.triton import maps
+
+    x = _scene(13)
+    p = (1, 1, 1) if kernel[0] == 3 else (0, 0, 0)
+    _, smap = maps.build("indexed", x.support, kernel, (2, 2, 2), p, (1, 1, 1))
+    with _Ops() as seen:
+        back = smap.transposed()
+    if DEVICE == "cuda":
+        assert len(seen.names) <= 3, seen.names  # the fills and the launch
+    m, k = smap.slots.shape
+    expected = torch.full((x.num_rows, k), -1, dtype=torch.int32)
+    o, tap = torch.nonzero(smap.slots.cpu() >= 0, as_tuple=True)
+    expected[smap.slots.cpu()[o, tap].long(), tap] = o.to(torch.int32)
+    assert torch.equal(back.slots.cpu(), expected)
+    assert back.num_in == m and back.transposed() is smap
+    bits = ((expected >= 0).to(torch.int64) << torch.arange(k)).sum(1)
+    assert torch.equal(back.cache["pattern"].cpu().to(torch.int64), bits)
+    order = back.order().cpu().long()
+    assert torch.equal(torch.sort(order).values, torch.arange(x.num_rows))
+    assert bool((bits[order][1:] >= bits[order][:-1]).all())  # grouped by tap pattern
+
+
+def test_the_inverse_conv_reuses_the_forward_map_transposed() -> None:
+    """``conv_transpose3d(coordinates=x)`` after the k2s2 conv of x: no search, the adjoint."""
+    x = _scene(14)
+    w = torch.randn(3, 2, 2, 2, 2, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    w2 = torch.randn(2, 2, 2, 2, 3, generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    with schedule("tap_major"):
+        ref = ops.conv_transpose3d(
+            ops.conv3d(x, w, kernel_size=2, stride=2), w2, kernel_size=2, stride=2, coordinates=x
+        )
+    fresh = SparseTensor.trusted(x.coords, x.feats, x.stride)
+    with schedule("triton"):
+        coarse = ops.conv3d(fresh, w, kernel_size=2, stride=2)
+        with _Ops() as seen:
+            got = ops.conv_transpose3d(coarse, w2, kernel_size=2, stride=2, coordinates=fresh)
+    assert not [n for n in seen.names if "local_scalar" in n or "unique" in n], seen.names
+    assert torch.equal(got.coords, ref.coords)
+    torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)
+
+
+def test_a_centred_conv_with_gaps_between_windows_keeps_every_coarse_row() -> None:
+    """conv3d K = 1, s = 2: every floor(c / s) is a row, also those whose window is empty."""
+    x = _scene(15)
+    w = torch.randn(2, 1, 1, 1, 2, generator=torch.Generator().manual_seed(3)).to(DEVICE)
+    with schedule("tap_major"):
+        ref = ops.conv3d(x, w, kernel_size=1, stride=2)
+    with schedule("triton"):
+        got = ops.conv3d(SparseTensor.trusted(x.coords, x.feats), w, kernel_size=1, stride=2)
+    assert torch.equal(got.coords, ref.coords)
+    torch.testing.assert_close(got.feats, ref.feats, atol=1e-5, rtol=1e-5)
+
+
+def test_a_mirrored_adjoint_reuses_the_forward_tap_order() -> None:
+    """Odd subm: the adjoint's rows grouped by tap mask with the forward's order, no sort."""
+    from torch_lattice.triton import maps
+
+    x = _scene(16)
+    _, smap = maps.build("subm", x.support, (3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
+    forward_order = smap.order()  # the forward conv sorted its rows once
+    back = smap.transposed()
+    with _Ops() as seen:
+        order = back.order()
+    assert not [n for n in seen.names if "sort" in n], seen.names
+    assert order is forward_order
+    bits = ((back.slots.cpu() >= 0).to(torch.int64) << torch.arange(27)).sum(1)[order.cpu().long()]
+    changes = int((bits[1:] != bits[:-1]).sum())
+    assert changes == len(torch.unique(bits)) - 1  # each mask's rows are contiguous
+
+
+@pytest.mark.parametrize("kind", ["subm", "indexed"])
+def test_the_pair_lists_are_the_table_read_tap_by_tap(kind: str) -> None:
+    """pairs(): per tap, the present (input, output) rows in ascending output, and the starts."""
+    from torch_lattice.triton import maps
+
+    x = _scene(17)
+    s = (1, 1, 1) if kind == "subm" else (2, 2, 2)
+    _, smap = maps.build(kind, x.support, (3, 3, 3), s, (0, 0, 0), (1, 1, 1))
+    pin, pout, starts = (t.cpu() for t in smap.pairs())
+    slots = smap.slots.cpu()
+    first = 0
+    assert int(starts[0]) == 0
+    for k in range(smap.volume):
+        rows = torch.nonzero(slots[:, k] >= 0).reshape(-1)
+        end = first + rows.numel()
+        assert int(starts[k + 1]) == end
+        assert torch.equal(pout[first:end].long(), rows)
+        assert torch.equal(pin[first:end], slots[rows, k])
+        first = end

@@ -6,103 +6,60 @@ artifact's ``weights.safetensors`` loads with
 :meth:`~mlx_lattice.nn.LatticeModule.load_state_dict` unchanged.
 """
 
-from mlx_lattice.nn.conv import (
-    AvgPool3d,
-    Conv3d,
-    ConvTranspose3d,
-    FullAvgPool3d,
-    FullConv3d,
-    FullMaxPool3d,
-    FullSumPool3d,
-    GenerativeConvTranspose3d,
-    GlobalPool,
-    MaxPool3d,
-    SubmConv3d,
-    SumPool3d,
-    TargetConv3d,
-    TargetConvTranspose3d,
-)
-from mlx_lattice.nn.feature import (
-    ELU,
-    GELU,
-    Activation,
-    BatchNorm,
-    Hardswish,
-    Identity,
-    LayerNorm,
-    LeakyReLU,
-    Linear,
-    ReLU,
-    RMSNorm,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Softplus,
-    Tanh,
-)
-from mlx_lattice.nn.module import LatticeModule, Sequential, WeightedModule, map_features
-from mlx_lattice.nn.normalized import (
-    NormalizedConvTranspose3d,
-    NormalizedGenerativeConvTranspose3d,
-    NormalizedSubmConv3d,
-    TargetNormalizedConvTranspose3d,
-)
-from mlx_lattice.nn.points import (
-    Devoxelize,
-    SparseAdd,
-    SparseBinary,
-    SparseCat,
-    SparseReindex,
-    Voxelize,
-)
-from mlx_lattice.nn.upsample import Embedding, PoolTranspose3d, TrilinearUpsample3d
+from lattice_contract.nn_names import NN_NAMES
 
-__all__ = [
-    "ELU",
-    "GELU",
-    "Activation",
-    "AvgPool3d",
-    "BatchNorm",
-    "Conv3d",
-    "ConvTranspose3d",
-    "Devoxelize",
-    "Embedding",
-    "FullAvgPool3d",
-    "FullConv3d",
-    "FullMaxPool3d",
-    "FullSumPool3d",
-    "GenerativeConvTranspose3d",
-    "GlobalPool",
-    "Hardswish",
-    "Identity",
-    "LatticeModule",
-    "LayerNorm",
-    "LeakyReLU",
-    "Linear",
-    "MaxPool3d",
-    "NormalizedConvTranspose3d",
-    "NormalizedGenerativeConvTranspose3d",
-    "NormalizedSubmConv3d",
-    "PoolTranspose3d",
-    "RMSNorm",
-    "ReLU",
-    "Sequential",
-    "SiLU",
-    "Sigmoid",
-    "Softmax",
-    "Softplus",
-    "SparseAdd",
-    "SparseBinary",
-    "SparseCat",
-    "SparseReindex",
-    "SubmConv3d",
-    "SumPool3d",
-    "Tanh",
-    "TargetConv3d",
-    "TargetConvTranspose3d",
-    "TargetNormalizedConvTranspose3d",
-    "TrilinearUpsample3d",
-    "Voxelize",
-    "WeightedModule",
-    "map_features",
-]
+from mlx_lattice.nn.conv import Conv3d as Conv3d
+from mlx_lattice.nn.conv import ConvTranspose3d as ConvTranspose3d
+from mlx_lattice.nn.conv import FullConv3d as FullConv3d
+from mlx_lattice.nn.conv import GenerativeConvTranspose3d as GenerativeConvTranspose3d
+from mlx_lattice.nn.conv import SubmConv3d as SubmConv3d
+from mlx_lattice.nn.conv import TargetConv3d as TargetConv3d
+from mlx_lattice.nn.conv import TargetConvTranspose3d as TargetConvTranspose3d
+from mlx_lattice.nn.feature import BatchNorm as BatchNorm
+from mlx_lattice.nn.feature import Embedding as Embedding
+from mlx_lattice.nn.feature import LayerNorm as LayerNorm
+from mlx_lattice.nn.feature import Linear as Linear
+from mlx_lattice.nn.feature import RMSNorm as RMSNorm
+from mlx_lattice.nn.layers import ELU as ELU
+from mlx_lattice.nn.layers import GELU as GELU
+from mlx_lattice.nn.layers import Activation as Activation
+from mlx_lattice.nn.layers import AvgPool3d as AvgPool3d
+from mlx_lattice.nn.layers import Devoxelize as Devoxelize
+from mlx_lattice.nn.layers import FullAvgPool3d as FullAvgPool3d
+from mlx_lattice.nn.layers import FullMaxPool3d as FullMaxPool3d
+from mlx_lattice.nn.layers import FullSumPool3d as FullSumPool3d
+from mlx_lattice.nn.layers import GlobalPool as GlobalPool
+from mlx_lattice.nn.layers import Hardswish as Hardswish
+from mlx_lattice.nn.layers import Identity as Identity
+from mlx_lattice.nn.layers import LeakyReLU as LeakyReLU
+from mlx_lattice.nn.layers import MaxPool3d as MaxPool3d
+from mlx_lattice.nn.layers import PoolTranspose3d as PoolTranspose3d
+from mlx_lattice.nn.layers import ReLU as ReLU
+from mlx_lattice.nn.layers import Sigmoid as Sigmoid
+from mlx_lattice.nn.layers import SiLU as SiLU
+from mlx_lattice.nn.layers import Softmax as Softmax
+from mlx_lattice.nn.layers import Softplus as Softplus
+from mlx_lattice.nn.layers import SparseAdd as SparseAdd
+from mlx_lattice.nn.layers import SparseBinary as SparseBinary
+from mlx_lattice.nn.layers import SparseCat as SparseCat
+from mlx_lattice.nn.layers import SparseReindex as SparseReindex
+from mlx_lattice.nn.layers import SumPool3d as SumPool3d
+from mlx_lattice.nn.layers import Tanh as Tanh
+from mlx_lattice.nn.layers import TrilinearUpsample3d as TrilinearUpsample3d
+from mlx_lattice.nn.layers import Voxelize as Voxelize
+from mlx_lattice.nn.module import LatticeModule as LatticeModule
+from mlx_lattice.nn.module import Sequential as Sequential
+from mlx_lattice.nn.module import WeightedModule as WeightedModule
+from mlx_lattice.nn.module import map_features as map_features
+from mlx_lattice.nn.normalized import NormalizedConvTranspose3d as NormalizedConvTranspose3d
+from mlx_lattice.nn.normalized import (
+    NormalizedGenerativeConvTranspose3d as NormalizedGenerativeConvTranspose3d,
+)
+from mlx_lattice.nn.normalized import NormalizedSubmConv3d as NormalizedSubmConv3d
+from mlx_lattice.nn.normalized import (
+    TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
+)
+
+# The names both runtimes share are listed once (lattice_contract.nn_names);
+# these are MLX's own: its module bases and the feature-row helper.
+__all__ = [*NN_NAMES, "LatticeModule", "WeightedModule", "map_features"]

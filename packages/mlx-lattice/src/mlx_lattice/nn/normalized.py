@@ -3,39 +3,22 @@
 Parameters and state-dict keys are the plain conv modules' (``weight``
 (C_out, Kx, Ky, Kz, C_in), optional ``bias``); ``eps`` is the normaliser's
 floor.  ``quantize()`` is refused: the normaliser needs the dense weight, and
-the contract forbids packed weights on these ops.
+the contract forbids packed weights on these ops.  The layers themselves are
+declared once for both runtimes in :mod:`lattice_contract.nn_convs`.
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
+from lattice_contract import nn_convs
 from lattice_contract.op_rules import NORMALIZED_EPS
-from lattice_contract.options import positive_float
 
 from mlx_lattice.nn.conv import _Conv
 from mlx_lattice.ops.conv import IntOrTriple
-from mlx_lattice.ops.normalized import (
-    normalized_conv_transpose3d,
-    normalized_generative_conv_transpose3d,
-    normalized_subm_conv3d,
-)
-from mlx_lattice.sparse import SparseTensor
-
-__all__ = [
-    "NormalizedConvTranspose3d",
-    "NormalizedGenerativeConvTranspose3d",
-    "NormalizedSubmConv3d",
-    "TargetNormalizedConvTranspose3d",
-]
 
 
-class _Normalized(_Conv):
-    """A conv module with a support-dependent weight normaliser and its ``eps``."""
-
-    eps: float
-
-    def _set_eps(self, eps: float) -> None:
-        self.eps = positive_float(eps, "eps", type(self).__name__)
+class _Normalized(nn_convs.NormalizedLayer, _Conv):
+    """An MLX conv module whose weight must stay dense."""
 
     def quantize(
         self, bits: int = 4, group_size: int = 32, scale_dtype: mx.Dtype | None = None
@@ -46,15 +29,8 @@ class _Normalized(_Conv):
             "weight (packed weights are not allowed on normalised convolutions)"
         )
 
-    def _extra_repr(self) -> str:
-        return f"{super()._extra_repr()}, eps={self.eps}"
 
-
-class NormalizedSubmConv3d(_Normalized):
-    """Weight-normalised submanifold conv (``lattice.normalized_subm_conv3d``)."""
-
-    _geometry_keys = ("kernel_size", "dilation")
-
+class NormalizedSubmConv3d(nn_convs.NormalizedSubmConv3d, _Normalized):
     def __init__(
         self,
         in_channels: int,
@@ -67,13 +43,8 @@ class NormalizedSubmConv3d(_Normalized):
         super().__init__(in_channels, out_channels, kernel_size, dilation=dilation, bias=bias)
         self._set_eps(eps)
 
-    def __call__(self, x: SparseTensor) -> SparseTensor:
-        return self._apply(normalized_subm_conv3d, x, eps=self.eps)
 
-
-class NormalizedConvTranspose3d(_Normalized):
-    """Weight-normalised transposed conv over its derived support."""
-
+class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d, _Normalized):
     def __init__(
         self,
         in_channels: int,
@@ -88,22 +59,15 @@ class NormalizedConvTranspose3d(_Normalized):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, bias)
         self._set_eps(eps)
 
-    def __call__(self, x: SparseTensor) -> SparseTensor:
-        return self._apply(normalized_conv_transpose3d, x, eps=self.eps)
+
+class TargetNormalizedConvTranspose3d(
+    nn_convs.TargetNormalizedConvTranspose3d, NormalizedConvTranspose3d
+): ...
 
 
-class TargetNormalizedConvTranspose3d(NormalizedConvTranspose3d):
-    """Weight-normalised transposed conv at a target's rows; call ``m(x, target)``."""
-
-    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:  # type: ignore[override]
-        return self._apply(normalized_conv_transpose3d, x, eps=self.eps, coordinates=target)
-
-
-class NormalizedGenerativeConvTranspose3d(_Normalized):
-    """Weight-normalised support expansion ``o = c*s + k``."""
-
-    _geometry_keys = ("kernel_size", "stride")
-
+class NormalizedGenerativeConvTranspose3d(
+    nn_convs.NormalizedGenerativeConvTranspose3d, _Normalized
+):
     def __init__(
         self,
         in_channels: int,
@@ -115,6 +79,3 @@ class NormalizedGenerativeConvTranspose3d(_Normalized):
     ) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias)
         self._set_eps(eps)
-
-    def __call__(self, x: SparseTensor) -> SparseTensor:
-        return self._apply(normalized_generative_conv_transpose3d, x, eps=self.eps)

@@ -2,36 +2,27 @@
 
 The parameter names are the artifact's storage keys (``<module path>.weight``,
 ``<module path>.bias``), so a state_dict maps one-to-one onto
-``weights.safetensors`` and onto the ``mlx_lattice.nn`` mirror.
+``weights.safetensors`` and onto the ``mlx_lattice.nn`` mirror.  What a
+module stores, its docstring, repr and op call are declared once for both
+runtimes in :mod:`lattice_contract.nn_convs`; this file creates the torch
+parameters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
-from lattice_contract.shared_nn import conv_params, conv_repr
+from lattice_contract import nn_convs
+from lattice_contract.shared_nn import conv_params
 
-from torch_lattice import ops
-from torch_lattice.nn._amp import run_autocast
-from torch_lattice.sparse import SparseTensor
-
-__all__ = [
-    "Conv3d",
-    "ConvTranspose3d",
-    "FullConv3d",
-    "GenerativeConvTranspose3d",
-    "SubmConv3d",
-    "TargetConv3d",
-    "TargetConvTranspose3d",
-]
+from torch_lattice.nn.base import Weighted
 
 Triple = tuple[int, int, int]
 
 
-class _ConvBase(torch.nn.Module):
-    """Shared parameters, initialisation (torch's kaiming-uniform default) and call.
+class _ConvBase(nn_convs.ConvLayer, Weighted):
+    """Torch parameters of every sparse conv: torch's kaiming-uniform default init.
 
     ``kernel_size, stride, padding, dilation`` are positional in that order, as
     in ``torch.nn.Conv3d`` (``Conv3d(4, 8, 2, 2)`` is a 2x2x2 stride-2 conv), so
@@ -40,9 +31,6 @@ class _ConvBase(torch.nn.Module):
     padding, and a fourth positional argument there would mean stride to a
     torch reader.
     """
-
-    _geometry_keys: ClassVar[tuple[str, ...]] = ("kernel_size", "stride", "padding", "dilation")
-    """The geometry attributes the functional op takes (and the repr shows)."""
 
     def __init__(
         self,
@@ -59,8 +47,7 @@ class _ConvBase(torch.nn.Module):
     ) -> None:
         super().__init__()
         params = conv_params(in_channels, out_channels, kernel_size, stride, padding, dilation)
-        self.in_channels, self.out_channels = params.in_channels, params.out_channels
-        self.kernel_size, self.stride, self.padding, self.dilation = params[2:6]
+        self._configure(params)
         self._init_bound = params.init_bound
         factory = {"device": device, "dtype": dtype}
         self.weight = torch.nn.Parameter(
@@ -80,60 +67,23 @@ class _ConvBase(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
-    def extra_repr(self) -> str:
-        geometry = {name: getattr(self, name) for name in self._geometry_keys}
-        return conv_repr(self.in_channels, self.out_channels, geometry, self.bias is not None)
 
-    def _apply_op(
-        self, op: Callable[..., SparseTensor], x: SparseTensor, **extra: Any
-    ) -> SparseTensor:
-        """Call the functional ``op`` with this module's weight, bias and geometry.
-
-        Under ``torch.autocast`` the call runs in the autocast dtype, as
-        ``torch.nn.Conv3d`` does (see :mod:`torch_lattice.nn._amp`); a target
-        value only lends its rows, so its features are left alone.
-        """
-        geometry = {name: getattr(self, name) for name in self._geometry_keys}
-        return run_autocast(
-            x, self.weight, self.bias, lambda v, w, b: op(v, w, b, **geometry, **extra)
-        )
+class Conv3d(nn_convs.Conv3d, _ConvBase): ...
 
 
-class Conv3d(_ConvBase):
-    """Sparse conv on the coarsened support (``lattice.conv3d``; upstream's and ME's conv).
-
-    Output rows are every ``floor(c / s)`` of an input row (at stride 1 the
-    input rows); odd kernels are centred on the output.  For spconv's
-    SparseConv3d, whose support grows, use :class:`FullConv3d`.
-    """
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.conv3d, x)
+class FullConv3d(nn_convs.FullConv3d, _ConvBase): ...
 
 
-class FullConv3d(_ConvBase):
-    """spconv's regular sparse conv (``lattice.full_conv3d``): every o an input reaches.
-
-    Input c reaches o through tap k when ``c = o*s - p + k*d``; the support
-    grows even at stride 1.
-    """
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.full_conv3d, x)
+class TargetConv3d(nn_convs.TargetConv3d, _ConvBase): ...
 
 
-class TargetConv3d(_ConvBase):
-    """Sparse conv at a target's rows (``lattice.target_conv3d``): ``forward(x, target)``."""
-
-    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.conv3d, x, coordinates=target)
+class ConvTranspose3d(nn_convs.ConvTranspose3d, _ConvBase): ...
 
 
-class SubmConv3d(_ConvBase):
-    """Submanifold conv (``lattice.subm_conv3d``): output rows are the input rows."""
+class TargetConvTranspose3d(nn_convs.TargetConvTranspose3d, _ConvBase): ...
 
-    _geometry_keys = ("kernel_size", "dilation")
 
+class SubmConv3d(nn_convs.SubmConv3d, _ConvBase):
     def __init__(
         self,
         in_channels: int,
@@ -155,35 +105,8 @@ class SubmConv3d(_ConvBase):
             dtype=dtype,
         )
 
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.subm_conv3d, x)
 
-
-class ConvTranspose3d(_ConvBase):
-    """Transposed sparse conv over its derived support (``lattice.conv_transpose3d``)."""
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.conv_transpose3d, x)
-
-
-class TargetConvTranspose3d(_ConvBase):
-    """Transposed conv at a target's rows (``lattice.target_conv_transpose3d``).
-
-    Call as ``forward(x, target)``.
-
-    With the target being the input of the paired strided conv this is
-    spconv's SparseInverseConv3d, the usual U-Net decoder step.
-    """
-
-    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.conv_transpose3d, x, coordinates=target)
-
-
-class GenerativeConvTranspose3d(_ConvBase):
-    """Support expansion ``o = c*s + k`` (``lattice.generative_conv_transpose3d``)."""
-
-    _geometry_keys = ("kernel_size", "stride")
-
+class GenerativeConvTranspose3d(nn_convs.GenerativeConvTranspose3d, _ConvBase):
     def __init__(
         self,
         in_channels: int,
@@ -204,6 +127,3 @@ class GenerativeConvTranspose3d(_ConvBase):
             device=device,
             dtype=dtype,
         )
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.generative_conv_transpose3d, x)

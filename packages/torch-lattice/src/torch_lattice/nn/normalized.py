@@ -14,40 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import nn_convs
 from lattice_contract.op_rules import NORMALIZED_EPS
-from lattice_contract.options import positive_float
 
-from torch_lattice import ops
 from torch_lattice.nn.conv import _ConvBase
-from torch_lattice.sparse import SparseTensor
-
-__all__ = [
-    "NormalizedConvTranspose3d",
-    "NormalizedGenerativeConvTranspose3d",
-    "NormalizedSubmConv3d",
-    "TargetNormalizedConvTranspose3d",
-]
 
 Triple = tuple[int, int, int]
 
 
-class _Normalized(_ConvBase):
-    """A conv module with an ``eps`` for its support-dependent weight normaliser."""
-
-    eps: float
-
-    def _set_eps(self, eps: float, op: str) -> None:
-        self.eps = positive_float(eps, "eps", op)
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, eps={self.eps}"
+class _Normalized(nn_convs.NormalizedLayer, _ConvBase):
+    """A torch conv module with an ``eps`` for its support-dependent weight normaliser."""
 
 
-class NormalizedSubmConv3d(_Normalized):
-    """Weight-normalised submanifold conv (``lattice.normalized_subm_conv3d``)."""
-
-    _geometry_keys = ("kernel_size", "dilation")
-
+class NormalizedSubmConv3d(nn_convs.NormalizedSubmConv3d, _Normalized):
     def __init__(
         self,
         in_channels: int,
@@ -69,15 +48,10 @@ class NormalizedSubmConv3d(_Normalized):
             device=device,
             dtype=dtype,
         )
-        self._set_eps(eps, "NormalizedSubmConv3d")
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.normalized_subm_conv3d, x, eps=self.eps)
+        self._set_eps(eps)
 
 
-class NormalizedConvTranspose3d(_Normalized):
-    """Weight-normalised transposed conv over its derived support."""
-
+class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d, _Normalized):
     def __init__(
         self,
         in_channels: int,
@@ -103,26 +77,17 @@ class NormalizedConvTranspose3d(_Normalized):
             device=device,
             dtype=dtype,
         )
-        self._set_eps(eps, type(self).__name__)
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.normalized_conv_transpose3d, x, eps=self.eps)
+        self._set_eps(eps)
 
 
-class TargetNormalizedConvTranspose3d(NormalizedConvTranspose3d):
-    """Weight-normalised transposed conv at a target's rows: ``forward(x, target)``."""
-
-    def forward(  # type: ignore[override]
-        self, x: SparseTensor, target: SparseTensor
-    ) -> SparseTensor:
-        return self._apply_op(ops.normalized_conv_transpose3d, x, eps=self.eps, coordinates=target)
+class TargetNormalizedConvTranspose3d(
+    nn_convs.TargetNormalizedConvTranspose3d, NormalizedConvTranspose3d
+): ...
 
 
-class NormalizedGenerativeConvTranspose3d(_Normalized):
-    """Weight-normalised support expansion ``o = c*s + k``."""
-
-    _geometry_keys = ("kernel_size", "stride")
-
+class NormalizedGenerativeConvTranspose3d(
+    nn_convs.NormalizedGenerativeConvTranspose3d, _Normalized
+):
     def __init__(
         self,
         in_channels: int,
@@ -144,7 +109,4 @@ class NormalizedGenerativeConvTranspose3d(_Normalized):
             device=device,
             dtype=dtype,
         )
-        self._set_eps(eps, "NormalizedGenerativeConvTranspose3d")
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self._apply_op(ops.normalized_generative_conv_transpose3d, x, eps=self.eps)
+        self._set_eps(eps)

@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from lattice_contract import nn_features
 
-from torch_lattice.nn.modules import BatchNorm
+from torch_lattice.nn.feature import BatchNorm
 
 __all__ = ["SyncBatchNorm"]
 
@@ -77,7 +78,7 @@ class SyncBatchNorm(BatchNorm):
     def __init__(
         self,
         num_features: int,
-        eps: float = 1e-5,
+        eps: float = nn_features.BATCH_NORM_EPS,
         momentum: float | None = 0.1,
         process_group: Any = None,
         device: Any = None,

@@ -23,6 +23,7 @@ from lattice_contract.schema import PoolMode
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import KernelMap, conv_map, full_conv_map
 from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse, triple
+from torch_lattice.ops.conv import _triton_wanted
 from torch_lattice.sparse import SparseTensor
 
 __all__ = ["full_pool3d", "global_pool", "pool3d"]
@@ -90,6 +91,10 @@ def pool3d(
     x = require_sparse(input, "pool3d")
     m = as_enum(mode, PoolMode, "mode")
     k, s, p, d = _pool_geometry(kernel_size, stride, padding, dilation)
+    if _triton_wanted(x):
+        from torch_lattice.triton.pool import sparse_pool
+
+        return sparse_pool("centred", x, m, k, s, p, d)
     out_support, kmap = conv_map(x.support, k, s, p, d)
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
@@ -108,6 +113,10 @@ def full_pool3d(
     x = require_sparse(input, "full_pool3d")
     m = as_enum(mode, PoolMode, "mode")
     k, s, p, d = _pool_geometry(kernel_size, stride, padding, dilation)
+    if _triton_wanted(x):
+        from torch_lattice.triton.pool import sparse_pool
+
+        return sparse_pool("indexed", x, m, k, s, p, d)
     out_support, kmap = full_conv_map(x.support, k, s, p, d)
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
@@ -135,6 +144,10 @@ def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = 
     batch = x.coords[:, 0].to(torch.int64)
     max_batch = int(batch.max().item()) if x.num_rows else None
     batch_size = resolve_batch_size(batch_size, max_batch)
+    if _triton_wanted(x):
+        from torch_lattice.triton import pool as triton_pool
+
+        return triton_pool.global_pool(x, m, batch_size)
     if batch_size == 0:
         return x.feats.new_zeros(0, x.num_channels)
     rows = torch.arange(x.num_rows, device=x.device)

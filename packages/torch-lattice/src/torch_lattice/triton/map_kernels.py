@@ -21,8 +21,15 @@
   them, and after a cumulative sum one launch writes the output coordinates
   and the slot table.  The output size, the range flag and the overflow flag
   of the packing come back in one read: the layer's only host
-  synchronisation.
+  synchronisation.  The indexed relation (``full_conv3d``) makes only the
+  taps whose division by the stride can be exact (8 of 27 per row for k3s2),
+  so the sort sees a third of the keys.
+* **The adjoint table** (:func:`launch_transpose`): one scatter launch, which
+  also writes the adjoint's present-tap masks.
 
+Geometry that selects integer divisions (strides, divisors, kernel sizes,
+candidates per row) is passed as compile-time constants, so int64 divisions
+by them compile to multiplies and shifts (they bounded these launches).
 Integer division here only ever divides exact multiples or goes through
 :func:`_floor_div`, because compiled Triton truncates towards zero where the
 interpreter (NumPy) floors.
@@ -44,8 +51,11 @@ __all__ = [
     "launch_emit",
     "launch_insert",
     "launch_mark",
+    "launch_pairs",
     "launch_probe",
+    "launch_transpose",
     "new_info",
+    "pattern_dtype",
 ]
 
 KEY_SENTINEL = (1 << 63) - 1
@@ -130,24 +140,25 @@ def _probe_kernel(
     c_ptr,  # (N, 4) int32 physical rows of the searched support
     table_ptr,  # its hash table
     slots_ptr,  # (M, K) int32 result
-    pattern_ptr,  # (M,) int64 bit mask of present taps, or a dummy
+    pattern_ptr,  # (M,) bit mask of present taps (int32 up to 31 taps), or a dummy
     m_rows,
     cap_mask,
-    u0,
-    u1,
-    u2,  # stride of the queried support (divides its coordinates)
-    a0,
-    a1,
-    a2,  # multiplier of the queried logical coordinate
-    d0,
-    d1,
-    d2,  # exact divisor
-    t0,
-    t1,
-    t2,  # stride of the searched support
+    u0: tl.constexpr,
+    u1: tl.constexpr,
+    u2: tl.constexpr,  # stride of the queried support (divides its coordinates)
+    a0: tl.constexpr,
+    a1: tl.constexpr,
+    a2: tl.constexpr,  # multiplier of the queried logical coordinate
+    d0: tl.constexpr,
+    d1: tl.constexpr,
+    d2: tl.constexpr,  # exact divisor
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,  # stride of the searched support
     K: tl.constexpr,
     KP: tl.constexpr,
     PATTERN: tl.constexpr,
+    WIDE: tl.constexpr,
     BR: tl.constexpr,
 ):
     """slots[o, k] = row of ``(b, t * (o * a + B_k) / d)`` in the searched support, else -1."""
@@ -184,7 +195,8 @@ def _probe_kernel(
         h = (h + 1) & cap_mask
     tl.store(slots_ptr + o[:, None] * K + k[None, :], result, mask=live)
     if PATTERN:
-        bits = tl.where(result >= 0, tl.full([BR, KP], 1, tl.int64) << k[None, :], 0)
+        one = tl.full([BR, KP], 1, tl.int64 if WIDE else tl.int32)
+        bits = tl.where(result >= 0, one << k[None, :].to(one.dtype), 0)
         tl.store(pattern_ptr + o, tl.sum(bits, axis=1), mask=live_o)
 
 
@@ -198,7 +210,7 @@ def launch_probe(
     mul: tuple[int, int, int],
     div: tuple[int, int, int],
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(slots (M, K) int32, present-tap bit mask per row (M,) int64 or None when K > 62).
+    """(slots (M, K) int32, present-tap bit mask per row (M,) or None when K > 62).
 
     Tap k of output row o reads the searched row at logical ``(o * mul +
     terms[k]) / div`` (exact division; an inexact one is absent).
@@ -207,14 +219,15 @@ def launch_probe(
     k = int(terms.shape[0])
     device = queried.device
     slots = torch.empty(m, k, dtype=torch.int32, device=device)
-    with_pattern = k <= 62
-    pattern = torch.empty(m, dtype=torch.int64, device=device) if with_pattern else None
+    kind = pattern_dtype(k)
+    with_pattern = kind is not None
+    pattern = torch.empty(m, dtype=kind, device=device) if kind is not None else None
     if m == 0 or k == 0:
         return slots, pattern
     if int(searched.shape[0]) == 0:
         return slots.fill_(-1), None if pattern is None else pattern.zero_()
     kp = int(triton.next_power_of_2(k))
-    br = max(1, (256 if interpreting() else 1024) // kp)
+    br = max(1, (2048 if interpreting() else 1024) // kp)
     _probe_kernel[(triton.cdiv(m, br),)](
         queried,
         terms,
@@ -231,6 +244,7 @@ def launch_probe(
         K=k,
         KP=kp,
         PATTERN=with_pattern,
+        WIDE=kind is torch.int64,
         BR=br,
     )
     return slots, pattern
@@ -261,14 +275,28 @@ def _candidate(
     k0,
     k1,
     k2,
-    EXACT: tl.constexpr,
+    e0,
+    e1,
+    e2,
+    w0,
+    w1,
+    w2,
+    q0,
+    q1,
+    q2,
+    STEP: tl.constexpr,
     DISJOINT: tl.constexpr,
 ):
     """Candidate e = n * G + j: ``o = floor((c_n * m + p + off_j) / d)`` per axis, int64.
 
-    EXACT keeps only exact divisions (the indexed relation); DISJOINT keeps
-    remainders below the kernel size and returns the tap they select
-    (downsampling whose windows do not overlap); otherwise the tap is j.
+    STEP (the indexed relation ``o = (c * m + p - k * e) / d``, exact) walks
+    only the taps whose division is exact: on each axis those are ``k =
+    first[r] + i * w`` for ``i < q``, where r is ``(c * m + p) mod d`` and
+    ``first`` (at ``off_ptr``, d0 + d1 + d2 entries) the smallest such tap per
+    residue (the kernel size where there is none); j enumerates the ``i`` of
+    the three axes, so candidates that could never be exact are not made.
+    DISJOINT keeps remainders below the kernel size and returns the tap they
+    select (downsampling whose windows do not overlap); otherwise the tap is j.
     """
     n = e // G
     j = e % G
@@ -276,16 +304,33 @@ def _candidate(
     c0 = tl.load(coords_ptr + n * 4 + 1, mask=live, other=0).to(tl.int64) // t0
     c1 = tl.load(coords_ptr + n * 4 + 2, mask=live, other=0).to(tl.int64) // t1
     c2 = tl.load(coords_ptr + n * 4 + 3, mask=live, other=0).to(tl.int64) // t2
-    o0, r0 = _floor_div(c0 * m0 + p0 + tl.load(off_ptr + j * 3, mask=live, other=0), d0)
-    o1, r1 = _floor_div(c1 * m1 + p1 + tl.load(off_ptr + j * 3 + 1, mask=live, other=0), d1)
-    o2, r2 = _floor_div(c2 * m2 + p2 + tl.load(off_ptr + j * 3 + 2, mask=live, other=0), d2)
-    valid = live
-    tap = j
-    if EXACT:
-        valid = valid & (r0 == 0) & (r1 == 0) & (r2 == 0)
-    if DISJOINT:
-        valid = valid & (r0 < k0) & (r1 < k1) & (r2 < k2)
-        tap = (r0 * k1 + r1) * k2 + r2
+    if STEP:
+        a0 = c0 * m0 + p0
+        a1 = c1 * m1 + p1
+        a2 = c2 * m2 + p2
+        _, r0 = _floor_div(a0, d0)
+        _, r1 = _floor_div(a1, d1)
+        _, r2 = _floor_div(a2, d2)
+        i0 = j // (q1 * q2)
+        i1 = (j // q2) % q1
+        i2 = j % q2
+        s0 = tl.load(off_ptr + r0, mask=live, other=0) + i0 * w0
+        s1 = tl.load(off_ptr + d0 + r1, mask=live, other=0) + i1 * w1
+        s2 = tl.load(off_ptr + d0 + d1 + r2, mask=live, other=0) + i2 * w2
+        valid = live & (s0 < k0) & (s1 < k1) & (s2 < k2)
+        o0, _ = _floor_div(a0 - s0 * e0, d0)  # exact wherever valid
+        o1, _ = _floor_div(a1 - s1 * e1, d1)
+        o2, _ = _floor_div(a2 - s2 * e2, d2)
+        tap = (s0 * k1 + s1) * k2 + s2
+    else:
+        o0, r0 = _floor_div(c0 * m0 + p0 + tl.load(off_ptr + j * 3, mask=live, other=0), d0)
+        o1, r1 = _floor_div(c1 * m1 + p1 + tl.load(off_ptr + j * 3 + 1, mask=live, other=0), d1)
+        o2, r2 = _floor_div(c2 * m2 + p2 + tl.load(off_ptr + j * 3 + 2, mask=live, other=0), d2)
+        valid = live
+        tap = j
+        if DISJOINT:
+            valid = valid & (r0 < k0) & (r1 < k1) & (r2 < k2)
+            tap = (r0 * k1 + r1) * k2 + r2
     return n, b, o0, o1, o2, valid, tap
 
 
@@ -298,22 +343,31 @@ def _candidates_kernel(
     keys_ptr,  # (total,) int64 result
     info_ptr,  # (4,) int32: count, range flag, overflow flag, first bad candidate
     total,
-    G,
-    t0,
-    t1,
-    t2,
-    m0,
-    m1,
-    m2,
+    G: tl.constexpr,
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,
+    m0: tl.constexpr,
+    m1: tl.constexpr,
+    m2: tl.constexpr,
     p0,
     p1,
     p2,
-    d0,
-    d1,
-    d2,
-    k0,
-    k1,
-    k2,
+    d0: tl.constexpr,
+    d1: tl.constexpr,
+    d2: tl.constexpr,
+    k0: tl.constexpr,
+    k1: tl.constexpr,
+    k2: tl.constexpr,
+    e0: tl.constexpr,
+    e1: tl.constexpr,
+    e2: tl.constexpr,
+    w0: tl.constexpr,
+    w1: tl.constexpr,
+    w2: tl.constexpr,
+    q0: tl.constexpr,
+    q1: tl.constexpr,
+    q2: tl.constexpr,
     u0,
     u1,
     u2,  # output stride
@@ -323,7 +377,7 @@ def _candidates_kernel(
     g0,
     g1,
     g2,  # largest offset per axis
-    EXACT: tl.constexpr,
+    STEP: tl.constexpr,
     DISJOINT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
@@ -331,13 +385,13 @@ def _candidates_kernel(
     live = e < total
     _n, b, o0, o1, o2, valid, _tap = _candidate(
         coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, d0, d1, d2, k0, k1,
-        k2, EXACT, DISJOINT,
+        k2, e0, e1, e2, w0, w1, w2, q0, q1, q2, STEP, DISJOINT,
     )  # fmt: skip
     fits = _in_int32(o0 * u0) & _in_int32(o1 * u1) & _in_int32(o2 * u2)
     bad = valid & (fits.to(tl.int32) == 0)
-    nbad = tl.sum(bad.to(tl.int32), axis=0)
-    tl.atomic_max(info_ptr + 1, tl.minimum(nbad, 1))
-    tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
+    if tl.sum(bad.to(tl.int32), axis=0) > 0:  # rare: no atomics on the common path
+        tl.atomic_max(info_ptr + 1, 1)
+        tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
     # The output box, from the input's: the relation is monotone in c and in the offset.
     lob = tl.load(lo_ptr).to(tl.int64)
     hib = tl.load(hi_ptr).to(tl.int64)
@@ -351,7 +405,8 @@ def _candidates_kernel(
     s2 = h2 - l2 + 1
     volume = (hib - lob + 1).to(tl.float64) * (h0 - l0 + 1).to(tl.float64)
     volume = volume * s1.to(tl.float64) * s2.to(tl.float64)
-    tl.atomic_max(info_ptr + 2, (volume >= 4.611686018427387904e18).to(tl.int32))
+    if tl.program_id(0) == 0:  # the box is the same for every program
+        tl.atomic_max(info_ptr + 2, (volume >= 4.611686018427387904e18).to(tl.int32))
     key = (((b - lob) * (h0 - l0 + 1) + (o0 - l0)) * s1 + (o1 - l1)) * s2 + (o2 - l2)
     tl.store(keys_ptr + e, tl.where(valid, key, 9223372036854775807), mask=live)
 
@@ -377,32 +432,42 @@ def _emit_kernel(
     rank_ptr,
     out_ptr,  # (count, 4) int32 output coordinates
     slots_ptr,  # (count, K) int32, pre-filled with -1
-    pattern_ptr,  # (count,) int64 bit mask of present taps, pre-filled with 0, or a dummy
+    pattern_ptr,  # (count,) bit mask of present taps, pre-filled with 0, or a dummy
     total,
-    G,
-    t0,
-    t1,
-    t2,
-    m0,
-    m1,
-    m2,
+    G: tl.constexpr,
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,
+    m0: tl.constexpr,
+    m1: tl.constexpr,
+    m2: tl.constexpr,
     p0,
     p1,
     p2,
-    d0,
-    d1,
-    d2,
-    k0,
-    k1,
-    k2,
+    d0: tl.constexpr,
+    d1: tl.constexpr,
+    d2: tl.constexpr,
+    k0: tl.constexpr,
+    k1: tl.constexpr,
+    k2: tl.constexpr,
+    e0: tl.constexpr,
+    e1: tl.constexpr,
+    e2: tl.constexpr,
+    w0: tl.constexpr,
+    w1: tl.constexpr,
+    w2: tl.constexpr,
+    q0: tl.constexpr,
+    q1: tl.constexpr,
+    q2: tl.constexpr,
     u0,
     u1,
     u2,
     K: tl.constexpr,
-    EXACT: tl.constexpr,
+    STEP: tl.constexpr,
     DISJOINT: tl.constexpr,
     SLOTS: tl.constexpr,
     PATTERN: tl.constexpr,
+    WIDE: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -411,7 +476,7 @@ def _emit_kernel(
     e = tl.load(perm_ptr + i, mask=live, other=0)
     n, b, o0, o1, o2, valid, tap = _candidate(
         coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, d0, d1, d2, k0, k1,
-        k2, EXACT, DISJOINT,
+        k2, e0, e1, e2, w0, w1, w2, q0, q1, q2, STEP, DISJOINT,
     )  # fmt: skip
     r = tl.load(rank_ptr + i, mask=valid, other=1).to(tl.int64) - 1
     head = valid & (tl.load(first_ptr + i, mask=valid, other=0) != 0)
@@ -422,7 +487,8 @@ def _emit_kernel(
     if SLOTS:
         tl.store(slots_ptr + r * K + tap, n.to(tl.int32), mask=valid)
     if PATTERN:
-        tl.atomic_or(pattern_ptr + r, tl.full([BLOCK], 1, tl.int64) << tap, mask=valid)
+        one = tl.full([BLOCK], 1, tl.int64 if WIDE else tl.int32)
+        tl.atomic_or(pattern_ptr + r, one << tap.to(one.dtype), mask=valid)
 
 
 @triton.jit
@@ -433,13 +499,13 @@ def _direct_kernel(
     slots_ptr,  # (N * K, K) int32
     info_ptr,
     total,
-    G,
-    t0,
-    t1,
-    t2,
-    m0,
-    m1,
-    m2,
+    G: tl.constexpr,
+    t0: tl.constexpr,
+    t1: tl.constexpr,
+    t2: tl.constexpr,
+    m0: tl.constexpr,
+    m1: tl.constexpr,
+    m2: tl.constexpr,
     p0,
     p1,
     p2,
@@ -455,7 +521,7 @@ def _direct_kernel(
     live = e < total
     n, b, o0, o1, o2, valid, tap = _candidate(
         coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, 1, 1, 1, 1, 1,
-        1, False, False,
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, False, False,
     )  # fmt: skip
     x0 = o0 * u0
     x1 = o1 * u1
@@ -493,30 +559,33 @@ Geometry = tuple[int, ...]
 
 def launch_candidates(
     coords: torch.Tensor,
-    offsets: torch.Tensor,
+    table: torch.Tensor,
+    g: int,
     lo: torch.Tensor,
     hi: torch.Tensor,
     info: torch.Tensor,
     geometry: Geometry,
     out_stride: tuple[int, int, int],
     off_range: tuple[Geometry, Geometry],
-    exact: bool,
+    step: bool,
     disjoint: bool,
 ) -> torch.Tensor:
-    """int64 key of every candidate ``n * G + j`` (``KEY_SENTINEL`` where none).
+    """int64 key of every candidate ``n * g + j`` (``KEY_SENTINEL`` where none).
 
-    ``geometry`` is ``(t, m, p, d, k)`` flattened (15 ints): input stride,
-    multiplier, additive term, divisor and kernel size per axis;
-    ``offsets`` (G, 3) int64 the per-candidate offsets; ``off_range`` their
-    per-axis minimum and maximum.  Flags land in ``info``.
+    ``geometry`` is ``(t, m, p, d, k, e, w, q)`` flattened (24 ints): input
+    stride, multiplier, additive term, divisor, kernel size, dilation, tap
+    period and taps per residue on each axis (the last three used by
+    ``step`` only); ``table`` the (g, 3) int64 offsets of the candidates, or
+    with ``step`` the first exact tap per residue (see :func:`_candidate`);
+    ``off_range`` the offsets' per-axis minimum and maximum.  Flags land in
+    ``info``.
     """
-    g = int(offsets.shape[0])
     total = int(coords.shape[0]) * g
     keys = torch.empty(total, dtype=torch.int64, device=coords.device)
     block = _block()
     _candidates_kernel[(triton.cdiv(total, block),)](
-        coords, offsets, lo, hi, keys, info, total, g, *geometry, *out_stride, *off_range[0],
-        *off_range[1], EXACT=exact, DISJOINT=disjoint, BLOCK=block,
+        coords, table, lo, hi, keys, info, total, g, *geometry, *out_stride, *off_range[0],
+        *off_range[1], STEP=step, DISJOINT=disjoint, BLOCK=block,
     )  # fmt: skip
     return keys
 
@@ -530,9 +599,21 @@ def launch_mark(sorted_keys: torch.Tensor, info: torch.Tensor) -> torch.Tensor:
     return first
 
 
+def pattern_dtype(volume: int) -> torch.dtype | None:
+    """dtype of the present-tap bit masks of a ``volume``-tap map, None past 62 taps.
+
+    int32 up to 31 taps: the tap-pattern sort then radix-sorts 4-byte keys
+    (half the passes of int64).
+    """
+    if volume <= 31:
+        return torch.int32
+    return torch.int64 if volume <= 62 else None
+
+
 def launch_emit(
     coords: torch.Tensor,
-    offsets: torch.Tensor,
+    table: torch.Tensor,
+    g: int,
     sorted_keys: torch.Tensor,
     perm: torch.Tensor,
     first: torch.Tensor,
@@ -541,27 +622,75 @@ def launch_emit(
     slots: torch.Tensor | None,
     geometry: Geometry,
     out_stride: tuple[int, int, int],
-    exact: bool,
+    step: bool,
     disjoint: bool,
 ) -> torch.Tensor | None:
     """Write each distinct candidate's output row and (with ``slots``) every pair's slot.
 
     With slots of at most 62 taps it returns each output row's present-tap bit
-    mask (what the tap-skipping conv tiles sort by), else None.
+    mask (what the tap-skipping conv tiles sort by; :func:`pattern_dtype`),
+    else None.
     """
     total = int(sorted_keys.numel())
     block = _block()
     volume = 1 if slots is None else int(slots.shape[1])
     pattern = None
-    if slots is not None and volume <= 62:
-        pattern = torch.zeros(int(slots.shape[0]), dtype=torch.int64, device=out.device)
+    kind = pattern_dtype(volume)
+    if slots is not None and kind is not None:
+        pattern = torch.zeros(int(slots.shape[0]), dtype=kind, device=out.device)
     _emit_kernel[(triton.cdiv(total, block),)](
-        coords, offsets, sorted_keys, perm, first, rank, out,
-        slots if slots is not None else out, pattern if pattern is not None else out, total,
-        int(offsets.shape[0]), *geometry, *out_stride, K=volume, EXACT=exact, DISJOINT=disjoint,
-        SLOTS=slots is not None, PATTERN=pattern is not None, BLOCK=block,
+        coords, table, sorted_keys, perm, first, rank, out,
+        slots if slots is not None else out, pattern if pattern is not None else out, total, g,
+        *geometry, *out_stride, K=volume, STEP=step, DISJOINT=disjoint, SLOTS=slots is not None,
+        PATTERN=pattern is not None, WIDE=kind is torch.int64, BLOCK=block,
     )  # fmt: skip
     return pattern
+
+
+@triton.jit
+def _transpose_kernel(
+    slots_ptr,  # (M, K) int32 forward table
+    back_ptr,  # (N, K) int32 result, pre-filled with -1
+    pattern_ptr,  # (N,) present-tap bit masks, pre-filled with 0, or a dummy
+    m_rows,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    PATTERN: tl.constexpr,
+    WIDE: tl.constexpr,
+    BR: tl.constexpr,
+):
+    """back[slots[o, k], k] = o: every (input, tap) has at most one output, so no conflicts."""
+    o = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    k = tl.arange(0, KP)
+    live = (o < m_rows)[:, None] & (k < K)[None, :]
+    src = tl.load(slots_ptr + o[:, None] * K + k[None, :], mask=live, other=-1).to(tl.int64)
+    hit = live & (src >= 0)
+    rows = tl.broadcast_to(o[:, None], [BR, KP]).to(tl.int32)
+    tl.store(back_ptr + src * K + k[None, :], rows, mask=hit)
+    if PATTERN:
+        one = tl.full([BR, KP], 1, tl.int64 if WIDE else tl.int32)
+        tl.atomic_or(pattern_ptr + src, one << k[None, :], mask=hit)
+
+
+def launch_transpose(slots: torch.Tensor, num_in: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(adjoint table (num_in, K) int32, its present-tap masks or None): one fill and one launch.
+
+    The masks come from the same launch, so the adjoint's tap-pattern order
+    (:meth:`SlotMap.order`) needs only its sort.
+    """
+    m, k = (int(v) for v in slots.shape)
+    device = slots.device
+    back = torch.full((num_in, k), -1, dtype=torch.int32, device=device)
+    kind = pattern_dtype(k)
+    pattern = None if kind is None else torch.zeros(num_in, dtype=kind, device=device)
+    if m and k and num_in:
+        kp = int(triton.next_power_of_2(k))
+        br = max(1, (2048 if interpreting() else 1024) // kp)
+        _transpose_kernel[(triton.cdiv(m, br),)](
+            slots, back, pattern if pattern is not None else back, m, K=k, KP=kp,
+            PATTERN=pattern is not None, WIDE=kind is torch.int64, BR=br,
+        )  # fmt: skip
+    return back, pattern
 
 
 def launch_direct(
@@ -588,3 +717,45 @@ def launch_direct(
             BLOCK=block,
         )  # fmt: skip
     return out, slots
+
+
+@triton.jit
+def _pairs_kernel(
+    slots_ptr,  # (M, K) int32
+    pos_ptr,  # (K * M,) inclusive running count of present pairs, tap-major
+    pin_ptr,  # (M * K,) int32 result: input rows, tap by tap
+    pout_ptr,  # (M * K,) int32 result: output rows, tap by tap
+    m_rows,
+    K: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    k = tl.program_id(1).to(tl.int64)  # K * M may pass int32
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = o < m_rows
+    src = tl.load(slots_ptr + o * K + k, mask=live, other=-1)
+    at = tl.load(pos_ptr + k * m_rows + o, mask=live, other=1).to(tl.int64) - 1
+    hit = live & (src >= 0)
+    tl.store(pin_ptr + at, src, mask=hit)
+    tl.store(pout_ptr + at, o.to(tl.int32), mask=hit)
+
+
+def launch_pairs(slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input rows, output rows, tap starts) of the present pairs, compacted tap by tap.
+
+    A running count over the tap-major presence flags places every pair (its
+    value at each tap's last row starts the next tap); one launch writes both
+    row lists.
+    """
+    m, k = (int(v) for v in slots.shape)
+    device = slots.device
+    pin = torch.empty(m * k, dtype=torch.int32, device=device)
+    pout = torch.empty(m * k, dtype=torch.int32, device=device)
+    starts = torch.zeros(k + 1, dtype=torch.int64, device=device)
+    if m == 0 or k == 0:
+        return pin, pout, starts
+    wide = m * k >= 2**31 - 1
+    pos = torch.cumsum((slots.t() >= 0).reshape(-1), 0, dtype=torch.int64 if wide else torch.int32)
+    starts[1:] = pos.view(k, m)[:, -1]
+    block = _block()
+    _pairs_kernel[(triton.cdiv(m, block), k)](slots, pos, pin, pout, m, K=k, BLOCK=block)
+    return pin, pout, starts
