@@ -165,6 +165,17 @@ def test_fusion_finds_nested_sequentials_and_leaves_others() -> None:
     assert list(net.state_dict()) == keys
 
 
+def test_normalised_and_subclassed_convs_are_not_fused() -> None:
+    """A normalised conv divides by its weight mass: an epilogue on one conv call would be wrong."""
+
+    class MySubm(nn.SubmConv3d):
+        pass
+
+    for conv in (nn.NormalizedSubmConv3d(4, 4, 3), MySubm(4, 4, 3)):
+        seq = nn.Sequential(conv, nn.BatchNorm(4), nn.ReLU())
+        assert fuse_conv_bn_relu(seq) is seq
+
+
 def _subm_case(dtype: torch.dtype) -> tuple[SparseTensor, torch.Tensor, torch.Tensor]:
     x = _input(7, dtype)
     g = torch.Generator().manual_seed(8)

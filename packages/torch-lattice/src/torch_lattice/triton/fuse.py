@@ -39,8 +39,15 @@ from typing import Any
 import torch
 from lattice_contract.schema_types import ActivationKind
 
-from torch_lattice.nn.conv import _ConvBase
-from torch_lattice.nn.modules import Activation, BatchNorm
+from torch_lattice.nn import (
+    Activation,
+    BatchNorm,
+    Conv3d,
+    ConvTranspose3d,
+    FullConv3d,
+    GenerativeConvTranspose3d,
+    SubmConv3d,
+)
 from torch_lattice.sparse import SparseTensor
 from torch_lattice.triton.epilogue import PENDING, Pending
 
@@ -67,6 +74,20 @@ def _offer(bn: BatchNorm, relu: bool, device: torch.device) -> Iterator[Pending]
         PENDING.reset(token)
 
 
+FUSABLE_CONVS = (SubmConv3d, Conv3d, FullConv3d, ConvTranspose3d, GenerativeConvTranspose3d)
+"""The single-input conv modules whose one conv call can take the epilogue.
+
+Exactly these classes (a subclass may change ``forward``).  Not the
+normalised convs (their output is divided by a support-dependent weight
+mass, which an affine epilogue on the conv sums would not give), nor the
+target forms (two inputs, which a ``Sequential`` cannot pass).
+"""
+
+
+def _fusable_conv(m: torch.nn.Module) -> bool:
+    return type(m) in FUSABLE_CONVS
+
+
 def _is_relu(m: torch.nn.Module) -> bool:
     return isinstance(m, Activation) and m.kind == ActivationKind.relu
 
@@ -77,7 +98,7 @@ def _blocks(children: list[torch.nn.Module]) -> list[tuple[int, int, bool]]:
     i = 0
     while i + 1 < len(children):
         conv, bn = children[i], children[i + 1]
-        if isinstance(conv, _ConvBase) and isinstance(bn, BatchNorm):
+        if _fusable_conv(conv) and isinstance(bn, BatchNorm):
             relu = i + 2 < len(children) and _is_relu(children[i + 2])
             found.append((i, 3 if relu else 2, relu))
             i += 3 if relu else 2
