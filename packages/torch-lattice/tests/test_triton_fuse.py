@@ -198,6 +198,25 @@ def test_every_tile_shape_matches_the_reference(dtype: torch.dtype) -> None:
         torch.testing.assert_close(got.double(), ref.double(), **_tol(dtype), msg=str(cfg))
 
 
+@pytest.mark.parametrize("bm", [16, 32])
+def test_tile_tap_lists_match_their_definition(bm: int) -> None:
+    """Per tile of sorted rows: exactly the taps some row has, in increasing order."""
+    x = _input(9, torch.float32)
+    _, smap = build("subm", x.support, (3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
+    order = smap.order()
+    taps, counts = kernels._tile_taps(smap.slots, order, bm, None)
+    present = (smap.slots[order.long()] >= 0).cpu()
+    tiles = -(-present.shape[0] // bm)
+    padded = torch.zeros(tiles * bm, 27, dtype=torch.bool)
+    padded[: present.shape[0]] = present
+    want = padded.view(tiles, bm, 27).any(1)
+    assert torch.equal(counts.cpu(), want.sum(1).to(torch.int32))
+    # present taps first, in increasing order: a stable sort of "absent" per tile
+    expected = torch.sort((~want).to(torch.int8), dim=1, stable=True).indices.to(torch.int32)
+    listed = torch.arange(27)[None, :] < want.sum(1, keepdim=True)
+    assert torch.equal(taps.cpu()[listed], expected[listed])
+
+
 def test_epilogue_on_an_input_without_rows() -> None:
     """No input rows: every output is the epilogue of zero sums (shift, then ReLU)."""
     x = torch.zeros(0, 3, device=DEVICE)
