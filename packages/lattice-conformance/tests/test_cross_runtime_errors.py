@@ -224,6 +224,20 @@ SPARSE_CONSTRUCTION: dict[str, Callable[[Any, Callable[[np.ndarray], Any]], Any]
     "stride not dividing": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), 3),
     "row mismatch": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1][:-1]), 2),
     "coords float": lambda st, cv: st(cv(_inputs()[0].astype(np.float32)), cv(_inputs()[1]), 2),
+    # the stride and active-row rules of lattice_contract.shared_sparse
+    "stride of two axes": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), (2, 2)),
+    "stride bool": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), True),
+    "stride text": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), "2"),
+    "stride negative axis": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), (2, -2, 2)),
+    "active negative": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), 2, -1),
+    "active past the rows": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), 2, 99),
+    "active bool": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), 2, True),
+    "active float array": lambda st, cv: st(
+        cv(_inputs()[0]), cv(_inputs()[1]), 2, cv(np.array([3.0], dtype=np.float32))
+    ),
+    "active of two entries": lambda st, cv: st(
+        cv(_inputs()[0]), cv(_inputs()[1]), 2, cv(np.array([3, 3], dtype=np.int32))
+    ),
 }
 
 

@@ -771,7 +771,7 @@ def test_weight_symbols_quote_non_identifiers_and_default_to_the_storage_key():
     text = b.build()
     assert '%0 = lattice.weight @"0.weight" {layout = #lattice.weight_layout<bias_c>, ' in text
     assert "%1 = lattice.weight @w1 {" in text and 'storage_key = "odd \\22key\\22"' in text
-    assert w1.type.family.value == "bias"
+    assert w1.type.family == "bias"
 
 
 def _channel(b: MLIRModuleBuilder, c: int) -> Value:
@@ -1253,9 +1253,9 @@ def test_values_are_typed_handles():
     b, x, w = _ctx()
     assert x.name == "%0" and x.kind == "sparse" and x.dtype == "f32"
     assert x.type_text == S32 and x.type.stride == (1, 1, 1) and x.type.channels == 4
-    assert w.type.shape == (8, 3, 3, 3, 4) and w.type.family.value == "conv3d"
+    assert w.type.weight_shape == (8, 3, 3, 3, 4) and w.type.family == "conv3d"
     coords, feats, active = b.sparse_decompose(input=x)
-    assert coords.type.shape == (None, 4) and feats.type_text == "tensor<?x4xf32>"
+    assert coords.type.shape == (-1, 4) and feats.type_text == "tensor<?x4xf32>"
     assert active.type_text == "tensor<1xi32>"
     assert "stride (1, 1, 1)" in x.type.describe()
 
@@ -1291,9 +1291,8 @@ def _plain(value: object) -> object:
 
 
 def _structured(vt: ValueType) -> dict[str, object]:
-    shape = None if vt.kind != "tensor" else [-1 if d is None else d for d in vt.shape or ()]
-    family = vt.family.value if vt.family is not None else None
-    return {"kind": vt.kind, "dtype": vt.dtype, "shape": shape, "family": family}
+    shape = None if vt.shape is None else list(vt.shape)
+    return {"kind": vt.kind, "dtype": vt.dtype, "shape": shape, "family": vt.family}
 
 
 def _check_plan(b: MLIRModuleBuilder, plan: dict) -> None:
@@ -1463,3 +1462,27 @@ def test_repeated_result_names_are_uniqued_like_mlir(native):
     text = b.build()
     assert _lattice_opt(text, "--lattice-verify-artifact").stdout == text + "\n"
     _check_plan(b, native.import_plan(text))
+
+
+def test_builder_values_carry_the_plans_one_type_model() -> None:
+    """A builder value's type is the plan's ValueType; without its facts it is the import's."""
+    from dataclasses import replace
+
+    from lattice_contract.plan import RuntimePlan
+    from lattice_contract.plan_records import NO_FACTS
+    from lattice_contract.plan_records import ValueType as PlanValueType
+    from lattice_contract.verify import require_native
+
+    b = MLIRModuleBuilder()
+    x = b.add_sparse_input("x", channels=4, dtype="f32", stride=2)
+    w = b.weight(storage_key="w", layout="conv3d_o_xyz_i", dtype="f32", shape=(8, 3, 3, 3, 4))
+    y = b.emit("subm_conv3d", input=x, weight=w, kernel_size=3)
+    coords, feats, _ = b.sparse_decompose(input=y)
+    b.add_output("f", feats)
+    plan = RuntimePlan.from_native(require_native().import_plan(b.build()))
+    for value in (x, w, y, coords, feats):
+        assert type(value.type) is PlanValueType
+        assert replace(value.type, facts=NO_FACTS) == plan.types[value.type_text]
+    assert y.type.stride == (2, 2, 2) and y.type.channels == 8 and feats.type.shape == (-1, 8)
+    assert w.type.layout is not None and w.type.layout.value == "conv3d_o_xyz_i"
+    assert w.type.weight_shape == (8, 3, 3, 3, 4) and w.type.packing is None

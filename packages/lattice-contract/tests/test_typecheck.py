@@ -55,7 +55,8 @@ def test_mixed_element_types_without_cast(plan_payload: Any) -> None:
     message = str(info.value)
     # names the value, the op and the fix
     assert "value 'v0'" in message and "lattice.linear" in message
-    assert "differs from f32" in message and "explicit lattice.cast" in message
+    assert "differs from f32" in message and "insert a lattice.cast" in message
+    assert message.endswith("[rule dtype.same]")
 
 
 def test_mixed_sparse_and_features_in_sparse_make(plan_payload: Any) -> None:

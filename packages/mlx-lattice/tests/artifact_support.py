@@ -8,6 +8,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
+from lattice_conformance import op_cases
 from lattice_contract.builder import MLIRModuleBuilder
 from mlx_lattice import SparseTensor
 from mlx_lattice.artifact import LatticeProgram, load_lattice_program, save_lattice_artifact
@@ -28,14 +29,12 @@ def random_sparse(
     batches: int = 2,
     extent: int = 6,
 ) -> SparseTensor:
-    """Unique random rows in ``batches`` batch items, physical coords at ``stride``."""
-    logical = rng.integers(0, extent, size=(rows, 3))
-    batch = rng.integers(0, batches, size=(rows, 1))
-    coords = np.unique(np.concatenate([batch, logical * stride], axis=1), axis=0)
-    feats = rng.standard_normal((len(coords), channels)).astype(np.float32)
-    return SparseTensor(
-        mx.array(coords.astype(np.int32)), mx.array(feats).astype(MX[dtype]), stride=stride
+    """:func:`lattice_conformance.op_cases.random_sparse` as an MLX SparseTensor."""
+    value = op_cases.random_sparse(
+        rng, rows, channels, dtype, stride=stride, batches=batches, extent=extent
     )
+    feats = mx.array(value.feats).astype(MX[dtype])
+    return SparseTensor(mx.array(value.coords), feats, stride=stride)
 
 
 def weight(rng: np.random.Generator, *shape: int, dtype: str = "f32") -> mx.array:

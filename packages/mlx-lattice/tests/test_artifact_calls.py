@@ -207,8 +207,8 @@ def test_unexpected_inputs(setup: dict[str, Any]) -> None:
     )
     _reject(
         setup,
-        r"unexpected input 'x_feats'; this artifact's ABI inputs are",
-        x_feats=x.feats,
+        r"unexpected input 'x_feature'; this artifact's ABI inputs are",
+        x_feature=x.feats,  # a misspelling (x_feats is an accepted spelling of x_features)
         **{k: v for k, v in _abi(x, t).items() if k != "x_features"},
     )
     _reject(setup, r"3 positional inputs given, but the artifact takes 2", x, t, t)

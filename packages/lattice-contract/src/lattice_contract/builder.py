@@ -61,7 +61,6 @@ from lattice_contract.builder_text import (
     SPELLED_WHEN_ABSENT,
     BuilderError,
     Value,
-    ValueType,
     _attr_text,
     _parse_tensor_type,
     mlir_f32,
@@ -77,6 +76,7 @@ from lattice_contract.constants import (
     WEIGHT_FILE,
 )
 from lattice_contract.digest import SCHEMA_DIGEST
+from lattice_contract.plan_records import ValueType
 from lattice_contract.schema import (
     DIALECT,
     FLOAT_DTYPES,

@@ -94,7 +94,7 @@ def _check_constraint(op: OpDef, name: str, value: Value, constraint: TypeConstr
     if kind is TypeKind.sparse:
         ok = vt.kind == "sparse"
     elif kind is TypeKind.weight:
-        ok = vt.kind == "weight" and vt.family in constraint.families
+        ok = vt.kind == "weight" and vt.family in {f.value for f in constraint.families}
     elif vt.kind != "tensor" or vt.shape is None:
         ok = False
     elif kind is TypeKind.coords:
@@ -102,7 +102,7 @@ def _check_constraint(op: OpDef, name: str, value: Value, constraint: TypeConstr
     elif kind is TypeKind.active:
         ok = vt.dtype == "i32" and vt.shape == (1,)
     elif kind is TypeKind.features:
-        ok = vt.dtype in FLOAT_DTYPES and len(vt.shape) == 2 and vt.shape[1] is not None
+        ok = vt.dtype in FLOAT_DTYPES and len(vt.shape) == 2 and vt.shape[1] >= 0
     elif kind is TypeKind.points:
         ok = vt.dtype == "f32" and len(vt.shape) == 2 and vt.shape[1] == 3
     elif kind is TypeKind.batch_index:

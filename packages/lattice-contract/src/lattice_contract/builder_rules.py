@@ -18,10 +18,10 @@ from typing import Any, Literal, NoReturn
 from lattice_contract.builder_text import (
     _MISSING,
     Value,
-    ValueType,
     rule_error,
 )
 from lattice_contract.kernel import Triple
+from lattice_contract.plan_records import ValueFacts, ValueType
 from lattice_contract.schema import (
     FLOAT_DTYPES,
     PACKED_DTYPE_OF_BITS,
@@ -110,14 +110,20 @@ def _rule(
 
 
 def _sparse_type(dtype: str, stride: Triple, channels: int) -> ValueType:
-    return ValueType("sparse", dtype, stride=stride, channels=channels)
+    return ValueType("sparse", dtype, facts=ValueFacts(stride=stride, channels=channels))
 
 
-def _features_type(rows: int | None, channels: int | None, dtype: str) -> ValueType:
-    return ValueType("tensor", dtype, shape=(rows, channels))
+def _features_type(rows: int | None, channels: int, dtype: str) -> ValueType:
+    """Rank-2 features; ``rows`` None is dynamic (``-1`` in the type, MLIR's ``?``)."""
+    return ValueType("tensor", dtype, shape=(-1 if rows is None else rows, channels))
 
 
-_COORDS_TYPE = ValueType("tensor", "i32", shape=(None, 4))
+def _static(dim: int) -> int | None:
+    """A tensor dimension, None when dynamic."""
+    return None if dim < 0 else dim
+
+
+_COORDS_TYPE = ValueType("tensor", "i32", shape=(-1, 4))
 _ACTIVE_TYPE = ValueType("tensor", "i32", shape=(1,))
 
 
@@ -128,10 +134,8 @@ def _layout_axes(layout: WeightLayout) -> str:
 @_rule("sparse.make")
 def _sparse_make(call: _Call) -> tuple[ValueType, ...]:
     features = call.value("features").type
-    assert features.shape is not None
-    channels = features.shape[1]
-    assert channels is not None
-    return (_sparse_type(features.dtype, call.attrs["stride"], channels),)
+    assert features.shape is not None and features.shape[1] >= 0  # checked as features
+    return (_sparse_type(features.dtype, call.attrs["stride"], features.shape[1]),)
 
 
 @_rule("sparse.decompose")
@@ -144,7 +148,7 @@ def _sparse_decompose(call: _Call) -> tuple[ValueType, ...]:
 def _sparse_with_features(call: _Call) -> tuple[ValueType, ...]:
     _, vt, stride, _ = call.sparse("input")
     features = call.value("features").type
-    assert features.shape is not None and features.shape[1] is not None
+    assert features.shape is not None and features.shape[1] >= 0  # checked as features
     _require_same_dtype(call, "features", features.dtype, vt.dtype, "'input'")
     return (_sparse_type(features.dtype, stride, features.shape[1]),)
 
@@ -191,8 +195,8 @@ def _sparse_cat(call: _Call) -> tuple[ValueType, ...]:
 
 
 def _weight_shape(vt: ValueType) -> tuple[int, ...]:
-    assert vt.shape is not None
-    return tuple(d for d in vt.shape if d is not None)
+    assert vt.weight_shape is not None  # every builder weight knows its logical shape
+    return vt.weight_shape
 
 
 def _check_weight_dtype(call: _Call, name: str, want: str) -> ValueType:
@@ -336,7 +340,7 @@ def _global_pool(call: _Call) -> tuple[ValueType, ...]:
 @_rule("voxelize")
 def _voxelize(call: _Call) -> tuple[ValueType, ...]:
     features = call.value("features").type
-    assert features.shape is not None and features.shape[1] is not None
+    assert features.shape is not None and features.shape[1] >= 0  # checked as features
     return (_sparse_type(features.dtype, call.attrs["stride"], features.shape[1]),)
 
 
@@ -345,13 +349,13 @@ def _devoxelize(call: _Call) -> tuple[ValueType, ...]:
     _, vt, _, channels = call.sparse("voxels")
     points = call.value("points").type
     assert points.shape is not None
-    return (_features_type(points.shape[0], channels, vt.dtype),)
+    return (_features_type(_static(points.shape[0]), channels, vt.dtype),)
 
 
 def _feature_input(call: _Call) -> tuple[ValueType, int | None, int]:
     vt = call.value("input").type
-    assert vt.shape is not None and vt.shape[1] is not None
-    return vt, vt.shape[0], vt.shape[1]
+    assert vt.shape is not None and vt.shape[1] >= 0  # checked as features
+    return vt, _static(vt.shape[0]), vt.shape[1]
 
 
 @_rule("linear")
@@ -460,7 +464,7 @@ def _call(call: _Call) -> tuple[ValueType, ...]:
                 f"item {index} is {value.type_text} but {callee} expects {dtype} of rank {rank} "
                 f"({expected})",
             )
-    return (ValueType("tensor", primitive.output, shape=(None,) * primitive.output_rank),)
+    return (ValueType("tensor", primitive.output, shape=(-1,) * primitive.output_rank),)
 
 
 BUILDER_SCALE_DTYPES: tuple[str, ...] = ("f16", "f32")
@@ -541,7 +545,8 @@ def _weight(call: _Call) -> tuple[ValueType, ...]:
             f"{layout.value}",
         )
     shape = tuple(int(d) for d in raw_shape)
-    return (ValueType("weight", dtype, shape=shape, family=family, layout=layout, packing=packing),)
+    facts = ValueFacts(layout=layout, weight_shape=shape, packing=packing)
+    return (ValueType("weight", dtype, family=family.value, facts=facts),)
 
 
 # ---------------------------------------------------------------------------
@@ -580,7 +585,7 @@ def _embedding_lookup(call: _Call) -> tuple[ValueType, ...]:
     if table.packing is not None:
         call.fail("weight.packable", "weight", "is packed")
     shape = _weight_shape(table)
-    rows = indices.shape[0] if indices.shape else None
+    rows = _static(indices.shape[0]) if indices.shape else None
     return (_features_type(rows, shape[-1], table.dtype),)
 
 

@@ -2,8 +2,10 @@
 
 The lowest layer of :mod:`lattice_contract.builder`: how attributes, types
 and symbols are spelled (mirroring MLIR's own printer, so builder output is a
-fixed point of native parsing and printing), the :class:`ValueType` of a
-builder value and the :class:`BuilderError` every layer raises.
+fixed point of native parsing and printing), the builder's values (typed
+with the plan's one :class:`~lattice_contract.plan_records.ValueType`, whose
+:class:`~lattice_contract.plan_records.ValueFacts` carry what the builder
+knows beyond the MLIR type) and the :class:`BuilderError` every layer raises.
 """
 
 from __future__ import annotations
@@ -17,21 +19,18 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from lattice_contract.kernel import Triple
+from lattice_contract.plan_records import ValueType
 from lattice_contract.schema import (
     DIALECT,
     FLOAT_DTYPES,
     INT_DTYPES,
     PACKING_FIELDS,
-    TYPES,
     AttrKind,
     AttrSpec,
     OpDef,
     SchemaEnum,
-    TypeDef,
-    WeightFamily,
-    WeightLayout,
 )
-from lattice_contract.schema_rules import rule
+from lattice_contract.schema_rules import rule_message
 
 
 class BuilderError(ValueError):
@@ -48,10 +47,9 @@ def rule_error(op: OpDef | str, rule_id: str, argument: str | None, problem: str
     The fix and the ID tag are the rule's own (:mod:`lattice_contract.schema_rules`),
     the same the native verifier writes; ``problem`` names the values involved.
     """
-    found = rule(rule_id)
     where = op.mlir_name if isinstance(op, OpDef) else op
     subject = f"argument {argument!r} " if argument else ""
-    return BuilderError(f"{where}: {subject}{problem}; {found.fix}{found.tag}")
+    return BuilderError(f"{where}: {subject}{rule_message(rule_id, problem)}")
 
 
 # ---------------------------------------------------------------------------
@@ -259,83 +257,8 @@ def _packing_text(packing: Mapping[str, object]) -> str:
 # Types and values.
 
 ValueKind = Literal["sparse", "weight", "tensor"]
-Shape = tuple[int | None, ...]
 _TENSOR_DTYPES: tuple[str, ...] = FLOAT_DTYPES + INT_DTYPES
 _TENSOR_TEXT = re.compile(r"tensor<((?:(?:\?|[0-9]+)x)*)([a-z0-9]+)>\Z")
-
-
-def _type_def(mnemonic: str) -> TypeDef:
-    for item in TYPES:
-        if item.mnemonic == mnemonic:
-            return item
-    raise KeyError(f"the schema defines no type !{DIALECT}.{mnemonic}")  # pragma: no cover
-
-
-def _dialect_type_text(mnemonic: str, values: Mapping[str, str]) -> str:
-    """Spell ``!lattice.<mnemonic><...>`` from the schema's type parameters.
-
-    Parameters with a single permitted value (``rank = 3``, the one coordinate
-    and feature layout) are filled from the schema; the others come from
-    ``values``.
-    """
-    parts = []
-    for param in _type_def(mnemonic).params:
-        if param.name in values:
-            value = values[param.name]
-        elif len(param.allowed) == 1:
-            value = param.allowed[0]
-        elif param.enum is not None and len(param.enum) == 1:
-            value = next(iter(param.enum)).value
-        else:  # pragma: no cover - a builder bug, not a user error
-            raise KeyError(f"type !{DIALECT}.{mnemonic} needs parameter {param.name!r}")
-        parts.append(f"{param.name} = {value}" if param.keyword else value)
-    return f"!{DIALECT}.{mnemonic}<" + ", ".join(parts) + ">"
-
-
-@dataclass(frozen=True)
-class ValueType:
-    """What the builder knows statically about a value.
-
-    ``kind`` is ``sparse``, ``weight`` or ``tensor``.  Sparse values carry
-    their static ``stride`` and ``channels`` (not part of the MLIR type, but
-    the builder needs them to check target strides and infer feature widths);
-    weights carry their ``family``, ``layout``, logical ``shape`` and optional
-    ``packing``; tensors carry ``shape`` with ``None`` for dynamic dimensions.
-    """
-
-    kind: ValueKind
-    dtype: str
-    shape: Shape | None = None
-    family: WeightFamily | None = None
-    layout: WeightLayout | None = None
-    packing: Mapping[str, object] | None = field(default=None, hash=False)
-    stride: Triple | None = None
-    channels: int | None = None
-
-    @property
-    def text(self) -> str:
-        """The type as MLIR prints it."""
-        if self.kind == "sparse":
-            return _dialect_type_text("sparse_tensor", {"dtype": self.dtype})
-        if self.kind == "weight":
-            assert self.family is not None
-            return _dialect_type_text("weight", {"family": self.family.value, "dtype": self.dtype})
-        assert self.shape is not None
-        dims = "".join(("?" if d is None else str(d)) + "x" for d in self.shape)
-        return f"tensor<{dims}{self.dtype}>"
-
-    @property
-    def rank(self) -> int | None:
-        """Tensor rank; None for sparse values and weights."""
-        return None if self.kind != "tensor" or self.shape is None else len(self.shape)
-
-    def describe(self) -> str:
-        """The type text plus builder-side facts, for error messages."""
-        if self.kind == "sparse":
-            return f"{self.text} (stride {self.stride}, {self.channels} channels)"
-        if self.kind == "weight":
-            return f"{self.text} (shape {self.shape})"
-        return self.text
 
 
 def tensor_type(shape: Sequence[int | None], dtype: str) -> ValueType:
@@ -355,7 +278,7 @@ def tensor_type(shape: Sequence[int | None], dtype: str) -> ValueType:
             raise BuilderError(
                 f"tensor dimension {d!r} is invalid; use a non-negative int or None (dynamic)"
             )
-    return ValueType("tensor", dtype, shape=tuple(dims))
+    return ValueType("tensor", dtype, shape=tuple(-1 if d is None else d for d in dims))
 
 
 def _parse_tensor_type(text: str, where: str) -> ValueType:
@@ -390,7 +313,8 @@ class Value:
     @property
     def kind(self) -> ValueKind:
         """``sparse``, ``weight`` or ``tensor``."""
-        return self.type.kind
+        kind: ValueKind = self.type.kind  # type: ignore[assignment]  # one of the three
+        return kind
 
     @property
     def dtype(self) -> str:

@@ -49,6 +49,7 @@ from lattice_contract.plan import (
     PlanOutput,
     RuntimePlan,
 )
+from lattice_contract.shared_names import FEATS, feature_keyword_aliases
 from lattice_contract.sparse_errors import ARRAY_TYPES
 from lattice_contract.typecheck import TypedPlan, ValueType, typecheck_plan
 
@@ -381,14 +382,22 @@ def _check_sparse_rows(
 
 
 def _aliases(plan: RuntimePlan, logical: Sequence[LogicalInput]) -> dict[str, str]:
+    """Keyword aliases of ABI names.
+
+    ``coords``/``features``/``active`` for a program with one sparse input, and
+    a ``feats`` spelling of every ``features`` (:mod:`lattice_contract.shared_names`).
+    """
     sparse = [item for item in logical if item.kind == "sparse"]
     taken = {a.abi_name for a in plan.args} | {item.name for item in logical}
-    if len(sparse) != 1 or any(alias in taken for alias in SPARSE_COMPONENT_ALIASES):
-        return {}
-    return {
-        alias: arg.abi_name
-        for alias, arg in zip(SPARSE_COMPONENT_ALIASES, sparse[0].args, strict=True)
-    }
+    aliases: dict[str, str] = {}
+    if len(sparse) == 1 and not any(alias in taken for alias in SPARSE_COMPONENT_ALIASES):
+        aliases = {
+            alias: arg.abi_name
+            for alias, arg in zip(SPARSE_COMPONENT_ALIASES, sparse[0].args, strict=True)
+        }
+    spelled = feature_keyword_aliases([*(a.abi_name for a in plan.args), *aliases], taken)
+    aliases.update({alias: aliases.get(name, name) for alias, name in spelled.items()})
+    return aliases
 
 
 def _assign(
@@ -414,7 +423,8 @@ def _assign(
     for key, value in kwargs.items():
         name = rename.get(key, key)
         if name not in names:
-            valid = [*names, *rename]
+            # the ``feats`` spellings are accepted but not listed: the canonical names are
+            valid = [*names, *(k for k in rename if not k.endswith(FEATS))]
             raise ProgramCallError(
                 f"unexpected input {key!r}; this artifact's {what} are {', '.join(valid)}"
             )
@@ -462,7 +472,8 @@ def bind_call(
     values go positionally in input order or by logical name.  ABI form:
     arrays for the ABI arguments, positionally and/or by ABI name (and, for a
     program with one sparse input, by the aliases ``coords``, ``features``,
-    ``active``).  Passing any SparseTensor or logical-only name selects the
+    ``active``); ``feats`` is accepted wherever ``features`` is (``feats=``,
+    ``x_feats=``).  Passing any SparseTensor or logical-only name selects the
     logical form; everything else must then follow it.
     """
     logical = plan.logical_inputs

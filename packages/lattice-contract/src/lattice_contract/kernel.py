@@ -20,6 +20,8 @@ def as_triple(value: int | Sequence[int], name: str = "value") -> Triple:
         raise TypeError(f"{name} must be an int or three ints, got a bool")
     if isinstance(value, int):
         return (value, value, value)
+    if not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be an int or three ints, got {value!r}")
     items = tuple(value)
     if len(items) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
         raise ValueError(f"{name} must be an int or three ints, got {value!r}")

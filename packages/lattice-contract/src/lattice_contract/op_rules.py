@@ -16,7 +16,8 @@ numbers here, once, keeps the two runtimes' supports and weights identical.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from lattice_contract.kernel import Triple, kernel_taps
 from lattice_contract.options import Window
@@ -26,8 +27,10 @@ __all__ = [
     "ELEMENTWISE_KINDS",
     "NORMALIZED_EPS",
     "TRILINEAR_MIN_WEIGHT",
+    "Resampling",
     "check_elementwise_kind",
     "embedding_index_error",
+    "resampling",
     "transposed_stride",
     "trilinear_tap_weights",
     "trilinear_window",
@@ -65,6 +68,33 @@ def trilinear_tap_weights(stride: Triple) -> tuple[float, ...]:
             w *= 1.0 - abs(k - (s - 1)) / s
         weights.append(w)
     return tuple(weights)
+
+
+class Resampling(NamedTuple):
+    """How ``pool_transpose3d`` or ``trilinear_upsample3d`` weighs the pairs of its relation.
+
+    Output row o is ``sum_k w_k x[c] / max(sum_k w_k, min_weight)`` over the
+    pairs ``(c, k)`` of ``window``'s transposed relation; ``tap_weights``
+    None means every pair weighs 1.
+    """
+
+    window: Window
+    tap_weights: tuple[float, ...] | None
+    min_weight: float
+
+
+def resampling(op: str, attrs: Mapping[str, Any]) -> Resampling:
+    """The weighting of an upsampling op from its normalised attributes.
+
+    ``pool_transpose3d``: the plain mean over its window's pairs (a row no
+    coarse row reaches has sum 0 and weight 0, so the clamp at 1 gives 0);
+    ``trilinear_upsample3d``: the hat weights of its stride, renormalised.
+    """
+    if op == "trilinear_upsample3d":
+        s = attrs["stride"]
+        return Resampling(trilinear_window(s), trilinear_tap_weights(s), TRILINEAR_MIN_WEIGHT)
+    window = Window(attrs["kernel_size"], attrs["stride"], attrs["padding"], attrs["dilation"])
+    return Resampling(window, None, 1.0)
 
 
 def transposed_stride(input_stride: Sequence[int], op_stride: Sequence[int], op: str) -> Triple:

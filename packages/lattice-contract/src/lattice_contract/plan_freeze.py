@@ -64,6 +64,7 @@ from lattice_contract.schema import (
     OpDef,
     WeightLayout,
 )
+from lattice_contract.schema_rules import rule_message
 
 __all__ = ["LEGACY_LAYOUTS", "freeze_plan"]
 
@@ -116,6 +117,16 @@ def _at(where: Where) -> str:
     return _where(index, f"{name} -> {', '.join(results)}" if results else name)
 
 
+def _refused(rule_id: str, problem: str) -> PlanError:
+    """The PlanError of a payload that breaks schema rule ``rule_id`` (its one message)."""
+    return PlanError(rule_message(rule_id, problem))
+
+
+def _real_number(value: Any) -> bool:
+    """An int or a float (not a bool), finite or not."""
+    return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
 def _finite_number(value: Any) -> bool:
     """A real number that is finite as an f64 (an integer too large for f64 is not)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -156,7 +167,10 @@ def _check_int_range(what: str, kind: AttrKind, values: tuple[int, ...]) -> None
             if kind is AttrKind.triple
             else "the attribute is stored as i64"
         )
-        raise PlanError(f"{what} = {show(values)} is outside [{low}, {high}]: {reason}")
+        problem = f"{what} = {show(values)} is outside [{low}, {high}]: {reason}"
+        if kind is AttrKind.triple:
+            raise _refused("geometry.int32", problem)
+        raise PlanError(problem)
 
 
 def _three(value: Any, entry_ok: Callable[[Any], bool]) -> bool:
@@ -183,10 +197,14 @@ def _freeze_triple(rule: _AttrRule, value: Any, where: Where) -> tuple[int, int,
                 return (a, b, c)
     what = _attr_prefix(rule, where)
     if not _three(value, is_int):
-        raise PlanError(f"{what} must be three integers (array<i64: a, b, c>), got {show(value)}")
+        raise _refused(
+            "attr.triple", f"{what} must be three integers (array<i64: a, b, c>), got {show(value)}"
+        )
     triple = (int(value[0]), int(value[1]), int(value[2]))
     if rule.minimum is not None and any(v < rule.minimum for v in triple):
-        raise PlanError(f"{what} must have every entry >= {rule.minimum}, got {show(triple)}")
+        raise _refused(
+            "attr.minimum", f"{what} must have every entry >= {rule.minimum}, got {show(triple)}"
+        )
     _check_int_range(what, AttrKind.triple, triple)
     return triple
 
@@ -203,11 +221,11 @@ def _freeze_i64(rule: _AttrRule, value: Any, where: Where) -> int:
     if not is_int(value):
         raise PlanError(f"{what} must be an integer (i64), got {show(value)}")
     if rule.minimum is not None and value < rule.minimum:
-        raise PlanError(f"{what} must be >= {rule.minimum}, got {show(value)}")
+        raise _refused("attr.minimum", f"{what} must be >= {rule.minimum}, got {show(value)}")
     _check_int_range(what, AttrKind.i64, (value,))
     allowed = rule.definition.spec.allowed
     if allowed and str(int(value)) not in allowed:
-        raise PlanError(f"{what} must be one of {', '.join(allowed)}, got {value}")
+        raise _refused("attr.allowed", f"{what} must be one of {', '.join(allowed)}, got {value}")
     return int(value)
 
 
@@ -228,13 +246,15 @@ def _freeze_f64_triple(rule: _AttrRule, value: Any, where: Where) -> tuple[float
                 return (a, b, c)
     what = _attr_prefix(rule, where)
     if not _three(value, _finite_number):
-        raise PlanError(
-            f"{what} must be three finite numbers (array<f64: a, b, c>), got {show(value)}"
+        # three numbers of which one is not finite break attr.finite, anything else the triple
+        finite = "attr.triple" if not _three(value, _real_number) else "attr.finite"
+        raise _refused(
+            finite, f"{what} must be three finite numbers (array<f64: a, b, c>), got {show(value)}"
         )
     floats = (float(value[0]), float(value[1]), float(value[2]))
     if low is not None and any(v < low or (rule.exclusive_minimum and v == low) for v in floats):
         bound = ">" if rule.exclusive_minimum else ">="
-        raise PlanError(f"{what} must have every entry {bound} {low}, got {floats}")
+        raise _refused("attr.minimum", f"{what} must have every entry {bound} {low}, got {floats}")
     return floats
 
 
@@ -255,18 +275,18 @@ def _freeze_f32(rule: _AttrRule, value: Any, where: Where) -> float:
     try:
         number = float(value)
     except OverflowError:
-        raise PlanError(f"{what} = {show(value)} is outside the f32 range") from None
+        raise _refused("attr.finite", f"{what} = {show(value)} is outside the f32 range") from None
     if not math.isfinite(number):
-        raise PlanError(f"{what} must be finite, got {number}")
+        raise _refused("attr.finite", f"{what} must be finite, got {number}")
     try:
         number = _F32.unpack(_F32.pack(number))[0]
     except OverflowError:
-        raise PlanError(f"{what} = {number} is outside the f32 range") from None
+        raise _refused("attr.finite", f"{what} = {number} is outside the f32 range") from None
     if low is not None:
         bound_value = float(low)
         if number < bound_value or (rule.exclusive_minimum and number == bound_value):
             bound = ">" if rule.exclusive_minimum else ">="
-            raise PlanError(f"{what} must be {bound} {low}, got {number}")
+            raise _refused("attr.minimum", f"{what} must be {bound} {low}, got {number}")
     return number
 
 
@@ -280,13 +300,16 @@ def _freeze_text(rule: _AttrRule, value: Any, where: Where) -> str:
         return text
     spec = rule.definition.spec
     if spec.enum is None:
-        raise PlanError(f"{what} must be one of {', '.join(spec.allowed)}; got {text!r}")
+        raise _refused(
+            "attr.allowed", f"{what} must be one of {', '.join(spec.allowed)}; got {text!r}"
+        )
     hint = LEGACY_LAYOUTS.get(text) if spec.enum is WeightLayout else None
     if hint is not None:
-        raise PlanError(f"{what}: {hint}")
-    raise PlanError(
+        raise _refused("attr.allowed", f"{what}: {hint}")
+    raise _refused(
+        "attr.allowed",
         f"{what} has invalid #{DIALECT}.{spec.enum.__mnemonic__} value {text!r}; "
-        f"expected one of {', '.join(m.value for m in spec.enum)}"
+        f"expected one of {', '.join(m.value for m in spec.enum)}",
     )
 
 
@@ -312,9 +335,10 @@ def freeze_packing(what: Callable[[], str], value: Any) -> Mapping[str, Any]:
         item = value[name]
         if enum_type is None:
             if not is_int(item) or item not in GROUP_SIZES:
-                raise PlanError(
+                raise _refused(
+                    "weight.group_size",
                     f"{what()}.{name} must be one of {', '.join(map(str, GROUP_SIZES))} (the "
-                    f"group sizes MLX's affine quantization supports), got {show(item)}"
+                    f"group sizes MLX's affine quantization supports), got {show(item)}",
                 )
             frozen[name] = int(item)
         else:
@@ -467,9 +491,10 @@ def _check_known_attrs(attrs_raw: Mapping[Any, Any], rule: _OpRule, where: Where
     unknown = sorted(show(k) for k in set(attrs_raw) - rule.attr_names)
     if unknown:
         known = [a.name for a in rule.attrs]
-        raise PlanError(
-            f"{_at(where)} has unknown attribute(s) {', '.join(unknown)}; "
-            f"{where[1]} takes {', '.join(known) or 'no attributes'}"
+        raise _refused(
+            "attr.declared",
+            f"{_at(where)} has unknown attribute(s) {', '.join(unknown)} "
+            f"({where[1]} takes {', '.join(known) or 'no attributes'})",
         )
 
 
@@ -544,9 +569,10 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
                 frozen[attr.name] = attr.freeze(attr, attrs_raw[attr.name], where)
                 given += 1
             elif attr.required:
-                raise PlanError(
+                raise _refused(
+                    "attr.required",
                     f"{_at(where)} lacks required attribute {attr.name!r} "
-                    f"({attr.definition.spec.kind.value}); the producer must emit it"
+                    f"({attr.definition.spec.kind.value})",
                 )
             elif attr.default is not None:  # what the absent attribute means
                 frozen[attr.name] = attr.default

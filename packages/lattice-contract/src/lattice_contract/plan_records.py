@@ -6,10 +6,14 @@ These are the immutable dataclasses :meth:`RuntimePlan.from_native` returns
 them directly skips every check: that is for code that already holds a
 checked plan (tests, rewrites of a frozen plan).
 
-:class:`ValueType` is the single description of a plan value's type: the
+:class:`ValueType` is the single description of a value's type: the
 native importer reports one per MLIR type text, the plan keeps them in
 ``RuntimePlan.types``, and the type checker, the executor and the lowerings
-read the very same objects (the checker attaches no second type class).
+read the very same objects (the checker attaches no second type class).  The
+textual builder types its values with this class too; what a producer knows
+statically beyond the MLIR type (a sparse value's stride and channel count, a
+weight's layout, logical shape and packing) rides along in its
+:class:`ValueFacts` record, which the importer leaves empty.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from lattice_contract.schema import OpDef
+from lattice_contract.schema import DIALECT, TYPES, OpDef, WeightLayout
 
 __all__ = [
     "ENTRY_NAME",
+    "NO_FACTS",
     "LogicalInput",
     "PlanArgument",
     "PlanError",
@@ -30,7 +35,9 @@ __all__ = [
     "PlanOutput",
     "RuntimePlan",
     "TypeInfo",
+    "ValueFacts",
     "ValueType",
+    "dialect_type_text",
     "group_operands",
 ]
 
@@ -43,25 +50,114 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True)
+class ValueFacts:
+    """What a producer knows statically about a value beyond its MLIR type.
+
+    The textual builder records these to check strides along the chain, infer
+    channel counts and check weight shapes; the MLIR type does not carry them,
+    so a type the native importer reports has none (:data:`NO_FACTS`).
+    Sparse values: ``stride`` and ``channels``.  Weights: ``layout``, the
+    logical ``weight_shape`` and the ``packing`` map (None when dense).
+    """
+
+    stride: tuple[int, int, int] | None = None
+    channels: int | None = None
+    layout: WeightLayout | None = None
+    weight_shape: tuple[int, ...] | None = None
+    packing: Mapping[str, object] | None = field(default=None, hash=False)
+
+
+NO_FACTS = ValueFacts()
+"""The facts of a type read from MLIR: none."""
+
+
+def _type_params(mnemonic: str) -> Any:
+    for item in TYPES:
+        if item.mnemonic == mnemonic:
+            return item.params
+    raise KeyError(f"the schema defines no type !{DIALECT}.{mnemonic}")  # pragma: no cover
+
+
+def dialect_type_text(mnemonic: str, values: Mapping[str, str]) -> str:
+    """Spell ``!lattice.<mnemonic><...>`` from the schema's type parameters.
+
+    Parameters with a single permitted value (``rank = 3``, the one coordinate
+    and feature layout) are filled from the schema; the others come from
+    ``values``.
+    """
+    parts = []
+    for param in _type_params(mnemonic):
+        if param.name in values:
+            value = values[param.name]
+        elif len(param.allowed) == 1:
+            value = param.allowed[0]
+        elif param.enum is not None and len(param.enum) == 1:
+            value = next(iter(param.enum)).value
+        else:  # pragma: no cover - a caller bug, not a user error
+            raise KeyError(f"type !{DIALECT}.{mnemonic} needs parameter {param.name!r}")
+        parts.append(f"{param.name} = {value}" if param.keyword else value)
+    return f"!{DIALECT}.{mnemonic}<" + ", ".join(parts) + ">"
+
+
+@dataclass(frozen=True)
 class ValueType:
-    """Kind, element type and shape of one plan value, as the native importer reports it.
+    """Kind, element type and shape of one value, as the native importer reports it.
 
     ``kind`` is ``"sparse"`` (``!lattice.sparse_tensor``), ``"weight"``
     (``!lattice.weight``) or ``"tensor"`` (a builtin ranked tensor).  Tensor
-    shapes use ``-1`` for dynamic dimensions; sparse and weight types have no
-    shape, and only weights have a ``family``.  Python reads these records and
-    never the MLIR type text itself.
+    shapes use ``-1`` for dynamic dimensions (MLIR's ``?``); sparse and weight
+    types have no shape, and only weights have a ``family`` (its keyword).
+    Python reads these records and never the MLIR type text itself.
+    ``facts`` holds what a producer knows beyond the type (:class:`ValueFacts`;
+    empty for imported types); the properties below read it.
     """
 
     kind: str
     dtype: str
     shape: tuple[int, ...] | None = None
     family: str | None = None
+    facts: ValueFacts = field(default=NO_FACTS, repr=False)
 
     @property
     def rank(self) -> int | None:
         """Number of dimensions of a tensor type; None for sparse and weight types."""
         return None if self.shape is None else len(self.shape)
+
+    @property
+    def stride(self) -> tuple[int, int, int] | None:
+        """A sparse value's static stride, where the producer knows it."""
+        return self.facts.stride
+
+    @property
+    def channels(self) -> int | None:
+        """A sparse value's channel count, where the producer knows it."""
+        return self.facts.channels
+
+    @property
+    def layout(self) -> WeightLayout | None:
+        """A weight's payload layout, where the producer knows it."""
+        return self.facts.layout
+
+    @property
+    def weight_shape(self) -> tuple[int, ...] | None:
+        """A weight's logical shape, where the producer knows it."""
+        return self.facts.weight_shape
+
+    @property
+    def packing(self) -> Mapping[str, object] | None:
+        """A packed weight's packing map (None when dense or unknown)."""
+        return self.facts.packing
+
+    @property
+    def text(self) -> str:
+        """The type as MLIR prints it."""
+        if self.kind == "sparse":
+            return dialect_type_text("sparse_tensor", {"dtype": self.dtype})
+        if self.kind == "weight":
+            assert self.family is not None
+            return dialect_type_text("weight", {"family": self.family, "dtype": self.dtype})
+        dims = "".join(("?" if d < 0 else str(d)) + "x" for d in self.shape or ())
+        return f"tensor<{dims}{self.dtype}>"
 
     @classmethod
     def of(cls, info: ValueType) -> ValueType:
@@ -69,10 +165,20 @@ class ValueType:
         return info
 
     def describe(self) -> str:
-        """Short human form for diagnostics (``tensor<?x8xf16>``, ``sparse<f16>``)."""
+        """Human form for diagnostics.
+
+        An imported type reads short (``tensor<?x8xf16>``, ``sparse<f16>``,
+        ``weight<conv3d, f16>``); a value whose producer knows facts reads as
+        its MLIR type with them, as the builder's messages show it
+        (``!lattice.sparse_tensor<...> (stride (2, 2, 2), 8 channels)``).
+        """
         if self.kind == "sparse":
+            if self.stride is not None:
+                return f"{self.text} (stride {self.stride}, {self.channels} channels)"
             return f"sparse<{self.dtype}>"
         if self.kind == "weight":
+            if self.weight_shape is not None:
+                return f"{self.text} (shape {self.weight_shape})"
             return f"weight<{self.family}, {self.dtype}>"
         dims = "x".join("?" if d < 0 else str(d) for d in self.shape or ())
         return f"tensor<{dims + 'x' if dims else ''}{self.dtype}>"

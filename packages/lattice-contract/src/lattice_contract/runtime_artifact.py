@@ -49,7 +49,84 @@ from lattice_contract.safetensors_header import (
 )
 from lattice_contract.verify import LatticeMLIRStatus, LatticeValidationError
 
-__all__ = ["ArtifactRuntime", "LatticeArtifactBase"]
+__all__ = [
+    "ARTIFACT_IO_NAMES",
+    "ARTIFACT_NAMES",
+    "ARTIFACT_PROGRAM_NAMES",
+    "ARTIFACT_VERIFY_NAMES",
+    "ArtifactRuntime",
+    "LatticeArtifactBase",
+]
+
+ARTIFACT_IO_NAMES: tuple[str, ...] = (
+    "BundleError",
+    "LatticeArtifact",
+    "WeightFileError",
+    "load_lattice_artifact",
+    "save_lattice_artifact",
+)
+"""The public names of each runtime's ``artifact.io`` module (bundle IO)."""
+
+ARTIFACT_VERIFY_NAMES: tuple[str, ...] = (
+    "LATTICE_OPT_ENV",
+    "ArtifactCapabilityError",
+    "LatticeMLIRStatus",
+    "LatticeValidationError",
+    "import_lattice_plan",
+    "lattice_artifact_status",
+    "lattice_graph_operation_names",
+    "lattice_graph_status",
+    "native_module",
+    "validate_lattice_artifact",
+    "validate_lattice_graph",
+)
+"""The public names of each runtime's verification module (MLX: ``artifact.validation``,
+torch: ``artifact.runtime``): the :class:`ArtifactRuntime` methods that verify."""
+
+ARTIFACT_PROGRAM_NAMES: tuple[str, ...] = (
+    "RUNTIME",
+    "LatticeArtifact",
+    "LatticeProgram",
+    "ProgramCallError",
+    "compile_lattice_artifact",
+    "load_lattice_program",
+    "native_artifact_execution_available",
+)
+"""The public names of each runtime's ``artifact.runtime`` module that compile and run."""
+
+ARTIFACT_NAMES: tuple[str, ...] = (
+    "ArtifactCapabilityError",
+    "BundleError",
+    "LatticeArtifact",
+    "LatticeMLIRStatus",
+    "LatticeProgram",
+    "LatticeValidationError",
+    "PlanArgument",
+    "PlanError",
+    "PlanOperation",
+    "PlanOutput",
+    "PlanTypeError",
+    "ProgramCallError",
+    "RuntimePlan",
+    "artifact_lowering",
+    "compile_lattice_artifact",
+    "import_lattice_plan",
+    "lattice_artifact_status",
+    "lattice_graph_operation_names",
+    "lattice_graph_status",
+    "load_lattice_artifact",
+    "load_lattice_program",
+    "native_artifact_execution_available",
+    "save_lattice_artifact",
+    "validate_lattice_artifact",
+    "validate_lattice_graph",
+)
+"""The public names every runtime's ``artifact`` package exports (each adds its own few).
+
+The two packages are one API over :class:`ArtifactRuntime`; declaring the list
+here keeps them from drifting apart (a test checks both export exactly these
+plus their declared extras).
+"""
 
 PathLike = str | os.PathLike[str]
 ArrayT = TypeVar("ArrayT")

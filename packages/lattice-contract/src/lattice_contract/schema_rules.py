@@ -54,6 +54,7 @@ __all__ = [
     "RuleUse",
     "geometry_int32_problem",
     "rule",
+    "rule_message",
     "rule_tag",
 ]
 
@@ -109,6 +110,15 @@ class Rule:
     def tag(self) -> str:
         """The trailing diagnostic tag, `` [rule <id>]``."""
         return rule_tag(self.id)
+
+    def message(self, problem: str) -> str:
+        """The one diagnostic of this rule: ``<problem>; <fix> [rule <id>]``.
+
+        ``problem`` names the values involved; the fix and the tag are the
+        rule's, so the builder, the plan freezer and the type checker word a
+        broken rule as the native verifier does.
+        """
+        return f"{problem}; {self.fix}{self.tag}"
 
     @property
     def cpp_name(self) -> str:
@@ -485,6 +495,11 @@ def geometry_int32_problem(
                 fine * reach,
             )
     return None
+
+
+def rule_message(rule_id: str, problem: str) -> str:
+    """``rule(rule_id).message(problem)``: the diagnostic of a broken rule."""
+    return rule(rule_id).message(problem)
 
 
 def rule(rule_id: str) -> Rule:

@@ -41,6 +41,7 @@ from lattice_contract.schema import (
     TypeKind,
     WeightFamily,
 )
+from lattice_contract.schema_rules import rule_message
 
 __all__ = [
     "LAYOUT_OF_FAMILY",
@@ -76,8 +77,13 @@ class TypedPlan:
         return self.values[label]
 
 
-def _fail(op: PlanOperation, index: int, label: str | None, message: str) -> PlanTypeError:
+def _fail(
+    op: PlanOperation, index: int, label: str | None, message: str, rule_id: str | None = None
+) -> PlanTypeError:
+    """The PlanTypeError naming the op and value; a broken schema rule adds its fix and tag."""
     value = f"value {label!r} of " if label else ""
+    if rule_id is not None:
+        message = rule_message(rule_id, message)
     return PlanTypeError(f"{value}op #{index} ({op.describe()}): {message}")
 
 
@@ -126,6 +132,7 @@ def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
             index,
             label,
             f"weights of family {result.family} use layout {want_layout}, not {layout}",
+            "weight.layout",
         )
     # A packed weight declares its packed integer type or (upstream's
     # producer) the float type it dequantizes to; dense weights carry no packing.
@@ -137,6 +144,7 @@ def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
                 index,
                 label,
                 f"weight dtype {result.dtype} is packed and needs a #lattice.packing attribute",
+                "weight.packed_dtype",
             )
         return
     if result.dtype in PACKED_DTYPES and PACKED_DTYPE_OF_BITS[packing["bits"]] != result.dtype:
@@ -145,13 +153,15 @@ def _check_weight_op(op: PlanOperation, index: int, result: ValueType) -> None:
             index,
             label,
             f"packing bits {packing['bits']} do not match weight dtype {result.dtype}",
+            "weight.packing_bits",
         )
     if result.family not in PACKABLE_FAMILIES:
         raise _fail(
             op,
             index,
             label,
-            f"{result.family} weights cannot be packed; only conv3d and linear weights are",
+            f"{result.family} weights cannot be packed (only conv3d and linear weights are)",
+            "weight.packable",
         )
 
 
@@ -172,6 +182,7 @@ def _check_call(
             label,
             f"callee {callee!r} is not a registered primitive; registered: "
             f"{', '.join(sorted(SCHEMA.primitives)) or 'none'}",
+            "call.registered",
         )
     if len(operands) != len(primitive.inputs):
         raise _fail(
@@ -179,6 +190,7 @@ def _check_call(
             index,
             label,
             f"primitive {callee!r} takes {len(primitive.inputs)} input(s), got {len(operands)}",
+            "call.signature",
         )
     for position, (operand_label, vt, dtype, rank) in enumerate(
         zip(op.operands, operands, primitive.inputs, primitive.input_ranks, strict=True)
@@ -190,6 +202,7 @@ def _check_call(
                 operand_label,
                 f"input #{position} of primitive {callee!r} must be a rank-{rank} {dtype} "
                 f"tensor, got {vt.describe()}",
+                "call.signature",
             )
     if result.dtype != primitive.output or result.rank != primitive.output_rank:
         raise _fail(
@@ -198,6 +211,7 @@ def _check_call(
             label,
             f"primitive {callee!r} returns a rank-{primitive.output_rank} "
             f"{primitive.output} tensor, but the result is declared {result.describe()}",
+            "call.signature",
         )
     if callee not in implemented:
         raise _fail(
@@ -212,13 +226,14 @@ def _check_call(
 def _check_cast(op: PlanOperation, index: int, operand: ValueType, result: ValueType) -> None:
     label = op.results[0]
     if "rounding" not in op.attrs:  # from_native already requires it; keep the rule local too
-        raise _fail(op, index, label, "a cast must state its rounding direction")
+        raise _fail(op, index, label, "a cast must state its rounding direction", "attr.required")
     if operand.dtype not in FLOAT_DTYPES or result.dtype not in FLOAT_DTYPES:
         raise _fail(
             op,
             index,
             label,
             f"cast converts between float types, got {operand.describe()} -> {result.describe()}",
+            "cast.float",
         )
     if operand.rank != result.rank:
         raise _fail(
@@ -226,6 +241,7 @@ def _check_cast(op: PlanOperation, index: int, operand: ValueType, result: Value
             index,
             label,
             f"cast keeps the shape, got {operand.describe()} -> {result.describe()}",
+            "cast.shape",
         )
     if operand.shape is not None and result.shape is not None:
         for a, b in zip(operand.shape, result.shape, strict=True):
@@ -235,6 +251,7 @@ def _check_cast(op: PlanOperation, index: int, operand: ValueType, result: Value
                     index,
                     label,
                     f"cast keeps the shape, got {operand.describe()} -> {result.describe()}",
+                    "cast.shape",
                 )
 
 
@@ -257,6 +274,7 @@ def _check_signature(
                     index,
                     label,
                     f"operand {name!r} must be {operand_def.type.describe()}, got {vt.describe()}",
+                    "value.kind",
                 )
             constrained.append((label, operand_def.type, vt))
     for label, vt, result_def in zip(op.results, result_types, definition.results, strict=True):
@@ -267,6 +285,7 @@ def _check_signature(
                 label,
                 f"result {result_def.name!r} must be {result_def.type.describe()}, "
                 f"got {vt.describe()}",
+                "value.kind",
             )
         constrained.append((label, result_def.type, vt))
     return constrained
@@ -281,7 +300,13 @@ def _check_homogeneous(
         if not _takes_part(constraint) or vt.dtype in PACKED_DTYPES:
             continue
         if vt.kind == "tensor" and vt.dtype not in FLOAT_DTYPES:
-            raise _fail(op, index, label, f"{op.name} works on float values, got {vt.describe()}")
+            raise _fail(
+                op,
+                index,
+                label,
+                f"{op.name} works on float values, got {vt.describe()}",
+                "dtype.same",
+            )
         if shared is None:
             shared = (label, vt.dtype)
         elif vt.dtype != shared[1]:
@@ -289,9 +314,9 @@ def _check_homogeneous(
                 op,
                 index,
                 label,
-                f"element type {vt.dtype} differs from {shared[1]} of {shared[0]!r}; "
-                f"{op.name} is homogeneous, insert an explicit lattice.cast "
-                "(with a rounding direction) to convert",
+                f"element type {vt.dtype} differs from {shared[1]} of {shared[0]!r} "
+                f"({op.name} is homogeneous)",
+                "dtype.same",
             )
 
 
@@ -305,11 +330,8 @@ def _check_global_pool(op: PlanOperation, index: int, result: ValueType) -> None
             index,
             op.results[0],
             f"result has {shape[0]} rows but batch_size is {batch}"
-            + (
-                "; batch_size -1 infers the rows at run time, declare tensor<?xCxT>"
-                if batch == -1
-                else ""
-            ),
+            + (" (batch_size -1 infers the rows at run time)" if batch == -1 else ""),
+            "global_pool.rows",
         )
 
 

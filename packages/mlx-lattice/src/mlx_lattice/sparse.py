@@ -18,6 +18,8 @@ import mlx.core as mx
 import numpy as np
 from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
+from lattice_contract.shared_names import FeatureSpellings, given_features
+from lattice_contract.shared_sparse import active_count, sparse_stride
 
 from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
 
@@ -41,51 +43,23 @@ def _as_mx(value: Any, name: str) -> mx.array:
     raise sparse_errors.not_an_array(name, value)
 
 
-def as_stride(stride: int | Sequence[int], name: str = "stride") -> Triple:
-    """A positive int triple from an int or three ints, with an error naming the fix."""
-    if isinstance(stride, bool) or not isinstance(stride, (int, Sequence)):
-        raise TypeError(f"{name} must be a positive int or three positive ints, got {stride!r}")
-    if isinstance(stride, int):
-        items: tuple[Any, ...] = (stride, stride, stride)
-    else:
-        items = tuple(stride)
-    if len(items) != 3 or not all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items
-    ):
-        raise ValueError(f"{name} must be a positive int or three positive ints, got {stride!r}")
-    values = (int(items[0]), int(items[1]), int(items[2]))
-    if min(values) < 1:
-        raise ValueError(f"{name} must be positive on every axis, got {values}")
-    return values
-
-
-def _active_count(active_rows: Any, num_rows: int) -> int:
-    """Validate the active-row count (None, an int, or an int32 ``(1,)`` array)."""
-    if active_rows is None:
-        return num_rows
-    if isinstance(active_rows, bool):
-        raise sparse_errors.active_rows_kind(active_rows)
-    if isinstance(active_rows, (int, np.integer)):
-        count = int(active_rows)
-    elif isinstance(active_rows, (mx.array, np.ndarray)):
-        arr = _as_mx(active_rows, "active_rows")
-        if arr.dtype != mx.int32:
-            raise sparse_errors.active_rows_dtype(arr.dtype)
-        if tuple(arr.shape) != (1,):
-            raise sparse_errors.active_rows_shape(arr.shape)
-        count = scalar_int(arr)
-    else:
-        raise sparse_errors.active_rows_kind(active_rows)
-    if count < 0 or count > num_rows:
-        raise sparse_errors.active_rows_range(count, num_rows)
-    return count
+def _read_active(value: object) -> int | None:
+    """The entry of an int32 ``(1,)`` MLX (or NumPy) array; None for anything else."""
+    if not isinstance(value, (mx.array, np.ndarray)):
+        return None
+    arr = _as_mx(value, "active_rows")
+    if arr.dtype != mx.int32:
+        raise sparse_errors.active_rows_dtype(arr.dtype)
+    if tuple(arr.shape) != (1,):
+        raise sparse_errors.active_rows_shape(arr.shape)
+    return scalar_int(arr)
 
 
 def _row(coords: mx.array, row: int) -> list[int]:
     return [int(v) for v in np.asarray(coords[row]).tolist()]
 
 
-class SparseTensor:
+class SparseTensor(FeatureSpellings[mx.array]):
     """Rows ``(batch, x, y, z)`` with a feature row each, at a stride (``docs/semantics.md``).
 
     Construction validates everything the contract requires and keeps only the
@@ -93,6 +67,10 @@ class SparseTensor:
     exact).  Tensors that share a support (``with_feats``) share one
     :class:`~mlx_lattice.coords.SupportCache`, which memoises the support's
     index and kernel maps across the layers of a forward pass.
+
+    ``features`` and ``with_features`` are the same as ``feats`` and
+    ``with_feats``, and the constructors take ``features=`` for ``feats``:
+    the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
     """
 
     __slots__ = ("_cache", "_coords", "_feats", "_stride")
@@ -100,19 +78,23 @@ class SparseTensor:
     def __init__(
         self,
         coords: Any,
-        feats: Any,
+        feats: Any = None,
         stride: int | Sequence[int] = 1,
         active_rows: Any = None,
+        *,
+        features: Any = None,
     ) -> None:
-        self._init(coords, feats, stride, active_rows, trusted=False)
+        self._init(coords, given_features(feats, features), stride, active_rows, trusted=False)
 
     @classmethod
     def trusted(
         cls,
         coords: Any,
-        feats: Any,
+        feats: Any = None,
         stride: int | Sequence[int] = 1,
         active_rows: Any = None,
+        *,
+        features: Any = None,
     ) -> SparseTensor:
         """Make a tensor without the divisibility and duplicate-row checks.
 
@@ -122,7 +104,7 @@ class SparseTensor:
         they are cheap and a violation would read out of bounds.
         """
         out = cls.__new__(cls)
-        out._init(coords, feats, stride, active_rows, trusted=True)
+        out._init(coords, given_features(feats, features), stride, active_rows, trusted=True)
         return out
 
     @classmethod
@@ -156,8 +138,8 @@ class SparseTensor:
             raise sparse_errors.feats_dtype(f.dtype)
         if f.shape[0] != c.shape[0]:
             raise sparse_errors.row_mismatch(f.shape[0], c.shape[0])
-        st = as_stride(stride)
-        n = _active_count(active_rows, c.shape[0])
+        st = sparse_stride(stride)
+        n = active_count(active_rows, c.shape[0], _read_active)
         if n != c.shape[0]:
             c = c[:n]
             f = f[:n]

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 from lattice_contract import sparse_errors
-from lattice_contract.kernel import as_triple
+from lattice_contract.shared_names import FeatureSpellings, given_features
+from lattice_contract.shared_sparse import active_count, sparse_stride
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
@@ -96,43 +97,28 @@ class Support:
         return support
 
 
-def _check_stride(stride: int | Sequence[int]) -> Triple:
-    try:
-        triple = as_triple(stride, "stride")
-    except (TypeError, ValueError) as err:
-        raise type(err)(f"{err}; pass a positive int or three positive ints") from None
-    if min(triple) < 1:
-        raise ValueError(f"stride must be positive on every axis, got {triple}")
-    return triple
+def _read_active(value: object) -> int | None:
+    """The entry of an int32 ``(1,)`` tensor; None for anything that is not a tensor."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    if value.dtype != torch.int32:
+        raise sparse_errors.active_rows_dtype(value.dtype)
+    if tuple(value.shape) != (1,):
+        raise sparse_errors.active_rows_shape(value.shape)
+    return int(value.item())
 
 
-def _active_count(active_rows: Any, n: int) -> int:
-    if active_rows is None:
-        return n
-    if isinstance(active_rows, bool):
-        raise sparse_errors.active_rows_kind(active_rows)
-    if isinstance(active_rows, int):
-        value = active_rows
-    elif isinstance(active_rows, torch.Tensor):
-        if active_rows.dtype != torch.int32:
-            raise sparse_errors.active_rows_dtype(active_rows.dtype)
-        if tuple(active_rows.shape) != (1,):
-            raise sparse_errors.active_rows_shape(active_rows.shape)
-        value = int(active_rows.item())
-    else:
-        raise sparse_errors.active_rows_kind(active_rows)
-    if value < 0 or value > n:
-        raise sparse_errors.active_rows_range(value, n)
-    return value
-
-
-class SparseTensor:
+class SparseTensor(FeatureSpellings[torch.Tensor]):
     """A sparse value: int32 (N, 4) physical coordinates, (N, C) features, a stride.
 
     ``SparseTensor(coords, feats, stride=1, active_rows=None)`` keeps only the
     first ``active_rows`` rows (all of them by default) after checking the contract's rules:
     dtypes and ranks, matching row counts, non-negative batch, every spatial
     coordinate divisible by the stride, and no duplicate rows.
+
+    ``features`` and ``with_features`` are the same as ``feats`` and
+    ``with_feats``, and the constructors take ``features=`` for ``feats``:
+    the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
     """
 
     __slots__ = ("_feats", "_support")
@@ -140,25 +126,31 @@ class SparseTensor:
     def __init__(
         self,
         coords: torch.Tensor,
-        feats: torch.Tensor,
+        feats: torch.Tensor | None = None,
         stride: int | Sequence[int] = 1,
         active_rows: int | torch.Tensor | None = None,
+        *,
+        features: torch.Tensor | None = None,
     ) -> None:
-        support, feats = self._validate(coords, feats, stride, active_rows, trusted=False)
+        given = given_features(feats, features)
+        support, checked = self._validate(coords, given, stride, active_rows, trusted=False)
         self._support = support
-        self._feats = feats
+        self._feats = checked
 
     @classmethod
     def trusted(
         cls,
         coords: torch.Tensor,
-        feats: torch.Tensor,
+        feats: torch.Tensor | None = None,
         stride: int | Sequence[int] = 1,
         active_rows: int | torch.Tensor | None = None,
+        *,
+        features: torch.Tensor | None = None,
     ) -> SparseTensor:
         """Build without the divisibility and duplicate checks (the caller guarantees them)."""
-        support, feats = cls._validate(coords, feats, stride, active_rows, trusted=True)
-        return cls._make(support, feats)
+        given = given_features(feats, features)
+        support, checked = cls._validate(coords, given, stride, active_rows, trusted=True)
+        return cls._make(support, checked)
 
     @classmethod
     def _make(cls, support: Support, feats: torch.Tensor) -> SparseTensor:
@@ -190,8 +182,8 @@ class SparseTensor:
                 f"coords are on {coords.device} but feats on {feats.device}; "
                 "move both to one device"
             )
-        triple = _check_stride(stride)
-        n = _active_count(active_rows, int(coords.shape[0]))
+        triple = sparse_stride(stride)
+        n = active_count(active_rows, int(coords.shape[0]), _read_active)
         if n != coords.shape[0]:
             coords = coords[:n]
             feats = feats[:n]

@@ -9,65 +9,40 @@ which needs the native ``lattice_mlir`` module
 ones of :mod:`lattice_contract.plan`, re-exported here.
 """
 
-from mlx_lattice.artifact.io import (
-    BundleError,
-    LatticeArtifact,
-    load_lattice_artifact,
-    save_lattice_artifact,
-)
-from mlx_lattice.artifact.lowerings import MLX_LOWERINGS, artifact_lowering
-from mlx_lattice.artifact.plan import (
-    PlanArgument,
-    PlanError,
-    PlanOperation,
-    PlanOutput,
-    PlanTypeError,
-    RuntimePlan,
-)
-from mlx_lattice.artifact.runtime import (
-    LatticeProgram,
-    ProgramCallError,
-    compile_lattice_artifact,
-    load_lattice_program,
-    native_artifact_execution_available,
-)
-from mlx_lattice.artifact.validation import (
-    ArtifactCapabilityError,
-    LatticeMLIRStatus,
-    LatticeValidationError,
-    import_lattice_plan,
-    lattice_artifact_status,
-    lattice_graph_operation_names,
-    lattice_graph_status,
-    validate_lattice_artifact,
-    validate_lattice_graph,
-)
+from lattice_contract.runtime_artifact import ARTIFACT_NAMES
 
-__all__ = [
-    "MLX_LOWERINGS",
-    "ArtifactCapabilityError",
-    "BundleError",
-    "LatticeArtifact",
-    "LatticeMLIRStatus",
-    "LatticeProgram",
-    "LatticeValidationError",
-    "PlanArgument",
-    "PlanError",
-    "PlanOperation",
-    "PlanOutput",
-    "PlanTypeError",
-    "ProgramCallError",
-    "RuntimePlan",
-    "artifact_lowering",
-    "compile_lattice_artifact",
-    "import_lattice_plan",
-    "lattice_artifact_status",
-    "lattice_graph_operation_names",
-    "lattice_graph_status",
-    "load_lattice_artifact",
-    "load_lattice_program",
-    "native_artifact_execution_available",
-    "save_lattice_artifact",
-    "validate_lattice_artifact",
-    "validate_lattice_graph",
-]
+from mlx_lattice.artifact.io import BundleError as BundleError
+from mlx_lattice.artifact.io import LatticeArtifact as LatticeArtifact
+from mlx_lattice.artifact.io import load_lattice_artifact as load_lattice_artifact
+from mlx_lattice.artifact.io import save_lattice_artifact as save_lattice_artifact
+from mlx_lattice.artifact.lowerings import MLX_LOWERINGS as MLX_LOWERINGS
+from mlx_lattice.artifact.lowerings import artifact_lowering as artifact_lowering
+from mlx_lattice.artifact.plan import PlanArgument as PlanArgument
+from mlx_lattice.artifact.plan import PlanError as PlanError
+from mlx_lattice.artifact.plan import PlanOperation as PlanOperation
+from mlx_lattice.artifact.plan import PlanOutput as PlanOutput
+from mlx_lattice.artifact.plan import PlanTypeError as PlanTypeError
+from mlx_lattice.artifact.plan import RuntimePlan as RuntimePlan
+from mlx_lattice.artifact.runtime import LatticeProgram as LatticeProgram
+from mlx_lattice.artifact.runtime import ProgramCallError as ProgramCallError
+from mlx_lattice.artifact.runtime import compile_lattice_artifact as compile_lattice_artifact
+from mlx_lattice.artifact.runtime import load_lattice_program as load_lattice_program
+from mlx_lattice.artifact.runtime import (
+    native_artifact_execution_available as native_artifact_execution_available,
+)
+from mlx_lattice.artifact.validation import ArtifactCapabilityError as ArtifactCapabilityError
+from mlx_lattice.artifact.validation import LatticeMLIRStatus as LatticeMLIRStatus
+from mlx_lattice.artifact.validation import LatticeValidationError as LatticeValidationError
+from mlx_lattice.artifact.validation import import_lattice_plan as import_lattice_plan
+from mlx_lattice.artifact.validation import lattice_artifact_status as lattice_artifact_status
+from mlx_lattice.artifact.validation import (
+    lattice_graph_operation_names as lattice_graph_operation_names,
+)
+from mlx_lattice.artifact.validation import lattice_graph_status as lattice_graph_status
+from mlx_lattice.artifact.validation import validate_lattice_artifact as validate_lattice_artifact
+from mlx_lattice.artifact.validation import validate_lattice_graph as validate_lattice_graph
+
+EXTRA_NAMES = ("MLX_LOWERINGS",)
+"""What this package exports besides the artifact API every runtime shares."""
+
+__all__ = [*ARTIFACT_NAMES, *EXTRA_NAMES]

@@ -10,18 +10,15 @@ before ``mx.load`` maps the payload; saving is atomic.  Both are the shared
 
 from __future__ import annotations
 
-from lattice_contract.bundle import BundleError
-from lattice_contract.safetensors_header import WeightFileError
+from lattice_contract.bundle import BundleError as BundleError
+from lattice_contract.runtime_artifact import ARTIFACT_IO_NAMES
+from lattice_contract.safetensors_header import WeightFileError as WeightFileError
 
-from mlx_lattice.artifact.runtime import RUNTIME, LatticeArtifact
+from mlx_lattice.artifact.runtime import RUNTIME
+from mlx_lattice.artifact.runtime import LatticeArtifact as LatticeArtifact
 
-__all__ = [
-    "BundleError",
-    "LatticeArtifact",
-    "WeightFileError",
-    "load_lattice_artifact",
-    "save_lattice_artifact",
-]
+__all__ = [*ARTIFACT_IO_NAMES]
+
 
 save_lattice_artifact = RUNTIME.save_artifact
 load_lattice_artifact = RUNTIME.load_artifact

@@ -20,24 +20,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import mlx.core as mx
-from lattice_contract.execute import LatticeProgramBase, ProgramCallError, compile_plan
+from lattice_contract.execute import LatticeProgramBase, compile_plan
+from lattice_contract.execute import ProgramCallError as ProgramCallError
 from lattice_contract.plan import RuntimePlan
-from lattice_contract.runtime_artifact import ArtifactRuntime, LatticeArtifactBase
-from lattice_contract.verify import ArtifactCapabilityError
+from lattice_contract.runtime_artifact import (
+    ARTIFACT_PROGRAM_NAMES,
+    ArtifactRuntime,
+    LatticeArtifactBase,
+)
+from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
 
 from mlx_lattice.artifact.backend import MLX_BACKEND
 from mlx_lattice.artifact.lowerings import MLX_LOWERINGS
 
-__all__ = [
-    "RUNTIME",
-    "ArtifactCapabilityError",
-    "LatticeArtifact",
-    "LatticeProgram",
-    "ProgramCallError",
-    "compile_lattice_artifact",
-    "load_lattice_program",
-    "native_artifact_execution_available",
-]
+__all__ = [*ARTIFACT_PROGRAM_NAMES, "ArtifactCapabilityError"]
 
 
 class LatticeArtifact(LatticeArtifactBase[mx.array]):

@@ -13,28 +13,15 @@ only valid if it compiles for MLX.
 
 from __future__ import annotations
 
-from lattice_contract.verify import (
-    ArtifactCapabilityError,
-    LatticeMLIRStatus,
-    LatticeValidationError,
-    native_module,
-)
+from lattice_contract.runtime_artifact import ARTIFACT_VERIFY_NAMES
+from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
+from lattice_contract.verify import LatticeMLIRStatus as LatticeMLIRStatus
+from lattice_contract.verify import LatticeValidationError as LatticeValidationError
+from lattice_contract.verify import native_module as native_module
 
 from mlx_lattice.artifact.runtime import RUNTIME
 
-__all__ = [
-    "LATTICE_OPT_ENV",
-    "ArtifactCapabilityError",
-    "LatticeMLIRStatus",
-    "LatticeValidationError",
-    "import_lattice_plan",
-    "lattice_artifact_status",
-    "lattice_graph_operation_names",
-    "lattice_graph_status",
-    "native_module",
-    "validate_lattice_artifact",
-    "validate_lattice_graph",
-]
+__all__ = list(ARTIFACT_VERIFY_NAMES)
 
 LATTICE_OPT_ENV = RUNTIME.adapter.lattice_opt_env
 """Environment variable naming a ``lattice-opt`` executable."""

@@ -1,66 +1,53 @@
 """Functional ops of the Lattice contract on MLX (names and signatures as in ``docs/semantics.md``).
 
 Sparse convolutions and pooling take and return :class:`~mlx_lattice.SparseTensor`;
-feature-only ops take and return dense ``(rows, channels)`` arrays.
+feature-only ops take and return dense ``(rows, channels)`` arrays.  The public
+names, each op's keywords with their defaults and its help text are declared
+once for both runtimes in :mod:`lattice_contract.api_ops`; this package holds
+the MLX array code.
 """
 
-from mlx_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
-from mlx_lattice.ops.cast import cast
-from mlx_lattice.ops.conv import (
-    conv3d,
-    conv_transpose3d,
-    full_conv3d,
-    generative_conv_transpose3d,
-    subm_conv3d,
-)
-from mlx_lattice.ops.elementwise import elementwise
-from mlx_lattice.ops.embedding import embedding_lookup
-from mlx_lattice.ops.feature import (
-    activation,
-    batch_norm,
-    layer_norm,
-    linear,
-    rms_norm,
-    softmax,
-)
-from mlx_lattice.ops.normalized import (
-    normalized_conv_transpose3d,
-    normalized_generative_conv_transpose3d,
-    normalized_subm_conv3d,
-)
-from mlx_lattice.ops.points import devoxelize, voxelize
-from mlx_lattice.ops.pool import full_pool3d, global_pool, pool3d
-from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
-from mlx_lattice.ops.upsample import pool_transpose3d, trilinear_upsample3d
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "QuantizedWeight",
-    "activation",
-    "batch_norm",
-    "cast",
-    "conv3d",
-    "conv_transpose3d",
-    "devoxelize",
-    "elementwise",
-    "embedding_lookup",
-    "full_conv3d",
-    "full_pool3d",
-    "generative_conv_transpose3d",
-    "global_pool",
-    "layer_norm",
-    "linear",
-    "normalized_conv_transpose3d",
-    "normalized_generative_conv_transpose3d",
-    "normalized_subm_conv3d",
-    "pool3d",
-    "pool_transpose3d",
-    "quantize_weight",
-    "rms_norm",
-    "softmax",
-    "sparse_binary",
-    "sparse_cat",
-    "sparse_reindex",
-    "subm_conv3d",
-    "trilinear_upsample3d",
-    "voxelize",
-]
+from lattice_contract.api_ops import OP_NAMES
+
+from mlx_lattice.ops.algebra import sparse_binary as sparse_binary
+from mlx_lattice.ops.algebra import sparse_cat as sparse_cat
+from mlx_lattice.ops.algebra import sparse_reindex as sparse_reindex
+from mlx_lattice.ops.cast import cast as cast
+from mlx_lattice.ops.conv import conv3d as conv3d
+from mlx_lattice.ops.conv import conv_transpose3d as conv_transpose3d
+from mlx_lattice.ops.conv import full_conv3d as full_conv3d
+from mlx_lattice.ops.conv import generative_conv_transpose3d as generative_conv_transpose3d
+from mlx_lattice.ops.conv import subm_conv3d as subm_conv3d
+from mlx_lattice.ops.elementwise import elementwise as elementwise
+from mlx_lattice.ops.embedding import embedding_lookup as embedding_lookup
+from mlx_lattice.ops.feature import activation as activation
+from mlx_lattice.ops.feature import batch_norm as batch_norm
+from mlx_lattice.ops.feature import layer_norm as layer_norm
+from mlx_lattice.ops.feature import linear as linear
+from mlx_lattice.ops.feature import rms_norm as rms_norm
+from mlx_lattice.ops.feature import softmax as softmax
+from mlx_lattice.ops.normalized import normalized_conv_transpose3d as normalized_conv_transpose3d
+from mlx_lattice.ops.normalized import (
+    normalized_generative_conv_transpose3d as normalized_generative_conv_transpose3d,
+)
+from mlx_lattice.ops.normalized import normalized_subm_conv3d as normalized_subm_conv3d
+from mlx_lattice.ops.points import devoxelize as devoxelize
+from mlx_lattice.ops.points import voxelize as voxelize
+from mlx_lattice.ops.pool import full_pool3d as full_pool3d
+from mlx_lattice.ops.pool import global_pool as global_pool
+from mlx_lattice.ops.pool import pool3d as pool3d
+from mlx_lattice.ops.quant import QuantizedWeight as QuantizedWeight
+from mlx_lattice.ops.quant import quantize_weight as quantize_weight
+from mlx_lattice.ops.upsample import pool_transpose3d as pool_transpose3d
+from mlx_lattice.ops.upsample import trilinear_upsample3d as trilinear_upsample3d
+
+EXTRA_NAMES: tuple[str, ...] = ()
+"""Public names of this package beyond the contract's :data:`OP_NAMES` (none on MLX)."""
+
+if not TYPE_CHECKING:
+    # mypy cannot evaluate a computed ``__all__`` and would then hide the module's
+    # names from the ``RuntimeOps`` protocol check; it reads the ``import ... as``
+    # re-exports above instead, and a test checks ``__all__`` is exactly these names.
+    __all__ = [*OP_NAMES, *EXTRA_NAMES]

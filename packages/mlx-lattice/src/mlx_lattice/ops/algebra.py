@@ -17,10 +17,14 @@ support, so repeated joins on one support build its index once.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.options import as_enum
-from lattice_contract.schema import BinaryOp, Join
+from lattice_contract.api_signatures import Attrs, implement
+from lattice_contract.schema import Join
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import SparseTensor
@@ -127,57 +131,37 @@ def _result(
     return SparseTensor._from_parts(coords, feats, base.stride)
 
 
-_BINARY = {
-    BinaryOp.add: mx.add,
-    BinaryOp.sub: mx.subtract,
-    BinaryOp.mul: mx.multiply,
-    BinaryOp.maximum: mx.maximum,
-    BinaryOp.minimum: mx.minimum,
-}
+_BINARY = {op: getattr(mx, name) for op, name in api.BINARY_FUNCTIONS.items()}
 
 
-def sparse_binary(
-    lhs: SparseTensor,
-    rhs: SparseTensor,
-    *,
-    op: BinaryOp | str,
-    join: Join | str = Join.inner,
-    lhs_fill: float = 0.0,
-    rhs_fill: float = 0.0,
-) -> SparseTensor:
-    """Elementwise ``op`` (add, sub, mul, maximum, minimum) of two coordinate-aligned values.
-
-    Channels must match.  A row one side lacks reads that side's fill
-    (``lhs_fill`` / ``rhs_fill``, default 0).  Computed in f32 and stored in
-    the operands' dtype.
-    """
+def _sparse_binary(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     a_in, b_in = _check_pair(lhs, rhs, "sparse_binary")
-    fn = _BINARY[as_enum(op, BinaryOp, "op")]
-    how = as_enum(join, Join, "join")
+    fn, how = _BINARY[attrs["op"]], attrs["join"]
     if a_in.num_channels != b_in.num_channels:
         raise shared_errors.channel_count_mismatch(
             "sparse_binary", a_in.num_channels, b_in.num_channels
         )
-    base, a, b, coords, keep = _join_features(a_in, b_in, how, float(lhs_fill), float(rhs_fill))
+    base, a, b, coords, keep = _join_features(
+        a_in, b_in, how, float(attrs["lhs_fill"]), float(attrs["rhs_fill"])
+    )
     return _result(base, fn(a, b), coords, keep, a_in.dtype)
 
 
-def sparse_cat(
-    lhs: SparseTensor, rhs: SparseTensor, *, join: Join | str = Join.inner
-) -> SparseTensor:
-    """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
+sparse_binary: sig.SparseBinary[SparseTensor] = implement("sparse_binary", _sparse_binary)
+
+
+def _sparse_cat(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
+    how = attrs["join"]
     a_in, b_in = _check_pair(lhs, rhs, "sparse_cat")
-    how = as_enum(join, Join, "join")
     base, a, b, coords, keep = _join_features(a_in, b_in, how)
     return _result(base, mx.concatenate([a, b], axis=1), coords, keep, a_in.dtype)
 
 
-def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0.0) -> SparseTensor:
-    """``input``'s features gathered onto ``target``'s exact rows (``fill`` where input has none).
+sparse_cat: sig.SparseCat[SparseTensor] = implement("sparse_cat", _sparse_cat)
 
-    The result has target's support (and shares its kernel-map cache) with
-    input's channels and dtype.  Strides must be equal.
-    """
+
+def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
+    fill = attrs["fill"]
     src = _require_sparse(input, "sparse_reindex", "input")
     dst = _require_sparse(target, "sparse_reindex", "target")
     if src.stride != dst.stride:
@@ -191,3 +175,6 @@ def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0
     return dst.with_feats(
         mx.where(found[:, None], gathered, mx.full(gathered.shape, fill, dtype=src.dtype))
     )
+
+
+sparse_reindex: sig.SparseReindex[SparseTensor] = implement("sparse_reindex", _sparse_reindex)

@@ -19,8 +19,11 @@ payload, on every conversion (a same-type cast included), as on torch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
-from lattice_contract.options import as_enum
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import Rounding
 from lattice_contract.shared_float import (
     FLOAT_FORMATS,
@@ -154,20 +157,8 @@ def _narrow_from_f32_bits(u: mx.array, fmt: FloatFormat, rounding: Rounding) -> 
     return (sign << (fmt.width - 1)) | magnitude
 
 
-def cast(
-    x: mx.array, dtype: mx.Dtype | str, *, rounding: Rounding | str = Rounding.nearest_even
-) -> mx.array:
-    """Convert a float array to ``dtype`` with the given IEEE rounding direction.
-
-    ``dtype`` is ``mx.float32``/``float16``/``bfloat16`` or ``"f32"``/``"f16"``/``"bf16"``;
-    ``rounding`` is a :class:`~lattice_contract.schema.Rounding` member or its value
-    (``nearest_even``, ``nearest_away``, ``toward_zero``, ``upward``, ``downward``).
-    Overflow follows IEEE 754: nearest modes give infinity; a directed mode that
-    rounds toward zero for that sign gives the largest finite value.  Subnormals,
-    signed zeros and infinities are handled exactly; every NaN becomes the
-    canonical quiet NaN with its sign (the contract's NaN policy, see the module
-    note).  Conversions that cannot round (same type, or widening) are exact.
-    """
+def _cast(x: Any, dtype: Any, attrs: Attrs) -> mx.array:
+    mode = attrs["rounding"]
     if not isinstance(x, mx.array):
         raise TypeError(f"cast expects an mx.array, got {type(x).__name__}")
     if x.dtype not in FLOAT_DTYPES.values():
@@ -176,9 +167,11 @@ def cast(
         target = float_dtype(dtype)
     except (TypeError, ValueError):
         raise cast_target_error(dtype) from None
-    mode = as_enum(rounding, Rounding, "rounding")
     bits32 = _quiet_nans(_widen_to_f32_bits(x))
     if target == mx.float32:
         return bits32.view(mx.float32)
     narrowed = _narrow_from_f32_bits(bits32, _NARROW[target], mode)
     return narrowed.astype(mx.uint16).view(target)
+
+
+cast: sig.Cast[mx.array, mx.Dtype] = implement("cast", _cast)

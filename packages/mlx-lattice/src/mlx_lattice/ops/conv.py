@@ -15,15 +15,18 @@ tap by tap with MLX's quantized matmul.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mlx.core as mx
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.coord_range import Int32CoordinateError
 from lattice_contract.geometry import forward_stride, transposed_stride
 from lattice_contract.kernel import Triple, kernel_volume
+from lattice_contract.options import Window
 
 from mlx_lattice import cuda
 from mlx_lattice.kernel_map import (
@@ -51,50 +54,11 @@ __all__ = [
 GATHER_BUFFER_ELEMENTS = 1 << 22
 """Bound on gathered elements held at once (16 MiB of f32 per chunk and between flushes)."""
 
-IntOrTriple = int | Sequence[int]
+IntOrTriple = api.IntOrTriple
 ConvWeight = mx.array | QuantizedWeight
 
-
-def _triple(value: Any, name: str, minimum: int) -> Triple:
-    """An int triple from an int or three ints, each at least ``minimum``."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int or three ints, got a bool")
-    if isinstance(value, int):
-        items: tuple[Any, ...] = (value, value, value)
-    elif isinstance(value, Sequence) and not isinstance(value, str):
-        items = tuple(value)
-    else:
-        raise TypeError(f"{name} must be an int or three ints, got {value!r}")
-    if len(items) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-        raise ValueError(f"{name} must be an int or three ints, got {value!r}")
-    if min(items) < minimum:
-        raise ValueError(f"{name} must be >= {minimum} on every axis, got {tuple(items)}")
-    return (int(items[0]), int(items[1]), int(items[2]))
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Kernel size, stride, padding and dilation of one op, checked."""
-
-    kernel_size: Triple
-    stride: Triple
-    padding: Triple
-    dilation: Triple
-
-    @staticmethod
-    def of(
-        kernel_size: IntOrTriple,
-        stride: IntOrTriple = 1,
-        padding: IntOrTriple = 0,
-        dilation: IntOrTriple = 1,
-    ) -> Geometry:
-        """Normalise the four attributes (ints broadcast to triples) and range-check them."""
-        return Geometry(
-            kernel_size=_triple(kernel_size, "kernel_size", 1),
-            stride=_triple(stride, "stride", 1),
-            padding=_triple(padding, "padding", 0),
-            dilation=_triple(dilation, "dilation", 1),
-        )
+Geometry = Window
+"""Kernel size, stride, padding and dilation of one op, checked (:func:`api.window`)."""
 
 
 def sparse_input(value: object, op: str, name: str = "input") -> SparseTensor:
@@ -253,68 +217,28 @@ def _strided(
     return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
 
 
-def conv3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Sparse convolution on the coarsened support, output stride t*s.
-
-    Output rows are every distinct ``floor(c / s)`` of an input row (at
-    stride 1 exactly the input rows, in order); output o receives
-    ``W[:, k, :] @ x[o*s + off_c(k) - p]`` from every active such input, with
-    the centred rule ``off_c`` (``(k - K//2)*d`` for odd K, ``k*d`` for even
-    K).  An odd stride-1 unpadded conv3d is therefore ``subm_conv3d``.  With
-    ``coordinates=target`` the op is ``target_conv3d``: it is evaluated
-    exactly at the target's rows (whose stride must be t*s); rows no tap
-    reaches get the bias alone.  spconv's growing conv is :func:`full_conv3d`.
-    """
-    g = Geometry.of(kernel_size, stride, padding, dilation)
+def _conv3d(input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    g = api.window(attrs)
     return _strided("conv3d", input, weight, bias, g, coordinates, transposed=False)
 
 
-def full_conv3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-) -> SparseTensor:
-    """spconv's regular sparse convolution (cross-correlation), output stride t*s.
+conv3d: sig.Conv3d[SparseTensor, mx.array, ConvWeight] = implement("conv3d", _conv3d)
 
-    Output o receives ``W[:, k, :] @ x[c]`` from every active c with
-    ``c = o*s - p + k*d`` and the output is every o so reached (the support
-    grows even at stride 1); :func:`conv_transpose3d` is its adjoint.
-    """
-    g = Geometry.of(kernel_size, stride, padding, dilation)
+
+def _full_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    g = api.window(attrs)
     return _strided("full_conv3d", input, weight, bias, g, None, transposed=False, full=True)
 
 
-def subm_conv3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    dilation: IntOrTriple = 1,
-) -> SparseTensor:
-    """Submanifold convolution: output rows are the input rows (same order and stride).
+full_conv3d: sig.FullConv3d[SparseTensor, mx.array, ConvWeight] = implement(
+    "full_conv3d", _full_conv3d
+)
 
-    Tap k reads ``c + (k - floor((K-1)/2)) * d``, so even kernels lean towards
-    positive offsets (K = 4 reads -1..2).  Shares the input's map cache.
-    """
+
+def _subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "subm_conv3d"
+    g = api.window(attrs)
     x = sparse_input(input, op)
-    g = Geometry.of(kernel_size, 1, 0, dilation)
     product, c_out, b = _tap_weights(weight, bias, x, g.kernel_size, op)
     if cuda.routes(weight):  # MLX on CUDA: device maps and mlx_lattice's own kernels
         geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
@@ -324,43 +248,29 @@ def subm_conv3d(
     return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
 
 
-def conv_transpose3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Transposed sparse convolution, output stride t/s (s must divide t).
+subm_conv3d: sig.SubmConv3d[SparseTensor, mx.array, ConvWeight] = implement(
+    "subm_conv3d", _subm_conv3d
+)
 
-    Output o receives ``W[:, k, :] @ x[c]`` from every active c with
-    ``o = c*s - p + k*d``; without a target the output support is every such
-    o.  With ``coordinates=target`` (``target_conv_transpose3d``) only the
-    target's rows are produced; when the target is the input of the forward
-    conv that made this input, this is spconv's SparseInverseConv3d.
-    """
-    g = Geometry.of(kernel_size, stride, padding, dilation)
+
+def _conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
+) -> SparseTensor:
+    g = api.window(attrs)
     return _strided("conv_transpose3d", input, weight, bias, g, coordinates, transposed=True)
 
 
-def generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: ConvWeight,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-) -> SparseTensor:
-    """Support expansion: every ``o = c*s + k`` for every active c and tap; stride t/s.
+conv_transpose3d: sig.ConvTranspose3d[SparseTensor, mx.array, ConvWeight] = implement(
+    "conv_transpose3d", _conv_transpose3d
+)
 
-    Padding and dilation are implied 0 and 1 (the op has neither attribute:
-    its purpose is to emit each tap's child cell, as in occupancy-upsampling
-    decoders); where s < K makes two (c, k) land on one o they are summed.
-    """
-    g = Geometry.of(kernel_size, stride, 0, 1)
+
+def _generative_conv_transpose3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "generative_conv_transpose3d"
+    g = api.window(attrs)
     return _strided(op, input, weight, bias, g, None, transposed=True)
+
+
+generative_conv_transpose3d: sig.GenerativeConvTranspose3d[SparseTensor, mx.array, ConvWeight] = (
+    implement("generative_conv_transpose3d", _generative_conv_transpose3d)
+)

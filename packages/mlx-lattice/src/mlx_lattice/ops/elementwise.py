@@ -7,13 +7,19 @@ on rank-2 f32 only; other dtypes are refused rather than silently promoted.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.shared_errors import check_elementwise
 
 __all__ = ["elementwise"]
 
 
-def elementwise(x: mx.array, *, kind: str) -> mx.array:
-    """``exp(x)`` or ``round(x)`` (half to even) of a rank-2 float32 array."""
-    exp = check_elementwise(kind, x, mx.array) == "exp"
+def _elementwise(x: Any, attrs: Attrs) -> mx.array:
+    exp = check_elementwise(attrs["kind"], x, mx.array) == "exp"
     return mx.exp(x) if exp else mx.round(x)
+
+
+elementwise: sig.Elementwise[mx.array] = implement("elementwise", _elementwise)

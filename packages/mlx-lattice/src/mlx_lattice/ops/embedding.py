@@ -8,8 +8,12 @@ out of bounds), checked with one vectorised comparison before the gather.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.op_rules import embedding_index_error
 
 from mlx_lattice.coords import scalar_int
@@ -31,8 +35,10 @@ def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> m
     return indices
 
 
-def embedding_lookup(indices: mx.array, weight: mx.array) -> mx.array:
-    """``weight[indices]``: an ``(N, C)`` array in the table's dtype (layout ``embedding_n_c``)."""
+def _embedding_lookup(indices: Any, weight: mx.array, attrs: Attrs) -> mx.array:
     shared_errors.check_embedding_table(weight, mx.array, _FLOATS)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight[rows]
+
+
+embedding_lookup: sig.EmbeddingLookup[mx.array] = implement("embedding_lookup", _embedding_lookup)

@@ -16,13 +16,13 @@ contract's ``canonical_f32`` accumulation for ``linear``).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.options import positive_float, softmax_axis
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import ActivationKind, GeluApprox
-from lattice_contract.shared_nn import activation_params
 
 if TYPE_CHECKING:
     from mlx_lattice.ops.quant import QuantizedWeight
@@ -63,15 +63,7 @@ def channel_vector(value: object, channels: int, op: str, name: str) -> mx.array
     return value.astype(mx.float32)
 
 
-def linear(
-    x: mx.array, weight: mx.array | QuantizedWeight, bias: mx.array | None = None
-) -> mx.array:
-    """``x @ weight.T + bias`` over the last axis, summed in f32, stored in x's dtype.
-
-    ``weight`` is ``(C_out, C_in)`` (layout ``linear_o_i``) or a
-    :class:`~mlx_lattice.ops.quant.QuantizedWeight` of that logical shape, which
-    runs MLX's quantized matmul on the packed words without dequantizing.
-    """
+def _linear(x: mx.array, weight: Any, bias: Any, attrs: Attrs) -> mx.array:
     from mlx_lattice.ops.quant import QuantizedWeight, quantized_matmul
 
     x = features_array(x, "linear")
@@ -92,27 +84,13 @@ def linear(
     return out.astype(x.dtype)
 
 
-def activation(
-    x: mx.array,
-    *,
-    kind: ActivationKind | str,
-    approximate: GeluApprox | str = GeluApprox.none,
-    alpha: float = 0.01,
-    beta: float = 1.0,
-    threshold: float = 20.0,
-) -> mx.array:
-    """Pointwise nonlinearity, parameters as in ``torch.nn.functional``.
+linear: sig.Linear[mx.array, mx.array | QuantizedWeight] = implement("linear", _linear)
 
-    ``alpha`` is leaky_relu's negative slope and elu's alpha; softplus is
-    ``log1p(exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``;
-    gelu uses ``erf`` (``approximate`` ``none`` or ``precise``), the tanh formula, or
-    ``fast`` ``x * sigmoid(1.702 x)``; hardswish is
-    ``x * relu6(x + 3) / 6``.  Unused parameters are ignored.
-    """
+
+def _activation(x: mx.array, attrs: Attrs) -> mx.array:
+    op, approx = attrs["kind"], attrs["approximate"]
+    alpha, beta, threshold = attrs["alpha"], attrs["beta"], attrs["threshold"]
     x = features_array(x, "activation", min_ndim=0)
-    op, approx, alpha, beta, threshold = activation_params(
-        kind, approximate, alpha, beta, threshold
-    )
     if op is ActivationKind.identity:
         return x
     v = x.astype(mx.float32)
@@ -147,23 +125,13 @@ def activation(
     return y.astype(x.dtype)
 
 
-def batch_norm(
-    x: mx.array,
-    scale: mx.array,
-    bias: mx.array,
-    mean: mx.array,
-    var: mx.array,
-    *,
-    eps: float = 1e-5,
-) -> mx.array:
-    """Frozen-statistics batch norm over the last axis.
+activation: sig.Activation[mx.array] = implement("activation", _activation)
 
-    ``(x - mean) / sqrt(var + eps) * scale + bias`` with per-channel vectors; the
-    running statistics are inputs, never updated (deployment semantics).
-    """
+
+def _batch_norm(x: mx.array, scale: Any, bias: Any, mean: Any, var: Any, attrs: Attrs) -> mx.array:
+    e = attrs["eps"]
     x = features_array(x, "batch_norm")
     c = x.shape[-1]
-    e = positive_float(eps, "eps", "batch_norm")
     s = channel_vector(scale, c, "batch_norm", "scale")
     b = channel_vector(bias, c, "batch_norm", "bias")
     m = channel_vector(mean, c, "batch_norm", "mean")
@@ -172,16 +140,13 @@ def batch_norm(
     return y.astype(x.dtype)
 
 
-def layer_norm(
-    x: mx.array, scale: mx.array | None, bias: mx.array | None, *, eps: float = 1e-5
-) -> mx.array:
-    """Normalise each row over its channels (biased variance), then ``* scale + bias``.
+batch_norm: sig.BatchNorm[mx.array] = implement("batch_norm", _batch_norm)
 
-    ``scale`` or ``bias`` may be None to skip that affine part.
-    """
+
+def _layer_norm(x: mx.array, scale: Any, bias: Any, attrs: Attrs) -> mx.array:
+    e = attrs["eps"]
     x = features_array(x, "layer_norm")
     c = x.shape[-1]
-    e = positive_float(eps, "eps", "layer_norm")
     v = x.astype(mx.float32)
     mu = mx.mean(v, axis=-1, keepdims=True)
     centred = v - mu
@@ -194,11 +159,13 @@ def layer_norm(
     return y.astype(x.dtype)
 
 
-def rms_norm(x: mx.array, scale: mx.array | None, *, eps: float = 1e-5) -> mx.array:
-    """``x / sqrt(mean(x^2) + eps) * scale`` over the channels of each row (scale may be None)."""
+layer_norm: sig.LayerNorm[mx.array] = implement("layer_norm", _layer_norm)
+
+
+def _rms_norm(x: mx.array, scale: Any, attrs: Attrs) -> mx.array:
+    e = attrs["eps"]
     x = features_array(x, "rms_norm")
     c = x.shape[-1]
-    e = positive_float(eps, "eps", "rms_norm")
     v = x.astype(mx.float32)
     y = v * mx.rsqrt(mx.mean(v * v, axis=-1, keepdims=True) + e)
     if scale is not None:
@@ -206,12 +173,12 @@ def rms_norm(x: mx.array, scale: mx.array | None, *, eps: float = 1e-5) -> mx.ar
     return y.astype(x.dtype)
 
 
-def softmax(x: mx.array, *, axis: int = -1) -> mx.array:
-    """Softmax of each row over its channels, computed in f32.
+rms_norm: sig.RmsNorm[mx.array] = implement("rms_norm", _rms_norm)
 
-    ``axis`` is -1 or 1, both the channel axis of a rank-2 tensor (upstream
-    spells it either way).
-    """
+
+def _softmax(x: mx.array, attrs: Attrs) -> mx.array:
     x = features_array(x, "softmax")
-    softmax_axis(axis)
     return mx.softmax(x.astype(mx.float32), axis=-1).astype(x.dtype)
+
+
+softmax: sig.Softmax[mx.array] = implement("softmax", _softmax)

@@ -16,11 +16,14 @@ pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.kernel import Triple, kernel_volume
-from lattice_contract.op_rules import NORMALIZED_EPS
-from lattice_contract.options import positive_float
 
 from mlx_lattice.kernel_map import (
     KernelMap,
@@ -28,8 +31,6 @@ from mlx_lattice.kernel_map import (
 )
 from mlx_lattice.ops._transposed import transposed_output
 from mlx_lattice.ops.conv import (
-    Geometry,
-    IntOrTriple,
     _tap_weights,
     apply_kernel_map,
     sparse_input,
@@ -39,13 +40,10 @@ from mlx_lattice.ops.quant import QuantizedWeight
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = [
-    "DEFAULT_EPS",
     "normalized_conv_transpose3d",
     "normalized_generative_conv_transpose3d",
     "normalized_subm_conv3d",
 ]
-
-DEFAULT_EPS = NORMALIZED_EPS
 
 
 def _refuse_packed(weight: object, op: str) -> None:
@@ -81,30 +79,21 @@ def _normalized(
     return out.astype(x.dtype)
 
 
-def normalized_subm_conv3d(
-    input: SparseTensor,
-    weight: mx.array,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
-) -> SparseTensor:
-    """Weight-normalised submanifold conv: output rows are the input rows, same order.
-
-    Tap k reads ``c + (k - (K-1)//2) * d``.  A 1x1x1 kernel with dilation 1 is
-    an ordinary pointwise ``subm_conv3d`` (no normalisation), as upstream.
-    """
+def _normalized_subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "normalized_subm_conv3d"
+    g = api.window(attrs)
     x = sparse_input(input, op)
-    g = Geometry.of(kernel_size, 1, 0, dilation)
-    e = positive_float(eps, "eps", op)
     _refuse_packed(weight, op)
     if g.kernel_size == (1, 1, 1) and g.dilation == (1, 1, 1):
         return subm_conv3d(x, weight, bias, kernel_size=1, dilation=1)
     kmap = subm_map(x.cache, x.coords, x.stride, g.kernel_size, g.dilation)
-    feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, e)
+    feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, attrs["eps"])
     return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
+
+
+normalized_subm_conv3d: sig.NormalizedSubmConv3d[SparseTensor, mx.array, mx.array] = implement(
+    "normalized_subm_conv3d", _normalized_subm_conv3d
+)
 
 
 def _transposed(
@@ -112,54 +101,36 @@ def _transposed(
     input: object,
     weight: object,
     bias: object,
-    g: Geometry,
-    eps: object,
+    attrs: Attrs,
     coordinates: object,
 ) -> SparseTensor:
+    g = api.window(attrs)
     x = sparse_input(input, op)
-    e = positive_float(eps, "eps", op)
     _refuse_packed(weight, op)
     out = transposed_output(op, x, g, coordinates)
-    feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, e)
+    feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, attrs["eps"])
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
-def normalized_conv_transpose3d(
-    input: SparseTensor,
-    weight: mx.array,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
-    coordinates: SparseTensor | None = None,
+def _normalized_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
 ) -> SparseTensor:
-    """Weight-normalised transposed conv: input c feeds ``o = c*s - p + k*d``; stride t/s.
-
-    With ``coordinates=target`` the output is exactly the target's rows (the
-    contract's ``target_normalized_conv_transpose3d``); rows no tap reaches
-    get the bias alone.
-    """
-    g = Geometry.of(kernel_size, stride, padding, dilation)
-    return _transposed("normalized_conv_transpose3d", input, weight, bias, g, eps, coordinates)
+    op = "normalized_conv_transpose3d"
+    return _transposed(op, input, weight, bias, attrs, coordinates)
 
 
-def normalized_generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: mx.array,
-    bias: mx.array | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
+normalized_conv_transpose3d: sig.NormalizedConvTranspose3d[SparseTensor, mx.array, mx.array] = (
+    implement("normalized_conv_transpose3d", _normalized_conv_transpose3d)
+)
+
+
+def _normalized_generative_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, attrs: Attrs
 ) -> SparseTensor:
-    """Weight-normalised support expansion: every ``o = c*s + k`` (p = 0, d = 1); stride t/s.
-
-    Where s < K makes two (input, tap) pairs land on one output row, they are
-    summed into that one row (numerator and normaliser alike).
-    """
-    g = Geometry.of(kernel_size, stride, 0, 1)
     op = "normalized_generative_conv_transpose3d"
-    return _transposed(op, input, weight, bias, g, eps, None)
+    return _transposed(op, input, weight, bias, attrs, None)
+
+
+normalized_generative_conv_transpose3d: sig.NormalizedGenerativeConvTranspose3d[
+    SparseTensor, mx.array, mx.array
+] = implement("normalized_generative_conv_transpose3d", _normalized_generative_conv_transpose3d)

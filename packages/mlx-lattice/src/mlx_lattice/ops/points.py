@@ -1,33 +1,20 @@
-"""Points to voxels and back on MLX: ``voxelize`` and ``devoxelize`` (upstream's forms).
+"""MLX array code of ``voxelize`` and ``devoxelize`` (upstream's points-to-voxels forms).
 
-Both start from ``u = (points - origin) / voxel_size`` per axis, computed in
-f32 (a true division, not a multiplication by the reciprocal, so every
-runtime gets the same ``floor``).  Only the first ``active_rows`` points take
-part; devoxelize gives zeros for the points past its active count.
-
-``voxelize`` puts each point in the cell ``floor(u)`` of its batch item and
-merges the features of the points that share a cell (mean, sum or max, in
-f32).  The result has stride ``stride``, coordinates ``floor(u) * stride`` and
-one row per occupied cell, in first-occurrence order.
-
-``devoxelize`` reads a sparse value back at points, ``u`` being in units of
-the value's cells (logical coordinates).  ``nearest``: the cell
-``floor(u + 0.5)``.  ``linear``: the eight cells ``floor(u) + {0,1}^3``
-weighted by ``prod(f or 1 - f)`` with ``f = u - floor(u)``, absent cells
-dropped, **not** renormalised.  ``trilinear`` (Lattice's extra): with
-``g = u - 0.5`` and ``b = floor(g)``, the eight cells ``b + {0,1}^3`` weighted
-from ``g - b`` and renormalised over the present cells; a point whose present
-corners carry no weight reads zeros.
+What they compute, and their keywords, are declared with torch's in
+:mod:`lattice_contract.api_ops` (``help(mlx_lattice.ops.voxelize)``).  Occupied
+cells are deduplicated by sorting packed keys (:class:`mlx_lattice.coords.KeySpace`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import mlx.core as mx
 import numpy as np
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.options import as_enum, int_triple, voxel_grid
+from lattice_contract.api_checks import PointRules
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from mlx_lattice.coords import CoordinateRangeError, KeySpace, scalar_int
@@ -37,34 +24,21 @@ from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["devoxelize", "voxelize"]
 
-_INT32_RANGE = 2.0**31
+_POINTS = PointRules(mx.array, mx.int32)
 
 
 def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array, mx.array]:
     """Validate ``points`` (P, 3) float and ``batch`` (P,) int32 >= 0; points in f32."""
     shared_errors.check_points_and_batch(op, points, batch, mx.array)
     assert isinstance(points, mx.array) and isinstance(batch, mx.array)
-    if points.shape[0] and scalar_int(mx.min(batch)) < 0:
-        raise ValueError(f"{op}: batch indices must be >= 0")
     p = points.astype(mx.float32)
-    if points.shape[0] and not bool(mx.all(mx.isfinite(p)).item()):
-        raise ValueError(f"{op}: points contain NaN or infinity; every point must be finite")
+    empty = points.shape[0] == 0
+    _POINTS.check_values(
+        op,
+        batch_negative=not empty and scalar_int(mx.min(batch)) < 0,
+        points_finite=empty or bool(mx.all(mx.isfinite(p)).item()),
+    )
     return p, batch
-
-
-def _active_count(active: object, total: int, op: str, name: str) -> int:
-    """The number of leading points that take part (``active`` int, or int32 ``(1,)``)."""
-    if active is None:
-        return total
-    if isinstance(active, mx.array):
-        if active.dtype != mx.int32 or tuple(active.shape) != (1,):
-            raise TypeError(f"{op}: {name} must be an int32 tensor of shape (1,)")
-        active = scalar_int(active[0])
-    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active <= total:
-        raise ValueError(
-            f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
-        )
-    return active
 
 
 def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...]) -> mx.array:
@@ -72,32 +46,17 @@ def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...])
     return (points - mx.array(origin, dtype=mx.float32)) / mx.array(size, dtype=mx.float32)
 
 
-def voxelize(
-    points: mx.array,
-    features: mx.array,
-    batch_indices: mx.array,
-    active_rows: mx.array | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    reduction: VoxelReduction | str = VoxelReduction.mean,
-    stride: int | Sequence[int] = 1,
+def _voxelize(
+    points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
 ) -> SparseTensor:
-    """Merge the active points into cells ``floor((p - origin) / voxel_size)`` per batch item.
-
-    ``points`` (P, 3) f32, ``features`` (P, C) float, ``batch_indices`` (P,)
-    int32.  The result sits at ``stride`` with coordinates ``cell * stride``
-    and rows in first-occurrence order; features of points sharing a cell are
-    reduced in f32 and stored in the features' dtype.
-    """
-    size, org = voxel_grid(voxel_size, origin, "voxelize")
-    out_stride = int_triple(stride, "stride", minimum=1)
+    size, org = attrs["voxel_size"], attrs["origin"]
+    out_stride = attrs["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     feats = features_array(features, "voxelize", min_ndim=2)
     if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
         raise shared_errors.point_features_shape(feats.shape, int(p.shape[0]))
-    mode = as_enum(reduction, VoxelReduction, "reduction")
-    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    mode = attrs["reduction"]
+    n = _POINTS.active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, feats = p[:n], b[:n], feats[:n]
     channels = feats.shape[1]
     if n == 0:
@@ -106,11 +65,9 @@ def voxelize(
         )
     cell = mx.floor(_cells(p, size, org))
     scaled = cell * mx.array(out_stride, dtype=mx.float32)
-    if not bool(mx.all((scaled >= -_INT32_RANGE) & (scaled < _INT32_RANGE)).item()):
-        raise ValueError(
-            "voxelize: (points - origin) / voxel_size * stride falls outside the int32 "
-            "coordinate range; use a larger voxel_size or move the origin"
-        )
+    _POINTS.check_cells(
+        bool(mx.all((scaled >= -_POINTS.cell_limit) & (scaled < _POINTS.cell_limit)).item())
+    )
     coords = mx.concatenate([b[:, None], cell.astype(mx.int32)], axis=1)
     unique, inverse = _unique_rows(coords)
     count = unique.shape[0]
@@ -131,6 +88,9 @@ def voxelize(
             out = out / per[:, None]
     physical = unique * mx.array((1, *out_stride), dtype=mx.int32)
     return SparseTensor._from_parts(physical, out.astype(feats.dtype), out_stride)
+
+
+voxelize: sig.Voxelize[SparseTensor, mx.array] = implement("voxelize", _voxelize)
 
 
 def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
@@ -154,28 +114,16 @@ def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
     return space.unpack(unique_keys), inverse
 
 
-def devoxelize(
-    points: mx.array,
-    voxels: SparseTensor,
-    batch_indices: mx.array,
-    point_active_rows: mx.array | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    interpolation: Interpolation | str = Interpolation.linear,
+def _devoxelize(
+    points: Any, voxels: Any, batch_indices: Any, point_active_rows: Any, attrs: Attrs
 ) -> mx.array:
-    """Read ``voxels``' features at the active points: dense ``(P, C)`` in their dtype.
-
-    ``u = (p - origin) / voxel_size`` is in units of the value's cells; see the
-    module note for the nearest, linear and trilinear rules.
-    """
     if not isinstance(voxels, SparseTensor):
         raise TypeError(f"devoxelize: voxels must be a SparseTensor, got {type(voxels).__name__}")
-    size, org = voxel_grid(voxel_size, origin, "devoxelize")
+    size, org = attrs["voxel_size"], attrs["origin"]
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = as_enum(interpolation, Interpolation, "interpolation")
+    mode = attrs["interpolation"]
     n_points, channels = int(p.shape[0]), voxels.num_channels
-    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
+    n = _POINTS.active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     if n == 0 or voxels.num_rows == 0:
         return mx.zeros((n_points, channels), dtype=voxels.dtype)
     u = _cells(p[:n], size, org)
@@ -210,6 +158,9 @@ def devoxelize(
     if n < n_points:
         out = mx.concatenate([out, mx.zeros((n_points - n, channels), dtype=out.dtype)], axis=0)
     return out.astype(voxels.dtype)
+
+
+devoxelize: sig.Devoxelize[SparseTensor, mx.array] = implement("devoxelize", _devoxelize)
 
 
 def _to_int(values: mx.array) -> mx.array:

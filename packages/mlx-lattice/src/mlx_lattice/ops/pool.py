@@ -12,14 +12,18 @@ in the input dtype.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import mlx.core as mx
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.coord_range import Int32CoordinateError
-from lattice_contract.options import as_enum, resolve_batch_size
+from lattice_contract.options import resolve_batch_size
 from lattice_contract.schema import PoolMode
 
 from mlx_lattice.kernel_map import GeneratedSupport, KernelMap, conv_support, full_conv_support
-from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunks, sparse_input
+from mlx_lattice.ops.conv import chunks, sparse_input
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["full_pool3d", "global_pool", "pool3d"]
@@ -55,64 +59,40 @@ def _reduce_pairs(feats: mx.array, kmap: KernelMap, mode: PoolMode) -> mx.array:
 def _pool(
     op: str,
     input: SparseTensor,
-    mode: PoolMode | str,
-    g: Geometry,
+    attrs: Attrs,
     generate: Callable[..., GeneratedSupport],
 ) -> SparseTensor:
+    g = api.window(attrs)
     x = sparse_input(input, op)
-    pool_mode = as_enum(mode, PoolMode, "mode")
     try:
         gen = generate(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
     except Int32CoordinateError as err:  # the kernel map serves several ops
         raise err.with_op(op) from None
-    feats = _reduce_pairs(x.feats, gen.kmap, pool_mode).astype(x.dtype)
+    feats = _reduce_pairs(x.feats, gen.kmap, attrs["mode"]).astype(x.dtype)
     return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
 
 
-def pool3d(
-    input: SparseTensor,
-    *,
-    mode: PoolMode | str,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-) -> SparseTensor:
-    """Local pooling over ``conv3d``'s support (every ``floor(c / s)``); output stride t*s.
-
-    Output o reduces the active inputs ``o*s + off_c(k) - p`` over its taps
-    (centred rule); a row none of whose window is active gives 0.
-    """
-    g = Geometry.of(kernel_size, stride, padding, dilation)
-    return _pool("pool3d", input, mode, g, conv_support)
+def _pool3d(input: Any, attrs: Attrs) -> SparseTensor:
+    return _pool("pool3d", input, attrs, conv_support)
 
 
-def full_pool3d(
-    input: SparseTensor,
-    *,
-    mode: PoolMode | str,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-) -> SparseTensor:
-    """spconv's pools: reduce every active ``c = o*s - p + k*d`` at every o so reached."""
-    g = Geometry.of(kernel_size, stride, padding, dilation)
-    return _pool("full_pool3d", input, mode, g, full_conv_support)
+pool3d: sig.Pool3d[SparseTensor] = implement("pool3d", _pool3d)
 
 
-def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = -1) -> mx.array:
-    """Per-batch-item max / mean / sum of all rows: a dense ``(B, C)`` array.
+def _full_pool3d(input: Any, attrs: Attrs) -> SparseTensor:
+    return _pool("full_pool3d", input, attrs, full_conv_support)
 
-    ``batch_size=-1`` (the default) sets B to the largest batch index + 1 at
-    run time, 0 gives an empty ``(0, C)`` result, a positive value fixes B.
-    Batch items without rows give zeros; rows whose batch index is not below
-    B are an error, not silently dropped.
-    """
+
+full_pool3d: sig.FullPool3d[SparseTensor] = implement("full_pool3d", _full_pool3d)
+
+
+def _global_pool(input: Any, attrs: Attrs) -> mx.array:
     op = "global_pool"
     x = sparse_input(input, op)
-    pool_mode = as_enum(mode, PoolMode, "mode")
-    batch_size = resolve_batch_size(batch_size, x.batch_size - 1 if x.num_rows else None, op)
+    pool_mode = attrs["mode"]
+    batch_size = resolve_batch_size(
+        attrs["batch_size"], x.batch_size - 1 if x.num_rows else None, op
+    )
     channels = x.num_channels
     if batch_size == 0:
         return mx.zeros((0, channels), dtype=x.dtype)
@@ -131,3 +111,6 @@ def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = 
         if pool_mode is PoolMode.avg:
             acc = acc / mx.maximum(count, 1.0)
     return acc.astype(x.dtype)
+
+
+global_pool: sig.GlobalPool[SparseTensor, mx.array] = implement("global_pool", _global_pool)

@@ -20,16 +20,15 @@ its logical ``shape``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import Any
 
 import mlx.core as mx
-from lattice_contract import shared_errors
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_quant import PackedWeight
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
-    check_logical_shape,
-    check_quantization,
-    packed_geometry,
 )
 
 __all__ = [
@@ -43,64 +42,19 @@ __all__ = [
 _SCALE_DTYPES = (mx.float16, mx.bfloat16, mx.float32)
 
 
-@dataclass(frozen=True)
-class QuantizedWeight:
-    """A packed affine int4 / int8 weight in the stored layout: ``weight``, ``scales``, ``biases``.
+class QuantizedWeight(PackedWeight[mx.array]):
+    """A packed affine int4 / int8 weight on MLX (:class:`lattice_contract.api_quant.PackedWeight`).
 
-    ``shape`` is the logical (unpacked) shape when known.  Construction
-    validates the triplet (dtypes, rank 3, the packed and grouped widths
-    agreeing on one padded ``C_in``), so a malformed safetensors triplet is
-    rejected before any op runs.
+    Tap ``k``'s rows go to ``mx.quantized_matmul`` directly.
     """
 
-    weight: mx.array
-    scales: mx.array
-    biases: mx.array
-    bits: int
-    group_size: int
-    shape: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("weight", "scales", "biases"):
-            if not isinstance(getattr(self, name), mx.array):
-                raise TypeError(f"QuantizedWeight.{name} must be an mx.array")
-        w, s, b = self.weight, self.scales, self.biases
-        shared_errors.check_packed_triplet(
-            (w.dtype, w.shape), (s.dtype, s.shape), (b.dtype, b.shape),
-            self.bits, self.group_size, self.shape,
-        )  # fmt: skip
-
-    def _geometry(self) -> tuple[int, int, int]:
-        return packed_geometry(
-            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
-        )
-
-    @property
-    def taps(self) -> int:
-        """K: the number of tap matrices (1 for a linear weight)."""
-        return int(self.weight.shape[0])
-
-    @property
-    def out_channels(self) -> int:
-        """C_out."""
-        return self._geometry()[1]
-
-    @property
-    def padded_in_channels(self) -> int:
-        """C_in rounded up to the group size (the width the codes cover)."""
-        return self._geometry()[2]
+    array_type = mx.array
+    array_name = "an mx.array"
 
     @property
     def dtype(self) -> mx.Dtype:
         """The float type dequantization produces (the scale dtype)."""
         return self.scales.dtype
-
-    def check_shape(self, shape: tuple[int, ...], op: str) -> None:
-        """Raise ValueError (naming ``op``) unless this packing holds the logical ``shape``."""
-        try:
-            check_logical_shape(shape, self._geometry(), self.group_size)
-        except ValueError as error:
-            raise ValueError(f"{op}: {error}") from None
 
     def tap_rows(self, tap: int) -> tuple[mx.array, mx.array, mx.array]:
         """``(words, scales, biases)`` of tap ``tap`` as ``(C_out, n)`` rows, MLX's layout."""
@@ -135,25 +89,11 @@ class QuantizedWeight:
 
     def dequantize(self) -> mx.array:
         """The f32 weight in its logical shape (known when made by :func:`quantize_weight`)."""
-        if self.shape is None:
-            raise ValueError(
-                "this packed weight does not record its logical shape (it was read from a "
-                "file); use dequantize_as(shape) with the shape the consuming op expects"
-            )
-        return self.dequantize_as(self.shape)
+        return self.dequantize_as(self.logical_shape())
 
 
-def quantize_weight(
-    w: mx.array, *, bits: int, group_size: int, scale_dtype: mx.Dtype | None = None
-) -> QuantizedWeight:
-    """Pack a conv ``(C_out, Kx, Ky, Kz, C_in)`` or linear ``(C_out, C_in)`` weight.
-
-    C_in is padded with zeros to a multiple of ``group_size``; each tap matrix
-    is packed with ``mx.quantize``.  ``scale_dtype`` (default: ``w``'s dtype) is
-    the type scales and biases are computed and stored in; the weight is
-    converted to it first so that MLX derives scales in the declared type.
-    """
-    bits, group_size = check_quantization(bits, group_size)
+def _quantize_weight(w: Any, scale_dtype: Any, attrs: Attrs) -> QuantizedWeight:
+    bits, group_size = attrs["bits"], attrs["group_size"]
     if not isinstance(w, mx.array) or w.dtype not in _SCALE_DTYPES:
         raise TypeError("quantize_weight expects a float mx.array (f16, bf16 or f32)")
     if w.ndim not in (2, 5):
@@ -180,6 +120,11 @@ def quantize_weight(
     return QuantizedWeight(
         parts[0], parts[1], parts[2], bits=bits, group_size=group_size, shape=tuple(w.shape)
     )
+
+
+quantize_weight: sig.QuantizeWeight[mx.array, mx.Dtype, QuantizedWeight] = implement(
+    "quantize_weight", _quantize_weight
+)
 
 
 def quantized_matmul(x: mx.array, weight: QuantizedWeight, tap: int = 0) -> mx.array:

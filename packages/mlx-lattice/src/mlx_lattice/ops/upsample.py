@@ -1,35 +1,24 @@
 """Upsampling onto finer supports on MLX: ``pool_transpose3d`` and ``trilinear_upsample3d``.
 
-Both are weighted means over the pairs of a transposed relation (input c
-reaches output o through tap k when ``o = c*s - p + k*d``), on the transposed
-kernel maps of :mod:`mlx_lattice.kernel_map`:
-
-- ``pool_transpose3d``: every pair weighs 1 (the plain mean of the coarse rows
-  reaching each output row; 0 where none does);
-- ``trilinear_upsample3d``: the relation of
-  :func:`lattice_contract.op_rules.trilinear_window`, each tap weighted by its
-  hat weight, renormalised over the coarse rows present
-  (``sum w x / max(sum w, 1e-12)``).
-
-Without a target the support is the relation's derived support; with
-``coordinates=target`` exactly the target's rows (stride input / stride).
-Sums run in f32 and are stored in the input dtype.
+Both are weighted means over the pairs of a transposed relation
+(``o = c*s - p + k*d``), weighted as :func:`lattice_contract.op_rules.resampling`
+says, on the transposed kernel maps of :mod:`mlx_lattice.kernel_map`; sums
+run in f32 chunk by chunk and are stored in the input dtype.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import mlx.core as mx
-from lattice_contract.op_rules import (
-    TRILINEAR_MIN_WEIGHT,
-    trilinear_tap_weights,
-    trilinear_window,
-)
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
+from lattice_contract.op_rules import resampling
 
 from mlx_lattice.kernel_map import KernelMap
 from mlx_lattice.ops._transposed import transposed_output
-from mlx_lattice.ops.conv import Geometry, IntOrTriple, chunks, sparse_input
+from mlx_lattice.ops.conv import chunks, sparse_input
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["pool_transpose3d", "trilinear_upsample3d"]
@@ -56,47 +45,28 @@ def _weighted_sums(
     return num, den
 
 
-def pool_transpose3d(
-    input: SparseTensor,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Unweighted mean of the coarse rows reaching each output row (``o = c*s - p + k*d``).
-
-    Output stride t/s.  Without ``coordinates`` the support is that of
-    ``conv_transpose3d`` with the same geometry; with it, the target's rows
-    (a row no coarse row reaches is 0).
-    """
-    op = "pool_transpose3d"
+def _upsample(op: str, input: object, coordinates: object, attrs: Attrs) -> SparseTensor:
+    how = resampling(op, attrs)
     x = sparse_input(input, op)
-    out = transposed_output(op, x, Geometry.of(kernel_size, stride, padding, dilation), coordinates)
-    num, den = _weighted_sums(x.feats, out.kmap, None)
-    # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
-    feats = (num / mx.maximum(den, 1.0)).astype(x.dtype)
+    out = transposed_output(op, x, how.window, coordinates)
+    num, den = _weighted_sums(x.feats, out.kmap, how.tap_weights)
+    feats = (num / mx.maximum(den, how.min_weight)).astype(x.dtype)
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
 
 
-def trilinear_upsample3d(
-    input: SparseTensor,
-    *,
-    stride: IntOrTriple,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Renormalised trilinear interpolation from coarse rows at ``c*s`` to fine rows; stride t/s.
+def _pool_transpose3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    return _upsample("pool_transpose3d", input, coordinates, attrs)
 
-    Per axis the hat weight is ``1 - |o - c*s| / s`` over coarse rows with
-    ``|o - c*s| < s``; the 3-D weight is the product, renormalised over the
-    coarse rows present.  Without ``coordinates`` the output is every fine row
-    within ``s - 1`` of a coarse row on every axis.
-    """
-    op = "trilinear_upsample3d"
-    s = Geometry.of(1, stride).stride
-    x = sparse_input(input, op)
-    out = transposed_output(op, x, Geometry(*trilinear_window(s)), coordinates)
-    num, den = _weighted_sums(x.feats, out.kmap, trilinear_tap_weights(s))
-    feats = (num / mx.maximum(den, TRILINEAR_MIN_WEIGHT)).astype(x.dtype)
-    return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
+
+pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = implement(
+    "pool_transpose3d", _pool_transpose3d
+)
+
+
+def _trilinear_upsample3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    return _upsample("trilinear_upsample3d", input, coordinates, attrs)
+
+
+trilinear_upsample3d: sig.TrilinearUpsample3d[SparseTensor] = implement(
+    "trilinear_upsample3d", _trilinear_upsample3d
+)

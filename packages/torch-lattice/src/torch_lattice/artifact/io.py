@@ -10,20 +10,18 @@ quantization report).  Both are the shared
 
 from __future__ import annotations
 
-from lattice_contract.bundle import BundleError
-from lattice_contract.safetensors_header import WeightFileError
+from lattice_contract.bundle import BundleError as BundleError
+from lattice_contract.runtime_artifact import ARTIFACT_IO_NAMES
+from lattice_contract.safetensors_header import WeightFileError as WeightFileError
 
-from torch_lattice.artifact.runtime import RUNTIME, LatticeArtifact
+from torch_lattice.artifact.runtime import RUNTIME
+from torch_lattice.artifact.runtime import LatticeArtifact as LatticeArtifact
 
-__all__ = [
-    "BundleError",
-    "LatticeArtifact",
-    "WeightFileError",
-    "flatten_weights",
-    "load_lattice_artifact",
-    "save_lattice_artifact",
-]
+__all__ = [*ARTIFACT_IO_NAMES, "flatten_weights"]
 
-flatten_weights = RUNTIME.flatten_weights
+
 save_lattice_artifact = RUNTIME.save_artifact
 load_lattice_artifact = RUNTIME.load_artifact
+
+flatten_weights = RUNTIME.flatten_weights
+"""Packed weights as their safetensors triplets (what a save writes)."""

@@ -22,40 +22,25 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from lattice_contract.execute import LatticeProgramBase, ProgramCallError, compile_plan
+from lattice_contract.execute import LatticeProgramBase, compile_plan
+from lattice_contract.execute import ProgramCallError as ProgramCallError
 from lattice_contract.plan import RuntimePlan
-from lattice_contract.runtime_artifact import ArtifactRuntime, LatticeArtifactBase
-from lattice_contract.verify import (
-    ArtifactCapabilityError,
-    LatticeMLIRStatus,
-    LatticeValidationError,
-    native_module,
+from lattice_contract.runtime_artifact import (
+    ARTIFACT_PROGRAM_NAMES,
+    ARTIFACT_VERIFY_NAMES,
+    ArtifactRuntime,
+    LatticeArtifactBase,
 )
+from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
+from lattice_contract.verify import LatticeMLIRStatus as LatticeMLIRStatus
+from lattice_contract.verify import LatticeValidationError as LatticeValidationError
+from lattice_contract.verify import native_module as native_module
 
 from torch_lattice.artifact.backend import TORCH_BACKEND
 from torch_lattice.artifact.lowerings import LOWERINGS
 from torch_lattice.sparse import SparseTensor
 
-__all__ = [
-    "LATTICE_OPT_ENV",
-    "RUNTIME",
-    "ArtifactCapabilityError",
-    "LatticeArtifact",
-    "LatticeMLIRStatus",
-    "LatticeProgram",
-    "LatticeValidationError",
-    "ProgramCallError",
-    "compile_lattice_artifact",
-    "import_lattice_plan",
-    "lattice_artifact_status",
-    "lattice_graph_operation_names",
-    "lattice_graph_status",
-    "load_lattice_program",
-    "native_artifact_execution_available",
-    "native_module",
-    "validate_lattice_artifact",
-    "validate_lattice_graph",
-]
+__all__ = [*ARTIFACT_VERIFY_NAMES, *ARTIFACT_PROGRAM_NAMES]
 
 
 LATTICE_OPT_ENV = TORCH_BACKEND.lattice_opt_env

@@ -1,64 +1,57 @@
 """Functional sparse ops of the lattice contract, on torch with autograd.
 
-Names and signatures are identical to ``mlx_lattice.ops``; each public op is
-wrapped by :func:`torch_lattice._trace.traced` so the exporter can record it.
+Names, keywords, defaults and help text are those of ``mlx_lattice.ops``,
+declared once for both runtimes in :mod:`lattice_contract.api_ops`; each
+public op is also wrapped by :func:`torch_lattice._trace.traced` so the
+exporter can record it.  This package holds the torch array code.
 """
 
 from __future__ import annotations
 
-from torch_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
-from torch_lattice.ops.cast import cast
-from torch_lattice.ops.conv import (
-    conv3d,
-    conv_transpose3d,
-    full_conv3d,
-    generative_conv_transpose3d,
-    schedule,
-    subm_conv3d,
-)
-from torch_lattice.ops.elementwise import elementwise
-from torch_lattice.ops.embedding import embedding_lookup
-from torch_lattice.ops.feature import activation, batch_norm, layer_norm, linear, rms_norm, softmax
-from torch_lattice.ops.normalized import (
-    normalized_conv_transpose3d,
-    normalized_generative_conv_transpose3d,
-    normalized_subm_conv3d,
-)
-from torch_lattice.ops.points import devoxelize, voxelize
-from torch_lattice.ops.pool import full_pool3d, global_pool, pool3d
-from torch_lattice.ops.quant import QuantizedWeight, dequantize, quantize_weight
-from torch_lattice.ops.upsample import pool_transpose3d, trilinear_upsample3d
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "QuantizedWeight",
-    "activation",
-    "batch_norm",
-    "cast",
-    "conv3d",
-    "conv_transpose3d",
-    "dequantize",
-    "devoxelize",
-    "elementwise",
-    "embedding_lookup",
-    "full_conv3d",
-    "full_pool3d",
-    "generative_conv_transpose3d",
-    "global_pool",
-    "layer_norm",
-    "linear",
-    "normalized_conv_transpose3d",
-    "normalized_generative_conv_transpose3d",
-    "normalized_subm_conv3d",
-    "pool3d",
-    "pool_transpose3d",
-    "quantize_weight",
-    "rms_norm",
-    "schedule",
-    "softmax",
-    "sparse_binary",
-    "sparse_cat",
-    "sparse_reindex",
-    "subm_conv3d",
-    "trilinear_upsample3d",
-    "voxelize",
-]
+from lattice_contract.api_ops import OP_NAMES
+
+from torch_lattice.ops.algebra import sparse_binary as sparse_binary
+from torch_lattice.ops.algebra import sparse_cat as sparse_cat
+from torch_lattice.ops.algebra import sparse_reindex as sparse_reindex
+from torch_lattice.ops.cast import cast as cast
+from torch_lattice.ops.conv import conv3d as conv3d
+from torch_lattice.ops.conv import conv_transpose3d as conv_transpose3d
+from torch_lattice.ops.conv import full_conv3d as full_conv3d
+from torch_lattice.ops.conv import generative_conv_transpose3d as generative_conv_transpose3d
+from torch_lattice.ops.conv import schedule as schedule
+from torch_lattice.ops.conv import subm_conv3d as subm_conv3d
+from torch_lattice.ops.elementwise import elementwise as elementwise
+from torch_lattice.ops.embedding import embedding_lookup as embedding_lookup
+from torch_lattice.ops.feature import activation as activation
+from torch_lattice.ops.feature import batch_norm as batch_norm
+from torch_lattice.ops.feature import layer_norm as layer_norm
+from torch_lattice.ops.feature import linear as linear
+from torch_lattice.ops.feature import rms_norm as rms_norm
+from torch_lattice.ops.feature import softmax as softmax
+from torch_lattice.ops.normalized import normalized_conv_transpose3d as normalized_conv_transpose3d
+from torch_lattice.ops.normalized import (
+    normalized_generative_conv_transpose3d as normalized_generative_conv_transpose3d,
+)
+from torch_lattice.ops.normalized import normalized_subm_conv3d as normalized_subm_conv3d
+from torch_lattice.ops.points import devoxelize as devoxelize
+from torch_lattice.ops.points import voxelize as voxelize
+from torch_lattice.ops.pool import full_pool3d as full_pool3d
+from torch_lattice.ops.pool import global_pool as global_pool
+from torch_lattice.ops.pool import pool3d as pool3d
+from torch_lattice.ops.quant import QuantizedWeight as QuantizedWeight
+from torch_lattice.ops.quant import dequantize as dequantize
+from torch_lattice.ops.quant import quantize_weight as quantize_weight
+from torch_lattice.ops.upsample import pool_transpose3d as pool_transpose3d
+from torch_lattice.ops.upsample import trilinear_upsample3d as trilinear_upsample3d
+
+EXTRA_NAMES: tuple[str, ...] = ("dequantize", "schedule")
+"""Public names of this package beyond the contract's :data:`OP_NAMES`: torch's own
+helpers (a packed weight as a dense tensor; the conv schedule switch)."""
+
+if not TYPE_CHECKING:
+    # mypy cannot evaluate a computed ``__all__`` and would then hide the module's
+    # names from the ``RuntimeOps`` protocol check; it reads the ``import ... as``
+    # re-exports above instead, and a test checks ``__all__`` is exactly these names.
+    __all__ = [*OP_NAMES, *EXTRA_NAMES]

@@ -16,11 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import BinaryOp, Join
 
 from torch_lattice._trace import traced
-from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.sparse import SparseTensor, Support
 
 __all__ = ["sparse_binary", "sparse_cat", "sparse_reindex"]
@@ -101,51 +104,42 @@ class _Aligned:
 
 
 _BINARY: dict[BinaryOp, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    BinaryOp.add: torch.add,
-    BinaryOp.sub: torch.sub,
-    BinaryOp.mul: torch.mul,
-    BinaryOp.maximum: torch.maximum,
-    BinaryOp.minimum: torch.minimum,
+    op: getattr(torch, name) for op, name in api.BINARY_FUNCTIONS.items()
 }
 
 
-@traced("sparse_binary")
-def sparse_binary(
-    lhs: SparseTensor,
-    rhs: SparseTensor,
-    *,
-    op: BinaryOp | str,
-    join: Join | str = Join.inner,
-    lhs_fill: float = 0.0,
-    rhs_fill: float = 0.0,
-) -> SparseTensor:
-    """Elementwise ``op`` of coordinate-aligned rows; a missing side reads its fill."""
+def _sparse_binary(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     a, b = _check_pair(lhs, rhs, "sparse_binary")
-    kind = as_enum(op, BinaryOp, "op")
-    j = as_enum(join, Join, "join")
+    kind, j = attrs["op"], attrs["join"]
     if a.num_channels != b.num_channels:
         raise shared_errors.channel_count_mismatch("sparse_binary", a.num_channels, b.num_channels)
     aligned = _Aligned(a, b, j)
-    left, right = aligned.sides(float(lhs_fill), float(rhs_fill))
+    left, right = aligned.sides(float(attrs["lhs_fill"]), float(attrs["rhs_fill"]))
     dtype = compute_dtype(a.dtype)
     out = _BINARY[kind](left.to(dtype), right.to(dtype)).to(a.dtype)
     return SparseTensor._make(aligned.support(), out)
 
 
-@traced("sparse_cat")
-def sparse_cat(
-    lhs: SparseTensor, rhs: SparseTensor, *, join: Join | str = Join.inner
-) -> SparseTensor:
-    """Channel concatenation ``[lhs | rhs]`` of coordinate-aligned rows; a missing side is zeros."""
+sparse_binary: sig.SparseBinary[SparseTensor] = implement(
+    "sparse_binary", _sparse_binary, around=traced("sparse_binary")
+)
+
+
+def _sparse_cat(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
+    join = attrs["join"]
     a, b = _check_pair(lhs, rhs, "sparse_cat")
-    aligned = _Aligned(a, b, as_enum(join, Join, "join"))
+    aligned = _Aligned(a, b, join)
     left, right = aligned.sides()
     return SparseTensor._make(aligned.support(), torch.cat([left, right], dim=1))
 
 
-@traced("sparse_reindex")
-def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0.0) -> SparseTensor:
-    """``input``'s features on ``target``'s exact rows, ``fill`` where the input has no row."""
+sparse_cat: sig.SparseCat[SparseTensor] = implement(
+    "sparse_cat", _sparse_cat, around=traced("sparse_cat")
+)
+
+
+def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
+    fill = attrs["fill"]
     x = require_sparse(input, "sparse_reindex")
     t = require_sparse(target, "sparse_reindex", "target")
     if x.stride != t.stride:
@@ -154,3 +148,8 @@ def sparse_reindex(input: SparseTensor, target: SparseTensor, *, fill: float = 0
         raise ValueError(f"sparse_reindex: input is on {x.device}, target on {t.device}")
     rows = _rows_of(x.support, t.support)
     return SparseTensor._make(t.support, _gather(x.feats, rows, float(fill)))
+
+
+sparse_reindex: sig.SparseReindex[SparseTensor] = implement(
+    "sparse_reindex", _sparse_reindex, around=traced("sparse_reindex")
+)

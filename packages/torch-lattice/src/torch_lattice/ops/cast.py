@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import Rounding
 from lattice_contract.shared_float import (
     FLOAT_FORMATS,
@@ -30,7 +32,6 @@ from lattice_contract.shared_float import (
 )
 
 from torch_lattice._trace import traced
-from torch_lattice.ops._common import as_enum
 
 __all__ = ["cast"]
 
@@ -140,17 +141,8 @@ class _CastFunction(torch.autograd.Function):
         return grad.to(ctx.source), None, None
 
 
-@traced("cast")
-def cast(
-    x: torch.Tensor,
-    dtype: torch.dtype | str,
-    *,
-    rounding: Rounding | str = Rounding.nearest_even,
-) -> torch.Tensor:
-    """``x`` converted to float ``dtype`` (f16, bf16 or f32) with IEEE ``rounding``.
-
-    Every mode is exact (integer arithmetic on bit patterns), on every device.
-    """
+def _cast(x: Any, dtype: Any, attrs: Attrs) -> torch.Tensor:
+    mode = attrs["rounding"]
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"cast: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _FORMATS:  # float64 too, for gradcheck
@@ -158,6 +150,13 @@ def cast(
     target = _TARGETS.get(dtype)
     if target is None:
         raise cast_target_error(dtype)
-    mode = as_enum(rounding, Rounding, "rounding")
     result: torch.Tensor = _CastFunction.apply(x, target, mode)  # type: ignore[no-untyped-call]
     return result
+
+
+cast: sig.Cast[torch.Tensor, torch.dtype] = implement(
+    "cast",
+    _cast,
+    "On torch the conversion runs on any device, with autograd.",
+    around=traced("cast"),
+)

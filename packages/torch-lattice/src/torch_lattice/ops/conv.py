@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.geometry import forward_stride, transposed_stride
 
 from torch_lattice._trace import traced
@@ -36,7 +39,7 @@ from torch_lattice.kernel_map import (
     target_transpose_map,
     transpose_map,
 )
-from torch_lattice.ops._common import compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.sparse import SparseTensor, Support
 
@@ -50,6 +53,7 @@ __all__ = [
 ]
 
 Triple = tuple[int, int, int]
+ConvWeight = torch.Tensor | QuantizedWeight
 
 _CHUNK_BYTES = 1 << 22
 """Upper bound of one gathered chunk on CPU (rows × channels × 4 bytes)."""
@@ -546,17 +550,6 @@ def _execute(
     return SparseTensor._make(out_support, out.to(x.dtype))
 
 
-def _geometry(
-    kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> tuple[Triple, Triple, Triple, Triple]:
-    return (
-        triple(kernel_size, "kernel_size", minimum=1),
-        triple(stride, "stride", minimum=1),
-        triple(padding, "padding", minimum=0),
-        triple(dilation, "dilation", minimum=1),
-    )
-
-
 def _check_target(
     target: Any, x: SparseTensor, expected: Triple, op: str, rule: str = "input stride / stride"
 ) -> SparseTensor:
@@ -568,32 +561,9 @@ def _check_target(
     return checked
 
 
-@traced("conv3d")
-def conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Sparse conv on the coarsened support: o gets ``W_k @ x[o*s + off_c(k) - p]``.
-
-    ``off_c`` is the centred rule (``(k - K//2)*d`` for odd K, ``k*d`` for
-    even K) and the output rows are every distinct ``floor(c/s)`` of an
-    active input c; at stride 1 they are exactly the input rows, in input
-    order, so an odd stride-1 unpadded conv3d is a ``subm_conv3d``.  This is
-    upstream's (and MinkowskiEngine's) forward conv; spconv's SparseConv3d,
-    whose support grows, is :func:`full_conv3d`.  With ``coordinates=target``
-    the output is exactly the target's rows (the contract's
-    ``target_conv3d``); the target's stride must be the input stride times
-    ``stride``.
-    """
+def _conv3d(input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "conv3d")
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv3d")
     out_stride = forward_stride(x.stride, s)
     if coordinates is not None:
@@ -608,25 +578,14 @@ def conv3d(
     return _execute(x, w, b, kmap, out_support)
 
 
-@traced("full_conv3d")
-def full_conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
-) -> SparseTensor:
-    """spconv's regular sparse conv: output at every o with an active ``c = o*s - p + k*d``.
+conv3d: sig.Conv3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "conv3d", _conv3d, around=traced("conv3d")
+)
 
-    Cross-correlation like PyTorch's dense conv3d restricted to the rows it
-    reaches; the support grows even at stride 1 (unlike :func:`conv3d`), and
-    :func:`conv_transpose3d` with the same geometry is its adjoint.
-    """
+
+def _full_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "full_conv3d")
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "full_conv3d")
     if _triton_wanted(x):
         return _on_triton("indexed", x, w, b, (k, s, p, d))
@@ -634,19 +593,14 @@ def full_conv3d(
     return _execute(x, w, b, kmap, out_support)
 
 
-@traced("subm_conv3d")
-def subm_conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    dilation: int | tuple[int, int, int] = 1,
-) -> SparseTensor:
-    """Submanifold conv: output rows are the input rows; tap k reads ``c + (k - (K-1)//2) * d``."""
+full_conv3d: sig.FullConv3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "full_conv3d", _full_conv3d, around=traced("full_conv3d")
+)
+
+
+def _subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    k, _, _, d = api.window(attrs)
     x = require_sparse(input, "subm_conv3d")
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    d = triple(dilation, "dilation", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "subm_conv3d")
     if _triton_wanted(x):
         return _on_triton("subm", x, w, b, (k, (1, 1, 1), (0, 0, 0), d))
@@ -654,27 +608,16 @@ def subm_conv3d(
     return _execute(x, w, b, kmap, x.support)
 
 
-@traced("conv_transpose3d")
-def conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Transposed sparse conv: input c feeds ``o = c*s - p + k*d`` through tap k.
+subm_conv3d: sig.SubmConv3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "subm_conv3d", _subm_conv3d, around=traced("subm_conv3d")
+)
 
-    The output stride is the input stride divided by ``stride`` (it must
-    divide).  With ``coordinates=target`` the output is exactly the target's
-    rows (the contract's ``target_conv_transpose3d``; spconv's
-    SparseInverseConv3d when the target is the paired conv's input).
-    """
+
+def _conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
+) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "conv_transpose3d")
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
     w, b = _check_weight(weight, bias, k, x.num_channels, "conv_transpose3d")
     out_stride = transposed_stride(x.stride, s, "conv_transpose3d")
     if coordinates is not None:
@@ -689,26 +632,26 @@ def conv_transpose3d(
     return _execute(x, w, b, kmap, out_support)
 
 
-@traced("generative_conv_transpose3d")
-def generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-) -> SparseTensor:
-    """Support expansion: every input row emits ``o = c*s + k`` for every tap.
+conv_transpose3d: sig.ConvTranspose3d[SparseTensor, torch.Tensor, ConvWeight] = implement(
+    "conv_transpose3d", _conv_transpose3d, around=traced("conv_transpose3d")
+)
 
-    Padding and dilation are implied 0 and 1 (the op has neither attribute);
-    where s < K makes two (c, k) land on one o they are summed into one row.
-    """
+
+def _generative_conv_transpose3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
+    k, s, _, _ = api.window(attrs)
     x = require_sparse(input, "generative_conv_transpose3d")
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    s = triple(stride, "stride", minimum=1)
     w, b = _check_weight(weight, bias, k, x.num_channels, "generative_conv_transpose3d")
     transposed_stride(x.stride, s, "generative_conv_transpose3d")
     if _triton_wanted(x):
         return _on_triton("transpose", x, w, b, (k, s, (0, 0, 0), (1, 1, 1)))
     out_support, kmap = generative_transpose_map(x.support, k, s)
     return _execute(x, w, b, kmap, out_support)
+
+
+generative_conv_transpose3d: sig.GenerativeConvTranspose3d[
+    SparseTensor, torch.Tensor, ConvWeight
+] = implement(
+    "generative_conv_transpose3d",
+    _generative_conv_transpose3d,
+    around=traced("generative_conv_transpose3d"),
+)

@@ -8,7 +8,11 @@ rather than silently promoted.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.shared_errors import check_elementwise
 
 from torch_lattice._trace import traced
@@ -16,8 +20,12 @@ from torch_lattice._trace import traced
 __all__ = ["elementwise"]
 
 
-@traced("elementwise")
-def elementwise(x: torch.Tensor, *, kind: str) -> torch.Tensor:
-    """``exp(x)`` or ``round(x)`` (half to even) of a rank-2 float32 tensor."""
+def _elementwise(x: Any, attrs: Attrs) -> torch.Tensor:
+    kind = attrs["kind"]
     exp = check_elementwise(kind, x, torch.Tensor) == "exp"
     return torch.exp(x) if exp else torch.round(x)
+
+
+elementwise: sig.Elementwise[torch.Tensor] = implement(
+    "elementwise", _elementwise, around=traced("elementwise")
+)

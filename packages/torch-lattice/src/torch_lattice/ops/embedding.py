@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.op_rules import embedding_index_error
 
 from torch_lattice._trace import traced
@@ -33,9 +35,12 @@ def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torc
     return indices
 
 
-@traced("embedding_lookup")
-def embedding_lookup(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``weight[indices]``: an ``(N, C)`` tensor in the table's dtype (layout ``embedding_n_c``)."""
+def _embedding_lookup(indices: Any, weight: torch.Tensor, attrs: Attrs) -> torch.Tensor:
     shared_errors.check_embedding_table(weight, torch.Tensor, FLOAT_DTYPES)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight.index_select(0, rows.to(device=weight.device))
+
+
+embedding_lookup: sig.EmbeddingLookup[torch.Tensor] = implement(
+    "embedding_lookup", _embedding_lookup, around=traced("embedding_lookup")
+)

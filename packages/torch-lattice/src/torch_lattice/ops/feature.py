@@ -10,12 +10,14 @@ same, more accurate, arithmetic).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.options import positive_float, softmax_axis
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import ActivationKind, GeluApprox
-from lattice_contract.shared_nn import activation_params
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import (
@@ -28,13 +30,7 @@ from torch_lattice.ops.quant import QuantizedWeight
 __all__ = ["activation", "batch_norm", "layer_norm", "linear", "rms_norm", "softmax"]
 
 
-@traced("linear")
-def linear(
-    x: torch.Tensor,
-    weight: torch.Tensor | QuantizedWeight,
-    bias: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``x @ W^T + b`` with ``W`` of shape (C_out, C_in), summed in f32."""
+def _linear(x: torch.Tensor, weight: Any, bias: Any, attrs: Attrs) -> torch.Tensor:
     x = require_features(x, "linear")
     dtype = compute_dtype(x.dtype)
     if isinstance(weight, QuantizedWeight):
@@ -56,25 +52,15 @@ def linear(
     return out.to(x.dtype)
 
 
-@traced("activation")
-def activation(
-    x: torch.Tensor,
-    *,
-    kind: ActivationKind | str,
-    approximate: GeluApprox | str = GeluApprox.none,
-    alpha: float = 0.01,
-    beta: float = 1.0,
-    threshold: float = 20.0,
-) -> torch.Tensor:
-    """Pointwise nonlinearity with torch's parameter conventions.
+linear: sig.Linear[torch.Tensor, torch.Tensor | QuantizedWeight] = implement(
+    "linear", _linear, around=traced("linear")
+)
 
-    leaky_relu slope = alpha; elu uses alpha; softplus is
-    ``log1p(exp(beta*x)) / beta``, linear where ``beta*x > threshold``; gelu is
-    exact (erf; ``none`` or ``precise``), the tanh approximation, or ``fast``
-    ``x * sigmoid(1.702 x)``; hardswish is ``x*relu6(x+3)/6``.
-    """
+
+def _activation(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
+    k, approx = attrs["kind"], attrs["approximate"]
+    alpha, beta, threshold = attrs["alpha"], attrs["beta"], attrs["threshold"]
     x = require_features(x, "activation")
-    k, approx, alpha, beta, threshold = activation_params(kind, approximate, alpha, beta, threshold)
     v = x.to(compute_dtype(x.dtype))
     if k is ActivationKind.relu:
         y = F.relu(v)
@@ -102,20 +88,17 @@ def activation(
     return y.to(x.dtype)
 
 
-@traced("batch_norm")
-def batch_norm(
-    x: torch.Tensor,
-    scale: torch.Tensor,
-    bias: torch.Tensor,
-    mean: torch.Tensor,
-    var: torch.Tensor,
-    *,
-    eps: float = 1e-5,
+activation: sig.Activation[torch.Tensor] = implement(
+    "activation", _activation, around=traced("activation")
+)
+
+
+def _batch_norm(
+    x: torch.Tensor, scale: Any, bias: Any, mean: Any, var: Any, attrs: Attrs
 ) -> torch.Tensor:
-    """Frozen-statistics batch norm ``(x - mean) / sqrt(var + eps) * scale + bias``."""
+    e = attrs["eps"]
     x = require_features(x, "batch_norm")
     c = int(x.shape[1])
-    e = positive_float(eps, "eps", "batch_norm")
     dtype = compute_dtype(x.dtype)
     s, b, m, v = (
         channel_vector(t, c, "batch_norm", n).to(dtype)
@@ -125,34 +108,30 @@ def batch_norm(
     return y.to(x.dtype)
 
 
-@traced("layer_norm")
-def layer_norm(
-    x: torch.Tensor,
-    scale: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    *,
-    eps: float = 1e-5,
-) -> torch.Tensor:
-    """Normalise each row over its channels (biased variance), then scale and shift.
+batch_norm: sig.BatchNorm[torch.Tensor] = implement(
+    "batch_norm", _batch_norm, around=traced("batch_norm")
+)
 
-    ``scale`` or ``bias`` may be None to skip that affine part (eager use only:
-    the exported ``lattice.layer_norm`` stores both).
-    """
+
+def _layer_norm(x: torch.Tensor, scale: Any, bias: Any, attrs: Attrs) -> torch.Tensor:
+    e = attrs["eps"]
     x = require_features(x, "layer_norm")
     c = int(x.shape[1])
-    e = positive_float(eps, "eps", "layer_norm")
     dtype = compute_dtype(x.dtype)
     s = None if scale is None else channel_vector(scale, c, "layer_norm", "scale").to(dtype)
     b = None if bias is None else channel_vector(bias, c, "layer_norm", "bias").to(dtype)
     return F.layer_norm(x.to(dtype), (c,), s, b, e).to(x.dtype)
 
 
-@traced("rms_norm")
-def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, *, eps: float = 1e-5) -> torch.Tensor:
-    """``x / sqrt(mean(x^2) + eps) * scale`` over each row's channels (``scale=None``: no scale)."""
+layer_norm: sig.LayerNorm[torch.Tensor] = implement(
+    "layer_norm", _layer_norm, around=traced("layer_norm")
+)
+
+
+def _rms_norm(x: torch.Tensor, scale: Any, attrs: Attrs) -> torch.Tensor:
+    e = attrs["eps"]
     x = require_features(x, "rms_norm")
     c = int(x.shape[1])
-    e = positive_float(eps, "eps", "rms_norm")
     dtype = compute_dtype(x.dtype)
     v = x.to(dtype)
     y = v * torch.rsqrt(v.square().mean(dim=1, keepdim=True) + e)
@@ -161,9 +140,12 @@ def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, *, eps: float = 1e-5) 
     return y.to(x.dtype)
 
 
-@traced("softmax")
-def softmax(x: torch.Tensor, *, axis: int = -1) -> torch.Tensor:
-    """Softmax of each row over its channels (``axis`` -1 or 1, both the channel axis)."""
+rms_norm: sig.RmsNorm[torch.Tensor] = implement("rms_norm", _rms_norm, around=traced("rms_norm"))
+
+
+def _softmax(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
     x = require_features(x, "softmax")
-    softmax_axis(axis)
     return torch.softmax(x.to(compute_dtype(x.dtype)), dim=1).to(x.dtype)
+
+
+softmax: sig.Softmax[torch.Tensor] = implement("softmax", _softmax, around=traced("softmax"))

@@ -28,9 +28,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.op_rules import NORMALIZED_EPS, transposed_stride
-from lattice_contract.options import positive_float
+from lattice_contract.api_signatures import Attrs, implement
+from lattice_contract.op_rules import transposed_stride
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
@@ -40,11 +42,10 @@ from torch_lattice.kernel_map import (
     target_transpose_map,
     transpose_map,
 )
-from torch_lattice.ops._common import compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.ops.conv import (
     _check_target,
     _check_weight,
-    _geometry,
     _SparseConvFunction,
     subm_conv3d,
 )
@@ -52,15 +53,10 @@ from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.sparse import SparseTensor, Support
 
 __all__ = [
-    "DEFAULT_EPS",
     "normalized_conv_transpose3d",
     "normalized_generative_conv_transpose3d",
     "normalized_subm_conv3d",
 ]
-
-IntOrTriple = int | tuple[int, int, int]
-
-DEFAULT_EPS = NORMALIZED_EPS
 
 
 def _dense_weight(
@@ -93,55 +89,30 @@ def _normalized(
     return SparseTensor._make(out_support, out.to(x.dtype))
 
 
-@traced("normalized_subm_conv3d")
-def normalized_subm_conv3d(
-    input: SparseTensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
-) -> SparseTensor:
-    """Weight-normalised submanifold conv: output rows are the input rows, same order.
-
-    Tap k reads ``c + (k - (K-1)//2) * d``.  A 1x1x1 kernel with dilation 1 is
-    an ordinary pointwise ``subm_conv3d`` (no normalisation), as upstream.
-    """
+def _normalized_subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) -> SparseTensor:
     op = "normalized_subm_conv3d"
+    k, _, _, d = api.window(attrs)
     x = require_sparse(input, op)
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    d = triple(dilation, "dilation", minimum=1)
-    e = positive_float(eps, "eps", op)
     w, b = _dense_weight(weight, bias, k, x, op)
     if k == (1, 1, 1) and d == (1, 1, 1):
         return subm_conv3d(x, w, b, kernel_size=1, dilation=1)
-    return _normalized(x, w, b, subm_map(x.support, k, d), x.support, e)
+    return _normalized(x, w, b, subm_map(x.support, k, d), x.support, attrs["eps"])
 
 
-@traced("normalized_conv_transpose3d")
-def normalized_conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
-    coordinates: SparseTensor | None = None,
+normalized_subm_conv3d: sig.NormalizedSubmConv3d[SparseTensor, torch.Tensor, torch.Tensor] = (
+    implement(
+        "normalized_subm_conv3d", _normalized_subm_conv3d, around=traced("normalized_subm_conv3d")
+    )
+)
+
+
+def _normalized_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, coordinates: Any, attrs: Attrs
 ) -> SparseTensor:
-    """Weight-normalised transposed conv: input c feeds ``o = c*s - p + k*d``; stride t/s.
-
-    With ``coordinates=target`` the output is exactly the target's rows (the
-    contract's ``target_normalized_conv_transpose3d``); rows no tap reaches
-    get the bias alone.
-    """
     op = "normalized_conv_transpose3d"
+    k, s, p, d = api.window(attrs)
+    e = attrs["eps"]
     x = require_sparse(input, op)
-    k, s, p, d = _geometry(kernel_size, stride, padding, dilation)
-    e = positive_float(eps, "eps", op)
     w, b = _dense_weight(weight, bias, k, x, op)
     out_stride = transposed_stride(x.stride, s, op)
     if coordinates is not None:
@@ -152,27 +123,32 @@ def normalized_conv_transpose3d(
     return _normalized(x, w, b, kmap, out_support, e)
 
 
-@traced("normalized_generative_conv_transpose3d")
-def normalized_generative_conv_transpose3d(
-    input: SparseTensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    eps: float = DEFAULT_EPS,
-) -> SparseTensor:
-    """Weight-normalised support expansion: every ``o = c*s + k`` (p = 0, d = 1); stride t/s.
+normalized_conv_transpose3d: sig.NormalizedConvTranspose3d[
+    SparseTensor, torch.Tensor, torch.Tensor
+] = implement(
+    "normalized_conv_transpose3d",
+    _normalized_conv_transpose3d,
+    around=traced("normalized_conv_transpose3d"),
+)
 
-    Where s < K makes two (input, tap) pairs land on one output row, they are
-    summed into that one row (numerator and normaliser alike).
-    """
+
+def _normalized_generative_conv_transpose3d(
+    input: Any, weight: Any, bias: Any, attrs: Attrs
+) -> SparseTensor:
     op = "normalized_generative_conv_transpose3d"
+    k, s, _, _ = api.window(attrs)
+    e = attrs["eps"]
     x = require_sparse(input, op)
-    k = triple(kernel_size, "kernel_size", minimum=1)
-    s = triple(stride, "stride", minimum=1)
-    e = positive_float(eps, "eps", op)
     w, b = _dense_weight(weight, bias, k, x, op)
     transposed_stride(x.stride, s, op)
     out_support, kmap = generative_transpose_map(x.support, k, s)
     return _normalized(x, w, b, kmap, out_support, e)
+
+
+normalized_generative_conv_transpose3d: sig.NormalizedGenerativeConvTranspose3d[
+    SparseTensor, torch.Tensor, torch.Tensor
+] = implement(
+    "normalized_generative_conv_transpose3d",
+    _normalized_generative_conv_transpose3d,
+    around=traced("normalized_generative_conv_transpose3d"),
+)

@@ -1,27 +1,7 @@
-"""Points to voxels and back: ``voxelize`` and ``devoxelize`` (upstream's forms).
+"""``voxelize`` and ``devoxelize`` on torch tensors; their rules: :mod:`lattice_contract.api_ops`.
 
-Both start from ``u = (points - origin) / voxel_size`` per axis, computed in
-f32 by a true division (not a multiplication by the reciprocal), so every
-runtime floors the same values.  Only the first ``active_rows`` points take
-part; devoxelize gives zeros for the points past its active count.
-
-``voxelize`` puts each point in the cell ``floor(u)`` of its batch item and
-reduces the features of points sharing a cell (mean, sum or max, in f32).
-The result has stride ``stride``, physical coordinates ``floor(u) * stride``,
-and its rows in first-occurrence order (the order in which the points first
-reach each cell).
-
-``devoxelize`` reads a value back at points, ``u`` being in units of the
-value's cells (logical coordinates):
-
-- ``nearest``: the cell ``floor(u + 0.5)``;
-- ``linear``: the eight cells ``floor(u) + {0,1}^3`` weighted by
-  ``prod(f or 1 - f)`` with ``f = u - floor(u)``; absent cells are dropped and
-  the weights are **not** renormalised;
-- ``trilinear`` (Lattice's extra): cell-centred corners, ``g = u - 0.5``,
-  ``b = floor(g)``, the eight cells ``b + {0,1}^3`` weighted from
-  ``g - b``, renormalised over the present cells; a point whose present
-  corners carry no weight reads zeros.
+Cells are found through packed int64 keys (:class:`torch_lattice.coords.Packing`)
+and one ``torch.unique``; interpolation weights are gathered per corner.
 """
 
 from __future__ import annotations
@@ -30,18 +10,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from lattice_contract import api_signatures as sig
 from lattice_contract import shared_errors
-from lattice_contract.options import voxel_grid
+from lattice_contract.api_checks import PointRules
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.schema import Interpolation, VoxelReduction
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import Packing, bounds
-from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor, Support
 
 __all__ = ["devoxelize", "voxelize"]
 
-_INT32_LIMIT = 2.0**31
+_POINTS = PointRules(torch.Tensor, torch.int32)
 
 
 def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,26 +31,12 @@ def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, t
     assert isinstance(points, torch.Tensor) and isinstance(batch, torch.Tensor)
     if batch.device != points.device:
         raise ValueError(f"{op}: points are on {points.device} but batch on {batch.device}")
-    if batch.numel() and bool((batch < 0).any()):
-        raise ValueError(f"{op}: batch indices must be >= 0")
-    if not bool(torch.isfinite(points).all()):
-        raise ValueError(f"{op}: points must be finite (found NaN or inf)")
+    _POINTS.check_values(
+        op,
+        batch_negative=bool(batch.numel()) and bool((batch < 0).any()),
+        points_finite=bool(torch.isfinite(points).all()),
+    )
     return points, batch
-
-
-def _active_count(active: Any, total: int, op: str, name: str) -> int:
-    """The number of leading points that take part (``active`` int, or int32 ``(1,)``)."""
-    if active is None:
-        return total
-    if isinstance(active, torch.Tensor):
-        if active.dtype != torch.int32 or tuple(active.shape) != (1,):
-            raise TypeError(f"{op}: {name} must be an int32 tensor of shape (1,)")
-        active = int(active.item())
-    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active <= total:
-        raise ValueError(
-            f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
-        )
-    return active
 
 
 def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float]) -> torch.Tensor:
@@ -78,25 +46,11 @@ def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float])
     return (points - o) / v
 
 
-@traced("voxelize")
-def voxelize(
-    points: torch.Tensor,
-    features: torch.Tensor,
-    batch_indices: torch.Tensor,
-    active_rows: torch.Tensor | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    reduction: VoxelReduction | str = VoxelReduction.mean,
-    stride: int | Sequence[int] = 1,
+def _voxelize(
+    points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
 ) -> SparseTensor:
-    """Merge the active points into cells ``floor((p - origin) / voxel_size)`` per batch item.
-
-    The result sits at ``stride`` with coordinates ``cell * stride``, rows in
-    first-occurrence order.
-    """
-    size, org = voxel_grid(voxel_size, origin, "voxelize")
-    out_stride = triple(stride, "stride", minimum=1)
+    size, org = attrs["voxel_size"], attrs["origin"]
+    out_stride = attrs["stride"]
     p, b = _points_and_batch(points, batch_indices, "voxelize")
     if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
         raise TypeError("voxelize: features must be a float torch.Tensor of shape (P, C)")
@@ -104,8 +58,8 @@ def voxelize(
         raise shared_errors.point_features_shape(features.shape, int(p.shape[0]))
     if features.device != p.device:
         raise ValueError("voxelize: features and points must be on one device")
-    mode = as_enum(reduction, VoxelReduction, "reduction")
-    n = _active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
+    mode = attrs["reduction"]
+    n = _POINTS.active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
     p, b, features = p[:n], b[:n], features[:n]
     channels = int(features.shape[1])
     if n == 0:
@@ -116,11 +70,11 @@ def voxelize(
         )
     cell = torch.floor(_cells(p, size, org))
     scale = torch.tensor(out_stride, dtype=torch.float32, device=p.device)
-    if bool(((cell * scale < -_INT32_LIMIT) | (cell * scale >= _INT32_LIMIT)).any()):
-        raise ValueError(
-            "voxelize: (points - origin) / voxel_size * stride falls outside the int32 "
-            "coordinate range; use a larger voxel_size or move the origin"
+    _POINTS.check_cells(
+        not bool(
+            ((cell * scale < -_POINTS.cell_limit) | (cell * scale >= _POINTS.cell_limit)).any()
         )
+    )
     logical = torch.cat([b.to(torch.int64)[:, None], cell.to(torch.int64)], dim=1)
     lo, hi = bounds(logical)
     packing = Packing.covering(lo, hi, margin=0)
@@ -149,29 +103,25 @@ def voxelize(
     return SparseTensor._make(support, out.to(features.dtype))
 
 
+voxelize: sig.Voxelize[SparseTensor, torch.Tensor] = implement(
+    "voxelize", _voxelize, around=traced("voxelize")
+)
+
+
 _CORNERS = tuple((i >> 2 & 1, i >> 1 & 1, i & 1) for i in range(8))
 
 
-@traced("devoxelize")
-def devoxelize(
-    points: torch.Tensor,
-    voxels: SparseTensor,
-    batch_indices: torch.Tensor,
-    point_active_rows: torch.Tensor | int | None = None,
-    *,
-    voxel_size: float | Sequence[float],
-    origin: float | Sequence[float] = 0.0,
-    interpolation: Interpolation | str = Interpolation.linear,
+def _devoxelize(
+    points: Any, voxels: Any, batch_indices: Any, point_active_rows: Any, attrs: Attrs
 ) -> torch.Tensor:
-    """Read ``voxels``' features at the active points: dense (P, C) in the voxels' dtype."""
     x = require_sparse(voxels, "devoxelize", "voxels")
-    size, org = voxel_grid(voxel_size, origin, "devoxelize")
+    size, org = attrs["voxel_size"], attrs["origin"]
     p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = as_enum(interpolation, Interpolation, "interpolation")
+    mode = attrs["interpolation"]
     if p.device != x.device:
         raise ValueError(f"devoxelize: points are on {p.device}, the voxels on {x.device}")
     n_points, channels = int(p.shape[0]), x.num_channels
-    n = _active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
+    n = _POINTS.active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     dtype = compute_dtype(x.dtype)
     if n == 0 or x.num_rows == 0:
         zeros = torch.zeros(n_points, channels, dtype=x.dtype, device=p.device)
@@ -214,3 +164,8 @@ def devoxelize(
     if n < n_points:
         out = torch.cat([out, out.new_zeros(n_points - n, channels)])
     return out.to(x.dtype)
+
+
+devoxelize: sig.Devoxelize[SparseTensor, torch.Tensor] = implement(
+    "devoxelize", _devoxelize, around=traced("devoxelize")
+)

@@ -17,12 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract import api_ops as api
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import resolve_batch_size
 from lattice_contract.schema import PoolMode
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import KernelMap, conv_map, full_conv_map
-from torch_lattice.ops._common import as_enum, compute_dtype, require_sparse, triple
+from torch_lattice.ops._common import compute_dtype, require_sparse
 from torch_lattice.ops.conv import _triton_wanted
 from torch_lattice.sparse import SparseTensor
 
@@ -73,24 +76,10 @@ def _reduce(x: torch.Tensor, kmap: KernelMap, mode: PoolMode) -> torch.Tensor:
     return out.to(x.dtype)
 
 
-@traced("pool3d")
-def pool3d(
-    input: SparseTensor,
-    *,
-    mode: PoolMode | str,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
-) -> SparseTensor:
-    """Max / mean / sum over the active ``o*s + off_c(k) - p`` of each row of conv3d's support.
-
-    The output rows are the coarsened input support (every ``floor(c/s)``);
-    the mean divides by the number of active contributors.
-    """
+def _pool3d(input: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "pool3d")
-    m = as_enum(mode, PoolMode, "mode")
-    k, s, p, d = _pool_geometry(kernel_size, stride, padding, dilation)
+    m = attrs["mode"]
     if _triton_wanted(x):
         from torch_lattice.triton.pool import sparse_pool
 
@@ -99,20 +88,13 @@ def pool3d(
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
-@traced("full_pool3d")
-def full_pool3d(
-    input: SparseTensor,
-    *,
-    mode: PoolMode | str,
-    kernel_size: int | tuple[int, int, int],
-    stride: int | tuple[int, int, int] = 1,
-    padding: int | tuple[int, int, int] = 0,
-    dilation: int | tuple[int, int, int] = 1,
-) -> SparseTensor:
-    """spconv's pools: max / mean / sum over ``c = o*s - p + k*d`` on full_conv3d's support."""
+pool3d: sig.Pool3d[SparseTensor] = implement("pool3d", _pool3d, around=traced("pool3d"))
+
+
+def _full_pool3d(input: Any, attrs: Attrs) -> SparseTensor:
+    k, s, p, d = api.window(attrs)
     x = require_sparse(input, "full_pool3d")
-    m = as_enum(mode, PoolMode, "mode")
-    k, s, p, d = _pool_geometry(kernel_size, stride, padding, dilation)
+    m = attrs["mode"]
     if _triton_wanted(x):
         from torch_lattice.triton.pool import sparse_pool
 
@@ -121,29 +103,17 @@ def full_pool3d(
     return SparseTensor._make(out_support, _reduce(x.feats, kmap, m))
 
 
-def _pool_geometry(
-    kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> tuple[tuple[int, int, int], ...]:
-    return (
-        triple(kernel_size, "kernel_size", minimum=1),
-        triple(stride, "stride", minimum=1),
-        triple(padding, "padding", minimum=0),
-        triple(dilation, "dilation", minimum=1),
-    )
+full_pool3d: sig.FullPool3d[SparseTensor] = implement(
+    "full_pool3d", _full_pool3d, around=traced("full_pool3d")
+)
 
 
-@traced("global_pool")
-def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = -1) -> torch.Tensor:
-    """Dense (B, C): per-batch max / mean / sum of the rows; an empty batch item gives 0.
-
-    ``batch_size=-1`` (the default) sets B to the largest batch index + 1 at
-    run time, 0 gives an empty ``(0, C)`` result, a positive value fixes B.
-    """
+def _global_pool(input: Any, attrs: Attrs) -> torch.Tensor:
     x = require_sparse(input, "global_pool")
-    m = as_enum(mode, PoolMode, "mode")
+    m = attrs["mode"]
     batch = x.coords[:, 0].to(torch.int64)
     max_batch = int(batch.max().item()) if x.num_rows else None
-    batch_size = resolve_batch_size(batch_size, max_batch)
+    batch_size = resolve_batch_size(attrs["batch_size"], max_batch)
     if _triton_wanted(x):
         from torch_lattice.triton import pool as triton_pool
 
@@ -161,3 +131,8 @@ def global_pool(input: SparseTensor, *, mode: PoolMode | str, batch_size: int = 
             out = out / counts[:, None]
     result: torch.Tensor = out.to(x.dtype)
     return result
+
+
+global_pool: sig.GlobalPool[SparseTensor, torch.Tensor] = implement(
+    "global_pool", _global_pool, around=traced("global_pool")
+)

@@ -27,16 +27,16 @@ only viewed as uint32 at the boundary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 import torch
-from lattice_contract import shared_errors
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_quant import PackedWeight
+from lattice_contract.api_signatures import Attrs, implement
 from lattice_contract.options import (
     GROUP_SIZES,
     QUANT_BITS,
     check_logical_shape,
-    check_quantization,
-    packed_geometry,
 )
 
 __all__ = ["GROUP_SIZES", "QUANT_BITS", "QuantizedWeight", "dequantize", "quantize_weight"]
@@ -53,52 +53,14 @@ def _int64_to_words(values: torch.Tensor) -> torch.Tensor:
     return values.to(torch.int32).view(torch.uint32)
 
 
-@dataclass(frozen=True)
-class QuantizedWeight:
-    """A packed affine weight in the stored layout: ``weight``, ``scales``, ``biases``.
+class QuantizedWeight(PackedWeight[torch.Tensor]):
+    """A packed affine weight on torch (see :class:`~lattice_contract.api_quant.PackedWeight`).
 
-    ``shape`` is the logical (unpacked) shape when known (``(C_out, Kx, Ky, Kz,
-    C_in)`` or ``(C_out, C_in)``).  Construction checks the triplet (dtypes,
-    rank 3, the packed and grouped widths agreeing on one padded C_in, and
-    ``shape`` against it), so a malformed safetensors triplet is rejected
-    before any op runs.
+    Decoded with integer tensor ops on any device (:meth:`tap_matrices`).
     """
 
-    weight: torch.Tensor
-    scales: torch.Tensor
-    biases: torch.Tensor
-    bits: int
-    group_size: int
-    shape: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("weight", "scales", "biases"):
-            if not isinstance(getattr(self, name), torch.Tensor):
-                raise TypeError(f"QuantizedWeight.{name} must be a torch.Tensor")
-        w, s, b = self.weight, self.scales, self.biases
-        shared_errors.check_packed_triplet(
-            (w.dtype, w.shape), (s.dtype, s.shape), (b.dtype, b.shape),
-            self.bits, self.group_size, self.shape,
-        )  # fmt: skip
-
-    @property
-    def taps(self) -> int:
-        """K: the number of tap matrices (1 for a linear weight)."""
-        return int(self.weight.shape[0])
-
-    @property
-    def out_channels(self) -> int:
-        """C_out."""
-        return packed_geometry(
-            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
-        )[1]
-
-    @property
-    def padded_in_channels(self) -> int:
-        """C_in rounded up to the group size (the width the codes cover)."""
-        return packed_geometry(
-            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
-        )[2]
+    array_type = torch.Tensor
+    array_name = "a torch.Tensor"
 
     @property
     def dtype(self) -> torch.dtype:
@@ -138,21 +100,13 @@ class QuantizedWeight:
 
         Raises ValueError naming the mismatch when the packing cannot hold that shape.
         """
-        geometry = packed_geometry(
-            tuple(self.weight.shape), tuple(self.scales.shape), self.bits, self.group_size
-        )
-        check_logical_shape(shape, geometry, self.group_size)
+        check_logical_shape(shape, self.geometry(), self.group_size)
         taps = self.tap_matrices(dtype)[:, :, : shape[-1]]  # (K, C_out, C_in)
         return taps.permute(1, 0, 2).reshape(shape)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The dense weight in its logical shape (known when made by :func:`quantize_weight`)."""
-        if self.shape is None:
-            raise ValueError(
-                "this packed weight does not record its logical shape (it was read from a "
-                "file); use dequantize_as(shape) with the shape the consuming op expects"
-            )
-        return self.dequantize_as(self.shape, dtype)
+        return self.dequantize_as(self.logical_shape(), dtype)
 
     def to(self, device: torch.device | str) -> QuantizedWeight:
         """The same packing on another device."""
@@ -173,23 +127,8 @@ def dequantize(weight: QuantizedWeight | torch.Tensor, dtype: torch.dtype) -> to
     return weight.to(dtype)
 
 
-def quantize_weight(
-    w: torch.Tensor,
-    *,
-    bits: int,
-    group_size: int,
-    scale_dtype: torch.dtype | None = None,
-) -> QuantizedWeight:
-    """Pack a float conv ``(C_out, Kx, Ky, Kz, C_in)`` or linear ``(C_out, C_in)`` weight.
-
-    C_in is padded with zeros to a multiple of ``group_size`` (so every weight
-    can be packed).  Scales follow MLX's affine rule: the group's edge of larger
-    magnitude is represented exactly, the step is ``(max - min) / (2^bits - 1)``.
-    Scales and biases are rounded to ``scale_dtype`` (default ``w.dtype``) first
-    and the codes are chosen against the rounded values, so the dequantized
-    weight is the best this packing can express for the stored scale.
-    """
-    bits, group_size = check_quantization(bits, group_size)
+def _quantize_weight(w: Any, scale_dtype: Any, attrs: Attrs) -> QuantizedWeight:
+    bits, group_size = attrs["bits"], attrs["group_size"]
     if not isinstance(w, torch.Tensor) or w.dtype not in (*_SCALE_DTYPES, torch.float64):
         raise TypeError("quantize_weight expects a float torch.Tensor")
     if w.ndim not in (2, 5):
@@ -229,3 +168,14 @@ def quantize_weight(
     return QuantizedWeight(
         words, scales_s, biases_s, bits, group_size, tuple(int(d) for d in w.shape)
     )
+
+
+quantize_weight: sig.QuantizeWeight[torch.Tensor, torch.dtype, QuantizedWeight] = implement(
+    "quantize_weight",
+    _quantize_weight,
+    """Scales follow MLX's affine rule: the group's edge of larger magnitude is
+    represented exactly, the step is ``(max - min) / (2^bits - 1)``.  Scales
+    and biases are rounded to ``scale_dtype`` first and the codes are chosen
+    against the rounded values, so the dequantized weight is the best this
+    packing can express for the stored scale.""",
+)

@@ -1,45 +1,28 @@
-"""Upsampling onto finer supports: ``pool_transpose3d`` and ``trilinear_upsample3d``.
+"""``pool_transpose3d`` and ``trilinear_upsample3d`` on torch (weights: ``op_rules.resampling``).
 
-Both are weighted means over the pairs of a transposed relation (input c
-reaches output o through tap k when ``o = c*s - p + k*d``), run on the
-transposed kernel maps of :mod:`torch_lattice.kernel_map`:
-
-- ``pool_transpose3d``: every pair weighs 1, so each output row is the plain
-  mean of the coarse rows that reach it; a row reached by none is 0.
-- ``trilinear_upsample3d``: the relation of
-  :func:`lattice_contract.op_rules.trilinear_window` with the hat weight of
-  each tap; ``y = sum w x / max(sum w, 1e-12)`` over the coarse rows that are
-  present (renormalised), 0 where none is.
-
-Without a target the output support is the relation's derived support (for
-trilinear: every fine row within ``s - 1`` of some coarse position ``c*s`` per
-axis); with ``coordinates=target`` it is exactly the target's rows, whose
-stride must be the input stride divided by ``stride``.  Sums are taken in f32
-(f64 for f64 features); autograd flows through ``index_select``/``index_add``
-(these ops have no weights, so nothing but the map is saved).
+One ``index_add`` per tap over the transposed kernel maps of
+:mod:`torch_lattice.kernel_map`, summed in f32 (f64 for f64 features);
+autograd flows through ``index_select``/``index_add`` (these ops have no
+weights, so nothing but the map is saved).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
-from lattice_contract.op_rules import (
-    TRILINEAR_MIN_WEIGHT,
-    transposed_stride,
-    trilinear_tap_weights,
-    trilinear_window,
-)
+from lattice_contract import api_signatures as sig
+from lattice_contract.api_signatures import Attrs, implement
+from lattice_contract.op_rules import resampling, transposed_stride
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import KernelMap, target_transpose_map, transpose_map
-from torch_lattice.ops._common import compute_dtype, require_sparse, triple
-from torch_lattice.ops.conv import _check_target, _geometry
+from torch_lattice.ops._common import compute_dtype, require_sparse
+from torch_lattice.ops.conv import _check_target
 from torch_lattice.sparse import SparseTensor, Support
 
 __all__ = ["pool_transpose3d", "trilinear_upsample3d"]
-
-IntOrTriple = int | tuple[int, int, int]
 
 
 def _weighted_sums(
@@ -80,49 +63,28 @@ def _resample(
     return kmap, out_support
 
 
-@traced("pool_transpose3d")
-def pool_transpose3d(
-    input: SparseTensor,
-    *,
-    kernel_size: IntOrTriple,
-    stride: IntOrTriple = 1,
-    padding: IntOrTriple = 0,
-    dilation: IntOrTriple = 1,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Unweighted mean of the coarse rows reaching each output row (``o = c*s - p + k*d``).
-
-    Output stride t/s.  Without ``coordinates`` the support is that of
-    ``conv_transpose3d`` with the same geometry; with it, the target's rows
-    (a row no coarse row reaches is 0).
-    """
-    op = "pool_transpose3d"
+def _upsample(op: str, input: object, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    how = resampling(op, attrs)
     x = require_sparse(input, op)
-    kmap, support = _resample(x, _geometry(kernel_size, stride, padding, dilation), coordinates, op)
-    num, den = _weighted_sums(x.feats, kmap, None)
-    # den counts pairs: an unreached row has num = 0 and den = 0, so clamping gives 0.
-    out = num / den.clamp(min=1)[:, None]
+    kmap, support = _resample(x, how.window, coordinates, op)
+    num, den = _weighted_sums(x.feats, kmap, how.tap_weights)
+    out = num / den.clamp(min=how.min_weight)[:, None]
     return SparseTensor._make(support, out.to(x.dtype))
 
 
-@traced("trilinear_upsample3d")
-def trilinear_upsample3d(
-    input: SparseTensor,
-    *,
-    stride: IntOrTriple,
-    coordinates: SparseTensor | None = None,
-) -> SparseTensor:
-    """Renormalised trilinear interpolation from coarse rows at ``c*s`` to fine rows; stride t/s.
+def _pool_transpose3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    return _upsample("pool_transpose3d", input, coordinates, attrs)
 
-    Per axis the hat weight is ``1 - |o - c*s| / s`` over coarse rows with
-    ``|o - c*s| < s``; the 3-D weight is the product, renormalised over the
-    coarse rows present.  Without ``coordinates`` the output is every fine row
-    within ``s - 1`` of a coarse row on every axis.
-    """
-    op = "trilinear_upsample3d"
-    x = require_sparse(input, op)
-    s = triple(stride, "stride", minimum=1)
-    kmap, support = _resample(x, tuple(trilinear_window(s)), coordinates, op)
-    num, den = _weighted_sums(x.feats, kmap, trilinear_tap_weights(s))
-    out = num / den.clamp(min=TRILINEAR_MIN_WEIGHT)[:, None]
-    return SparseTensor._make(support, out.to(x.dtype))
+
+pool_transpose3d: sig.PoolTranspose3d[SparseTensor] = implement(
+    "pool_transpose3d", _pool_transpose3d, around=traced("pool_transpose3d")
+)
+
+
+def _trilinear_upsample3d(input: Any, coordinates: Any, attrs: Attrs) -> SparseTensor:
+    return _upsample("trilinear_upsample3d", input, coordinates, attrs)
+
+
+trilinear_upsample3d: sig.TrilinearUpsample3d[SparseTensor] = implement(
+    "trilinear_upsample3d", _trilinear_upsample3d, around=traced("trilinear_upsample3d")
+)

@@ -1,0 +1,136 @@
+"""Both runtimes' functional ops are the one declared API: names, signatures, help, keyword errors.
+
+``lattice_contract.api_ops`` declares the public op names and each op's
+keywords, defaults and help text once; ``mlx_lattice.ops`` and
+``torch_lattice.ops`` keep only their positional arrays and array code.
+Here, on both runtimes: each ``ops`` package exports exactly the declared
+names (plus its declared extras), every op's visible signature (what
+``help()``, the torch exporter's tracer and the lowerings' checks read)
+carries the declared keywords with their defaults, its docstring is the
+declared text, and a misspelt or missing keyword raises the contract's
+``TypeError`` with the same words on both.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import mlx_lattice
+import mlx_lattice.ops as mo
+import numpy as np
+import pytest
+import torch_lattice
+import torch_lattice.ops as to
+from lattice_contract import SCHEMA, api_ops
+from lattice_contract.api_attrs import REQUIRED, keyword_error
+from lattice_contract.api_signatures import OLD_SPELLINGS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cross_runtime_support import to_mx, to_torch
+
+RUNTIMES = {"mlx": mo, "torch": to}
+OPS = sorted(api_ops.DECLARATIONS)
+SCHEMA_OPS = {op.python_name for op in SCHEMA.ops.values()}
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_each_runtime_exports_exactly_the_declared_names(runtime: str) -> None:
+    ops = RUNTIMES[runtime]
+    assert len(ops.__all__) == len(set(ops.__all__))
+    assert sorted(ops.__all__) == sorted((*api_ops.OP_NAMES, *ops.EXTRA_NAMES))
+    assert not set(ops.EXTRA_NAMES) & set(api_ops.OP_NAMES)
+    for name in ops.__all__:
+        assert getattr(ops, name) is not None, name
+    namespace: dict[str, Any] = {}
+    exec(f"from {ops.__name__} import *", namespace)  # what a star import gives
+    assert set(namespace) - {"__builtins__"} == set(ops.__all__)
+
+
+def test_both_runtimes_export_the_same_op_names() -> None:
+    common = [set(ops.__all__) - set(ops.EXTRA_NAMES) for ops in RUNTIMES.values()]
+    assert common[0] == common[1] == set(api_ops.OP_NAMES)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_signature_and_help_are_the_declared_ones_on_both(name: str) -> None:
+    decl = api_ops.DECLARATIONS[name]
+    positional = []
+    for ops in RUNTIMES.values():
+        fn = getattr(ops, name)
+        params = inspect.signature(fn).parameters.values()
+        keywords = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+        assert list(keywords) == list(decl.names), (ops.__name__, name)
+        for key, _, default in decl.attrs:
+            assert keywords[key] == (inspect.Parameter.empty if default is REQUIRED else default)
+        assert all(keywords[key] is None for key in decl.runtime_keywords)
+        assert not any(p.kind is p.VAR_KEYWORD for p in params)
+        positional.append([p.name for p in params if p.kind is not p.KEYWORD_ONLY])
+        assert fn.__doc__.startswith(api_ops.help_text(name).split("\n\nKeywords:")[0])
+        assert fn.__lattice_api__ == name
+    assert positional[0] == positional[1], name
+    if name in SCHEMA_OPS:  # every IR op is still traced for the exporter
+        assert getattr(to, name).__lattice_op__ == name
+
+
+def _positional_dummies(name: str) -> list[None]:
+    params = inspect.signature(getattr(mo, name)).parameters.values()
+    return [None for p in params if p.kind is not p.KEYWORD_ONLY and p.default is p.empty]
+
+
+def _error(fn: Any) -> str:
+    try:
+        fn()
+    except TypeError as exc:
+        return str(exc)
+    return "no TypeError"
+
+
+@pytest.mark.parametrize("name", [n for n in OPS if api_ops.DECLARATIONS[n].attrs])
+def test_a_misspelt_keyword_raises_the_contracts_error_on_both(name: str) -> None:
+    decl = api_ops.DECLARATIONS[name]
+    args = _positional_dummies(name)
+    typo = f"{decl.attrs[0][0]}x"
+    want = str(keyword_error(name, typo, decl.names))
+    assert f"(did you mean {decl.attrs[0][0]!r}?)" in want
+    for ops in RUNTIMES.values():
+        call = getattr(ops, name)
+        assert _error(lambda call=call: call(*args, **{typo: 1})) == want, ops.__name__
+    required = [key for key, _, default in decl.attrs if default is REQUIRED]
+    if required:
+        missing = [_error(lambda ops=ops: getattr(ops, name)(*args)) for ops in RUNTIMES.values()]
+        assert missing[0] == missing[1], missing
+        assert missing[0].startswith(f"{name}: missing required keyword {required[0]!r} ("), missing
+
+
+def _run_conv(rt: Any, ops: Any, arr: Any, **attrs: Any) -> np.ndarray:
+    coords = np.array([[0, 0, 0, 0], [0, 1, 0, 0], [0, 1, 1, 0], [1, 3, 2, 1]], dtype=np.int32)
+    rng = np.random.default_rng(0)
+    x = rt.SparseTensor(arr(coords), arr(rng.standard_normal((4, 3)).astype(np.float32)), 1)
+    w = arr(rng.standard_normal((2, 3, 3, 3, 3)).astype(np.float32))
+    return np.asarray(ops.conv3d(x, w, kernel_size=3, **attrs).feats.tolist())
+
+
+def test_omitted_keywords_mean_their_declared_defaults_on_both() -> None:
+    defaults = api_ops.DECLARATIONS["conv3d"].defaults()
+    for rt, ops, arr in ((mlx_lattice, mo, to_mx), (torch_lattice, to, to_torch)):
+        np.testing.assert_array_equal(_run_conv(rt, ops, arr), _run_conv(rt, ops, arr, **defaults))
+
+
+@pytest.mark.parametrize("name", sorted(OLD_SPELLINGS))
+def test_feature_ops_take_the_dialects_operand_name_and_still_the_old_one(name: str) -> None:
+    """``input`` (the dialect's and the builder's name) is declared; ``x=`` still works."""
+    for ops in RUNTIMES.values():
+        params = list(inspect.signature(getattr(ops, name)).parameters)
+        assert params[0] == "input" and "x" not in params, (ops.__name__, name)
+    feats = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    for ops, arr in ((mo, to_mx), (to, to_torch)):
+        x = arr(feats)
+        by_new = np.asarray(ops.softmax(input=x).tolist())
+        by_old = np.asarray(ops.softmax(x=x).tolist())
+        np.testing.assert_array_equal(by_new, by_old)
+        np.testing.assert_array_equal(by_new, np.asarray(ops.softmax(x).tolist()))
+    both = [_error(lambda ops=ops: ops.softmax(x=None, input=None)) for ops in RUNTIMES.values()]
+    assert both[0] == both[1] == "softmax: got both 'input' and its old spelling 'x'"
