@@ -87,3 +87,26 @@ def test_pool3d_identity_window_and_unreached_rows() -> None:
     # K = 1, s = 2: coarse row 1 holds only x = 3, which tap 0 (x = 2) does not read
     out = ops.pool3d(x, mode="max", kernel_size=1, stride=2)
     assert sorted_rows(out.coords, out.feats)[1][:, 0].tolist() == [-1.0, 0.0]
+
+
+@pytest.mark.parametrize("op", ["pool3d", "global_pool", "voxelize"])
+def test_max_gradient_splits_evenly_among_tied_inputs_at_zero(op: str) -> None:
+    # Rows 0 and 1 tie at a maximum of exactly 0: each gets half of the output's
+    # gradient (torch.amax's rule) and none leaks to the reduction's start value
+    # (a zero start used to take a third); row 2 is alone in its window.
+    coords = torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 4, 4, 4]], dtype=torch.int32)
+    feats = torch.tensor([[0.0, 0.0], [0.0, 0.0], [-1.0, -1.0]], requires_grad=True)
+    if op == "voxelize":
+        points = coords[:, 1:].to(torch.float32) * 0.25  # rows 0 and 1 share a voxel
+        out = ops.voxelize(points, feats, coords[:, 0], voxel_size=1.0, reduction="max").feats
+        expected = [0.5, 0.5, 1.0]
+    elif op == "pool3d":
+        x = SparseTensor(coords, feats)
+        out = ops.pool3d(x, mode="max", kernel_size=2, stride=2).feats
+        expected = [0.5, 0.5, 1.0]
+    else:
+        out = ops.global_pool(SparseTensor(coords[:2], feats[:2]), mode="max", batch_size=1)
+        expected = [0.5, 0.5, 0.0]
+    out.sum().backward()
+    assert feats.grad is not None
+    assert feats.grad.tolist() == [[g, g] for g in expected]

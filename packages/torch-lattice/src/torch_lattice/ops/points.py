@@ -91,9 +91,10 @@ def _voxelize(
     f = features.to(dtype)
     if mode is VoxelReduction.max:
         idx = inverse[:, None].expand(-1, channels)
-        out = torch.zeros(count, channels, dtype=dtype, device=p.device).scatter_reduce(
-            0, idx, f, "amax", include_self=False
-        )
+        # Every voxel holds a point; a -inf start keeps the start value out of
+        # the gradient's tie split (a zero start would share it at a 0 maximum).
+        out = torch.full((count, channels), -torch.inf, dtype=dtype, device=p.device)
+        out = out.scatter_reduce(0, idx, f, "amax", include_self=False)
     else:
         out = torch.zeros(count, channels, dtype=dtype, device=p.device).index_add(0, inverse, f)
         if mode is VoxelReduction.mean:

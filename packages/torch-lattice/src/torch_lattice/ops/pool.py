@@ -51,9 +51,16 @@ def _segment_max(
 ) -> torch.Tensor:
     c = feats.shape[1]
     src = feats.index_select(0, in_idx).to(compute_dtype(feats.dtype))
-    out = torch.zeros(num_out, c, dtype=src.dtype, device=feats.device)
+    # Start from -inf, not 0: scatter_reduce's backward splits a row's gradient
+    # among every value equal to its maximum *including the start value*, so a
+    # zero start would take a share wherever the maximum is exactly 0.  Rows
+    # no pair reaches are set to 0 afterwards (the op's empty-window value).
+    out = torch.full((num_out, c), -torch.inf, dtype=src.dtype, device=feats.device)
     index = out_idx.to(torch.int64)[:, None].expand(-1, c)  # scatter wants int64
-    return out.scatter_reduce(0, index, src, "amax", include_self=False)
+    out = out.scatter_reduce(0, index, src, "amax", include_self=False)
+    reached = torch.zeros(num_out, dtype=torch.bool, device=feats.device)
+    reached[out_idx.to(torch.int64)] = True
+    return torch.where(reached[:, None], out, torch.zeros((), dtype=out.dtype, device=out.device))
 
 
 def _reduce(x: torch.Tensor, kmap: KernelMap, mode: PoolMode) -> torch.Tensor:
