@@ -1,9 +1,11 @@
 """torch_lattice's Triton path on CUDA vs spconv 2.3.8 and spconv-triton, in one process.
 
 Per layer (subm 3x3x3 at C = 32/64/128, conv k2s2 and k3s2, transposed k2s2,
-inverse k2s2) and for a four-level MinkUNet (forward in f16, training step in
-f32), on surface scenes of about 100k and 200k voxels (``lattice_conformance.scenes``), it
-prints each library's time with the map cached (the later layers of a
+inverse k2s2) and for a four-level MinkUNet (forward in f16, unfused and with
+our conv blocks fused; training steps in f32 with TF32 off, with TF32 on, and
+under f16 autocast, each library under the same setting), on surface scenes
+of about 100k and 200k voxels (``lattice_conformance.scenes``), it prints each
+library's time with the map cached (the later layers of a
 network) and with the map built (a fresh input), and the ratio ours / peer
 (below 1: ours is faster).  First it measures the device's two ceilings (copy
 bandwidth, f16 matrix rate) and prints, per layer, the floor those give
@@ -19,6 +21,7 @@ missing peers are reported as such.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import time
@@ -29,7 +32,7 @@ from typing import Any
 
 import torch
 from lattice_conformance.scenes import batched, make_scene
-from torch_lattice import SparseTensor, ops
+from torch_lattice import SparseTensor, nn, ops
 
 PEERS: dict[str, ModuleType] = {}
 for _name, _module in (("spconv", "spconv.pytorch"), ("spconv-triton", "spconv_triton.pytorch")):
@@ -366,63 +369,68 @@ CLASSES = 16
 
 
 class OursUNet(torch.nn.Module):
-    """The four-level MinkUNet on torch_lattice ops: subm stem, k2s2 downs, inverse ups."""
+    """The four-level MinkUNet on torch_lattice.nn: subm stem, k2s2 downs, inverse ups.
+
+    Every conv -> BatchNorm -> ReLU block is a ``Sequential`` (``blocks``), so
+    :func:`torch_lattice.triton.fuse_conv_bn_relu` can fuse it; the up
+    convs take the skip's rows as their target, which a ``Sequential`` cannot
+    pass, so those four blocks always run unfused.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.w = torch.nn.ParameterList()
-        self.bn = torch.nn.ModuleList()
+        self.blocks = torch.nn.ModuleList()
         self.plan: list[tuple[str, int, int]] = []
 
-        def add(kind: str, c_in: int, c_out: int, k: int) -> None:
-            self.w.append(
-                torch.nn.Parameter(torch.randn(c_out, k, k, k, c_in) * (2 / (c_in * k**3)) ** 0.5)
-            )
-            self.bn.append(torch.nn.BatchNorm1d(c_out))
+        def add(kind: str, c_in: int, c_out: int) -> None:
+            conv: torch.nn.Module
+            if kind == "subm":
+                conv = nn.SubmConv3d(c_in, c_out, 3, bias=False)
+            elif kind == "down":
+                conv = nn.Conv3d(c_in, c_out, 2, 2, bias=False)
+            else:
+                conv = nn.TargetConvTranspose3d(c_in, c_out, 2, 2, bias=False)
+            with torch.no_grad():  # He init, as the peers get the same weights copied in
+                conv.weight.normal_(0.0, (2 / (c_in * conv.weight[0, ..., 0].numel())) ** 0.5)
+            self.blocks.append(nn.Sequential(conv, nn.BatchNorm(c_out), nn.ReLU()))
             self.plan.append((kind, c_in, c_out))
 
-        add("subm", IN_CH, 32, 3)
-        add("subm", 32, 32, 3)
+        add("subm", IN_CH, 32)
+        add("subm", 32, 32)
         prev = 32
         for c in DOWN:
-            add("down", prev, c, 2)
-            add("subm", c, c, 3)
-            add("subm", c, c, 3)
+            add("down", prev, c)
+            add("subm", c, c)
+            add("subm", c, c)
             prev = c
         skips = [32, *DOWN[:-1]][::-1]
         for c, skip in zip(UP, skips, strict=True):
-            add("up", prev, c, 2)
-            add("subm", c + skip, c, 3)
-            add("subm", c, c, 3)
+            add("up", prev, c)
+            add("subm", c + skip, c)
+            add("subm", c, c)
             prev = c
         self.head = torch.nn.Linear(prev, CLASSES)
 
     def forward(self, x: SparseTensor) -> torch.Tensor:
         stack: list[SparseTensor] = []
-        i = 0
+        blocks = iter(self.blocks)
 
-        def block(x: SparseTensor, kind: str, target: SparseTensor | None = None) -> SparseTensor:
-            nonlocal i
-            w = self.w[i]
-            if kind == "subm":
-                y = ops.subm_conv3d(x, w, kernel_size=3)
-            elif kind == "down":
-                y = ops.conv3d(x, w, kernel_size=2, stride=2)
-            else:
-                y = ops.conv_transpose3d(x, w, kernel_size=2, stride=2, coordinates=target)
-            y = y.with_feats(torch.relu(self.bn[i](y.feats)))
-            i += 1
-            return y
+        def block(x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
+            seq = next(blocks)
+            if target is None:
+                return seq(x)  # type: ignore[no-any-return]
+            conv, bn, relu = seq
+            return relu(bn(conv(x, target)))  # type: ignore[no-any-return]
 
-        x = block(block(x, "subm"), "subm")
+        x = block(block(x))
         for _ in DOWN:
             stack.append(x)
-            x = block(block(block(x, "down"), "subm"), "subm")
+            x = block(block(block(x)))
         for _ in UP:
             skip = stack.pop()
-            x = block(x, "up", skip)
+            x = block(x, skip)
             x = x.with_feats(torch.cat([x.feats, skip.feats], dim=1))
-            x = block(block(x, "subm"), "subm")
+            x = block(block(x))
         return self.head(x.feats)
 
 
@@ -435,7 +443,7 @@ def peer_unet(lib: ModuleType, ours: OursUNet) -> torch.nn.Module:
             self.convs = torch.nn.ModuleList()
             level = 0
             levels: list[int] = []
-            for (kind, c_in, c_out), w in zip(ours.plan, ours.w, strict=True):
+            for (kind, c_in, c_out), seq in zip(ours.plan, ours.blocks, strict=True):
                 if kind == "subm":
                     m = lib.SubMConv3d(c_in, c_out, 3, bias=False, indice_key=f"s{level}")
                 elif kind == "down":
@@ -446,9 +454,9 @@ def peer_unet(lib: ModuleType, ours: OursUNet) -> torch.nn.Module:
                     level = levels.pop()
                     m = lib.SparseInverseConv3d(c_in, c_out, 2, indice_key=f"d{level}", bias=False)
                 with torch.no_grad():
-                    m.weight.copy_(w.detach().reshape(m.weight.shape))
+                    m.weight.copy_(seq[0].weight.detach().reshape(m.weight.shape))
                 self.convs.append(m)
-            self.bn = torch.nn.ModuleList(torch.nn.BatchNorm1d(b.num_features) for b in ours.bn)
+            self.bn = torch.nn.ModuleList(torch.nn.BatchNorm1d(p[2]) for p in ours.plan)
             self.head = torch.nn.Linear(ours.head.in_features, CLASSES)
             self.head.load_state_dict(ours.head.state_dict())
             self.plan = ours.plan
@@ -478,8 +486,19 @@ def peer_unet(lib: ModuleType, ours: OursUNet) -> torch.nn.Module:
     return PeerUNet()
 
 
-def bench_unet(coords: torch.Tensor, shape: list[int]) -> dict[str, float]:
-    """Forward (f16, eval, no grad) and training step (f32, SGD) of each library's MinkUNet."""
+STEPS = ("f32", "tf32x3", "tf32", "amp")
+"""Training-step settings: f32 with TF32 off (both libraries' default); ours with f32
+products as three TF32 products (about f32's accuracy; the peers stay in plain f32);
+TF32 on in both; f16 autocast in both."""
+
+
+def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -> dict[str, float]:
+    """Forward (f16, eval, no grad) and training steps (SGD) of each library's MinkUNet.
+
+    Ours also runs its forward with the conv blocks fused
+    (:func:`torch_lattice.triton.fuse_conv_bn_relu`) and counts the FLOPs of
+    its f32 step from the real pairs of every kernel launch.
+    """
     torch.manual_seed(0)
     feats = torch.randn(coords.shape[0], IN_CH, device=DEVICE)
     labels = torch.randint(0, CLASSES, (coords.shape[0],), device=DEVICE)
@@ -487,7 +506,8 @@ def bench_unet(coords: torch.Tensor, shape: list[int]) -> dict[str, float]:
     nets: dict[str, tuple[torch.nn.Module, Callable[[torch.Tensor], Any]]] = {
         "ours": (ours, lambda f: SparseTensor.trusted(coords, f))
     }
-    for name, lib in PEERS.items():
+    for name in UNET_PEERS:
+        lib = PEERS[name]
         nets[name] = (
             peer_unet(lib, ours).to(DEVICE),
             lambda f, lib=lib: lib.SparseConvTensor(f, coords, shape, 1),
@@ -495,24 +515,44 @@ def bench_unet(coords: torch.Tensor, shape: list[int]) -> dict[str, float]:
     result: dict[str, float] = {}
     for name, (net, wrap) in nets.items():
         try:
-            _bench_net(name, net, wrap, feats, labels, result)
+            _bench_net(name, net, wrap, feats, labels, result, steps)
             print(
-                f"  {name}: fwd {result[name + ' fwd'] * 1e3:.2f} ms, "
-                f"fwd+map {result[name + ' fwd+map'] * 1e3:.2f} ms, "
-                f"train {result[name + ' train'] * 1e3:.2f} ms",
+                f"  {name}: "
+                + ", ".join(
+                    f"{k[len(name) + 1 :]} {v * 1e3:.2f} ms"
+                    for k, v in result.items()
+                    if k.startswith(name + " ")
+                ),
                 flush=True,
             )
         except Exception as err:
             print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
     nan = float("nan")
-    for key in ("fwd", "fwd+map", "train"):
+    keys = ["fwd", "fwd+map", *(f"train {s}" for s in steps)]
+    for key in keys:
         mine = result.get(f"ours {key}", nan)
-        line = f"  MinkUNet {key:<8} ours {mine * 1e3:8.2f} ms"
-        for name in PEERS:
+        line = f"  MinkUNet {key:<10} ours {mine * 1e3:8.2f} ms"
+        if key.startswith("fwd"):
+            fused = result.get(f"ours {key} fused", nan)
+            line += f" (fused {fused * 1e3:.2f})"
+        for name in UNET_PEERS:
             peer = result.get(f"{name} {key}", nan)
-            line += f"   {name} {peer * 1e3:8.2f} ms (ours/peer {mine / peer:.2f}x)"
+            line += f"   {name} {peer * 1e3:8.2f} ms (ours/peer {mine / peer:.2f}x"
+            if key.startswith("fwd"):
+                line += f", fused {result.get(f'ours {key} fused', nan) / peer:.2f}x"
+            line += ")"
         print(line, flush=True)
+    flops = result.get("ours flops", nan)
+    t = result.get("ours train f32", nan)
+    print(f"  ours f32 step: {flops / 1e9:.0f} GFLOP of real pairs, {flops / t / 1e12:.1f} TFLOP/s")
     return result
+
+
+BREAKDOWN = True
+"""Print where the GPU time of our f32 / tf32x3 steps goes (``--no-breakdown``: not)."""
+
+UNET_PEERS: list[str] = []
+"""Peers whose MinkUNet runs (``--unet-peers``; spconv-triton compiles for minutes)."""
 
 
 def _bench_net(
@@ -522,23 +562,90 @@ def _bench_net(
     feats: torch.Tensor,
     labels: torch.Tensor,
     result: dict[str, float],
+    steps: tuple[str, ...],
 ) -> None:
+    from torch_lattice.triton import fuse_conv_bn_relu, set_f32_products
+
     half = feats.half()
     net.half().eval()
     with torch.no_grad():
         cached_in = wrap(half)
-        result[f"{name} fwd"] = cuda_time(lambda: net(cached_in), 20)
-        result[f"{name} fwd+map"] = cuda_time(lambda: net(wrap(half)), 20)
+        _record(result, f"{name} fwd", cuda_time(lambda: net(cached_in), 20))
+        _record(result, f"{name} fwd+map", cuda_time(lambda: net(wrap(half)), 20))
+        if name == "ours":
+            fused = fuse_conv_bn_relu(copy.deepcopy(net))
+            ref = net(cached_in).float()
+            err = float((fused(cached_in).float() - ref).abs().max() / ref.abs().max())
+            print(f"  ours fused forward: max error {err:.1e} relative to the unfused one")
+            _record(result, f"{name} fwd fused", cuda_time(lambda: fused(cached_in), 20))
+            _record(result, f"{name} fwd+map fused", cuda_time(lambda: fused(wrap(half)), 20))
     net.float().train()
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
 
-    def step() -> None:
+    def step(amp: bool) -> None:
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(net(wrap(feats)), labels)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = torch.nn.functional.cross_entropy(net(wrap(feats)), labels)
         loss.backward()
         opt.step()
 
-    result[f"{name} train"] = cuda_time(step, 10)
+    for setting in steps:
+        _tf32(setting == "tf32")
+        set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
+        try:
+            t = cuda_time(lambda s=setting: step(s == "amp"), 10)
+            _record(result, f"{name} train {setting}", t)
+            if name == "ours" and BREAKDOWN and setting in ("f32", "tf32x3"):
+                from profile_cuda import breakdown  # this folder, on the path as the script's
+
+                breakdown(lambda: step(False), f"ours, training step ({setting})")
+        except Exception as err:  # one setting a library cannot run: report it, go on
+            result[f"{name} train {setting}"] = float("nan")
+            print(f"  {name} train {setting}: {type(err).__name__}: {err}"[:300])
+        finally:
+            _tf32(False)
+            set_f32_products("ieee")
+    if name == "ours":
+        result["ours flops"] = _count_flops(lambda: step(False))
+
+
+def _record(result: dict[str, float], key: str, seconds: float) -> None:
+    """Keep one timing and print it at once (a run cut short still shows what it measured)."""
+    result[key] = seconds
+    print(f"    {key}: {seconds * 1e3:.2f} ms", flush=True)
+
+
+def _tf32(on: bool) -> None:
+    """TF32 for torch's own matmuls and for spconv's kernels (read at each call)."""
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    if "spconv" in PEERS:
+        import spconv.constants
+
+        spconv.constants.SPCONV_ALLOW_TF32 = on
+
+
+def _count_flops(fn: Callable[[], Any]) -> float:
+    """FLOPs of the real pairs in every conv and weight-gradient launch of one call of ``fn``."""
+    from torch_lattice.triton import conv as conv_module
+
+    total = [0]
+    launch_conv, launch_wgrad = conv_module.launch_conv, conv_module.launch_wgrad
+
+    def conv(x: Any, w: Any, slots: Any, *args: Any, **kw: Any) -> Any:
+        total[0] += 2 * int((slots >= 0).sum()) * int(w.shape[1]) * int(w.shape[2])
+        return launch_conv(x, w, slots, *args, **kw)
+
+    def wgrad(x: Any, g: Any, pin: Any, *args: Any) -> Any:
+        total[0] += 2 * int(pin.numel()) * int(x.shape[1]) * int(g.shape[1])
+        return launch_wgrad(x, g, pin, *args)
+
+    conv_module.launch_conv, conv_module.launch_wgrad = conv, wgrad  # type: ignore[assignment]
+    try:
+        fn()
+    finally:
+        conv_module.launch_conv, conv_module.launch_wgrad = launch_conv, launch_wgrad
+    return float(total[0])
 
 
 def main() -> None:
@@ -546,6 +653,13 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 200_000])
     parser.add_argument("--unet-sizes", type=int, nargs="*", default=[200_000])
     parser.add_argument("--no-layers", action="store_true")
+    parser.add_argument(
+        "--steps", nargs="*", default=list(STEPS), help=f"training-step settings among {STEPS}"
+    )
+    parser.add_argument("--no-breakdown", action="store_true")
+    parser.add_argument(
+        "--unet-peers", nargs="*", default=None, help="peers whose MinkUNet runs (default: all)"
+    )
     parser.add_argument(
         "--peers", nargs="*", default=None, help="peers to run (default: every one importable)"
     )
@@ -556,8 +670,10 @@ def main() -> None:
     if args.peers is not None:
         for name in [p for p in PEERS if p not in args.peers]:
             del PEERS[name]
+    global BREAKDOWN, DEVICE
+    BREAKDOWN = not args.no_breakdown and not args.dry_run
+    UNET_PEERS[:] = [p for p in PEERS if args.unet_peers is None or p in args.unet_peers]
     if args.dry_run:
-        global DEVICE
         DEVICE = "cpu"
         args.sizes = args.unet_sizes = [300]
         os.environ["TRITON_INTERPRET"] = "1"
@@ -579,7 +695,7 @@ def run(args: argparse.Namespace) -> None:
         if not args.no_layers:
             bench_layers(coords, shape, bw, rate)
         if n in args.unet_sizes:
-            bench_unet(coords, shape)
+            bench_unet(coords, shape, tuple(args.steps))
         print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
     from torch_lattice.triton import kernels
 

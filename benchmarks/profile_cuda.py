@@ -6,14 +6,22 @@ the host synchronisations per call (``torch.cuda.set_sync_debug_mode``
 warnings), the summed GPU time and the wall time per call, then
 torch.profiler's top ops.
 
-Run: ``python benchmarks/profile_cuda.py`` on a CUDA machine (PYTHONPATH as for bench_cuda.py).
+Then it profiles one training step of bench_cuda.py's four-level MinkUNet
+(200k voxels, f32, maps built) and sums the GPU time by what the kernels do
+(conv forward / input gradient, weight gradient, map building, batch norm,
+ReLU, concatenation, the rest), with the launch count of each.
+
+Run: ``python benchmarks/profile_cuda.py [--unet-only]`` on a CUDA machine
+(PYTHONPATH as for bench_cuda.py).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,8 +31,8 @@ from torch_lattice import SparseTensor, ops
 CALLS = 5
 
 
-def _count(fn: Callable[[], Any]) -> tuple[float, float, float, float, Any]:
-    """(device ops, host syncs, GPU ms, wall ms) per call, and the profiler."""
+def _profiled(fn: Callable[[], Any]) -> Any:
+    """torch.profiler over CALLS calls of ``fn`` after three warm-up calls."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -33,6 +41,12 @@ def _count(fn: Callable[[], Any]) -> tuple[float, float, float, float, Any]:
         for _ in range(CALLS):
             fn()
         torch.cuda.synchronize()
+    return prof
+
+
+def _count(fn: Callable[[], Any]) -> tuple[float, float, float, float, Any]:
+    """(device ops, host syncs, GPU ms, wall ms) per call, and the profiler."""
+    prof = _profiled(fn)
     device_ops = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     gpu_us = sum(e.device_time for e in device_ops)
     torch.cuda.set_sync_debug_mode("warn")
@@ -53,7 +67,76 @@ def _count(fn: Callable[[], Any]) -> tuple[float, float, float, float, Any]:
     return len(device_ops) / CALLS, syncs / CALLS, gpu_us / CALLS / 1e3, wall, prof
 
 
+CATEGORIES = (
+    ("conv (forward + input gradient)", ("_conv_kernel",)),
+    ("weight gradient", ("_wgrad_kernel",)),
+    ("batch norm", ("batch_norm", "welford", "bn_")),
+    ("relu / threshold", ("threshold", "clamp_min", "relu")),
+    ("concatenation", ("cat", "CatArray")),
+    ("sort / scan (maps)", ("sort", "radix", "scan", "cumsum", "Onesweep", "DeviceSegmented")),
+    ("map kernels", ("_map", "_hash", "_insert", "_query", "_cand", "_emit", "_mark", "_slot")),
+    ("reductions (sum)", ("reduce_kernel",)),
+    ("copies / fills", ("copy", "fill", "Memcpy", "Memset")),
+)
+
+
+def profile_unet_step() -> None:
+    """GPU time of one f32 MinkUNet training step at 200k voxels, by kind of kernel."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import bench_cuda
+
+    coords = torch.from_numpy(batched(make_scene(200_000)[0])).cuda()
+    torch.manual_seed(0)
+    feats = torch.randn(coords.shape[0], bench_cuda.IN_CH, device="cuda")
+    labels = torch.randint(0, bench_cuda.CLASSES, (coords.shape[0],), device="cuda")
+    net = bench_cuda.OursUNet().cuda().train()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        out = net(SparseTensor.trusted(coords, feats))
+        torch.nn.functional.cross_entropy(out, labels).backward()
+        opt.step()
+
+    breakdown(step, "MinkUNet f32 training step, 200k voxels")
+
+
+def breakdown(step: Callable[[], Any], title: str) -> None:
+    """Print ``step``'s wall time, GPU time by kind of kernel, and its top kernels."""
+    prof = _profiled(step)
+    sums: dict[str, list[float]] = {}
+    kernels: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        cat = next((c for c, keys in CATEGORIES if any(k in e.name for k in keys)), "other")
+        for table, key in ((sums, cat), (kernels, e.name[:90])):
+            entry = table.setdefault(key, [0.0, 0.0])
+            entry[0] += e.device_time / CALLS / 1e3
+            entry[1] += 1 / CALLS
+    start = time.perf_counter()
+    for _ in range(CALLS):
+        step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - start) / CALLS * 1e3
+    total = sum(v[0] for v in sums.values())
+    print(f"\n=== {title}: wall {wall:.2f} ms, GPU {total:.2f} ms")
+    print(f"{'what':<34} {'GPU ms':>8} {'launches':>9}")
+    for cat, (ms, n) in sorted(sums.items(), key=lambda kv: -kv[1][0]):
+        print(f"{cat:<34} {ms:>8.2f} {n:>9.0f}")
+    print(f"\n{'kernel':<90} {'GPU ms':>8} {'launches':>9}")
+    for name, (ms, n) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:12]:
+        print(f"{name:<90} {ms:>8.2f} {n:>9.0f}")
+
+
 def main() -> None:
+    if "--unet-only" not in sys.argv:
+        profile_layers()
+    profile_unet_step()
+
+
+def profile_layers() -> None:
+    """Launches, host reads, GPU and wall time of each fresh layer (map built) at 100k."""
     coords = torch.from_numpy(batched(make_scene(100_000)[0])).cuda()
     feats = torch.randn(coords.shape[0], 64, device="cuda").half()
     w3 = torch.randn(64, 3, 3, 3, 64, device="cuda").half() * 0.05

@@ -317,6 +317,28 @@ def test_tf32_is_off_by_default_and_switchable() -> None:
     assert not tf32_enabled()
 
 
+def test_f32_product_modes() -> None:
+    """tf32x3 keeps f32 accuracy (within the f32 tolerance of the reference); bad modes refused."""
+    from torch_lattice.triton.kernels import f32_products, set_f32_products
+
+    assert f32_products() == "ieee"
+    with pytest.raises(ValueError, match="one of"):
+        set_f32_products("fp16")
+    x = _input(20, torch.float32)
+    g = torch.Generator().manual_seed(21)
+    w = (torch.randn(C_OUT, 3, 3, 3, C_IN, generator=g) / (C_IN * 3) ** 0.5).to(DEVICE)
+    with schedule("tap_major"):
+        ref = ops.subm_conv3d(x, w, kernel_size=3).feats
+    set_f32_products("tf32x3")
+    try:
+        with schedule("triton"):
+            got = ops.subm_conv3d(x, w, kernel_size=3).feats
+    finally:
+        set_f32_products("ieee")
+    scale = ref.abs().max().clamp(min=1.0)
+    torch.testing.assert_close(got / scale, ref / scale, **_tol(torch.float32))
+
+
 def test_kernels_run_interpreted_without_cuda() -> None:
     """Without a GPU the kernels were defined for the interpreter (the fixture's setting)."""
     from torch_lattice.triton import interpreting

@@ -10,14 +10,27 @@ kernels are tested against.  See ``docs/performance.md``.
 from __future__ import annotations
 
 from torch_lattice.triton.conv import SUPPORTED_DTYPES, sparse_conv
-from torch_lattice.triton.kernels import interpreting, set_tf32, tf32_enabled
+from torch_lattice.triton.fuse import FusedSequential, fuse_conv_bn_relu
+from torch_lattice.triton.kernels import (
+    F32_PRODUCTS,
+    f32_products,
+    interpreting,
+    set_f32_products,
+    set_tf32,
+    tf32_enabled,
+)
 from torch_lattice.triton.maps import SlotMap, build
 
 __all__ = [
+    "F32_PRODUCTS",
     "SUPPORTED_DTYPES",
+    "FusedSequential",
     "SlotMap",
     "build",
+    "f32_products",
+    "fuse_conv_bn_relu",
     "interpreting",
+    "set_f32_products",
     "set_tf32",
     "sparse_conv",
     "tf32_enabled",

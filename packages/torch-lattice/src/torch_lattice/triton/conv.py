@@ -1,6 +1,8 @@
 """Sparse convolutions on the Triton kernels, with autograd.
 
-One ``torch.autograd.Function`` runs every conv kind: the forward pass is the
+A fused block's epilogue (an eval batch norm and ReLU folded into the
+kernel, :mod:`.fuse`) is applied here in inference.  Otherwise one
+``torch.autograd.Function`` runs every conv kind: the forward pass is the
 implicit-GEMM kernel over the layer's slot table (bias fused), the input
 gradient the same kernel over the transposed table, the weight gradient the
 per-tap pair kernel.  It saves the features, the weight and the map; nothing
@@ -14,6 +16,7 @@ from typing import Any
 import torch
 
 from torch_lattice.sparse import SparseTensor, Support
+from torch_lattice.triton.epilogue import take_epilogue
 from torch_lattice.triton.kernels import launch_conv, launch_wgrad
 from torch_lattice.triton.maps import SlotMap, build
 
@@ -52,7 +55,7 @@ class _TritonConvFunction(torch.autograd.Function):
         feats = feats.contiguous()
         w = _taps(_operand(weight, feats))
         b = None if bias is None else bias.detach().float().contiguous()
-        out = launch_conv(feats, w, smap.slots, smap.order, feats.dtype, b)
+        out = launch_conv(feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache)
         ctx.save_for_backward(feats, weight)
         ctx.smap = smap
         ctx.has_bias = bias is not None
@@ -70,7 +73,9 @@ class _TritonConvFunction(torch.autograd.Function):
             c_out, c_in = w.shape[0], w.shape[-1]
             wt = w.reshape(c_out, -1, c_in).permute(1, 0, 2).contiguous()  # (K, C_out, C_in)
             back = smap.transposed()
-            grad_feats = launch_conv(grad, wt, back.slots, back.order, feats.dtype)
+            grad_feats = launch_conv(
+                grad, wt, back.slots, back.order, feats.dtype, cache=back.cache
+            )
         if ctx.needs_input_grad[1]:
             pin, pout, starts = smap.pairs()
             gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)  # (K, C_in, C_out)
@@ -102,6 +107,14 @@ def sparse_conv(
             "use torch_lattice.ops.schedule('auto') to run other dtypes on the reference path"
         )
     out_support, smap = build(kind, x.support, kernel, stride, padding, dilation, target)
+    epilogue = take_epilogue(bias, int(weight.shape[0]))
+    if epilogue is not None:  # a fused block's batch norm and ReLU, inference only
+        feats = x.feats.contiguous()
+        w = _taps(_operand(weight.detach(), feats))
+        fused = launch_conv(
+            feats, w, smap.slots, smap.order, feats.dtype, epilogue=epilogue, cache=smap.cache
+        )
+        return SparseTensor._make(out_support, fused)
     out: torch.Tensor = _TritonConvFunction.apply(x.feats, weight, bias, smap)  # type: ignore[no-untyped-call]
     if bias is not None:
         out = out.to(x.dtype)
