@@ -80,6 +80,11 @@ def _positional_dummies(name: str) -> list[None]:
     return [None for p in params if p.kind is not p.KEYWORD_ONLY and p.default is p.empty]
 
 
+def _array_names(name: str) -> list[str]:
+    params = inspect.signature(getattr(mo, name)).parameters.values()
+    return [p.name for p in params if p.kind is not p.KEYWORD_ONLY]
+
+
 def _error(fn: Any) -> str:
     try:
         fn()
@@ -93,7 +98,8 @@ def test_a_misspelt_keyword_raises_the_contracts_error_on_both(name: str) -> Non
     decl = api_ops.DECLARATIONS[name]
     args = _positional_dummies(name)
     typo = f"{decl.attrs[0][0]}x"
-    want = str(keyword_error(name, typo, decl.names))
+    arrays = _array_names(name)
+    want = str(keyword_error(name, typo, decl.names, arrays))
     assert f"(did you mean {decl.attrs[0][0]!r}?)" in want
     for ops in RUNTIMES.values():
         call = getattr(ops, name)
@@ -103,6 +109,22 @@ def test_a_misspelt_keyword_raises_the_contracts_error_on_both(name: str) -> Non
         missing = [_error(lambda ops=ops: getattr(ops, name)(*args)) for ops in RUNTIMES.values()]
         assert missing[0] == missing[1], missing
         assert missing[0].startswith(f"{name}: missing required keyword {required[0]!r} ("), missing
+
+
+def test_a_misspelt_array_name_is_an_unknown_keyword_with_a_suggestion_on_both() -> None:
+    """``bais=`` / ``weigth=`` are typos of array names, not missing arrays or keywords."""
+    x, w = np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)
+    bais = "linear: unexpected keyword 'bais' (did you mean 'bias'?); its arrays are: "
+    bais += "input, weight, bias; its keywords are: none"
+    for ops, arr in ((mo, to_mx), (to, to_torch)):
+        with pytest.raises(TypeError) as info:
+            ops.linear(arr(x), arr(w), bais=arr(w[:, 0]))
+        assert str(info.value) == bais
+        with pytest.raises(TypeError, match=r"^linear: unexpected keyword 'weigth' \(did you "):
+            ops.linear(arr(x), weigth=arr(w))
+        with pytest.raises(TypeError) as info:
+            ops.softmax(arr(x), arr(x))
+        assert str(info.value) == "softmax: takes 1 positional argument but 2 were given"
 
 
 def _run_conv(rt: Any, ops: Any, arr: Any, **attrs: Any) -> np.ndarray:

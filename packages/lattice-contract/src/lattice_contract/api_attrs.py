@@ -180,12 +180,20 @@ def read_declaration(
     return AttrDecl(op, tuple(attrs), tuple(runtime_keywords), joint)
 
 
-def keyword_error(where: str, key: str, known: Sequence[str]) -> TypeError:
-    """The one message for a keyword an op does not take: the closest name and the list."""
-    hint = difflib.get_close_matches(key, known, n=1)
+def keyword_error(
+    where: str, key: str, known: Sequence[str], arrays: Sequence[str] = ()
+) -> TypeError:
+    """The one message for a keyword an op does not take: the closest name and the lists.
+
+    ``arrays`` are the op's array parameters, which may also be passed by
+    name: a misspelt ``bais=`` is suggested ``bias`` rather than reported as
+    an unknown keyword of an op with no keywords.
+    """
+    hint = difflib.get_close_matches(key, [*arrays, *known], n=1)
     return TypeError(
         f"{where}: unexpected keyword {key!r}"
         + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        + (f"; its arrays are: {', '.join(arrays)}" if arrays else "")
         + f"; its keywords are: {', '.join(known) or 'none'}"
     )
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, Unpack
 
 from lattice_contract import api_ops
-from lattice_contract.api_attrs import REQUIRED, normalise_attrs
+from lattice_contract.api_attrs import REQUIRED, keyword_error, normalise_attrs
 from lattice_contract.api_ops import (
     ActivationAttrs,
     BatchNormAttrs,
@@ -386,11 +386,16 @@ def implement(op: str, impl: Callable[..., R], note: str = "", around: Wrap | No
     if got != wanted:  # pragma: no cover - an implementation error
         raise TypeError(f"{impl.__qualname__}: parameters must be {wanted} and the attributes")
 
+    keywords = decl.names
+    known = frozenset((*names, *keywords))
+    takes = f"{op}: takes {len(names)} positional argument" + ("" if len(names) == 1 else "s")
+
     def call(*args: Any, **kwargs: Any) -> R:
         if len(args) > len(names):
-            raise TypeError(
-                f"{op}: takes {len(names)} positional arguments but {len(args)} were given"
-            )
+            raise TypeError(f"{takes} but {len(args)} were given")
+        for key in kwargs:  # before the arrays: a misspelt array name is not "missing"
+            if key not in known:
+                raise keyword_error(op, key, keywords, names)
         values = list(args)
         for name in names[: len(args)]:
             if name in kwargs:
