@@ -156,3 +156,41 @@ def test_feature_ops_take_the_dialects_operand_name_and_still_the_old_one(name: 
         np.testing.assert_array_equal(by_new, np.asarray(ops.softmax(x).tolist()))
     both = [_error(lambda ops=ops: ops.softmax(x=None, input=None)) for ops in RUNTIMES.values()]
     assert both[0] == both[1] == "softmax: got both 'input' and its old spelling 'x'"
+
+
+def test_point_ops_active_rows_rule_is_the_sparse_tensors_on_both() -> None:
+    """voxelize/devoxelize count active rows by the SparseTensor constructors' one rule."""
+    rng = np.random.default_rng(0)
+    pts = rng.uniform(0, 4, (5, 3)).astype(np.float32)
+    feats = np.ones((5, 2), np.float32)
+    batch = np.zeros(5, np.int32)
+    for rt, ops, arr in ((mlx_lattice, mo, to_mx), (torch_lattice, to, to_torch)):
+        coords = arr(np.zeros((5, 4), np.int32))
+        args = (arr(pts), arr(feats), arr(batch))
+        cases = [arr(np.array([1], np.int64)), arr(np.array([1, 2], np.int32)), 7, -1, "3"]
+        for bad in cases:
+            with pytest.raises((TypeError, ValueError)) as by_tensor:
+                rt.SparseTensor(coords, arr(feats), active_rows=bad)
+            with pytest.raises(type(by_tensor.value)) as by_op:
+                ops.voxelize(*args, bad, voxel_size=1.0)
+            assert str(by_op.value) == f"voxelize: {by_tensor.value}", (rt.__name__, bad)
+        x = ops.voxelize(*args, np.int64(3), voxel_size=1.0)  # a NumPy int in range is a count
+        with pytest.raises(ValueError) as info:
+            ops.devoxelize(args[0], x, args[2], 9, voxel_size=1.0)
+        assert str(info.value).startswith("devoxelize: point_active_rows is 9 but only 5 ")
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [("a", TypeError), (None, TypeError), (True, TypeError), (float("nan"), ValueError)],
+)
+def test_fill_values_are_checked_before_any_array_on_both(bad: object, error: type) -> None:
+    """``lhs_fill``/``rhs_fill``/``fill`` are finite numbers, refused with the op's name."""
+    want = f"must be a finite number, got {bad!r}"
+    for ops in RUNTIMES.values():
+        with pytest.raises(error) as binary:
+            ops.sparse_binary(None, None, op="add", rhs_fill=bad)
+        assert str(binary.value) == f"sparse_binary: rhs_fill {want}"
+        with pytest.raises(error) as reindex:
+            ops.sparse_reindex(None, None, fill=bad)
+        assert str(reindex.value) == f"sparse_reindex: fill {want}"

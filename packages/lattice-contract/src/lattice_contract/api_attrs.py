@@ -24,6 +24,7 @@ generated from the same declaration (:func:`keywords_doc`).
 from __future__ import annotations
 
 import difflib
+import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "Attr",
     "AttrDecl",
     "enum_attr",
+    "finite_float_attr",
     "keyword_error",
     "keywords_doc",
     "normalise_attrs",
@@ -113,6 +115,19 @@ def enum_attr(enum_type: type[Enum], default: object = REQUIRED) -> Attr:
 def positive_float_attr(default: object = REQUIRED) -> Attr:
     """A positive finite number (``eps``); normalised to a float."""
     return Attr("positive finite number", positive_float, default)
+
+
+def finite_float_attr(default: object = SCHEMA_DEFAULT) -> Attr:
+    """A finite number (a fill value: what the textual builder and an f32 attribute hold)."""
+
+    def check(value: object, name: str, op: str) -> object:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{op}: {name} must be a finite number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{op}: {name} must be a finite number, got {value!r}")
+        return float(value)
+
+    return Attr("finite number", check, default)
 
 
 def raw_attr(accepts: str, default: object = SCHEMA_DEFAULT) -> Attr:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lattice_contract import shared_sparse, sparse_errors
+
 __all__ = ["CELL_LIMIT", "PointRules", "active_count", "check_cell_range", "check_point_values"]
 
 CELL_LIMIT = float(2**31)
@@ -34,19 +36,26 @@ def active_count(
 
     ``active`` is an int or the runtime's int32 array of shape ``(1,)`` (what
     an artifact's active-row input is); the count must lie in ``[0, total]``.
+    The rule and its words are the SparseTensor constructors' own
+    (:func:`lattice_contract.shared_sparse.active_count`), prefixed with the
+    op and the keyword's name.
     """
-    if active is None:
-        return total
-    if isinstance(active, array_type):
-        array: Any = active
-        if array.dtype != int32 or tuple(array.shape) != (1,):
-            raise TypeError(f"{op}: {name} must be an int32 tensor of shape (1,)")
-        active = int(array.item())
-    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active <= total:
-        raise ValueError(
-            f"{op}: {name} must lie in [0, {total}] (the number of points), got {active!r}"
-        )
-    return active
+
+    def read_array(value: object) -> int | None:
+        if not isinstance(value, array_type):
+            return None
+        array: Any = value
+        if array.dtype != int32:
+            raise sparse_errors.active_rows_dtype(array.dtype)
+        if tuple(array.shape) != (1,):
+            raise sparse_errors.active_rows_shape(tuple(array.shape))
+        return int(array.item())
+
+    try:
+        return shared_sparse.active_count(active, total, read_array)
+    except (TypeError, ValueError) as err:
+        words = str(err).removeprefix("active_rows")
+        raise type(err)(f"{op}: {name}{words}") from None
 
 
 def check_cell_range(in_range: bool) -> None:

@@ -34,6 +34,7 @@ from lattice_contract.api_attrs import (
     AttrDecl,
     Joint,
     enum_attr,
+    finite_float_attr,
     keywords_doc,
     normalise_attrs,
     positive_float_attr,
@@ -85,7 +86,7 @@ _NormalizedEps = Annotated[float, positive_float_attr(NORMALIZED_EPS)]
 _NormEps = Annotated[float, positive_float_attr(NORM_EPS)]
 _PoolMode = Annotated[PoolMode | str, enum_attr(PoolMode)]
 _Join = Annotated[Join | str, enum_attr(Join, Join.inner)]
-_Fill = Annotated[float, raw_attr("number")]
+_Fill = Annotated[float, finite_float_attr()]
 _VoxelSize = Annotated[FloatOrTriple, raw_attr("positive number or three", REQUIRED)]
 _Origin = Annotated[FloatOrTriple, raw_attr("number or three numbers")]
 _ActivationNumber = Annotated[float, raw_attr("finite number")]
