@@ -24,6 +24,7 @@ generated from the same declaration (:func:`keywords_doc`).
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -149,9 +150,9 @@ class AttrDecl:
     """A check of several attributes together (an existing shared check: an activation's
     parameters, a voxel grid's size and origin), run after the per-attribute ones."""
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
-        """Every keyword the op takes, declared attributes first."""
+        """Every keyword the op takes, declared attributes first (computed once, read per call)."""
         return (*(name for name, _, _ in self.attrs), *self.runtime_keywords)
 
     def defaults(self) -> dict[str, object]:

@@ -64,7 +64,7 @@ from lattice_contract.api_ops import (
     VoxelizeAttrs,
 )
 
-__all__ = ["OLD_SPELLINGS", "SIGNATURES", "Attrs", "implement", "public_signature"]
+__all__ = ["OLD_SPELLINGS", "SIGNATURES", "Attrs", "implement", "public_signature", "trusted"]
 
 Attrs = dict[str, Any]
 """An op's keyword attributes after :func:`api_ops.normalise`: every one present, checked."""
@@ -410,8 +410,15 @@ def implement(op: str, impl: Callable[..., R], note: str = "", around: Wrap | No
         values.extend(kwargs.pop(name, None) for name in runtime_keywords)
         return impl(*values, normalise_attrs(decl, kwargs))
 
+    def call_trusted(*args: Any, **attrs: Any) -> R:
+        values = [*args, *defaults[len(args) :]]
+        values.extend(attrs.pop(name, None) for name in runtime_keywords)
+        return impl(*values, attrs)
+
     _publish(call, op, impl.__module__, api_ops.help_text(op, note), signature)
+    _publish(call_trusted, op, impl.__module__, call.__doc__ or "", signature)
     inner = call if around is None else around(call)
+    inner.__dict__[_TRUSTED] = call_trusted if around is None else around(call_trusted)
     if not old:
         return inner
 
@@ -426,6 +433,25 @@ def implement(op: str, impl: Callable[..., R], note: str = "", around: Wrap | No
     renamed.__dict__.update(inner.__dict__)
     _publish(renamed, op, impl.__module__, call.__doc__ or "", signature)
     return renamed
+
+
+_TRUSTED = "__lattice_trusted__"
+
+
+def trusted(public: Callable[..., R]) -> Callable[..., R]:
+    """The public op ``public`` for a caller whose attributes are already normalised.
+
+    An nn layer checks its attributes once, at construction, with the same
+    shared check the op's normaliser runs (an activation's
+    :func:`~lattice_contract.shared_nn.activation_params`); calling the op
+    through this skips the per-call binding and normalising, which cost
+    more than a small op's array code.  The caller passes the arrays
+    positionally and every attribute as its normalised value (what
+    :func:`~lattice_contract.api_ops.normalise` returns); ``around`` (the
+    torch exporter's tracer) still sees and records the call.
+    """
+    found: Callable[..., R] = public.__dict__[_TRUSTED]
+    return found
 
 
 def _publish(fn: Any, op: str, module: str, doc: str, signature: inspect.Signature) -> None:

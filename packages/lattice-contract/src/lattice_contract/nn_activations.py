@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from lattice_contract.api_signatures import trusted
 from lattice_contract.nn_layers import Layer
 from lattice_contract.schema import ActivationKind, GeluApprox
 from lattice_contract.shared_nn import activation_params
@@ -56,12 +57,13 @@ class Activation(Layer):
 
     def forward(self, x: Any) -> Any:
         """The activation of a dense array's rows, or of a sparse value's features."""
+        op = trusted(self._ops.activation)  # checked in __init__ by the op's own check
         return self._rows(
             x,
-            lambda f: self._ops.activation(
+            lambda f: op(
                 f,
-                kind=self.kind.value,
-                approximate=self.approximate.value,
+                kind=self.kind,
+                approximate=self.approximate,
                 alpha=self.alpha,
                 beta=self.beta,
                 threshold=self.threshold,
