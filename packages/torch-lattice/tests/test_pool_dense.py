@@ -110,3 +110,17 @@ def test_max_gradient_splits_evenly_among_tied_inputs_at_zero(op: str) -> None:
     out.sum().backward()
     assert feats.grad is not None
     assert feats.grad.tolist() == [[g, g] for g in expected]
+
+
+def test_max_of_an_all_minus_inf_window_stays_minus_inf_and_unreached_is_zero() -> None:
+    """The empty-window 0 is decided by reach, not by the value: -inf inputs give -inf.
+
+    (Unreached rows read 0: test_pool3d_identity_window_and_unreached_rows.)
+    """
+    ninf = -float("inf")
+    coords = torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 4, 4, 4]], dtype=torch.int32)
+    x = SparseTensor(coords, torch.tensor([[ninf], [ninf], [1.0]]), 1)
+    y = ops.pool3d(x, kernel_size=2, stride=2, mode="max")
+    assert y.coords.tolist() == [[0, 0, 0, 0], [0, 4, 4, 4]]
+    assert y.feats.tolist() == [[ninf], [1.0]]
+    assert ops.global_pool(x, mode="max", batch_size=2).tolist() == [[1.0], [0.0]]

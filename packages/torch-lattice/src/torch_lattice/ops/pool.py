@@ -55,12 +55,13 @@ def _segment_max(
     # among every value equal to its maximum *including the start value*, so a
     # zero start would take a share wherever the maximum is exactly 0.  Rows
     # no pair reaches are set to 0 afterwards (the op's empty-window value).
+    # A window whose inputs are all -inf stays -inf: only the reached mask says "empty".
+    index = out_idx.to(torch.int64)  # scatter wants int64; converted once
     out = torch.full((num_out, c), -torch.inf, dtype=src.dtype, device=feats.device)
-    index = out_idx.to(torch.int64)[:, None].expand(-1, c)  # scatter wants int64
-    out = out.scatter_reduce(0, index, src, "amax", include_self=False)
+    out.scatter_reduce_(0, index[:, None].expand(-1, c), src, "amax", include_self=False)
     reached = torch.zeros(num_out, dtype=torch.bool, device=feats.device)
-    reached[out_idx.to(torch.int64)] = True
-    return torch.where(reached[:, None], out, torch.zeros((), dtype=out.dtype, device=out.device))
+    reached.index_fill_(0, index, True)
+    return out.masked_fill(~reached[:, None], 0)
 
 
 def _reduce(x: torch.Tensor, kmap: KernelMap, mode: PoolMode) -> torch.Tensor:
