@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 import mlx.core as mx
 import numpy as np
@@ -154,7 +155,14 @@ def logical_rows(y: SparseTensor) -> np.ndarray:
     return to_np(y.coords).astype(np.int64) // np.asarray((1, *y.stride))
 
 
-def tolerance(dtype: mx.Dtype) -> dict[str, float]:
+class Tolerance(TypedDict):
+    """``assert_allclose``'s tolerance keywords, typed so ``**tolerance(...)`` checks."""
+
+    rtol: float
+    atol: float
+
+
+def tolerance(dtype: mx.Dtype) -> Tolerance:
     """assert_allclose tolerances for a storage dtype (results are rounded once to it)."""
     if dtype == mx.float32:
         return {"rtol": 1e-4, "atol": 1e-4}

@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlx_lattice import SparseTensor, ops
+from mlx_lattice.kernel_map import KernelMap
 from mlx_lattice.ops import conv as conv_module
 from mlx_lattice.ops.quant import quantize_weight
 from mlx_sparse_oracle import (
@@ -118,7 +119,7 @@ def test_subm_conv3d_matches_dense_and_padded_conv3d(g: dict, dtype: mx.Dtype, t
     np.testing.assert_array_equal(to_np(y.coords), to_np(x.coords))  # same rows, same order
     assert y.stride == x.stride
     # Dense oracle: the padded stride-1 conv read at the input rows.
-    half = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
+    half = ((k[0] - 1) // 2 * d[0], (k[1] - 1) // 2 * d[1], (k[2] - 1) // 2 * d[2])
     _, dense, shift, _ = oracle_conv3d(x, w, k, (1, 1, 1), half, d)
     expected = read_rows(dense, logical_rows(x), shift)
     np.testing.assert_allclose(to_np(y.feats), expected, **tolerance(dtype))
@@ -252,13 +253,14 @@ def test_all_ones_counts_contributing_pairs(g: dict, family: str) -> None:
         support, _, shift, count = oracle_conv3d(x, w, k, s, p, d)
     elif family == "subm":
         y = ops.subm_conv3d(x, w, kernel_size=k, dilation=d)
-        half = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
+        half = ((k[0] - 1) // 2 * d[0], (k[1] - 1) // 2 * d[1], (k[2] - 1) // 2 * d[2])
         _, _, shift, count = oracle_conv3d(x, w, k, (1, 1, 1), half, d)
         support = sort_rows(logical_rows(x))
     else:
         y = ops.conv_transpose3d(x, w, kernel_size=k, stride=s, padding=p, dilation=d)
         support, _, shift = oracle_conv_transpose3d(x, w, k, s, p, d)
-        occ = densify(x, (0, 0, 0), tuple(int(v) + 1 for v in logical_rows(x)[:, 1:].max(0)))
+        hi = logical_rows(x)[:, 1:].max(0) + 1
+        occ = densify(x, (0, 0, 0), (int(hi[0]), int(hi[1]), int(hi[2])))
         count = torch.nn.functional.conv_transpose3d(
             occ.occupancy, torch.ones((1, 1, *k), dtype=torch.float64), stride=s, dilation=d
         ).numpy()
@@ -345,13 +347,19 @@ def test_chunked_gathers_give_the_same_result(
     np.testing.assert_allclose(to_np(chunked.feats), to_np(whole.feats), rtol=1e-6, atol=1e-6)
 
 
+def _kind(key: object) -> object:
+    """The relation kind of a kernel-map cache key (``("subm", ...)``)."""
+    assert isinstance(key, tuple)
+    return key[0]
+
+
 def test_kernel_maps_are_shared_within_a_support(rng: np.random.Generator) -> None:
     x = make_sparse(rng, batch=1, extent=6, stride=(1, 1, 1), channels=2, density=0.3)
     w = random_weight(rng, 2, (3, 3, 3), 2)
     y1 = ops.subm_conv3d(x, w, kernel_size=3)
     y2 = ops.subm_conv3d(y1, w, kernel_size=3)  # same support: the map is reused
     assert y1.cache is x.cache and y2.cache is x.cache
-    assert len([key for key in x.cache.relations if key[0] == "subm"]) == 1
+    assert len([key for key in x.cache.relations if _kind(key) == "subm"]) == 1
     w2 = random_weight(rng, 2, (2, 2, 2), 2)
     down = ops.conv3d(x, w2, kernel_size=2, stride=2)
     again = ops.conv3d(x.with_feats(x.feats * 2), w2, kernel_size=2, stride=2)
@@ -407,12 +415,14 @@ def test_empty_input_gives_empty_outputs() -> None:
             "coordinates",
         ),
         (
-            lambda x, w: ops.generative_conv_transpose3d(x, w, kernel_size=3, padding=1),
+            # deliberately untyped: the op takes no padding, the check under test
+            lambda x, w: ops.generative_conv_transpose3d(x, w, kernel_size=3, padding=1),  # type: ignore[call-arg]
             TypeError,
             "padding",
         ),
         (
-            lambda x, w: ops.generative_conv_transpose3d(x, w, kernel_size=3, dilation=2),
+            # deliberately untyped: the op takes no dilation, the check under test
+            lambda x, w: ops.generative_conv_transpose3d(x, w, kernel_size=3, dilation=2),  # type: ignore[call-arg]
             TypeError,
             "dilation",
         ),
@@ -435,7 +445,7 @@ def test_offsets_beyond_the_key_margin_use_repacked_keys(rng: np.random.Generato
     assert x.cache.index(x.logical_coords).space.key_offset((17, 0, 0)) is None
     w = random_weight(rng, 3, k, 2)
     y = ops.subm_conv3d(x, w, kernel_size=k, dilation=d)
-    half = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
+    half = ((k[0] - 1) // 2 * d[0], (k[1] - 1) // 2 * d[1], (k[2] - 1) // 2 * d[2])
     _, dense, shift, _ = oracle_conv3d(x, w, k, (1, 1, 1), half, d)
     expected = read_rows(dense, logical_rows(x), shift)
     np.testing.assert_allclose(to_np(y.feats), expected, rtol=1e-5, atol=1e-5)
@@ -449,7 +459,8 @@ def test_gathered_rows_stay_within_the_buffer_bound(
     w = random_weight(rng, 32, (3, 3, 3), 32)
     y = ops.subm_conv3d(x, w, kernel_size=3)  # builds and caches the map
     mx.eval(y.feats)
-    kmap = next(v for k, v in x.cache.relations.items() if k[0] == "subm")
+    kmap = next(v for k, v in x.cache.relations.items() if _kind(k) == "subm")
+    assert isinstance(kmap, KernelMap)
     unbounded = (kmap.num_pairs - x.num_rows) * 32 * 4  # every tap's gathered rows, f32
     monkeypatch.setattr(conv_module, "GATHER_BUFFER_ELEMENTS", 1 << 16)
     mx.eval(x.feats, w)

@@ -102,7 +102,7 @@ def test_linear_accumulates_in_f32() -> None:
     # 2048 + 1 + 1 + ...: an f16 running sum stays at 2048 (spacing 2 there).
     x = mx.array(np.array([[2048.0] + [1.0] * 62 + [0.0]], dtype=np.float16))
     w = mx.ones((1, 64), dtype=mx.float16)
-    assert float(linear(x, w).astype(mx.float32).item()) == 2048.0 + 62.0
+    assert linear(x, w).astype(mx.float32).item() == 2048.0 + 62.0
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -110,7 +110,7 @@ def test_batch_norm_matches_torch(dtype: str) -> None:
     c = 10
     x, scale, bias, mean = data((50, c), 1), data((c,), 2), data((c,), 3), data((c,), 4)
     var = np.abs(data((c,), 5)) + 0.1
-    args = [scale, bias, mean, var]
+    args: list[np.ndarray] = [scale, bias, mean, var]
     got = batch_norm(to_mx(x, dtype), *(mx.array(a) for a in args), eps=1e-3)
     want = F.batch_norm(
         to_torch(x, dtype),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import mlx.core as mx
 import numpy as np
@@ -21,8 +22,8 @@ def cloud(seed: int, n: int = 300, channels: int = 4) -> tuple[np.ndarray, np.nd
     pts = rng.uniform(-1.0, 1.5, (n, 3)).astype(np.float32)
     # A tenth of the points sit on cell faces, where the f32 quotient may land just
     # below k: the contract floors the f32 division, whatever it gives.
-    faces = rng.integers(-3, 5, (n // 10, 3)).astype(np.float32) * np.float32(VOXEL)
-    pts[: n // 10] = faces + np.float32(ORIGIN)
+    faces = rng.integers(-3, 5, (n // 10, 3)).astype(np.float32) * np.asarray(VOXEL, np.float32)
+    pts[: n // 10] = faces + np.asarray(ORIGIN, np.float32)
     feats = rng.standard_normal((n, channels)).astype(np.float32)
     batch = rng.integers(0, 3, n).astype(np.int32)
     return pts, feats, batch
@@ -30,7 +31,7 @@ def cloud(seed: int, n: int = 300, channels: int = 4) -> tuple[np.ndarray, np.nd
 
 def cells_of(p: np.ndarray) -> np.ndarray:
     """``(p - origin) / voxel_size`` with the f32 arithmetic the contract names."""
-    return (p.astype(np.float32) - np.float32(ORIGIN)) / np.float32(VOXEL)
+    return (p.astype(np.float32) - np.asarray(ORIGIN, np.float32)) / np.asarray(VOXEL, np.float32)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -47,7 +48,8 @@ def test_voxelize_matches_brute_force(seed: int, reduction: str) -> None:
     for i in range(active):  # only the active points take part
         key = (int(batch[i]), *(int(cells[i, a]) * stride[a] for a in range(3)))
         groups.setdefault(key, []).append(feats[i])
-    reduce = {"mean": np.mean, "sum": np.sum, "max": np.max}[reduction]
+    reductions: dict[str, Callable[..., Any]] = {"mean": np.mean, "sum": np.sum, "max": np.max}
+    reduce = reductions[reduction]
     got_rows = [tuple(r) for r in np.array(out.coords).tolist()]
     assert got_rows == list(groups), "one row per cell, in first-occurrence order"
     want = np.array([reduce(np.array(groups[r]), axis=0) for r in got_rows])
@@ -181,7 +183,7 @@ def test_nearest_reads_back_the_voxelized_cell_of_half_shifted_points() -> None:
         mx.array(pts), mx.array(feats), mx.array(batch), voxel_size=VOXEL, reduction="max"
     )
     # floor(u + 0.5) of p - voxel/2 is floor(u): the point's own cell
-    shifted = mx.array(pts - np.float32(VOXEL) / 2)
+    shifted = mx.array(pts - np.asarray(VOXEL, np.float32) / 2)
     back = devoxelize(
         shifted, vox, mx.array(batch), voxel_size=VOXEL, interpolation=Interpolation.nearest
     )

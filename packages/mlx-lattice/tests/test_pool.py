@@ -102,4 +102,4 @@ def test_global_pool_rejects_rows_beyond_batch_size() -> None:
     with pytest.raises(ValueError, match="'max', 'avg', 'sum'"):
         ops.pool3d(x, mode="min", kernel_size=2)
     with pytest.raises(TypeError, match="SparseTensor"):
-        ops.pool3d(x.feats, mode="max", kernel_size=2)
+        ops.pool3d(x.feats, mode="max", kernel_size=2)  # type: ignore[arg-type]  # deliberate
