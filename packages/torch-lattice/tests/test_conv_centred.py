@@ -8,6 +8,8 @@ and pair-count tests live in test_conv_dense.py and test_pool_dense.py.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -111,7 +113,8 @@ def test_conv3d_gradients_flow() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"padding": 1}, {"dilation": 2}])
-def test_generative_has_no_padding_or_dilation(bad: dict[str, int]) -> None:
+def test_generative_has_no_padding_or_dilation(bad: dict[str, Any]) -> None:
+    """``bad`` is typed Any deliberately: the keywords the op refuses are the check under test."""
     x = _line([1.0])
     with pytest.raises(TypeError):
         ops.generative_conv_transpose3d(

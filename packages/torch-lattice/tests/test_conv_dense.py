@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from typing import TypedDict
 
 import pytest
 import torch
@@ -44,7 +45,14 @@ GEOMETRY = {
 }
 
 
-def _tol(dtype: torch.dtype) -> dict[str, float]:
+class _Tol(TypedDict):
+    """``assert_close``'s tolerance keywords, typed so ``**_tol(...)`` checks."""
+
+    atol: float
+    rtol: float
+
+
+def _tol(dtype: torch.dtype) -> _Tol:
     return {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1e-2}
 
 
@@ -153,7 +161,7 @@ def test_subm_equals_stride1_conv_on_input_rows(sched, device, seed, k, d, batch
         bias = torch.randn(4, generator=g).to(dtype).to(device)
         sub = ops.subm_conv3d(x, w, bias, kernel_size=k, dilation=d)
         assert torch.equal(sub.coords, x.coords)  # same rows, same order
-        pad = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
+        pad = ((k[0] - 1) // 2 * d[0], (k[1] - 1) // 2 * d[1], (k[2] - 1) // 2 * d[2])
         full = ops.full_conv3d(x, w, bias, kernel_size=k, stride=1, padding=pad, dilation=d)
         restricted = ops.sparse_reindex(full, x)
         torch.testing.assert_close(sub.feats.double(), restricted.feats.double(), **_tol(dtype))

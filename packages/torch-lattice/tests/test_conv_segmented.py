@@ -39,7 +39,7 @@ def _ran_segmented(x: SparseTensor) -> bool:
 def _dense_on_rows(
     x: SparseTensor, w: torch.Tensor, k: tuple[int, int, int], d: tuple[int, int, int]
 ) -> torch.Tensor:
-    pad = tuple((k[a] - 1) // 2 * d[a] for a in range(3))
+    pad = ((k[0] - 1) // 2 * d[0], (k[1] - 1) // 2 * d[1], (k[2] - 1) // 2 * d[2])
     ref = dense_conv3d(x, w, k, (1, 1, 1), pad, d)
     ref_sparse = SparseTensor(ref.coords, ref.feats)
     return ops.sparse_reindex(ref_sparse, x.with_feats(x.feats.double())).feats

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ DEVICES = available_devices()
 @pytest.mark.parametrize("device", DEVICES)
 def test_activations_follow_torch_conventions(device: str) -> None:
     x = torch.linspace(-6, 6, 97, device=device)[:, None].repeat(1, 2)
-    cases = [
+    cases: list[tuple[str, dict[str, Any], torch.Tensor]] = [
         ("relu", {}, F.relu(x)),
         ("leaky_relu", {"alpha": 0.2}, F.leaky_relu(x, 0.2)),
         ("gelu", {}, F.gelu(x)),

@@ -90,13 +90,15 @@ def test_devoxelize_nearest_linear_trilinear(device: str) -> None:
     for i in range(active):  # per-point reference of the formulas (u in the value's cells)
         u, b = u_all[i], int(batch[i])
         cell = [int(torch.floor(u[a] + 0.5)) for a in range(3)]
-        torch.testing.assert_close(got["nearest"][i], table.get((b, *cell), torch.zeros(3)))
+        key = (b, cell[0], cell[1], cell[2])
+        torch.testing.assert_close(got["nearest"][i], table.get(key, torch.zeros(3)))
         for mode, g in (("linear", u), ("trilinear", u - 0.5)):
             base = torch.floor(g)
             f = (g - base).double()
             acc, total = torch.zeros(3, dtype=torch.float64), 0.0
             for corner in itertools.product((0, 1), repeat=3):
-                key = (b, *[int(base[a] + corner[a]) for a in range(3)])
+                at = [int(base[a] + corner[a]) for a in range(3)]
+                key = (b, at[0], at[1], at[2])
                 if key in table:
                     w = 1.0
                     for a in range(3):
