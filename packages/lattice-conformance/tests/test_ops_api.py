@@ -232,3 +232,19 @@ def test_fill_values_are_checked_before_any_array_on_both(bad: object, error: ty
         with pytest.raises(error) as reindex:
             ops.sparse_reindex(None, None, fill=bad)
         assert str(reindex.value) == f"sparse_reindex: fill {want}"
+
+
+def test_signatures_show_each_runtimes_own_types() -> None:
+    """help() shows what a caller passes and gets: the runtime's classes, not bare names."""
+    import mlx.core as mx
+    import torch
+
+    for ops, sparse, dense in (
+        (mo, mlx_lattice.SparseTensor, mx.array),
+        (to, torch_lattice.SparseTensor, torch.Tensor),
+    ):
+        assert inspect.signature(ops.conv3d).return_annotation is sparse
+        assert inspect.signature(ops.pool3d).return_annotation is sparse
+        activation = inspect.signature(ops.activation)
+        assert activation.return_annotation is dense
+        assert activation.parameters["input"].annotation is dense

@@ -375,7 +375,7 @@ def implement(op: str, impl: Callable[..., R], note: str = "", around: Wrap | No
     ``Protocol`` (e.g. ``Conv3d[SparseTensor, ...]``).
     """
     decl = api_ops.DECLARATIONS[op]
-    signature = public_signature(op)
+    signature = _annotated(public_signature(op), impl)
     arrays = [p for p in signature.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
     names = tuple(p.name for p in arrays)
     defaults = tuple(p.default for p in arrays)
@@ -433,6 +433,33 @@ def implement(op: str, impl: Callable[..., R], note: str = "", around: Wrap | No
     renamed.__dict__.update(inner.__dict__)
     _publish(renamed, op, impl.__module__, call.__doc__ or "", signature)
     return renamed
+
+
+def _annotated(signature: inspect.Signature, impl: Callable[..., Any]) -> inspect.Signature:
+    """``signature`` with the runtime's own types where ``impl`` declares them.
+
+    The arrays, runtime keywords and result take ``impl``'s annotations
+    (``torch.Tensor``, ``SparseTensor``) unless they are ``Any``, so
+    ``help()`` shows the types a caller passes; if a hint cannot be resolved
+    at import time the signature stays unannotated.
+    """
+    try:
+        hints = typing.get_type_hints(impl)
+    except (NameError, TypeError):  # pragma: no cover - a name only under TYPE_CHECKING
+        return signature
+    own = [p for p in signature.parameters.values() if p.annotation is p.empty]
+    names = list(inspect.signature(impl).parameters)[:-1]  # impl's order is the same
+    types = dict(zip((p.name for p in own), names, strict=True))
+    params = [
+        p.replace(annotation=hints[types[p.name]])
+        if p.name in types and hints.get(types[p.name], Any) is not Any
+        else p
+        for p in signature.parameters.values()
+    ]
+    result = hints.get("return", Any)
+    return signature.replace(
+        parameters=params, return_annotation=signature.empty if result is Any else result
+    )
 
 
 _TRUSTED = "__lattice_trusted__"
