@@ -18,8 +18,9 @@ import mlx.core as mx
 import numpy as np
 from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
+from lattice_contract.options import int_triple
 from lattice_contract.shared_names import FeatureSpellings, given_features
-from lattice_contract.shared_sparse import active_count, sparse_stride
+from lattice_contract.shared_sparse import active_count
 
 from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
 
@@ -138,7 +139,7 @@ class SparseTensor(FeatureSpellings[mx.array]):
             raise sparse_errors.feats_dtype(f.dtype)
         if f.shape[0] != c.shape[0]:
             raise sparse_errors.row_mismatch(f.shape[0], c.shape[0])
-        st = sparse_stride(stride)
+        st = int_triple(stride, "stride", minimum=1)
         n = active_count(active_rows, c.shape[0], _read_active)
         if n != c.shape[0]:
             c = c[:n]

@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 from lattice_contract import sparse_errors
+from lattice_contract.options import int_triple
 from lattice_contract.shared_names import FeatureSpellings, given_features
-from lattice_contract.shared_sparse import active_count, sparse_stride
+from lattice_contract.shared_sparse import active_count
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
@@ -182,7 +183,7 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
                 f"coords are on {coords.device} but feats on {feats.device}; "
                 "move both to one device"
             )
-        triple = sparse_stride(stride)
+        triple = int_triple(stride, "stride", minimum=1)
         n = active_count(active_rows, int(coords.shape[0]), _read_active)
         if n != coords.shape[0]:
             coords = coords[:n]
