@@ -12,7 +12,7 @@ and never read.  :meth:`SparseTensor.trusted` skips the two expensive checks
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import mlx.core as mx
 import numpy as np
@@ -76,6 +76,28 @@ class SparseTensor(FeatureSpellings[mx.array]):
 
     __slots__ = ("_cache", "_coords", "_feats", "_stride")
 
+    # Two overloads: the features are required, as feats (second, or feats=)
+    # or as features=, so a type checker refuses SparseTensor(coords) as the
+    # constructor does at run time.
+    @overload
+    def __init__(
+        self,
+        coords: Any,
+        feats: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        coords: Any,
+        *,
+        features: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> None: ...
+
     def __init__(
         self,
         coords: Any,
@@ -86,6 +108,27 @@ class SparseTensor(FeatureSpellings[mx.array]):
         features: Any = None,
     ) -> None:
         self._init(coords, given_features(feats, features), stride, active_rows, trusted=False)
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: Any,
+        feats: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> SparseTensor: ...
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: Any,
+        *,
+        features: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> SparseTensor: ...
 
     @classmethod
     def trusted(

@@ -15,7 +15,7 @@ several layers to one support builds each kernel map once per forward pass.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import torch
 from lattice_contract import sparse_errors
@@ -124,6 +124,28 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
 
     __slots__ = ("_feats", "_support")
 
+    # Two overloads: the features are required, as feats (second, or feats=)
+    # or as features=, so a type checker refuses SparseTensor(coords) as the
+    # constructor does at run time.
+    @overload
+    def __init__(
+        self,
+        coords: torch.Tensor,
+        feats: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        coords: torch.Tensor,
+        *,
+        features: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> None: ...
+
     def __init__(
         self,
         coords: torch.Tensor,
@@ -137,6 +159,27 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
         support, checked = self._validate(coords, given, stride, active_rows, trusted=False)
         self._support = support
         self._feats = checked
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: torch.Tensor,
+        feats: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> SparseTensor: ...
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: torch.Tensor,
+        *,
+        features: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> SparseTensor: ...
 
     @classmethod
     def trusted(
