@@ -42,7 +42,7 @@ def _trainable(module: nn.LatticeModule) -> set[str]:
     """The dotted names of a module's trainable parameters."""
     from mlx.utils import tree_flatten
 
-    flat = tree_flatten(module.trainable_parameters())  # type: ignore[no-untyped-call]
+    flat = tree_flatten(module.trainable_parameters())
     assert isinstance(flat, list)
     return {key for key, _ in flat}
 

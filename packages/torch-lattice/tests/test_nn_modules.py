@@ -104,7 +104,7 @@ def test_unet_style_network_trains(device: str) -> None:
     for _ in range(15):
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(net(x), labels)
-        loss.backward()  # type: ignore[no-untyped-call]
+        loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
     assert losses[-1] < 0.7 * losses[0]
