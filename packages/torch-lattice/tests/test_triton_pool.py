@@ -46,8 +46,9 @@ def _input(
     coords[:, 0] = torch.randint(0, 2, (rows,), generator=g)
     coords = torch.unique(coords, dim=0).to(torch.int32)
     n = coords.shape[0]
-    if ties:  # small positive integers: many equal maxima per window (never 0, see below)
-        feats = torch.randint(1, 4, (n, channels), generator=g).float()
+    if ties:  # small integers, shifted down per channel: equal maxima above, at and below 0
+        low = torch.randint(-2, 2, (n, channels), generator=g)
+        feats = (low - torch.arange(channels)).float()
     else:
         feats = torch.randn(n, channels, generator=g)
     return SparseTensor(coords.to(DEVICE), feats.to(dtype).to(DEVICE))
@@ -137,8 +138,8 @@ def test_odd_even_and_strided_geometries(name: str, kw: dict[str, Any]) -> None:
 def test_max_gradient_is_split_evenly_among_ties(dtype: Any, name: str, kw: dict[str, Any]) -> None:
     """Windows whose maximum several inputs reach: each gets the gradient over the tie count.
 
-    (The values are positive: the reference's scatter_reduce also counts its
-    zero initial value as a tie when the maximum is exactly 0.)
+    The channels' maxima are mostly 1, 0, -1 and -2: a maximum of exactly 0
+    (the value an unreached output row takes) is a tie among inputs like any other.
     """
     _compare(name, _input(3, dtype, channels=4, ties=True), modes=("max",), **kw)
 
@@ -253,3 +254,21 @@ def test_global_pool_matches_the_reference(mode: str, dtype: Any) -> None:
     with schedule("triton"):
         torch.testing.assert_close(ops.global_pool(x, mode=mode), got)  # -1: largest index + 1
         assert ops.global_pool(empty, mode=mode).shape == (0, 3)
+
+
+def test_global_max_of_minus_infinity_is_not_an_empty_item() -> None:
+    """A batch item whose inputs are all -inf has maximum -inf; only an item without rows gives 0.
+
+    Item 0 has a channel of -inf inputs, item 1 no rows, item 2 only -inf inputs.
+    """
+    inf = float("inf")
+    coords = torch.tensor(
+        [[0, 0, 0, 0], [0, 1, 0, 0], [2, 0, 0, 0], [2, 0, 1, 0]], dtype=torch.int32, device=DEVICE
+    )
+    feats = torch.tensor([[2.0, -inf], [1.0, -inf], [-inf, -inf], [-inf, -inf]], device=DEVICE)
+    x = SparseTensor(coords, feats)
+    expected = torch.tensor([[2.0, -inf], [0.0, 0.0], [-inf, -inf]], device=DEVICE)
+    for how in ("tap_major", "triton"):
+        with schedule(how):
+            got = ops.global_pool(x, mode="max", batch_size=3)
+        torch.testing.assert_close(got, expected, msg=lambda m, how=how: f"{how}: {m}")
