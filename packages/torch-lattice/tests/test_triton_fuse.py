@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 import torch
@@ -44,7 +45,14 @@ TOLERANCES = {
 norm to the f32 sums and rounds once, the reference rounds the conv output first."""
 
 
-def _tol(dtype: torch.dtype) -> dict[str, float]:
+class Tol(TypedDict):
+    """The ``atol``/``rtol`` keywords of ``torch.testing.assert_close``."""
+
+    atol: float
+    rtol: float
+
+
+def _tol(dtype: torch.dtype) -> Tol:
     atol, rtol = TOLERANCES[dtype]
     return {"atol": atol, "rtol": rtol}
 
@@ -140,7 +148,9 @@ def test_training_and_autograd_run_the_modules_unchanged() -> None:
                 y = net(SparseTensor(x.coords, f))
                 y.feats.square().sum().backward()
             assert f.grad is not None
-            outs.append((y.feats.detach(), f.grad, [p.grad.clone() for p in net.parameters()]))
+            grads = [p.grad for p in net.parameters()]
+            assert all(g is not None for g in grads)
+            outs.append((y.feats.detach(), f.grad, [g.clone() for g in grads if g is not None]))
             net.zero_grad()
         (a, ga, pa), (b, gb, pb) = outs
         torch.testing.assert_close(a, b, atol=0, rtol=0)
@@ -189,6 +199,7 @@ def test_a_hooked_block_runs_its_modules(where: int) -> None:
     """A forward hook on the conv, batch norm or ReLU sees its own module's call."""
     x = _input(13, torch.float32)
     fused = fuse_conv_bn_relu(_block(14))
+    assert isinstance(fused, FusedSequential)
     with torch.no_grad(), schedule("tap_major"):
         ref = fused(x)
         conv_out = fused[0](x)

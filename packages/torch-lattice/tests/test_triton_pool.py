@@ -13,7 +13,8 @@ example of docs/semantics.md is checked value for value.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import pytest
 import torch
@@ -26,12 +27,21 @@ if importlib.util.find_spec("triton") is None:
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROWS = 4000 if DEVICE == "cuda" else 200
 EXTENT = 40 if DEVICE == "cuda" else 9
-TOL = {
+
+
+class Tol(TypedDict):
+    """The ``atol``/``rtol`` keywords of ``torch.testing.assert_close``."""
+
+    atol: float
+    rtol: float
+
+
+TOL: dict[torch.dtype, Tol] = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-5},
     torch.float16: {"atol": 2e-3, "rtol": 2e-3},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
 }
-GRAD_TOL = {
+GRAD_TOL: dict[torch.dtype, Tol] = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-5},
     torch.float16: {"atol": 1e-2, "rtol": 1e-2},
     torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
@@ -75,6 +85,11 @@ def _run(
     return results
 
 
+def _labelled(label: str) -> Callable[[str], str]:
+    """An ``assert_close`` message: its own, after ``label``."""
+    return lambda message: f"{label}: {message}"
+
+
 def _compare(name: str, x: SparseTensor, modes: tuple[str, ...] = MODES, **kw: Any) -> None:
     g = torch.Generator().manual_seed(99)
     grad = torch.randn(8 * x.num_rows, x.num_channels, generator=g).to(DEVICE)
@@ -83,11 +98,9 @@ def _compare(name: str, x: SparseTensor, modes: tuple[str, ...] = MODES, **kw: A
     for mode, ref, got in zip(modes, refs, gots, strict=True):
         assert torch.equal(got[0], ref[0]), f"{name} {mode} {kw}: rows or row order differ"
         assert got[1].dtype == x.dtype and got[2].dtype == x.dtype
+        torch.testing.assert_close(got[1], ref[1], **TOL[x.dtype], msg=_labelled(mode))
         torch.testing.assert_close(
-            got[1], ref[1], **TOL[x.dtype], msg=lambda m, mode=mode: f"{mode}: {m}"
-        )
-        torch.testing.assert_close(
-            got[2], ref[2], **GRAD_TOL[x.dtype], msg=lambda m, mode=mode: f"{mode} grad: {m}"
+            got[2], ref[2], **GRAD_TOL[x.dtype], msg=_labelled(f"{mode} grad")
         )
 
 
@@ -148,7 +161,7 @@ def test_the_worked_example_of_the_semantics() -> None:
     """docs/semantics.md: x = 0, 1, 3 with features 1, 2, 4 and K = 3, s = 2 (rows at 2o)."""
     coords = torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 3, 0, 0]], dtype=torch.int32)
     x = SparseTensor(coords.to(DEVICE), torch.tensor([[1.0], [2.0], [4.0]], device=DEVICE))
-    expected = {
+    expected: dict[tuple[str, int], dict[str, list[float]]] = {
         ("pool3d", 0): {"max": [2, 4], "avg": [1.5, 3], "sum": [3, 6]},
         ("full_pool3d", 1): {"max": [2, 4, 4], "avg": [1.5, 3, 4], "sum": [3, 6, 4]},
     }
@@ -245,7 +258,7 @@ def test_global_pool_matches_the_reference(mode: str, dtype: Any) -> None:
         results.append((out.detach(), feats.grad))
     (ref, ref_grad), (got, got_grad) = results
     assert got.shape == (4, 3) and got.dtype == dtype
-    tol = dict(TOL[dtype])
+    tol = TOL[dtype].copy()
     if mode == "sum" and dtype == torch.float32:  # thousands of rows summed in another order
         tol["atol"] = 1e-7 * float(x.feats.abs().sum())
     torch.testing.assert_close(got, ref, **tol)
@@ -271,4 +284,4 @@ def test_global_max_of_minus_infinity_is_not_an_empty_item() -> None:
     for how in ("tap_major", "triton"):
         with schedule(how):
             got = ops.global_pool(x, mode="max", batch_size=3)
-        torch.testing.assert_close(got, expected, msg=lambda m, how=how: f"{how}: {m}")
+        torch.testing.assert_close(got, expected, msg=_labelled(how))
