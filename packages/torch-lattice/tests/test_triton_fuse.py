@@ -194,6 +194,28 @@ def test_fused_model_exports_its_batch_norm_and_activation(tmp_path: Path) -> No
     torch.testing.assert_close(got.feats[pg], ref.feats[pr], **_tol(torch.float32))
 
 
+def test_a_global_forward_hook_sees_every_module() -> None:
+    """A hook registered for every module sees the batch norm and ReLU of a fused block run."""
+    x = _input(15, torch.float32)
+    fused = fuse_conv_bn_relu(_block(16))
+    with torch.no_grad(), schedule("tap_major"):
+        ref = fused(x)
+    seen: list[str] = []
+
+    def hook(module: torch.nn.Module, args: object, out: object) -> None:
+        seen.append(type(module).__name__)
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        with torch.no_grad(), schedule("triton"):
+            got = fused(x)
+    finally:
+        handle.remove()
+    assert {"SubmConv3d", "BatchNorm", "ReLU"} <= set(seen), seen
+    assert isinstance(got, SparseTensor)
+    torch.testing.assert_close(got.feats, ref.feats, **_tol(torch.float32))
+
+
 @pytest.mark.parametrize("where", [0, 1, 2])
 def test_a_hooked_block_runs_its_modules(where: int) -> None:
     """A forward hook on the conv, batch norm or ReLU sees its own module's call."""

@@ -25,9 +25,10 @@ another as before, which is also the oracle the tests compare against.
 Two more cases run the children one by one, because each must see every
 module's own call: an export (a tracer is active: the recorded graph must hold
 the batch norm and the activation, which the fused kernel would hide), and a
-block with a forward (pre-)hook on any of its modules (a hook on the batch
-norm or ReLU would silently stop running, and one on the conv would see the
-normalised output instead of the conv's).
+block with a forward (pre-)hook on any of its modules, or a global one
+(``torch.nn.modules.module.register_module_forward_hook``): a hook on the
+batch norm or ReLU would silently stop running, and one on the conv would see
+the normalised output instead of the conv's.
 
 The conv op itself is not changed: the container announces the epilogue in a
 context variable that :func:`torch_lattice.triton.conv.sparse_conv` takes
@@ -44,6 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+import torch.nn.modules.module as torch_module
 from lattice_contract.schema_types import ActivationKind
 
 from torch_lattice._trace import active_tracer
@@ -160,8 +162,13 @@ def _fusable(x: Any, block: list[torch.nn.Module]) -> bool:
 
 
 def _has_hooks(m: torch.nn.Module) -> bool:
-    """A forward or forward-pre hook registered on ``m`` itself (it must see ``m``'s call)."""
-    return bool(m._forward_hooks or m._forward_pre_hooks)
+    """A forward or forward-pre hook that must see ``m``'s call: on ``m`` or on every module."""
+    return bool(
+        m._forward_hooks
+        or m._forward_pre_hooks
+        or torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+    )
 
 
 def fuse_conv_bn_relu(model: torch.nn.Module) -> torch.nn.Module:
