@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import os
 import statistics
 import time
@@ -50,9 +51,9 @@ START = time.perf_counter()
 def cuda_time(fn: Callable[[], Any], repeat: int = 25, warmup: int = 3) -> float:
     """Median seconds of ``fn`` by CUDA events (after ``warmup`` untimed calls)."""
     if DEVICE == "cpu":  # the dry run checks that everything runs, not how fast
-        start = time.perf_counter()
+        began = time.perf_counter()
         fn()
-        return time.perf_counter() - start
+        return time.perf_counter() - began
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -116,7 +117,7 @@ def _ours(layer: Layer, x: SparseTensor, w: torch.Tensor, coarse: SparseTensor |
 def _indexed_conv(x: SparseTensor, w: torch.Tensor, k: int, s: int, p: int) -> SparseTensor:
     full = getattr(ops, "full_conv3d", None)  # the indexed relation's name once conv3d is centred
     if full is not None:
-        return full(x, w, kernel_size=k, stride=s, padding=p)  # type: ignore[no-any-return]
+        return full(x, w, kernel_size=k, stride=s, padding=p)
     return ops.conv3d(x, w, kernel_size=k, stride=s, padding=p)
 
 
@@ -304,7 +305,7 @@ def _bench_pool(
         fn = getattr(ops, pool.op)
         return fn(
             x, mode=pool.mode, kernel_size=pool.kernel, stride=pool.stride, padding=pool.padding
-        )  # type: ignore[no-any-return]
+        )
 
     x = SparseTensor.trusted(coords, feats)
     with torch.no_grad():
@@ -417,10 +418,11 @@ class OursUNet(torch.nn.Module):
 
         def block(x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
             seq = next(blocks)
+            assert isinstance(seq, torch.nn.Sequential)
             if target is None:
-                return seq(x)  # type: ignore[no-any-return]
+                return seq(x)
             conv, bn, relu = seq
-            return relu(bn(conv(x, target)))  # type: ignore[no-any-return]
+            return relu(bn(conv(x, target)))
 
         x = block(block(x))
         for _ in DOWN:
@@ -453,8 +455,11 @@ def peer_unet(lib: ModuleType, ours: OursUNet) -> torch.nn.Module:
                 else:
                     level = levels.pop()
                     m = lib.SparseInverseConv3d(c_in, c_out, 2, indice_key=f"d{level}", bias=False)
+                assert isinstance(seq, torch.nn.Sequential)
+                weight = seq[0].weight
+                assert isinstance(weight, torch.Tensor)
                 with torch.no_grad():
-                    m.weight.copy_(seq[0].weight.detach().reshape(m.weight.shape))
+                    m.weight.copy_(weight.detach().reshape(m.weight.shape))
                 self.convs.append(m)
             self.bn = torch.nn.ModuleList(torch.nn.BatchNorm1d(p[2]) for p in ours.plan)
             self.head = torch.nn.Linear(ours.head.in_features, CLASSES)
@@ -492,6 +497,13 @@ products as three TF32 products (about f32's accuracy; the peers stay in plain f
 TF32 on in both; f16 autocast in both."""
 
 
+def _peer_tensor(
+    lib: ModuleType, feats: torch.Tensor, *, coords: torch.Tensor, shape: list[int]
+) -> Any:
+    """A peer library's sparse tensor of batch size 1 over ``coords``."""
+    return lib.SparseConvTensor(feats, coords, shape, 1)
+
+
 def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -> dict[str, float]:
     """Forward (f16, eval, no grad) and training steps (SGD) of each library's MinkUNet.
 
@@ -510,7 +522,7 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
         lib = PEERS[name]
         nets[name] = (
             peer_unet(lib, ours).to(DEVICE),
-            lambda f, lib=lib: lib.SparseConvTensor(f, coords, shape, 1),
+            functools.partial(_peer_tensor, lib, coords=coords, shape=shape),
         )
     result: dict[str, float] = {}
     for name, (net, wrap) in nets.items():
@@ -593,7 +605,7 @@ def _bench_net(
         _tf32(setting == "tf32")
         set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
         try:
-            t = cuda_time(lambda s=setting: step(s == "amp"), 10)
+            t = cuda_time(functools.partial(step, setting == "amp"), 10)
             _record(result, f"{name} train {setting}", t)
             if name == "ours" and BREAKDOWN and setting in ("f32", "tf32x3"):
                 from profile_cuda import breakdown  # this folder, on the path as the script's

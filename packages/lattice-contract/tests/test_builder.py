@@ -644,7 +644,7 @@ def test_builder_surface_has_no_ops_outside_the_schema():
 
 def test_unknown_method_suggests_the_op():
     with pytest.raises(AttributeError, match="did you mean 'conv3d'"):
-        MLIRModuleBuilder().conv3D  # noqa: B018
+        MLIRModuleBuilder().conv3D  # type: ignore[attr-defined]  # noqa: B018  (deliberate typo)
 
 
 def test_emit_by_any_spelling_and_rejects_unknown_ops():
@@ -841,7 +841,7 @@ def test_string_and_symbol_spelling():
 # Validation, one rule at a time.
 
 
-def _ctx():
+def _ctx() -> tuple[MLIRModuleBuilder, Value, Value]:
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=4, dtype="f32")
     w = conv_weight(b, "w", 8, (3, 3, 3), 4)
@@ -859,14 +859,15 @@ def _err(fn: Callable[[], object], *fragments: str) -> str:
 
 def test_unknown_keyword_names_the_op_and_suggests():
     b, x, w = _ctx()
+    # deliberate: a misspelt and a foreign keyword (mypy says so too)
     _err(
-        lambda: b.conv3d(input=x, weight=w, kernel_size=3, strid=2),
+        lambda: b.conv3d(input=x, weight=w, kernel_size=3, strid=2),  # type: ignore[arg-type]
         "lattice.conv3d",
         "'strid'",
         "did you mean 'stride'",
     )
     _err(
-        lambda: b.subm_conv3d(input=x, weight=w, kernel_size=3, stride=2),
+        lambda: b.subm_conv3d(input=x, weight=w, kernel_size=3, stride=2),  # type: ignore[arg-type]
         "lattice.subm_conv3d",
         "unexpected keyword 'stride'",
         "kernel_size, dilation",
@@ -930,15 +931,17 @@ def test_int_float_and_enum_attributes():
         "> 0.0",
     )
     _err(lambda: b.global_pool(input=x, mode="max", batch_size=True), "'batch_size'", "an int")
-    _err(lambda: b.global_pool(input=x, mode="max", batch_size=2.0), "'batch_size'")
+    # deliberate: wrong-typed batch_size / mode (mypy says so too)
+    _err(lambda: b.global_pool(input=x, mode="max", batch_size=2.0), "'batch_size'")  # type: ignore[arg-type]
     _err(lambda: b.pool3d(input=x, mode="median", kernel_size=2), "'mode'", "'max', 'avg', 'sum'")
-    _err(lambda: b.pool3d(input=x, mode=Join.inner, kernel_size=2), "'mode'", "wrong enum")
-    _err(lambda: b.pool3d(input=x, mode=3, kernel_size=2), "'mode'")
+    _err(lambda: b.pool3d(input=x, mode=Join.inner, kernel_size=2), "'mode'", "wrong enum")  # type: ignore[arg-type]
+    _err(lambda: b.pool3d(input=x, mode=3, kernel_size=2), "'mode'")  # type: ignore[arg-type]
     _err(lambda: b.rms_norm(input=f, scale=scale, eps=0.0), "lattice.rms_norm", "> 0")
     _err(lambda: b.rms_norm(input=f, scale=scale, eps=-1), "'eps'")
     _err(lambda: b.rms_norm(input=f, scale=scale, eps=math.nan), "'eps'", "finite")
     _err(lambda: b.rms_norm(input=f, scale=scale, eps=1e39), "'eps'", "f32 range")
-    _err(lambda: b.rms_norm(input=f, scale=scale, eps="1"), "'eps'", "a float")
+    # deliberate: eps as a string (mypy says so too)
+    _err(lambda: b.rms_norm(input=f, scale=scale, eps="1"), "'eps'", "a float")  # type: ignore[arg-type]
     _err(lambda: b.rms_norm(input=f, scale=scale, eps=1e-50), "'eps'", "> 0")
     _err(lambda: b.call(inputs=[f], callee=""), "'callee'", "non-empty")
     assert b.pool3d(input=x, mode=PoolMode.sum, kernel_size=2, stride=2).type.stride == (2, 2, 2)
@@ -948,7 +951,8 @@ def test_operands_must_be_values_of_this_builder_with_the_right_type():
     b, x, w = _ctx()
     other = MLIRModuleBuilder()
     y = other.add_sparse_input("y", channels=4, dtype="f32")
-    _err(lambda: b.conv3d(input="x", weight=w, kernel_size=3), "'input'", "must be a Value")
+    # deliberate: a name where the Value belongs (mypy says so too)
+    _err(lambda: b.conv3d(input="x", weight=w, kernel_size=3), "'input'", "must be a Value")  # type: ignore[arg-type]
     _err(lambda: b.conv3d(input=y, weight=w, kernel_size=3), "another MLIRModuleBuilder")
     lin = b.weight(storage_key="lin", layout="linear_o_i", dtype="f32", shape=(8, 4))
     _err(
@@ -961,8 +965,9 @@ def test_operands_must_be_values_of_this_builder_with_the_right_type():
     _err(lambda: b.conv3d(input=x, weight=w, bias=w, kernel_size=3), "'bias'", "bias_c")
     _err(lambda: b.activation(input=x, kind="relu"), "lattice.activation", "rank-2 float tensor")
     _err(lambda: b.sparse_decompose(input=w), "'input'", "sparse value")
-    _err(lambda: b.call(inputs=f"{x}", callee="argmax"), "'inputs'")
-    _err(lambda: b.call(inputs=x, callee="argmax"), "'inputs'", "sequence of Values")
+    # deliberate: inputs given as a string and as one Value (mypy says so too)
+    _err(lambda: b.call(inputs=f"{x}", callee="argmax"), "'inputs'")  # type: ignore[arg-type]
+    _err(lambda: b.call(inputs=x, callee="argmax"), "'inputs'", "sequence of Values")  # type: ignore[arg-type]
     c = b.add_input("coords", "tensor<?x3xi32>")
     f = b.add_input("feats", "tensor<?x?xf32>")
     a = b.add_input("act", "tensor<1xi32>")
@@ -1071,12 +1076,13 @@ def test_generative_transpose_requires_plain_geometry():
     x = b.add_sparse_input("x", channels=4, dtype="f32", stride=2)
     w = conv_weight(b, "w", 4, (2, 2, 2), 4)
     _err(
-        lambda: b.generative_conv_transpose3d(input=x, weight=w, kernel_size=2, padding=1),
+        # deliberate: padding/dilation are not keywords of this op (mypy says so too)
+        lambda: b.generative_conv_transpose3d(input=x, weight=w, kernel_size=2, padding=1),  # type: ignore[arg-type]
         "'padding'",
         "conv_transpose3d",
     )
     _err(
-        lambda: b.generative_conv_transpose3d(input=x, weight=w, kernel_size=2, dilation=2),
+        lambda: b.generative_conv_transpose3d(input=x, weight=w, kernel_size=2, dilation=2),  # type: ignore[arg-type]
         "'dilation'",
     )
 
@@ -1222,7 +1228,8 @@ def test_abi_validation():
     _err(lambda: tensor_type((-2,), "f32"), "dimension")
     w = conv_weight(b, "w", 4, (1, 1, 1), 4)
     _err(lambda: b.add_output("w", w), "add_output", "weight")
-    _err(lambda: b.add_output("x", "x"), "add_output", "must be a Value")
+    # deliberate: a name where the Value belongs
+    _err(lambda: b.add_output("x", "x"), "add_output", "must be a Value")  # type: ignore[arg-type]
     other = MLIRModuleBuilder()
     _err(
         lambda: b.add_output("o", other.add_input("f", "tensor<?xf32>")),
@@ -1477,6 +1484,7 @@ def test_builder_values_carry_the_plans_one_type_model() -> None:
     x = b.add_sparse_input("x", channels=4, dtype="f32", stride=2)
     w = b.weight(storage_key="w", layout="conv3d_o_xyz_i", dtype="f32", shape=(8, 3, 3, 3, 4))
     y = b.emit("subm_conv3d", input=x, weight=w, kernel_size=3)
+    assert isinstance(y, Value)  # one result
     coords, feats, _ = b.sparse_decompose(input=y)
     b.add_output("f", feats)
     plan = RuntimePlan.from_native(require_native().import_plan(b.build()))

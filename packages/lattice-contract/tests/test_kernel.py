@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -115,8 +116,14 @@ def test_as_triple():
     assert as_triple(2) == (2, 2, 2)
     assert as_triple([1, 2, 3]) == (1, 2, 3)
     assert as_triple(range(3)) == (0, 1, 2)
+    # NumPy integers count as ints (a size read from an array); the result is plain ints.
+    wide = as_triple(np.int64(2))  # type: ignore[arg-type]  # deliberate: a NumPy scalar
+    assert wide == (2, 2, 2) and all(type(v) is int for v in wide)
+    assert as_triple(np.array([1, 2, 3], dtype=np.int32)) == (1, 2, 3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="bool"):
         as_triple(True)
+    with pytest.raises(ValueError, match="three ints"):
+        as_triple((1, np.bool_(True), 3))  # type: ignore[arg-type]
     for bad in ((1, 2), (1, 2, 3, 4), (1.0, 2, 3), (1, True, 3), "abc"):
         with pytest.raises(ValueError, match="three ints"):
             as_triple(bad)  # type: ignore[arg-type]

@@ -95,12 +95,24 @@ def _rename_op(name: str) -> Callable[[Payload], None]:
     return mutate
 
 
-def _conv_operands(fn: Callable[[list[str], list[str]], None]) -> Callable[[Payload], None]:
+def _conv_operands(fn: Callable[[list[str], list[str]], object]) -> Callable[[Payload], None]:
     def mutate(p: Payload) -> None:
         op = _op(p, "lattice.conv3d")
         fn(op["operands"], op["operand_types"])
 
     return mutate
+
+
+def _repeat_first_operand(operands: list[str], types: list[str]) -> None:
+    """One operand too many: the first again, with its type."""
+    operands.append(operands[0])
+    types.append(types[0])
+
+
+def _no_returns(p: Payload) -> None:
+    """A function that returns nothing (no return values, no outputs)."""
+    p["returns"] = []
+    p["outputs"] = []
 
 
 def _drop_op(name: str) -> Callable[[Payload], None]:
@@ -149,7 +161,7 @@ def _output_role_vs_type(p: Payload) -> None:
     p["outputs"][0]["role"] = "tensor"
 
 
-CASES: list[tuple[str, Callable[[Payload], None], str]] = [
+CASES: list[tuple[str, Callable[[Payload], object], str]] = [
     # module-level contract
     ("ir_version missing", _set("ir_version", _DELETE), "lacks 'ir_version'"),
     ("ir_version 1", _set("ir_version", 1), r"ir_version is 1; .*only version 2"),
@@ -175,7 +187,7 @@ CASES: list[tuple[str, Callable[[Payload], None], str]] = [
     ),
     (
         "too many operands",
-        _conv_operands(lambda o, t: (o.append(o[0]), t.append(t[0]))),
+        _conv_operands(_repeat_first_operand),
         r"has 4 operand\(s\)",
     ),
     ("operand types length", _conv_operands(lambda o, t: t.pop()), "lists 2 operand type"),
@@ -204,11 +216,7 @@ CASES: list[tuple[str, Callable[[Payload], None], str]] = [
     ("result reuses arg label", _result_is_arg, r"redefines value label 'arg1'"),
     ("operand type drift", _type_mismatch, r"uses 'v0' as .* but it was defined as"),
     ("undefined return", _set("returns", ["v77"]), r"return value 'v77' is not defined"),
-    (
-        "no returns",
-        lambda p: (p.__setitem__("returns", []), p.__setitem__("outputs", [])),
-        "returns nothing",
-    ),
+    ("no returns", _no_returns, "returns nothing"),
     # ABI
     ("bad input role", _set("args.0.role", "coords"), r"role 'coords'"),
     ("roles out of order", _swap_roles, r"three consecutive arguments|roles"),
@@ -236,7 +244,7 @@ CASES: list[tuple[str, Callable[[Payload], None], str]] = [
 
 @pytest.mark.parametrize(("mutate", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_corrupted_payload_is_rejected(
-    conv: Payload, mutate: Callable[[Payload], None], message: str
+    conv: Payload, mutate: Callable[[Payload], object], message: str
 ) -> None:
     RuntimePlan.from_native(conv)  # the uncorrupted payload is valid
     mutate(conv)

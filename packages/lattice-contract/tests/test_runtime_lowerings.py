@@ -10,7 +10,8 @@ runtime installed.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from collections.abc import Callable
+from types import MethodType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -54,11 +55,16 @@ def _numpy_ops(without: str | None = None) -> SimpleNamespace:
     def unused(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("not exercised here")
 
-    ops = {name: unused for name in RUNTIME_OP_NAMES if name != without}
+    def linear(x: Any, w: Any, b: Any = None) -> Any:
+        return x @ w.T + (0 if b is None else b)
+
+    ops: dict[str, Callable[..., Any]] = {
+        name: unused for name in RUNTIME_OP_NAMES if name != without
+    }
     if without != "softmax":
         ops["softmax"] = _softmax
     if without != "linear":
-        ops["linear"] = lambda x, w, b=None: x @ w.T + (0 if b is None else b)
+        ops["linear"] = linear
     return SimpleNamespace(**ops)
 
 
@@ -68,7 +74,7 @@ def _adapter(without: str | None = None) -> RuntimeAdapter:
         sparse_type = NumpySparse
         array_type = np.ndarray
         packed_type = tuple
-        ops = _numpy_ops(without)  # type: ignore[assignment]
+        ops = _numpy_ops(without)
 
         def argmax_rows(self, x: Any) -> Any:
             return np.argmax(x, axis=1).astype(np.int32)
@@ -93,8 +99,9 @@ def test_the_table_lowers_every_schema_op_once() -> None:
     assert registry.implemented_primitives == frozenset(SCHEMA.primitives)
     for definition in SCHEMA.ops.values():
         function = registry.lowering(definition).function
-        assert function.__self__.adapter is not None
-        assert isinstance(function.__self__, StandardLowerings)
+        assert isinstance(function, MethodType)  # a bound method of the lowerings object
+        owner = function.__self__
+        assert isinstance(owner, StandardLowerings) and owner.adapter is not None
 
 
 def test_needs_are_protocol_members_and_cover_it() -> None:

@@ -42,7 +42,7 @@ def _trainable(module: nn.LatticeModule) -> set[str]:
     """The dotted names of a module's trainable parameters."""
     from mlx.utils import tree_flatten
 
-    flat = tree_flatten(module.trainable_parameters())  # type: ignore[no-untyped-call]
+    flat = tree_flatten(module.trainable_parameters())
     assert isinstance(flat, list)
     return {key for key, _ in flat}
 
@@ -280,6 +280,10 @@ def test_activation_modules(module: nn.Activation, kind: str, params: dict[str, 
         (lambda: nn.Conv3d(4, -1, 3), ValueError, "out_channels"),
         (lambda: nn.Conv3d(4, 4, (3, 3)), ValueError, "kernel_size"),
         (lambda: nn.GlobalPool("median"), ValueError, "'max'"),
+        (lambda: nn.RMSNorm(8, eps=0), ValueError, r"^RMSNorm: eps must be a positive finite"),
+        (lambda: nn.LayerNorm(8, eps=-1), ValueError, r"^LayerNorm: eps must be a positive"),
+        (lambda: nn.BatchNorm(8, eps=float("nan")), ValueError, r"^BatchNorm: eps must be"),
+        (lambda: nn.BatchNorm(8, eps="1e-5"), TypeError, "BatchNorm: eps"),  # type: ignore[arg-type]
         (lambda: nn.Sequential(nn.ReLU(), "relu"), TypeError, "item 1"),  # type: ignore[arg-type]
         (lambda: nn.Sequential(nn.ReLU())[3], IndexError, "out of range"),
         (lambda: nn.Conv3d(4, 4, 3)(sparse(0, 5)), ValueError, "C_in"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lattice_contract.geometry import CoordinateSpanError
 from mlx_lattice import SparseTensor, canonical_order, inverse_permutation, ops
+from mypy_snippet import flagged_lines
 
 GOOD = np.array([[0, 0, 0, 0], [0, 2, 4, 6], [1, 2, 2, 2]], dtype=np.int32)
 
@@ -36,6 +38,15 @@ def test_valid_tensor_attributes() -> None:
     assert SparseTensor(GOOD, np.ones((3, 1), np.float32)).num_rows == 3  # NumPy accepted
 
 
+def test_numpy_integer_stride_is_an_int_for_the_value_and_the_ops() -> None:
+    """A stride read from an array is accepted by SparseTensor and by the ops alike."""
+    two: Any = np.int64(2)  # deliberate: a NumPy integer where the annotations say int
+    x = SparseTensor(coords(), feats(), stride=two)
+    assert x.stride == (2, 2, 2) and all(type(v) is int for v in x.stride)
+    y = ops.pool3d(x, mode="max", kernel_size=two, stride=two)
+    assert y.stride == (4, 4, 4)
+
+
 def test_active_prefix_is_kept_and_padding_never_read() -> None:
     padded = np.concatenate([GOOD, [[-5, 1, 1, 1], [0, 0, 0, 0]]]).astype(np.int32)
     x = SparseTensor(coords(padded), feats(5), stride=2, active_rows=3)
@@ -57,10 +68,11 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("feats integer", {"feats": mx.ones((3, 2), dtype=mx.int32)}, TypeError, "float16, bfloat16"),
     ("feats float64", {"feats": np.ones((3, 2))}, TypeError, "float64 NumPy array"),
     ("row mismatch", {"feats": feats(4)}, ValueError, "feats has 4 rows but coords has 3"),
-    ("stride zero", {"stride": 0}, ValueError, "positive"),
-    ("stride negative", {"stride": (1, -2, 1)}, ValueError, "positive"),
-    ("stride two values", {"stride": (1, 2)}, ValueError, "three positive ints"),
-    ("stride bool", {"stride": True}, TypeError, "positive int"),
+    ("stride zero", {"stride": 0}, ValueError, "stride must be >= 1 on every axis"),
+    ("stride negative", {"stride": (1, -2, 1)}, ValueError, ">= 1 on every axis, got (1, -2, 1)"),
+    ("stride two values", {"stride": (1, 2)}, ValueError, "stride must be an int or three ints"),
+    ("stride bool", {"stride": True}, TypeError, "stride must be an int or three ints"),
+    ("stride float", {"stride": 1.5}, TypeError, "stride must be an int or three ints"),
     ("active > N", {"active_rows": 4}, ValueError, "active_rows is 4 but only 3"),
     ("active < 0", {"active_rows": -1}, ValueError, "negative"),
     ("active int64", {"active_rows": mx.array([2], mx.int64)}, TypeError, "int32"),
@@ -169,3 +181,23 @@ def test_canonical_tensor_and_small_example() -> None:
     assert np.asarray(x.feats)[:, 0].tolist() == [3, 2, 1, 0, 4]
     with pytest.raises(ValueError, match="one-dimensional"):
         inverse_permutation(mx.zeros((2, 2), dtype=mx.int32))
+
+
+def test_mypy_requires_the_features_in_one_of_their_spellings(tmp_path: Path) -> None:
+    """The constructors' overloads: feats or features= type-checks, neither is a type error.
+
+    (torch_lattice.SparseTensor has the same overloads; checking it would
+    type-check all of torch, which takes far longer.)
+    """
+    flagged, report = flagged_lines(
+        tmp_path,
+        "import mlx.core as mx\n"
+        "from mlx_lattice import SparseTensor\n"
+        "c, f = mx.zeros((1, 4), dtype=mx.int32), mx.zeros((1, 2))\n"
+        "a = SparseTensor(c, f, 2)\n"
+        "b = SparseTensor(c, feats=f, stride=2)\n"
+        "d = SparseTensor.trusted(c, features=f, active_rows=1)\n"
+        "e = SparseTensor(c)\n"
+        "g = SparseTensor.trusted(c, stride=2)\n",
+    )
+    assert flagged == {7, 8} and report.count("[call-overload]") == 2, report

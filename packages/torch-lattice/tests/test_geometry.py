@@ -21,7 +21,7 @@ from torch_lattice.occupancy import OccupancyHierarchy, candidate_children, occu
 
 
 def hierarchy(coords: torch.Tensor, levels: int) -> OccupancyHierarchy:
-    """``occupancy_hierarchy``, as torch's own class (its declared type is the shared base)."""
+    """``occupancy_hierarchy``, checked to be torch's own class at run time as it is typed."""
     h = occupancy_hierarchy(coords, levels)
     assert isinstance(h, OccupancyHierarchy), type(h)
     return h
@@ -108,7 +108,8 @@ def test_training_lowers_the_rate() -> None:
     torch.manual_seed(0)
     xy = torch.cartesian_prod(torch.arange(16), torch.arange(16))
     plane = torch.cat([torch.zeros(256, 1), xy, (xy[:, :1] + xy[:, 1:]) // 3], dim=1)
-    parents, children = stacked_level_inputs([hierarchy(plane.int(), 5)])
+    # Typed as torch's class, the result goes straight to the geometry helpers (mypy checks it).
+    parents, children = stacked_level_inputs([occupancy_hierarchy(plane.int(), 5)])
     m = GeometryModel(8, 1)
     opt = torch.optim.Adam(m.parameters(), lr=2e-2)
     losses = []

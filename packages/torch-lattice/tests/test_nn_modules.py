@@ -104,7 +104,7 @@ def test_unet_style_network_trains(device: str) -> None:
     for _ in range(15):
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(net(x), labels)
-        loss.backward()  # type: ignore[no-untyped-call]
+        loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
     assert losses[-1] < 0.7 * losses[0]
@@ -135,3 +135,19 @@ def test_pool_and_point_modules() -> None:
     torch.testing.assert_close(add.feats, 2 * vox.feats)
     with pytest.raises(ValueError, match="in_channels"):
         nn.SubmConv3d(0, 4, 3)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: nn.RMSNorm(8, eps=0), ValueError, r"^RMSNorm: eps must be a positive finite"),
+        (lambda: nn.LayerNorm(8, eps=-1), ValueError, r"^LayerNorm: eps must be a positive"),
+        (lambda: nn.BatchNorm(8, eps=0.0), ValueError, r"^BatchNorm: eps must be a positive"),
+        (lambda: nn.BatchNorm(8, eps=float("inf")), ValueError, r"^BatchNorm: eps must be"),
+        (lambda: nn.LayerNorm(8, eps=None), TypeError, "LayerNorm: eps"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_norms_eps_is_checked_at_construction(make, error, match) -> None:
+    """A bad ``eps`` fails where the module is built, in the contract's words, not at forward."""
+    with pytest.raises(error, match=match):
+        make()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 import torch
 from torch_lattice import SparseTensor, canonical_order, inverse_permutation
@@ -24,6 +27,8 @@ def test_valid_value_and_attributes() -> None:
     assert x.dtype == torch.float32 and x.batch_size == 2
     y = x.with_feats(torch.zeros(3, 7))
     assert y.support is x.support and y.num_channels == 7
+    wide: Any = np.int64(2)  # deliberate: a NumPy integer where the annotation says int
+    assert SparseTensor(coords, feats, stride=wide).stride == (2, 2, 2)  # as the ops accept it
 
 
 def test_active_rows_keeps_prefix_only() -> None:
@@ -68,6 +73,8 @@ def test_active_rows_keeps_prefix_only() -> None:
         ),
         (lambda c, f, kw: (c, f, {**kw, "stride": 0}), ValueError, "stride"),
         (lambda c, f, kw: (c, f, {**kw, "stride": (1, 2)}), ValueError, "stride"),
+        (lambda c, f, kw: (c, f, {**kw, "stride": (2, 0, 2)}), ValueError, ">= 1 on every axis"),
+        (lambda c, f, kw: (c, f, {**kw, "stride": True}), TypeError, "an int or three ints"),
     ],
 )
 def test_bad_inputs_are_rejected_with_clear_errors(mutate, error, match) -> None:

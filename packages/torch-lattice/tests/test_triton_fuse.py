@@ -9,10 +9,14 @@ small inputs; with CUDA the same tests run on the GPU at full size.
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
+from typing import TypedDict
 
 import pytest
 import torch
-from torch_lattice import SparseTensor, nn, ops
+from torch_lattice import SparseTensor, canonical_order, nn, ops
+from torch_lattice.artifact import load_lattice_program
+from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.ops.conv import schedule
 from torch_lattice.ops.reference import random_sparse
 
@@ -41,7 +45,14 @@ TOLERANCES = {
 norm to the f32 sums and rounds once, the reference rounds the conv output first."""
 
 
-def _tol(dtype: torch.dtype) -> dict[str, float]:
+class Tol(TypedDict):
+    """The ``atol``/``rtol`` keywords of ``torch.testing.assert_close``."""
+
+    atol: float
+    rtol: float
+
+
+def _tol(dtype: torch.dtype) -> Tol:
     atol, rtol = TOLERANCES[dtype]
     return {"atol": atol, "rtol": rtol}
 
@@ -137,7 +148,9 @@ def test_training_and_autograd_run_the_modules_unchanged() -> None:
                 y = net(SparseTensor(x.coords, f))
                 y.feats.square().sum().backward()
             assert f.grad is not None
-            outs.append((y.feats.detach(), f.grad, [p.grad.clone() for p in net.parameters()]))
+            grads = [p.grad for p in net.parameters()]
+            assert all(g is not None for g in grads)
+            outs.append((y.feats.detach(), f.grad, [g.clone() for g in grads if g is not None]))
             net.zero_grad()
         (a, ga, pa), (b, gb, pb) = outs
         torch.testing.assert_close(a, b, atol=0, rtol=0)
@@ -145,6 +158,86 @@ def test_training_and_autograd_run_the_modules_unchanged() -> None:
         for u, v in zip(pa, pb, strict=True):
             torch.testing.assert_close(u, v, atol=0, rtol=0)
     assert fused.training is False
+
+
+def _block(seed: int) -> nn.Sequential:
+    """One subm conv -> BatchNorm -> ReLU block, eval, statistics far from the identity."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.SubmConv3d(C_IN, C_MID, 3), nn.BatchNorm(C_MID), nn.ReLU())
+    bn = model[1]
+    assert isinstance(bn, nn.BatchNorm)
+    _randomise(bn, torch.Generator().manual_seed(seed))
+    return model.to(DEVICE).eval()
+
+
+def test_fused_model_exports_its_batch_norm_and_activation(tmp_path: Path) -> None:
+    """Under an export the blocks run module by module: the graph records every op.
+
+    The reloaded artifact is compared with the unfused model on the reference
+    path (an oracle independent of the Triton kernels and of the exporter's
+    own self-check).
+    """
+    x = _input(11, torch.float32)
+    fused = fuse_conv_bn_relu(_block(12))
+    assert isinstance(fused, FusedSequential)
+    with torch.no_grad(), schedule("tap_major"):
+        ref = fused(x)
+    with schedule("triton"):
+        report = save_lattice_model_artifact(fused, x, tmp_path / "fused.lattice")
+    assert all(c.passed for c in report.checks)
+    assert {"lattice.subm_conv3d", "lattice.batch_norm", "lattice.activation"} <= set(report.ops)
+    assert "lattice.batch_norm" in report.graph and "lattice.activation" in report.graph
+    got = load_lattice_program(tmp_path / "fused.lattice", device=DEVICE)(x)
+    assert isinstance(got, SparseTensor)
+    pg, pr = canonical_order(got.coords), canonical_order(ref.coords)
+    assert torch.equal(got.coords[pg].cpu(), ref.coords[pr].cpu())
+    torch.testing.assert_close(got.feats[pg], ref.feats[pr], **_tol(torch.float32))
+
+
+def test_a_global_forward_hook_sees_every_module() -> None:
+    """A hook registered for every module sees the batch norm and ReLU of a fused block run."""
+    x = _input(15, torch.float32)
+    fused = fuse_conv_bn_relu(_block(16))
+    with torch.no_grad(), schedule("tap_major"):
+        ref = fused(x)
+    seen: list[str] = []
+
+    def hook(module: torch.nn.Module, args: object, out: object) -> None:
+        seen.append(type(module).__name__)
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        with torch.no_grad(), schedule("triton"):
+            got = fused(x)
+    finally:
+        handle.remove()
+    assert {"SubmConv3d", "BatchNorm", "ReLU"} <= set(seen), seen
+    assert isinstance(got, SparseTensor)
+    torch.testing.assert_close(got.feats, ref.feats, **_tol(torch.float32))
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_hooked_block_runs_its_modules(where: int) -> None:
+    """A forward hook on the conv, batch norm or ReLU sees its own module's call."""
+    x = _input(13, torch.float32)
+    fused = fuse_conv_bn_relu(_block(14))
+    assert isinstance(fused, FusedSequential)
+    with torch.no_grad(), schedule("tap_major"):
+        ref = fused(x)
+        conv_out = fused[0](x)
+    seen: list[SparseTensor] = []
+
+    def hook(module: torch.nn.Module, args: object, out: SparseTensor) -> None:
+        seen.append(out)
+
+    handle = fused[where].register_forward_hook(hook)
+    with torch.no_grad(), schedule("triton"):
+        got = fused(x)
+    handle.remove()
+    assert len(seen) == 1, "the hooked module did not run"
+    torch.testing.assert_close(got.feats, ref.feats, **_tol(torch.float32))
+    if where == 0:  # the conv's hook sees the conv output, not the normalised one
+        torch.testing.assert_close(seen[0].feats, conv_out.feats, **_tol(torch.float32))
 
 
 def test_fusion_finds_nested_sequentials_and_leaves_others() -> None:

@@ -1,8 +1,8 @@
 """The Triton path's device-built maps at the edges: int32 limits and supports too wide to pack.
 
 The int32 cases are the contract's own table (``lattice-conformance``'s
-``test_coord_range.py``: an exact Python-integer reference per case), run
-here with ``schedule("triton")``: every output coordinate that leaves int32
+``coord_range_cases.py``, plain Python with an exact integer reference per
+case, so it loads on machines without MLX), run here with ``schedule("triton")``: every output coordinate that leaves int32
 raises ``Int32CoordinateError`` naming the op, the axis and an input row
 that produces it; every case in range matches the reference exactly.  Wide
 supports (an output bounding box beyond 2^62 cells, which no int64 key can
@@ -27,7 +27,7 @@ if importlib.util.find_spec("triton") is None:
     pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-_TABLE = Path(__file__).resolve().parents[2] / "lattice-conformance/tests/test_coord_range.py"
+_TABLE = Path(__file__).resolve().parents[2] / "lattice-conformance/tests/coord_range_cases.py"
 
 
 def _table() -> ModuleType:

@@ -13,7 +13,8 @@ example of docs/semantics.md is checked value for value.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import pytest
 import torch
@@ -26,12 +27,21 @@ if importlib.util.find_spec("triton") is None:
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROWS = 4000 if DEVICE == "cuda" else 200
 EXTENT = 40 if DEVICE == "cuda" else 9
-TOL = {
+
+
+class Tol(TypedDict):
+    """The ``atol``/``rtol`` keywords of ``torch.testing.assert_close``."""
+
+    atol: float
+    rtol: float
+
+
+TOL: dict[torch.dtype, Tol] = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-5},
     torch.float16: {"atol": 2e-3, "rtol": 2e-3},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
 }
-GRAD_TOL = {
+GRAD_TOL: dict[torch.dtype, Tol] = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-5},
     torch.float16: {"atol": 1e-2, "rtol": 1e-2},
     torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
@@ -46,8 +56,9 @@ def _input(
     coords[:, 0] = torch.randint(0, 2, (rows,), generator=g)
     coords = torch.unique(coords, dim=0).to(torch.int32)
     n = coords.shape[0]
-    if ties:  # small positive integers: many equal maxima per window (never 0, see below)
-        feats = torch.randint(1, 4, (n, channels), generator=g).float()
+    if ties:  # small integers, shifted down per channel: equal maxima above, at and below 0
+        low = torch.randint(-2, 2, (n, channels), generator=g)
+        feats = (low - torch.arange(channels)).float()
     else:
         feats = torch.randn(n, channels, generator=g)
     return SparseTensor(coords.to(DEVICE), feats.to(dtype).to(DEVICE))
@@ -74,6 +85,11 @@ def _run(
     return results
 
 
+def _labelled(label: str) -> Callable[[str], str]:
+    """An ``assert_close`` message: its own, after ``label``."""
+    return lambda message: f"{label}: {message}"
+
+
 def _compare(name: str, x: SparseTensor, modes: tuple[str, ...] = MODES, **kw: Any) -> None:
     g = torch.Generator().manual_seed(99)
     grad = torch.randn(8 * x.num_rows, x.num_channels, generator=g).to(DEVICE)
@@ -82,11 +98,9 @@ def _compare(name: str, x: SparseTensor, modes: tuple[str, ...] = MODES, **kw: A
     for mode, ref, got in zip(modes, refs, gots, strict=True):
         assert torch.equal(got[0], ref[0]), f"{name} {mode} {kw}: rows or row order differ"
         assert got[1].dtype == x.dtype and got[2].dtype == x.dtype
+        torch.testing.assert_close(got[1], ref[1], **TOL[x.dtype], msg=_labelled(mode))
         torch.testing.assert_close(
-            got[1], ref[1], **TOL[x.dtype], msg=lambda m, mode=mode: f"{mode}: {m}"
-        )
-        torch.testing.assert_close(
-            got[2], ref[2], **GRAD_TOL[x.dtype], msg=lambda m, mode=mode: f"{mode} grad: {m}"
+            got[2], ref[2], **GRAD_TOL[x.dtype], msg=_labelled(f"{mode} grad")
         )
 
 
@@ -137,8 +151,8 @@ def test_odd_even_and_strided_geometries(name: str, kw: dict[str, Any]) -> None:
 def test_max_gradient_is_split_evenly_among_ties(dtype: Any, name: str, kw: dict[str, Any]) -> None:
     """Windows whose maximum several inputs reach: each gets the gradient over the tie count.
 
-    (The values are positive: the reference's scatter_reduce also counts its
-    zero initial value as a tie when the maximum is exactly 0.)
+    The channels' maxima are mostly 1, 0, -1 and -2: a maximum of exactly 0
+    (the value an unreached output row takes) is a tie among inputs like any other.
     """
     _compare(name, _input(3, dtype, channels=4, ties=True), modes=("max",), **kw)
 
@@ -147,7 +161,7 @@ def test_the_worked_example_of_the_semantics() -> None:
     """docs/semantics.md: x = 0, 1, 3 with features 1, 2, 4 and K = 3, s = 2 (rows at 2o)."""
     coords = torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 3, 0, 0]], dtype=torch.int32)
     x = SparseTensor(coords.to(DEVICE), torch.tensor([[1.0], [2.0], [4.0]], device=DEVICE))
-    expected = {
+    expected: dict[tuple[str, int], dict[str, list[float]]] = {
         ("pool3d", 0): {"max": [2, 4], "avg": [1.5, 3], "sum": [3, 6]},
         ("full_pool3d", 1): {"max": [2, 4, 4], "avg": [1.5, 3, 4], "sum": [3, 6, 4]},
     }
@@ -244,7 +258,7 @@ def test_global_pool_matches_the_reference(mode: str, dtype: Any) -> None:
         results.append((out.detach(), feats.grad))
     (ref, ref_grad), (got, got_grad) = results
     assert got.shape == (4, 3) and got.dtype == dtype
-    tol = dict(TOL[dtype])
+    tol = TOL[dtype].copy()
     if mode == "sum" and dtype == torch.float32:  # thousands of rows summed in another order
         tol["atol"] = 1e-7 * float(x.feats.abs().sum())
     torch.testing.assert_close(got, ref, **tol)
@@ -253,3 +267,21 @@ def test_global_pool_matches_the_reference(mode: str, dtype: Any) -> None:
     with schedule("triton"):
         torch.testing.assert_close(ops.global_pool(x, mode=mode), got)  # -1: largest index + 1
         assert ops.global_pool(empty, mode=mode).shape == (0, 3)
+
+
+def test_global_max_of_minus_infinity_is_not_an_empty_item() -> None:
+    """A batch item whose inputs are all -inf has maximum -inf; only an item without rows gives 0.
+
+    Item 0 has a channel of -inf inputs, item 1 no rows, item 2 only -inf inputs.
+    """
+    inf = float("inf")
+    coords = torch.tensor(
+        [[0, 0, 0, 0], [0, 1, 0, 0], [2, 0, 0, 0], [2, 0, 1, 0]], dtype=torch.int32, device=DEVICE
+    )
+    feats = torch.tensor([[2.0, -inf], [1.0, -inf], [-inf, -inf], [-inf, -inf]], device=DEVICE)
+    x = SparseTensor(coords, feats)
+    expected = torch.tensor([[2.0, -inf], [0.0, 0.0], [-inf, -inf]], device=DEVICE)
+    for how in ("tap_major", "triton"):
+        with schedule(how):
+            got = ops.global_pool(x, mode="max", batch_size=3)
+        torch.testing.assert_close(got, expected, msg=_labelled(how))

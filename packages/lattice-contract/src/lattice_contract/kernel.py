@@ -9,21 +9,33 @@ everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Sequence
 
 Triple = tuple[int, int, int]
 
 
+def is_int(value: object) -> bool:
+    """Whether ``value`` counts as an int in an option: any integral scalar but a bool.
+
+    NumPy integers (``np.int64(2)``) count, so a value read from an array is
+    accepted everywhere an int is; ``True`` does not, as it is almost always a
+    mistake for a size.
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def as_triple(value: int | Sequence[int], name: str = "value") -> Triple:
-    """Broadcast an int to a triple, or check a length-3 sequence of ints."""
+    """Broadcast an int to a triple, or check a length-3 sequence of ints (see :func:`is_int`)."""
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int or three ints, got a bool")
-    if isinstance(value, int):
-        return (value, value, value)
-    if not hasattr(value, "__iter__"):
+    if isinstance(value, numbers.Integral):
+        whole = int(value)
+        return (whole, whole, whole)
+    if not isinstance(value, Iterable):
         raise TypeError(f"{name} must be an int or three ints, got {value!r}")
     items = tuple(value)
-    if len(items) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+    if len(items) != 3 or not all(is_int(v) for v in items):
         raise ValueError(f"{name} must be an int or three ints, got {value!r}")
     return (int(items[0]), int(items[1]), int(items[2]))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from lattice_contract.nn_layers import Weighted
-from lattice_contract.options import positive_int
+from lattice_contract.options import positive_float, positive_int
 from lattice_contract.shared_nn import linear_params
 
 __all__ = [
@@ -63,9 +63,14 @@ class Linear(Weighted):
         return f"{self.in_features}, {self.out_features}, bias={self._has_bias()}"
 
 
-def norm_params(num_features: object, eps: float) -> tuple[int, float]:
-    """A normalisation module's checked channel count and ``eps`` (BatchNorm's too)."""
-    return positive_int(num_features, "num_features"), float(eps)
+def norm_params(num_features: object, eps: object, module: str) -> tuple[int, float]:
+    """A normalisation module's checked channel count and ``eps`` (BatchNorm's too).
+
+    ``eps`` must be a positive finite number, checked here at construction so
+    that ``RMSNorm(8, eps=0)`` fails where it is written, naming ``module``,
+    instead of at the first forward with the array library's words.
+    """
+    return positive_int(num_features, "num_features"), positive_float(eps, "eps", module)
 
 
 class _RowNorm(Weighted):
@@ -76,7 +81,7 @@ class _RowNorm(Weighted):
 
     def _configure(self, num_features: object, eps: float) -> int:
         """Check and store the channel count and ``eps``; the channel count comes back."""
-        self.num_features, self.eps = norm_params(num_features, eps)
+        self.num_features, self.eps = norm_params(num_features, eps, type(self).__name__)
         return self.num_features
 
     def extra_repr(self) -> str:

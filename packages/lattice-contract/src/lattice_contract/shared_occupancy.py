@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from lattice_contract.kernel import OCTREE_CHILD_OFFSETS, octree_tap_bits
 from lattice_contract.sparse_errors import ARRAY_TYPES, dtype_word
@@ -195,16 +195,21 @@ def fit_scale(extent: float, depth: int) -> float:
 
 
 In = TypeVar("In")
+H = TypeVar("H", bound="OccupancyHierarchy[Any]")
 
 
-class OccupancyOps(ABC, Generic[A, In]):
+class OccupancyOps(ABC, Generic[A, In, H]):
     """The occupancy functions of one runtime: shared steps over that runtime's array primitives.
 
-    ``A`` is the runtime's array type and ``In`` what its functions accept as
-    rows (MLX also takes NumPy arrays).  Each runtime module binds the public
-    functions to one instance (``downsample_occupancy = OPS.downsample_occupancy``),
-    so both runtimes run these exact steps, checks and messages; only the
-    abstract primitives below touch arrays.
+    ``A`` is the runtime's array type, ``In`` what its functions accept as
+    rows (MLX also takes NumPy arrays) and ``H`` the runtime's
+    :class:`OccupancyHierarchy` subclass, which ``occupancy_hierarchy`` is
+    typed to return, so a user passes its result on to functions that take
+    the runtime's class (``torch_lattice.geometry.stacked_level_inputs``).
+    Each runtime module binds the public functions to one instance
+    (``downsample_occupancy = OPS.downsample_occupancy``), so both runtimes
+    run these exact steps, checks and messages; only the abstract primitives
+    below touch arrays.
     """
 
     array_type: type
@@ -216,7 +221,7 @@ class OccupancyOps(ABC, Generic[A, In]):
     points_word: str
     """How ``quantize_points``' message names what it accepts."""
 
-    hierarchy_type: type[OccupancyHierarchy[A]]
+    hierarchy_type: type[H]
     """The runtime's :class:`OccupancyHierarchy` subclass, which the hierarchy is built as."""
 
     # -- array primitives, one implementation per runtime ------------------------------------
@@ -342,9 +347,7 @@ class OccupancyOps(ABC, Generic[A, In]):
             raise codes_per_parent(int(occupied.shape[0]), int(rows.shape[0]))
         return self._occupied(self._candidates(rows), occupied)
 
-    def occupancy_hierarchy(
-        self, coords: In, levels: int, *, assume_canonical: bool = False
-    ) -> OccupancyHierarchy[A]:
+    def occupancy_hierarchy(self, coords: In, levels: int, *, assume_canonical: bool = False) -> H:
         """Downsample ``coords`` ``levels`` times; see :class:`OccupancyHierarchy`."""
         depth = check_levels(levels)
         current = self._check(coords)

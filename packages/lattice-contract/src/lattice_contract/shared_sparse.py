@@ -1,46 +1,22 @@
-"""The argument checks of both runtimes' ``SparseTensor`` constructors that read no array.
+"""The active-row check of both runtimes' ``SparseTensor`` constructors.
 
-``mlx_lattice.SparseTensor`` and ``torch_lattice.SparseTensor`` take a stride
-(an int or three ints) and an optional active-row count (None, an int, or an
-int32 ``(1,)`` array); the rules and the words of their errors are written
-here once (the words of the array checks are in
+``mlx_lattice.SparseTensor`` and ``torch_lattice.SparseTensor`` take an
+optional active-row count (None, an int, or an int32 ``(1,)`` array); the rule
+is written here once (the words of its errors are in
 :mod:`lattice_contract.sparse_errors`).  Each runtime passes in the one step
-that reads its own array type.
+that reads its own array type.  Their stride goes through the ops' own check,
+:func:`lattice_contract.options.int_triple`, so a stride is accepted and
+refused with the same words wherever it is given.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from lattice_contract import sparse_errors
 
-__all__ = ["active_count", "sparse_stride"]
-
-Triple = tuple[int, int, int]
-
-
-def sparse_stride(stride: object, name: str = "stride") -> Triple:
-    """A positive int triple from an int or three ints, with an error naming the fix.
-
-    Integer-like scalars (NumPy integers included) count as ints; bools do not.
-    """
-
-    def is_int(value: object) -> bool:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-    if is_int(stride):
-        items: tuple[object, ...] = (stride, stride, stride)
-    elif isinstance(stride, Sequence) and not isinstance(stride, (str, bytes)):
-        items = tuple(stride)
-    else:
-        raise TypeError(f"{name} must be a positive int or three positive ints, got {stride!r}")
-    if len(items) != 3 or not all(is_int(v) for v in items):
-        raise ValueError(f"{name} must be a positive int or three positive ints, got {stride!r}")
-    values = (int(items[0]), int(items[1]), int(items[2]))  # type: ignore[call-overload]
-    if min(values) < 1:
-        raise ValueError(f"{name} must be positive on every axis, got {values}")
-    return values
+__all__ = ["active_count"]
 
 
 def active_count(

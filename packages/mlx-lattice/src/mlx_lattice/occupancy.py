@@ -44,7 +44,7 @@ def _same_as_previous(rows: mx.array) -> mx.array:
     return mx.concatenate([mx.zeros((1,), dtype=mx.bool_), same])
 
 
-class _MLXOccupancy(shared.OccupancyOps[mx.array, Any]):
+class _MLXOccupancy(shared.OccupancyOps[mx.array, Any, OccupancyHierarchy]):
     """The MLX primitives of :class:`~lattice_contract.shared_occupancy.OccupancyOps`."""
 
     array_type = mx.array

@@ -12,14 +12,15 @@ and never read.  :meth:`SparseTensor.trusted` skips the two expensive checks
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import mlx.core as mx
 import numpy as np
 from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
+from lattice_contract.options import int_triple
 from lattice_contract.shared_names import FeatureSpellings, given_features
-from lattice_contract.shared_sparse import active_count, sparse_stride
+from lattice_contract.shared_sparse import active_count
 
 from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
 
@@ -75,6 +76,28 @@ class SparseTensor(FeatureSpellings[mx.array]):
 
     __slots__ = ("_cache", "_coords", "_feats", "_stride")
 
+    # Two overloads: the features are required, as feats (second, or feats=)
+    # or as features=, so a type checker refuses SparseTensor(coords) as the
+    # constructor does at run time.
+    @overload
+    def __init__(
+        self,
+        coords: Any,
+        feats: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        coords: Any,
+        *,
+        features: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> None: ...
+
     def __init__(
         self,
         coords: Any,
@@ -85,6 +108,27 @@ class SparseTensor(FeatureSpellings[mx.array]):
         features: Any = None,
     ) -> None:
         self._init(coords, given_features(feats, features), stride, active_rows, trusted=False)
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: Any,
+        feats: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> SparseTensor: ...
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: Any,
+        *,
+        features: Any,
+        stride: int | Sequence[int] = 1,
+        active_rows: Any = None,
+    ) -> SparseTensor: ...
 
     @classmethod
     def trusted(
@@ -138,7 +182,7 @@ class SparseTensor(FeatureSpellings[mx.array]):
             raise sparse_errors.feats_dtype(f.dtype)
         if f.shape[0] != c.shape[0]:
             raise sparse_errors.row_mismatch(f.shape[0], c.shape[0])
-        st = sparse_stride(stride)
+        st = int_triple(stride, "stride", minimum=1)
         n = active_count(active_rows, c.shape[0], _read_active)
         if n != c.shape[0]:
             c = c[:n]

@@ -34,7 +34,7 @@ def _same_as_previous(rows: torch.Tensor) -> torch.Tensor:
     return same
 
 
-class _TorchOccupancy(shared.OccupancyOps[torch.Tensor, torch.Tensor]):
+class _TorchOccupancy(shared.OccupancyOps[torch.Tensor, torch.Tensor, OccupancyHierarchy]):
     """The torch primitives of :class:`~lattice_contract.shared_occupancy.OccupancyOps`."""
 
     array_type = torch.Tensor

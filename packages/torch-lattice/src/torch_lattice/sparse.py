@@ -15,12 +15,13 @@ several layers to one support builds each kernel map once per forward pass.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import torch
 from lattice_contract import sparse_errors
+from lattice_contract.options import int_triple
 from lattice_contract.shared_names import FeatureSpellings, given_features
-from lattice_contract.shared_sparse import active_count, sparse_stride
+from lattice_contract.shared_sparse import active_count
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
@@ -123,6 +124,28 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
 
     __slots__ = ("_feats", "_support")
 
+    # Two overloads: the features are required, as feats (second, or feats=)
+    # or as features=, so a type checker refuses SparseTensor(coords) as the
+    # constructor does at run time.
+    @overload
+    def __init__(
+        self,
+        coords: torch.Tensor,
+        feats: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        coords: torch.Tensor,
+        *,
+        features: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> None: ...
+
     def __init__(
         self,
         coords: torch.Tensor,
@@ -136,6 +159,27 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
         support, checked = self._validate(coords, given, stride, active_rows, trusted=False)
         self._support = support
         self._feats = checked
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: torch.Tensor,
+        feats: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> SparseTensor: ...
+
+    @overload
+    @classmethod
+    def trusted(
+        cls,
+        coords: torch.Tensor,
+        *,
+        features: torch.Tensor,
+        stride: int | Sequence[int] = 1,
+        active_rows: int | torch.Tensor | None = None,
+    ) -> SparseTensor: ...
 
     @classmethod
     def trusted(
@@ -182,7 +226,7 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
                 f"coords are on {coords.device} but feats on {feats.device}; "
                 "move both to one device"
             )
-        triple = sparse_stride(stride)
+        triple = int_triple(stride, "stride", minimum=1)
         n = active_count(active_rows, int(coords.shape[0]), _read_active)
         if n != coords.shape[0]:
             coords = coords[:n]

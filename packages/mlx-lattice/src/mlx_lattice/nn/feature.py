@@ -40,7 +40,9 @@ class BatchNorm(LatticeModule):
 
     def __init__(self, num_features: int, eps: float = nn_features.BATCH_NORM_EPS) -> None:
         super().__init__()
-        self.num_features, self.eps = nn_features.norm_params(num_features, eps)
+        self.num_features, self.eps = nn_features.norm_params(
+            num_features, eps, type(self).__name__
+        )
         c = self.num_features
         self.weight = mx.ones((c,))
         self.bias = mx.zeros((c,))

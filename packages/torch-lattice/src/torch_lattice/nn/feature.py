@@ -76,7 +76,9 @@ class BatchNorm(torch.nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.num_features, self.eps = nn_features.norm_params(num_features, eps)
+        self.num_features, self.eps = nn_features.norm_params(
+            num_features, eps, type(self).__name__
+        )
         self.momentum = momentum
         c, factory = self.num_features, {"device": device, "dtype": dtype}
         self.weight = torch.nn.Parameter(torch.ones(c, **factory))

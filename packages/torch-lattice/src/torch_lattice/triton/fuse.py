@@ -22,6 +22,14 @@ mode, autograd off (inference), and the conv on the Triton path; anywhere
 else (training, CPU, f64, a reference schedule) the children run one after
 another as before, which is also the oracle the tests compare against.
 
+Two more cases run the children one by one, because each must see every
+module's own call: an export (a tracer is active: the recorded graph must hold
+the batch norm and the activation, which the fused kernel would hide), and a
+block with a forward (pre-)hook on any of its modules, or a global one
+(``torch.nn.modules.module.register_module_forward_hook``): a hook on the
+batch norm or ReLU would silently stop running, and one on the conv would see
+the normalised output instead of the conv's.
+
 The conv op itself is not changed: the container announces the epilogue in a
 context variable that :func:`torch_lattice.triton.conv.sparse_conv` takes
 (:func:`torch_lattice.triton.epilogue.take_epilogue`) when the conv reaches
@@ -37,8 +45,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+import torch.nn.modules.module as torch_module
 from lattice_contract.schema_types import ActivationKind
 
+from torch_lattice._trace import active_tracer
 from torch_lattice.nn import (
     Activation,
     BatchNorm,
@@ -121,7 +131,7 @@ class FusedSequential(torch.nn.Sequential):
         i = 0
         while i < len(children):
             block = starts.get(i)
-            if block is None or not _fusable(x, children[i + 1]):
+            if block is None or not _fusable(x, children[i : i + block[0]]):
                 x = children[i](x)
                 i += 1
                 continue
@@ -139,8 +149,26 @@ class FusedSequential(torch.nn.Sequential):
         return x
 
 
-def _fusable(x: Any, bn: torch.nn.Module) -> bool:
-    return isinstance(x, SparseTensor) and not bn.training and not torch.is_grad_enabled()
+def _fusable(x: Any, block: list[torch.nn.Module]) -> bool:
+    """Whether this call of a conv -> BatchNorm [-> ReLU] block may take the fused kernel."""
+    bn = block[1]
+    return (
+        isinstance(x, SparseTensor)
+        and not bn.training
+        and not torch.is_grad_enabled()
+        and active_tracer() is None
+        and not any(_has_hooks(m) for m in block)
+    )
+
+
+def _has_hooks(m: torch.nn.Module) -> bool:
+    """A forward or forward-pre hook that must see ``m``'s call: on ``m`` or on every module."""
+    return bool(
+        m._forward_hooks
+        or m._forward_pre_hooks
+        or torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+    )
 
 
 def fuse_conv_bn_relu(model: torch.nn.Module) -> torch.nn.Module:

@@ -267,11 +267,11 @@ def _global_part_kernel(
     batch_ptr,  # (N,) int32 batch column of the coordinates (stride 4)
     best_ptr,  # (B, C) maxima (MODE ties), or a dummy
     part_ptr,  # (P, B, C) f32 per-block partial results
-    count_ptr,  # (P, B) int32 per-block rows per batch item
+    count_ptr,  # (P, B) int32 per-block rows per batch item (MODE max / sum)
     n_rows,
     C,
     B,
-    MODE: tl.constexpr,  # 0 max, 1 sum (and counts), 3 ties (inputs equal to the maximum)
+    MODE: tl.constexpr,  # 0 max, 1 sum (both with counts), 3 ties (inputs equal to the maximum)
     BR: tl.constexpr,
     BC: tl.constexpr,
 ):
@@ -290,16 +290,16 @@ def _global_part_kernel(
             best = tl.load(best_ptr + b * C + c, mask=live_c, other=0.0).to(tl.float32)
             part = tl.sum((sel & (v == best[None, :])).to(tl.float32), axis=0)
         tl.store(part_ptr + (p * B + b) * C + c, part, mask=live_c)
-        if MODE == 1:  # every channel block writes the same counts
+        if MODE != 3:  # every channel block writes the same counts
             tl.store(count_ptr + p * B + b, tl.sum((live_r & (batch == b)).to(tl.int32), axis=0))
 
 
 @triton.jit
 def _global_combine_kernel(
     part_ptr,  # (P, B, C) f32
-    count_ptr,  # (P, B) int32 (MODE sum / avg)
+    count_ptr,  # (P, B) int32 (MODE max / sum / avg)
     out_ptr,  # (B, C) result
-    total_ptr,  # (B,) int32 rows per batch item (written with MODE sum / avg), or a dummy
+    total_ptr,  # (B,) int32 rows per batch item (written unless MODE ties), or a dummy
     P,
     B,
     C,
@@ -323,15 +323,15 @@ def _global_combine_kernel(
             acc = tl.maximum(acc, tl.max(tl.load(part_ptr + at, mask=mask, other=float("-inf")), 0))
         else:
             acc += tl.sum(tl.load(part_ptr + at, mask=mask, other=0.0), axis=0)
-        if MODE == 1 or MODE == 2:
+        if MODE != 3:
             rows += tl.load(count_ptr + p * B + b, mask=p < P, other=0)
     n = tl.sum(rows, axis=0)
-    if MODE == 0:
-        acc = tl.where(acc == float("-inf"), 0.0, acc)  # an empty batch item gives 0
+    if MODE == 0:  # an empty batch item gives 0; a maximum of -inf over rows stays -inf
+        acc = tl.where(n == 0, 0.0, acc)
     if MODE == 2:
         acc = acc / tl.maximum(n, 1).to(tl.float32)
     tl.store(out_ptr + b * C + c, acc.to(out_ptr.dtype.element_ty), mask=live_c)
-    if MODE == 1 or MODE == 2:
+    if MODE != 3:
         tl.store(total_ptr + b, n)
 
 
@@ -375,7 +375,7 @@ def _global_reduce(
     device = feats.device
     dtype = torch.float32 if mode == 3 else feats.dtype
     out = torch.empty(batch_size, c, dtype=dtype, device=device)
-    with_rows = mode in (_SUM, _AVG)
+    with_rows = mode != 3  # max needs them too: emptiness is a row count, not a -inf value
     rows = torch.empty(batch_size, dtype=torch.int32, device=device) if with_rows else None
     br, bc = _tile(n, c)
     p = triton.cdiv(max(n, 1), br)
