@@ -2,11 +2,12 @@
 
 The int32 cases are the contract's own table (``lattice-conformance``'s
 ``coord_range_cases.py``, plain Python with an exact integer reference per
-case, so it loads on machines without MLX), run here with ``schedule("triton")``: every output coordinate that leaves int32
-raises ``Int32CoordinateError`` naming the op, the axis and an input row
-that produces it; every case in range matches the reference exactly.  Wide
-supports (an output bounding box beyond 2^62 cells, which no int64 key can
-index) are refused with the reference path's error.
+case, so it loads on machines without MLX), run here with
+``schedule("triton")``: every output coordinate that leaves int32 raises
+``Int32CoordinateError`` naming the op, the axis and an input row that
+produces it; every case in range matches the reference exactly. Wide supports
+(an output bounding box beyond 2^62 cells, which no int64 key can index) are
+refused with the reference path's error.
 """
 
 from __future__ import annotations
