@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypedDict
 
 import mlx.core as mx
 import numpy as np
 import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
+from lattice_conformance.metrics import Tolerance
 from mlx_lattice import SparseTensor
 
 Triple = tuple[int, int, int]
@@ -153,13 +153,6 @@ def oracle_conv_transpose3d(
 def logical_rows(y: SparseTensor) -> np.ndarray:
     """Logical coordinates of a result as int64 NumPy rows."""
     return to_np(y.coords).astype(np.int64) // np.asarray((1, *y.stride))
-
-
-class Tolerance(TypedDict):
-    """``assert_allclose``'s tolerance keywords, typed so ``**tolerance(...)`` checks."""
-
-    rtol: float
-    atol: float
 
 
 def tolerance(dtype: mx.Dtype) -> Tolerance:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import gc
 import weakref
-from typing import TypedDict
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lattice_conformance.metrics import Tolerance
 from torch_lattice import SparseTensor, ops
 from torch_lattice.ops.conv import schedule
 from torch_lattice.ops.reference import (
@@ -45,14 +45,7 @@ GEOMETRY = {
 }
 
 
-class _Tol(TypedDict):
-    """``assert_close``'s tolerance keywords, typed so ``**_tol(...)`` checks."""
-
-    atol: float
-    rtol: float
-
-
-def _tol(dtype: torch.dtype) -> _Tol:
+def _tol(dtype: torch.dtype) -> Tolerance:
     return {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1e-2}
 
 

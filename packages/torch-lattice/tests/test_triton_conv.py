@@ -10,10 +10,10 @@ reference path) and the three gradients.
 from __future__ import annotations
 
 import importlib.util
-from typing import TypedDict
 
 import pytest
 import torch
+from lattice_conformance.metrics import Tolerance
 from torch_lattice import SparseTensor, ops
 from torch_lattice.coords import Packing
 from torch_lattice.ops.conv import schedule
@@ -31,14 +31,7 @@ ROWS, C_IN, C_OUT, EXTENT = (20000, 32, 48, 40) if CUDA else (40, 5, 6, 5)
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
-class Tol(TypedDict):
-    """The ``atol``/``rtol`` keywords of ``torch.testing.assert_close``."""
-
-    atol: float
-    rtol: float
-
-
-def _tol(dtype: torch.dtype) -> Tol:
+def _tol(dtype: torch.dtype) -> Tolerance:
     if dtype == torch.float32:
         return {"atol": 1e-4, "rtol": 1e-4}
     return {"atol": 3e-2, "rtol": 2e-2} if dtype == torch.float16 else {"atol": 1e-1, "rtol": 4e-2}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import TypedDict
 
 import pytest
 import torch
@@ -23,6 +22,7 @@ from torch_lattice.ops.reference import random_sparse
 if importlib.util.find_spec("triton") is None:
     pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
 
+from lattice_conformance.metrics import Tolerance
 from torch_lattice.triton import (
     FusedSequential,
     fuse_conv_bn_relu,
@@ -45,14 +45,7 @@ TOLERANCES = {
 norm to the f32 sums and rounds once, the reference rounds the conv output first."""
 
 
-class Tol(TypedDict):
-    """The ``atol``/``rtol`` keywords of ``torch.testing.assert_close``."""
-
-    atol: float
-    rtol: float
-
-
-def _tol(dtype: torch.dtype) -> Tol:
+def _tol(dtype: torch.dtype) -> Tolerance:
     atol, rtol = TOLERANCES[dtype]
     return {"atol": atol, "rtol": rtol}
 

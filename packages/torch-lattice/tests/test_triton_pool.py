@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 import torch
+from lattice_conformance.metrics import Tolerance
 from torch_lattice import SparseTensor, ops
 from torch_lattice.ops.conv import schedule
 
@@ -29,19 +30,12 @@ ROWS = 4000 if DEVICE == "cuda" else 200
 EXTENT = 40 if DEVICE == "cuda" else 9
 
 
-class Tol(TypedDict):
-    """The ``atol``/``rtol`` keywords of ``torch.testing.assert_close``."""
-
-    atol: float
-    rtol: float
-
-
-TOL: dict[torch.dtype, Tol] = {
+TOL: dict[torch.dtype, Tolerance] = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-5},
     torch.float16: {"atol": 2e-3, "rtol": 2e-3},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
 }
-GRAD_TOL: dict[torch.dtype, Tol] = {
+GRAD_TOL: dict[torch.dtype, Tolerance] = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-5},
     torch.float16: {"atol": 1e-2, "rtol": 1e-2},
     torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},

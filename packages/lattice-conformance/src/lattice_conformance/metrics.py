@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,18 @@ PLOT_SAMPLE: Final = 200_000
 
 # ---------------------------------------------------------------------------
 # Results.
+
+
+class Tolerance(TypedDict):
+    """The ``atol``/``rtol`` pair every comparison here takes, as keywords.
+
+    Typed so that ``assert_allclose(a, b, **tol)`` and
+    ``torch.testing.assert_close(a, b, **tol)`` are checked by mypy in the
+    tests of every package (one declaration instead of one per test file).
+    """
+
+    atol: float
+    rtol: float
 
 
 @dataclass(frozen=True)
