@@ -363,10 +363,14 @@ def test_mypy_sees_the_declared_constructors_on_the_runtime_classes(tmp_path: Pa
         "model = nn.Sequential(nn.SubmConv3d(4, 8, 3), nn.LeakyReLU(0.2), nn.MaxPool3d(2))\n"
         "act: nn.Activation = nn.GELU(approximate='tanh')\n"
         "bad = nn.LeakyReLU(negative_slop=0.1)\n"
-        "worse = nn.Voxelize(0.1, orign=0.0)\n",
+        "worse = nn.Voxelize(0.1, orign=0.0)\n"
+        "conv = nn.NormalizedSubmConv3d(4, 8, 3, 2, eps=1e-6, bias=False)\n"
+        "placed = nn.SubmConv3d(4, 8, 3, device=None)\n"
+        "positional_bias = nn.Conv3d(4, 8, 3, 1, 0, 1, False)\n",
     )
-    assert flagged == {4, 5}, report
+    assert flagged == {4, 5, 7, 8}, report
     assert '"negative_slope"' in report and '"origin"' in report, report
+    assert 'Argument "device" to "SubmConv3d" has incompatible type "None"' in report, report
 
 
 CONV_LAYERS = {
@@ -375,15 +379,86 @@ CONV_LAYERS = {
 
 
 @pytest.mark.parametrize("name", sorted(CONV_LAYERS))
-def test_conv_constructors_take_the_declared_geometry_on_both_runtimes(name: str) -> None:
-    """Each runtime writes its conv constructors; they take exactly the declared geometry."""
+def test_conv_constructors_are_the_declared_one_on_both_runtimes(name: str) -> None:
+    """One constructor per conv: geometry positional, ``eps``/``bias``/factory keyword-only."""
     layer = CONV_LAYERS[name]
     normalized = issubclass(layer, nn_convs.NormalizedLayer)
-    want = ["in_channels", "out_channels", *layer._geometry_keys]
-    want += ["eps", "bias"] if normalized else ["bias"]
-    for runtime, (module, _) in RUNTIMES.items():
-        params = list(inspect.signature(getattr(module, name)).parameters)
-        extra = ["device", "dtype"] if runtime == "torch" else []
-        assert sorted(params) == sorted(want + extra), (runtime, params)
-        # Geometry positional from kernel_size on, in torch.nn.Conv3d's order.
-        assert params[:3] == ["in_channels", "out_channels", "kernel_size"]
+    signatures = {
+        runtime: inspect.signature(getattr(module, name))
+        for runtime, (module, _) in RUNTIMES.items()
+    }
+    assert signatures["mlx"] == signatures["torch"]
+    kinds: list[tuple[str, inspect._ParameterKind]]
+    kinds = [(p.name, p.kind) for p in signatures["mlx"].parameters.values()]
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    want: list[tuple[str, inspect._ParameterKind]]
+    want = [(n, positional) for n in ("in_channels", "out_channels", *layer._geometry_keys)]
+    want += [("eps", keyword)] if normalized else []
+    want += [("bias", keyword), ("factory", inspect.Parameter.VAR_KEYWORD)]
+    assert kinds == want
+
+
+# The reference system's positional order (upstream torch-lattice's conv modules):
+# torch.nn.Conv3d's kernel_size, stride, padding, dilation for a full window,
+# kernel_size, dilation for the submanifold convs, kernel_size, stride for the
+# generative ones.  Built from positional arguments only, on both runtimes.
+POSITIONAL_GEOMETRY: list[tuple[str, tuple[int, ...], dict[str, tuple[int, int, int]]]] = [
+    ("Conv3d", (3, 2, 1, 2), {"stride": (2,) * 3, "padding": (1,) * 3, "dilation": (2,) * 3}),
+    ("ConvTranspose3d", (2, 2), {"stride": (2,) * 3, "padding": (0,) * 3}),
+    ("SubmConv3d", (3, 2), {"dilation": (2,) * 3}),
+    ("NormalizedSubmConv3d", (3, 2), {"dilation": (2,) * 3}),
+    ("GenerativeConvTranspose3d", (2, 2), {"stride": (2,) * 3}),
+    ("NormalizedGenerativeConvTranspose3d", (2, 2), {"stride": (2,) * 3}),
+    (
+        "NormalizedConvTranspose3d",
+        (3, 2, 1, 2),
+        {"stride": (2,) * 3, "padding": (1,) * 3, "dilation": (2,) * 3},
+    ),
+    (
+        "TargetNormalizedConvTranspose3d",
+        (3, 2, 1),
+        {"stride": (2,) * 3, "padding": (1,) * 3, "dilation": (1,) * 3},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "geometry", "want"), POSITIONAL_GEOMETRY, ids=[r[0] for r in POSITIONAL_GEOMETRY]
+)
+def test_positional_geometry_means_the_same_on_both_runtimes(
+    name: str, geometry: tuple[int, ...], want: dict[str, tuple[int, int, int]]
+) -> None:
+    reprs = []
+    for module, _ in RUNTIMES.values():
+        conv = getattr(module, name)(4, 8, *geometry)
+        assert {key: getattr(conv, key) for key in want} == want
+        assert conv.kernel_size == (geometry[0],) * 3
+        reprs.append(repr(conv))
+    assert reprs[0] == reprs[1]
+
+
+def test_bias_and_eps_are_keyword_only_on_both_runtimes() -> None:
+    """A 7th positional of torch.nn.Conv3d is ``groups``; upstream's normalised convs take
+    ``bias`` before ``eps``: a positional value there would be misread, so it is refused."""
+    for module, _ in RUNTIMES.values():
+        with pytest.raises(TypeError, match="positional"):
+            module.Conv3d(4, 8, 3, 1, 0, 1, False)
+        with pytest.raises(TypeError, match="positional"):
+            module.SubmConv3d(4, 8, 3, 1, False)
+        with pytest.raises(TypeError, match="positional"):
+            module.NormalizedSubmConv3d(4, 8, 3, 1, 1e-6)
+
+
+def test_factory_keywords_are_torchs_alone() -> None:
+    """torch's convs create their parameters as torch's factory keywords say; MLX refuses them."""
+    for name in CONV_LAYERS:
+        conv = getattr(tnn, name)(4, 8, 3, dtype=torch.float64, device="cpu")
+        assert {(p.dtype, p.device.type) for p in conv.parameters()} == {(torch.float64, "cpu")}
+        assert conv.bias is not None and conv.weight.shape == (8, 3, 3, 3, 4)
+        no_bias = getattr(tnn, name)(4, 8, 3, bias=False, dtype=torch.float16)
+        assert no_bias.bias is None and no_bias.weight.dtype == torch.float16
+    with pytest.raises(TypeError, match=r"SubmConv3d takes no dtype=: MLX arrays live in unified"):
+        mnn.SubmConv3d(4, 8, 3, dtype=mx.float16)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Conv3d takes no device=, dtype=: MLX"):
+        mnn.Conv3d(4, 8, 3, device=None, dtype=None)  # type: ignore[arg-type]

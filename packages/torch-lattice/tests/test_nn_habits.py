@@ -38,8 +38,11 @@ def test_conv_geometry_is_positional_like_torch() -> None:
     assert y.stride == (2, 2, 2)
     same = ops.conv3d(x, conv.weight, conv.bias, kernel_size=2, stride=2)
     assert torch.equal(y.coords, same.coords) and torch.equal(y.feats, same.feats)
+    # A subm conv has no stride or padding: its positional geometry is upstream's
+    # (kernel_size, dilation), and bias stays keyword-only (torch's 7th is groups).
+    assert nn.SubmConv3d(4, 8, 3, 2).dilation == (2, 2, 2)
     with pytest.raises(TypeError):
-        nn.SubmConv3d(4, 8, 3, 2)  # type: ignore[call-arg]  # no stride on a subm conv
+        nn.Conv3d(4, 8, 3, 1, 0, 1, False)  # type: ignore[call-arg]
 
 
 def test_batchnorm_loads_a_batchnorm1d_state_dict_and_matches_it() -> None:

@@ -4,21 +4,36 @@ Every sparse conv module owns ``weight`` ``(C_out, Kx, Ky, Kz, C_in)`` (layout
 ``conv3d_o_xyz_i``, transposed convs too) and an optional ``bias``
 ``(C_out,)``; the names are the artifact's storage keys.  What the modules
 share is declared here (see :mod:`lattice_contract.nn_layers` for the
-pattern): the checked channel counts and geometry, the repr, the docstring
-and the functional op each one calls with its keywords.  A runtime's conv
-base creates and initialises the parameters (its constructor signature
-follows its library's conventions, e.g. torch's ``device=``/``dtype=``) and
-provides ``_with_weights``: how the weight and bias reach the op (MLX: a
-packed ``QuantizedWeight`` when quantized; torch: cast under autocast).
+pattern): each constructor (signature, defaults, checks), the repr, the
+docstring and the functional op each one calls with its keywords.  A
+runtime's conv base supplies two hooks: ``_create_parameters``, which makes
+``weight`` and ``bias`` with its array library (torch's take the factory
+keywords ``device=`` and ``dtype=``, see :class:`ParameterFactory`), and
+``_with_weights``: how the weight and bias reach the op (MLX: a packed
+``QuantizedWeight`` when quantized; torch: cast under autocast).
+
+The signatures are the reference system's (upstream torch-lattice's conv
+modules): the geometry is positional, in ``torch.nn.Conv3d``'s order
+``kernel_size, stride, padding, dilation`` for the convs with a full window
+(``Conv3d(4, 8, 2, 2)`` is a 2x2x2 stride-2 conv), ``kernel_size, dilation``
+for the submanifold convs (they have no stride or padding) and
+``kernel_size, stride`` for the generative ones (padding 0, dilation 1).
+``bias``, ``eps`` and the factory keywords are keyword-only: a seventh
+positional argument of ``torch.nn.Conv3d`` is ``groups``, and upstream's
+normalised convs take ``bias`` before ``eps``, so a positional value there
+would mean something else to a reader coming from either.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack
 
+from lattice_contract.api_ops import IntOrTriple
 from lattice_contract.nn_layers import Weighted, Windowed
+from lattice_contract.op_rules import NORMALIZED_EPS
 from lattice_contract.options import positive_float
-from lattice_contract.shared_nn import ConvParams, conv_repr
+from lattice_contract.shared_nn import ConvParams, conv_params, conv_repr
 
 __all__ = [
     "Conv3d",
@@ -30,6 +45,7 @@ __all__ = [
     "NormalizedGenerativeConvTranspose3d",
     "NormalizedLayer",
     "NormalizedSubmConv3d",
+    "ParameterFactory",
     "SubmConv3d",
     "TargetConv3d",
     "TargetConvTranspose3d",
@@ -37,8 +53,32 @@ __all__ = [
 ]
 
 
-class ConvLayer(Windowed, Weighted):
+DeviceT = TypeVar("DeviceT")
+DTypeT = TypeVar("DTypeT")
+
+
+class ParameterFactory(TypedDict, Generic[DeviceT, DTypeT], total=False):
+    """The keywords a runtime's conv constructor passes on to its parameter creation.
+
+    torch's are its factory keywords (``device=``, ``dtype=``, as
+    ``torch.nn.Conv3d`` takes them); MLX takes neither (its arrays live in
+    unified memory and its modules are cast with ``set_dtype``), so it binds
+    both to ``Never`` and mypy refuses them there.
+    """
+
+    device: DeviceT
+    dtype: DTypeT
+
+
+class ConvLayer(Windowed, Weighted, Generic[DeviceT, DTypeT]):
     """Shared state of every sparse conv: channel counts, geometry, the runtime's weight hook."""
+
+    owns_parameters = False  # the constructor is declared here; the runtime only fills it
+
+    _create_parameters: Callable[[ConvParams, bool, ParameterFactory[DeviceT, DTypeT]], None]
+    """``_create_parameters(params, bias, factory)``: the runtime makes ``weight``
+    ``params.weight_shape`` (and ``bias`` ``(C_out,)`` when ``bias``), initialised as torch's
+    convs are: uniform in ``+-params.init_bound``."""
 
     _geometry_keys: ClassVar[tuple[str, ...]] = ("kernel_size", "stride", "padding", "dilation")
     """The geometry attributes the functional op takes (and the repr shows)."""
@@ -46,17 +86,36 @@ class ConvLayer(Windowed, Weighted):
     in_channels: int
     out_channels: int
 
-    def _configure(self, params: ConvParams) -> None:
-        """Store the checked channel counts and geometry (see :func:`conv_params`)."""
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple = 1,
+        padding: IntOrTriple = 0,
+        dilation: IntOrTriple = 1,
+        *,
+        bias: bool = True,
+        **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
+    ) -> None:
+        super().__init__()
+        params = conv_params(in_channels, out_channels, kernel_size, stride, padding, dilation)
+        self._build(params, bias, factory)
+
+    def _build(
+        self, params: ConvParams, bias: bool, factory: ParameterFactory[DeviceT, DTypeT]
+    ) -> None:
+        """Store the checked channel counts and geometry, then let the runtime make the arrays."""
         self.in_channels, self.out_channels = params.in_channels, params.out_channels
         self.kernel_size, self.stride, self.padding, self.dilation = params[2:6]
+        self._create_parameters(params, bias, factory)
 
     def extra_repr(self) -> str:
         geometry = {name: getattr(self, name) for name in self._geometry_keys}
         return conv_repr(self.in_channels, self.out_channels, geometry, self._has_bias())
 
 
-class Conv3d(ConvLayer):
+class Conv3d(ConvLayer[DeviceT, DTypeT]):
     """Sparse conv on the coarsened support (``lattice.conv3d``; upstream's and ME's conv).
 
     Output rows are every ``floor(c / s)`` of an input row (at stride 1 the
@@ -70,7 +129,7 @@ class Conv3d(ConvLayer):
         return self._with_weights(x, lambda v, w, b: self._ops.conv3d(v, w, b, **self._window()))
 
 
-class FullConv3d(ConvLayer):
+class FullConv3d(ConvLayer[DeviceT, DTypeT]):
     """spconv's regular sparse conv (``lattice.full_conv3d``): every o an input reaches.
 
     Input c reaches o through tap k when ``c = o*s - p + k*d``; the support
@@ -84,7 +143,7 @@ class FullConv3d(ConvLayer):
         )
 
 
-class TargetConv3d(ConvLayer):
+class TargetConv3d(ConvLayer[DeviceT, DTypeT]):
     """Sparse conv at a target's rows (``lattice.target_conv3d``); call ``m(x, target)``."""
 
     def forward(self, x: Any, target: Any) -> Any:
@@ -94,10 +153,24 @@ class TargetConv3d(ConvLayer):
         )
 
 
-class SubmConv3d(ConvLayer):
+class SubmConv3d(ConvLayer[DeviceT, DTypeT]):
     """Submanifold conv (``lattice.subm_conv3d``): output rows are the input rows."""
 
     _geometry_keys = ("kernel_size", "dilation")
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        dilation: IntOrTriple = 1,
+        *,
+        bias: bool = True,
+        **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
+    ) -> None:
+        super().__init__(
+            in_channels, out_channels, kernel_size, dilation=dilation, bias=bias, **factory
+        )
 
     def forward(self, x: Any) -> Any:
         """Convolve ``x`` on its own rows."""
@@ -109,7 +182,7 @@ class SubmConv3d(ConvLayer):
         )
 
 
-class ConvTranspose3d(ConvLayer):
+class ConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
     """Transposed sparse conv over its derived support (``lattice.conv_transpose3d``)."""
 
     def forward(self, x: Any) -> Any:
@@ -119,7 +192,7 @@ class ConvTranspose3d(ConvLayer):
         )
 
 
-class TargetConvTranspose3d(ConvLayer):
+class TargetConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
     """Transposed conv at a target's rows (``lattice.target_conv_transpose3d``): ``m(x, target)``.
 
     With the target being the input of the paired strided conv this is
@@ -136,13 +209,25 @@ class TargetConvTranspose3d(ConvLayer):
         )
 
 
-class GenerativeConvTranspose3d(ConvLayer):
+class GenerativeConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
     """Support expansion ``o = c*s + k`` (``lattice.generative_conv_transpose3d``).
 
     Every tap of every input row is an output row (padding 0, dilation 1).
     """
 
     _geometry_keys = ("kernel_size", "stride")
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple = 1,
+        *,
+        bias: bool = True,
+        **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
+    ) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, bias=bias, **factory)
 
     def forward(self, x: Any) -> Any:
         """Expand ``x``'s support tap by tap."""
@@ -157,7 +242,7 @@ class GenerativeConvTranspose3d(ConvLayer):
 # --------------------------------------------------------------------------- normalised
 
 
-class NormalizedLayer(ConvLayer):
+class NormalizedLayer(ConvLayer[DeviceT, DTypeT]):
     """A conv with a support-dependent weight normaliser and its floor ``eps``.
 
     Each output row is divided by the root of the squared weight mass its
@@ -174,13 +259,29 @@ class NormalizedLayer(ConvLayer):
         return f"{super().extra_repr()}, eps={self.eps}"
 
 
-class NormalizedSubmConv3d(NormalizedLayer):
+class NormalizedSubmConv3d(NormalizedLayer[DeviceT, DTypeT]):
     """Weight-normalised submanifold conv (``lattice.normalized_subm_conv3d``).
 
     A 1x1x1 kernel is an ordinary pointwise conv, as upstream's.
     """
 
     _geometry_keys = ("kernel_size", "dilation")
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        dilation: IntOrTriple = 1,
+        *,
+        eps: float = NORMALIZED_EPS,
+        bias: bool = True,
+        **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
+    ) -> None:
+        super().__init__(
+            in_channels, out_channels, kernel_size, dilation=dilation, bias=bias, **factory
+        )
+        self._set_eps(eps)
 
     def forward(self, x: Any) -> Any:
         """Normalised convolution of ``x`` on its own rows."""
@@ -192,8 +293,26 @@ class NormalizedSubmConv3d(NormalizedLayer):
         )
 
 
-class NormalizedConvTranspose3d(NormalizedLayer):
+class NormalizedConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
     """Weight-normalised transposed conv over its derived support."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple = 1,
+        padding: IntOrTriple = 0,
+        dilation: IntOrTriple = 1,
+        *,
+        eps: float = NORMALIZED_EPS,
+        bias: bool = True,
+        **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
+    ) -> None:
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, bias=bias, **factory
+        )
+        self._set_eps(eps)
 
     def forward(self, x: Any) -> Any:
         """Normalised transposed convolution of ``x``."""
@@ -208,7 +327,7 @@ class NormalizedConvTranspose3d(NormalizedLayer):
         )
 
 
-class TargetNormalizedConvTranspose3d(NormalizedConvTranspose3d):
+class TargetNormalizedConvTranspose3d(NormalizedConvTranspose3d[DeviceT, DTypeT]):
     """Weight-normalised transposed conv at a target's rows: ``m(x, target)``."""
 
     def forward(self, x: Any, target: Any) -> Any:  # type: ignore[override]
@@ -216,10 +335,24 @@ class TargetNormalizedConvTranspose3d(NormalizedConvTranspose3d):
         return self._normalized_transpose(x, target)
 
 
-class NormalizedGenerativeConvTranspose3d(NormalizedLayer):
+class NormalizedGenerativeConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
     """Weight-normalised support expansion ``o = c*s + k``."""
 
     _geometry_keys = ("kernel_size", "stride")
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrTriple,
+        stride: IntOrTriple = 1,
+        *,
+        eps: float = NORMALIZED_EPS,
+        bias: bool = True,
+        **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
+    ) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, bias=bias, **factory)
+        self._set_eps(eps)
 
     def forward(self, x: Any) -> Any:
         """Normalised support expansion of ``x``."""

@@ -40,6 +40,11 @@ class ConvParams(NamedTuple):
     init_bound: float
     """Half-width of torch's default uniform init, ``1 / sqrt(C_in * kernel volume)``."""
 
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        """``(C_out, Kx, Ky, Kz, C_in)``: the ``conv3d_o_xyz_i`` layout, transposed convs too."""
+        return (self.out_channels, *self.kernel_size, self.in_channels)
+
 
 def conv_params(
     in_channels: object,

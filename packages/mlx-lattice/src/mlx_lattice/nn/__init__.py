@@ -12,9 +12,17 @@ from mlx_lattice.nn.conv import Conv3d as Conv3d
 from mlx_lattice.nn.conv import ConvTranspose3d as ConvTranspose3d
 from mlx_lattice.nn.conv import FullConv3d as FullConv3d
 from mlx_lattice.nn.conv import GenerativeConvTranspose3d as GenerativeConvTranspose3d
+from mlx_lattice.nn.conv import NormalizedConvTranspose3d as NormalizedConvTranspose3d
+from mlx_lattice.nn.conv import (
+    NormalizedGenerativeConvTranspose3d as NormalizedGenerativeConvTranspose3d,
+)
+from mlx_lattice.nn.conv import NormalizedSubmConv3d as NormalizedSubmConv3d
 from mlx_lattice.nn.conv import SubmConv3d as SubmConv3d
 from mlx_lattice.nn.conv import TargetConv3d as TargetConv3d
 from mlx_lattice.nn.conv import TargetConvTranspose3d as TargetConvTranspose3d
+from mlx_lattice.nn.conv import (
+    TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
+)
 from mlx_lattice.nn.feature import BatchNorm as BatchNorm
 from mlx_lattice.nn.feature import Embedding as Embedding
 from mlx_lattice.nn.feature import LayerNorm as LayerNorm
@@ -51,14 +59,6 @@ from mlx_lattice.nn.module import LatticeModule as LatticeModule
 from mlx_lattice.nn.module import Sequential as Sequential
 from mlx_lattice.nn.module import WeightedModule as WeightedModule
 from mlx_lattice.nn.module import map_features as map_features
-from mlx_lattice.nn.normalized import NormalizedConvTranspose3d as NormalizedConvTranspose3d
-from mlx_lattice.nn.normalized import (
-    NormalizedGenerativeConvTranspose3d as NormalizedGenerativeConvTranspose3d,
-)
-from mlx_lattice.nn.normalized import NormalizedSubmConv3d as NormalizedSubmConv3d
-from mlx_lattice.nn.normalized import (
-    TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
-)
 
 # The names both runtimes share are listed once (lattice_contract.nn_names);
 # these are MLX's own: its module bases and the feature-row helper.

@@ -8,9 +8,17 @@ from torch_lattice.nn.conv import Conv3d as Conv3d
 from torch_lattice.nn.conv import ConvTranspose3d as ConvTranspose3d
 from torch_lattice.nn.conv import FullConv3d as FullConv3d
 from torch_lattice.nn.conv import GenerativeConvTranspose3d as GenerativeConvTranspose3d
+from torch_lattice.nn.conv import NormalizedConvTranspose3d as NormalizedConvTranspose3d
+from torch_lattice.nn.conv import (
+    NormalizedGenerativeConvTranspose3d as NormalizedGenerativeConvTranspose3d,
+)
+from torch_lattice.nn.conv import NormalizedSubmConv3d as NormalizedSubmConv3d
 from torch_lattice.nn.conv import SubmConv3d as SubmConv3d
 from torch_lattice.nn.conv import TargetConv3d as TargetConv3d
 from torch_lattice.nn.conv import TargetConvTranspose3d as TargetConvTranspose3d
+from torch_lattice.nn.conv import (
+    TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
+)
 from torch_lattice.nn.feature import BatchNorm as BatchNorm
 from torch_lattice.nn.feature import Dropout as Dropout
 from torch_lattice.nn.feature import Embedding as Embedding
@@ -45,14 +53,6 @@ from torch_lattice.nn.layers import SumPool3d as SumPool3d
 from torch_lattice.nn.layers import Tanh as Tanh
 from torch_lattice.nn.layers import TrilinearUpsample3d as TrilinearUpsample3d
 from torch_lattice.nn.layers import Voxelize as Voxelize
-from torch_lattice.nn.normalized import NormalizedConvTranspose3d as NormalizedConvTranspose3d
-from torch_lattice.nn.normalized import (
-    NormalizedGenerativeConvTranspose3d as NormalizedGenerativeConvTranspose3d,
-)
-from torch_lattice.nn.normalized import NormalizedSubmConv3d as NormalizedSubmConv3d
-from torch_lattice.nn.normalized import (
-    TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
-)
 from torch_lattice.nn.sync_batchnorm import SyncBatchNorm as SyncBatchNorm
 
 # The names both runtimes share are listed once (lattice_contract.nn_names);

@@ -3,59 +3,45 @@
 The parameter names are the artifact's storage keys (``<module path>.weight``,
 ``<module path>.bias``), so a state_dict maps one-to-one onto
 ``weights.safetensors`` and onto the ``mlx_lattice.nn`` mirror.  What a
-module stores, its docstring, repr and op call are declared once for both
-runtimes in :mod:`lattice_contract.nn_convs`; this file creates the torch
-parameters.
+module stores, its constructor, docstring, repr and op call are declared
+once for both runtimes in :mod:`lattice_contract.nn_convs`; this file
+creates the torch parameters, on the ``device`` and in the ``dtype`` the
+constructor's factory keywords name (as ``torch.nn.Conv3d``'s).
+
+The weight-normalised convs (``Normalized*``, the reference system's layers)
+have the same parameters and ``eps``, the normaliser's floor (default 1e-8,
+upstream's): each output row is divided by the root of the squared weight
+mass its own support reaches (see :mod:`torch_lattice.ops.normalized`).  They
+cannot be exported with packed weights: the normaliser needs the dense values.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from lattice_contract import nn_convs
-from lattice_contract.shared_nn import conv_params
+from lattice_contract.shared_nn import ConvParams
 
 from torch_lattice.nn.base import Weighted
 
-Triple = tuple[int, int, int]
+Device = torch.device | str | int | None
+"""What ``device=`` takes (torch's own device spellings)."""
+
+DType = torch.dtype | None
+"""What ``dtype=`` takes."""
+
+Factory = nn_convs.ParameterFactory[Device, DType]
+"""torch's factory keywords, ``device=`` and ``dtype=``."""
 
 
-class _ConvBase(nn_convs.ConvLayer, Weighted):
-    """Torch parameters of every sparse conv: torch's kaiming-uniform default init.
+class _ConvBase(nn_convs.ConvLayer[Device, DType], Weighted):
+    """Torch parameters of every sparse conv: torch's kaiming-uniform default init."""
 
-    ``kernel_size, stride, padding, dilation`` are positional in that order, as
-    in ``torch.nn.Conv3d`` (``Conv3d(4, 8, 2, 2)`` is a 2x2x2 stride-2 conv), so
-    code written for torch, spconv or TorchSparse reads the same here.
-    ``SubmConv3d`` keeps ``dilation`` keyword-only: it has no stride or
-    padding, and a fourth positional argument there would mean stride to a
-    torch reader.
-    """
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | Triple,
-        stride: int | Triple = 1,
-        padding: int | Triple = 0,
-        dilation: int | Triple = 1,
-        *,
-        bias: bool = True,
-        device: Any = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        params = conv_params(in_channels, out_channels, kernel_size, stride, padding, dilation)
-        self._configure(params)
+    def _create_parameters(self, params: ConvParams, bias: bool, factory: Factory) -> None:
         self._init_bound = params.init_bound
-        factory = {"device": device, "dtype": dtype}
-        self.weight = torch.nn.Parameter(
-            torch.empty(out_channels, *self.kernel_size, in_channels, **factory)
-        )
+        self.weight = torch.nn.Parameter(torch.empty(params.weight_shape, **factory))
         self.bias: torch.nn.Parameter | None
         if bias:
-            self.bias = torch.nn.Parameter(torch.empty(out_channels, **factory))
+            self.bias = torch.nn.Parameter(torch.empty(params.out_channels, **factory))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -68,62 +54,41 @@ class _ConvBase(nn_convs.ConvLayer, Weighted):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
 
-class Conv3d(nn_convs.Conv3d, _ConvBase): ...
+class Conv3d(nn_convs.Conv3d[Device, DType], _ConvBase): ...
 
 
-class FullConv3d(nn_convs.FullConv3d, _ConvBase): ...
+class FullConv3d(nn_convs.FullConv3d[Device, DType], _ConvBase): ...
 
 
-class TargetConv3d(nn_convs.TargetConv3d, _ConvBase): ...
+class TargetConv3d(nn_convs.TargetConv3d[Device, DType], _ConvBase): ...
 
 
-class ConvTranspose3d(nn_convs.ConvTranspose3d, _ConvBase): ...
+class ConvTranspose3d(nn_convs.ConvTranspose3d[Device, DType], _ConvBase): ...
 
 
-class TargetConvTranspose3d(nn_convs.TargetConvTranspose3d, _ConvBase): ...
+class TargetConvTranspose3d(nn_convs.TargetConvTranspose3d[Device, DType], _ConvBase): ...
 
 
-class SubmConv3d(nn_convs.SubmConv3d, _ConvBase):
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | Triple,
-        *,
-        dilation: int | Triple = 1,
-        bias: bool = True,
-        device: Any = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            dilation=dilation,
-            bias=bias,
-            device=device,
-            dtype=dtype,
-        )
+class SubmConv3d(nn_convs.SubmConv3d[Device, DType], _ConvBase): ...
 
 
-class GenerativeConvTranspose3d(nn_convs.GenerativeConvTranspose3d, _ConvBase):
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | Triple,
-        stride: int | Triple = 1,
-        *,
-        bias: bool = True,
-        device: Any = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride=stride,
-            bias=bias,
-            device=device,
-            dtype=dtype,
-        )
+class GenerativeConvTranspose3d(nn_convs.GenerativeConvTranspose3d[Device, DType], _ConvBase): ...
+
+
+# --------------------------------------------------------------------------- normalised
+
+
+class NormalizedSubmConv3d(nn_convs.NormalizedSubmConv3d[Device, DType], _ConvBase): ...
+
+
+class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d[Device, DType], _ConvBase): ...
+
+
+class TargetNormalizedConvTranspose3d(
+    nn_convs.TargetNormalizedConvTranspose3d[Device, DType], NormalizedConvTranspose3d
+): ...
+
+
+class NormalizedGenerativeConvTranspose3d(
+    nn_convs.NormalizedGenerativeConvTranspose3d[Device, DType], _ConvBase
+): ...
