@@ -4,7 +4,9 @@ Each runtime package (``mlx_lattice.artifact``, ``torch_lattice.artifact``)
 builds one :class:`ArtifactRuntime` from its
 :class:`~lattice_contract.runtime_ops.RuntimeAdapter`, its lowering registry
 and its ``LatticeArtifact`` / ``LatticeProgram`` classes, and publishes the
-runtime's methods under the public names.  The control flow is written here
+runtime's methods under the public names; what depends on no runtime (importing
+a plan, the operation names, whether the native module is there) is a plain
+function here that both runtimes re-export.  The control flow is written here
 once, so both runtimes enforce the same bundle rules, verify through the
 same native calls and fail with the same error types and words:
 
@@ -56,6 +58,9 @@ __all__ = [
     "ARTIFACT_VERIFY_NAMES",
     "ArtifactRuntime",
     "LatticeArtifactBase",
+    "import_lattice_plan",
+    "lattice_graph_operation_names",
+    "native_artifact_execution_available",
 ]
 
 ARTIFACT_IO_NAMES: tuple[str, ...] = (
@@ -81,7 +86,10 @@ ARTIFACT_VERIFY_NAMES: tuple[str, ...] = (
     "validate_lattice_graph",
 )
 """The public names of each runtime's verification module (MLX: ``artifact.validation``,
-torch: ``artifact.runtime``): the :class:`ArtifactRuntime` methods that verify."""
+torch: ``artifact.runtime``): the :class:`ArtifactRuntime` methods that verify (they read
+the runtime's ``lattice-opt`` variable or compile for it) and the functions of this
+module that no runtime changes (:func:`import_lattice_plan`,
+:func:`lattice_graph_operation_names`)."""
 
 ARTIFACT_PROGRAM_NAMES: tuple[str, ...] = (
     "RUNTIME",
@@ -129,6 +137,35 @@ plus their declared extras).
 """
 
 PathLike = str | os.PathLike[str]
+
+
+# -- what no runtime changes: one function each, re-exported by both runtimes --------
+
+
+def import_lattice_plan(graph: str) -> RuntimePlan:
+    """Verify ``graph`` in process and freeze its plan (schema- and ABI-checked).
+
+    MLIR's rejection is a :class:`~lattice_contract.verify.LatticeValidationError`
+    carrying MLIR's diagnostics; a malformed payload a
+    :class:`~lattice_contract.plan.PlanError`.  The plan is the same on every
+    runtime (it holds no arrays), so both runtimes publish this one function.
+    """
+    return verify.import_native_plan(graph)
+
+
+def lattice_graph_operation_names(graph: str) -> tuple[str, ...]:
+    """Names of the entry's operations in order, from the natively verified plan.
+
+    Needs the in-process module; there is deliberately no textual fallback.
+    """
+    return tuple(op.name for op in verify.import_native_plan(graph).ops)
+
+
+def native_artifact_execution_available() -> bool:
+    """Whether this install has the native MLIR importer needed to execute artifacts."""
+    return verify.native_module() is not None
+
+
 ArrayT = TypeVar("ArrayT")
 ArtifactT = TypeVar("ArtifactT", bound="LatticeArtifactBase[Any]")
 ProgramT = TypeVar("ProgramT")
@@ -276,22 +313,6 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
             graph, lattice_opt=lattice_opt, env=self.adapter.lattice_opt_env
         )
 
-    def import_plan(self, graph: str) -> RuntimePlan:
-        """Verify ``graph`` in process and freeze its plan (schema- and ABI-checked).
-
-        MLIR's rejection is a :class:`~lattice_contract.verify.LatticeValidationError`
-        carrying MLIR's diagnostics; a malformed payload a
-        :class:`~lattice_contract.plan.PlanError`.
-        """
-        return verify.import_native_plan(graph)
-
-    def operation_names(self, graph: str) -> tuple[str, ...]:
-        """Names of the entry's operations in order, from the natively verified plan.
-
-        Needs the in-process module; there is deliberately no textual fallback.
-        """
-        return tuple(op.name for op in verify.import_native_plan(graph).ops)
-
     def artifact_status(
         self, artifact: ArtifactT | PathLike, *, lattice_opt: PathLike | None = None
     ) -> LatticeMLIRStatus:
@@ -348,11 +369,6 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
             )
 
     # -- execution --------------------------------------------------------------------
-
-    @staticmethod
-    def native_available() -> bool:
-        """Whether this install has the native MLIR importer needed to execute artifacts."""
-        return verify.native_module() is not None
 
     def compile(self, artifact: ArtifactT, **options: Any) -> ProgramT:
         """Verify, import and compile a loaded artifact (needs the native module)."""

@@ -28,6 +28,9 @@ from lattice_contract.runtime_artifact import (
     ArtifactRuntime,
     LatticeArtifactBase,
 )
+from lattice_contract.runtime_artifact import (
+    native_artifact_execution_available as native_artifact_execution_available,
+)
 from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
 
 from mlx_lattice.artifact.backend import MLX_BACKEND
@@ -77,6 +80,5 @@ RUNTIME: ArtifactRuntime[LatticeArtifact, LatticeProgram] = ArtifactRuntime(
 )
 """The shared artifact runtime bound to MLX: the methods below are its public face."""
 
-native_artifact_execution_available = RUNTIME.native_available
 compile_lattice_artifact = RUNTIME.compile
 load_lattice_program = RUNTIME.load_program

@@ -14,6 +14,10 @@ only valid if it compiles for MLX.
 from __future__ import annotations
 
 from lattice_contract.runtime_artifact import ARTIFACT_VERIFY_NAMES
+from lattice_contract.runtime_artifact import import_lattice_plan as import_lattice_plan
+from lattice_contract.runtime_artifact import (
+    lattice_graph_operation_names as lattice_graph_operation_names,
+)
 from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
 from lattice_contract.verify import LatticeMLIRStatus as LatticeMLIRStatus
 from lattice_contract.verify import LatticeValidationError as LatticeValidationError
@@ -30,5 +34,3 @@ lattice_graph_status = RUNTIME.graph_status
 validate_lattice_graph = RUNTIME.validate_graph
 lattice_artifact_status = RUNTIME.artifact_status
 validate_lattice_artifact = RUNTIME.validate_artifact
-lattice_graph_operation_names = RUNTIME.operation_names
-import_lattice_plan = RUNTIME.import_plan

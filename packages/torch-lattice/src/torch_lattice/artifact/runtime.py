@@ -31,6 +31,13 @@ from lattice_contract.runtime_artifact import (
     ArtifactRuntime,
     LatticeArtifactBase,
 )
+from lattice_contract.runtime_artifact import import_lattice_plan as import_lattice_plan
+from lattice_contract.runtime_artifact import (
+    lattice_graph_operation_names as lattice_graph_operation_names,
+)
+from lattice_contract.runtime_artifact import (
+    native_artifact_execution_available as native_artifact_execution_available,
+)
 from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
 from lattice_contract.verify import LatticeMLIRStatus as LatticeMLIRStatus
 from lattice_contract.verify import LatticeValidationError as LatticeValidationError
@@ -126,11 +133,8 @@ RUNTIME: ArtifactRuntime[LatticeArtifact, LatticeProgram] = ArtifactRuntime(
 )
 """The shared artifact runtime bound to torch: the functions below are its public face."""
 
-native_artifact_execution_available = RUNTIME.native_available
 lattice_graph_status = RUNTIME.graph_status
 validate_lattice_graph = RUNTIME.validate_graph
-import_lattice_plan = RUNTIME.import_plan
-lattice_graph_operation_names = RUNTIME.operation_names
 lattice_artifact_status = RUNTIME.artifact_status
 validate_lattice_artifact = RUNTIME.validate_artifact
 
