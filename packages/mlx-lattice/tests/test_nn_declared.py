@@ -462,3 +462,9 @@ def test_factory_keywords_are_torchs_alone() -> None:
         mnn.SubmConv3d(4, 8, 3, dtype=mx.float16)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"Conv3d takes no device=, dtype=: MLX"):
         mnn.Conv3d(4, 8, 3, device=None, dtype=None)  # type: ignore[arg-type]
+    # What the message recommends instead: MLX casts a built model.
+    model = mnn.Sequential(mnn.Conv3d(4, 8, 3), mnn.NormalizedSubmConv3d(8, 8, 3, 2))
+    model.set_dtype(mx.float16)
+    assert {v.dtype for v in model.state_dict().values()} == {mx.float16}
+    # help() shows the one constructor's words on every conv (inherited docstring).
+    assert "device=" in (inspect.getdoc(mnn.SubmConv3d.__init__) or "")

@@ -98,14 +98,17 @@ class ConvLayer(Windowed, Weighted, Generic[DeviceT, DTypeT]):
         bias: bool = True,
         **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
     ) -> None:
+        """Check the channel counts and geometry, then create ``weight`` and ``bias``.
+
+        The geometry is positional (``kernel_size`` first, then this conv's
+        own window attributes), ``eps`` and ``bias`` are keyword-only, and
+        ``**factory`` are the runtime's parameter keywords: torch's
+        ``device=`` and ``dtype=``; none on MLX (cast a model with
+        ``set_dtype``).  Every conv's constructor follows these rules (and
+        delegates here), so ``help()`` shows this text for each.
+        """
         super().__init__()
         params = conv_params(in_channels, out_channels, kernel_size, stride, padding, dilation)
-        self._build(params, bias, factory)
-
-    def _build(
-        self, params: ConvParams, bias: bool, factory: ParameterFactory[DeviceT, DTypeT]
-    ) -> None:
-        """Store the checked channel counts and geometry, then let the runtime make the arrays."""
         self.in_channels, self.out_channels = params.in_channels, params.out_channels
         self.kernel_size, self.stride, self.padding, self.dilation = params[2:6]
         self._create_parameters(params, bias, factory)
