@@ -20,8 +20,10 @@ declared on :class:`Layer`:
   sparse value's features (keeping its support);
 * for layers with parameters (:class:`Weighted`: the convs of
   :mod:`lattice_contract.nn_convs`, the feature layers of
-  :mod:`lattice_contract.nn_features`), the constructor that creates them,
-  ``_with_weights`` and ``bias_operand``.
+  :mod:`lattice_contract.nn_features`), ``_with_weights`` and
+  ``bias_operand``, and what creates the parameters: for the convs a
+  ``_create_parameters`` hook behind the declared constructor, for the
+  feature layers the constructor itself.
 
 The layer class comes first among the bases, so its ``__init__``,
 ``forward`` and ``extra_repr`` are the module's; torch's
