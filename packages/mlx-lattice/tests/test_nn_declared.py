@@ -468,3 +468,14 @@ def test_factory_keywords_are_torchs_alone() -> None:
     assert {v.dtype for v in model.state_dict().values()} == {mx.float16}
     # help() shows the one constructor's words on every conv (inherited docstring).
     assert "device=" in (inspect.getdoc(mnn.SubmConv3d.__init__) or "")
+
+
+def test_the_normalised_convs_former_module_still_imports() -> None:
+    """``<runtime>.nn.normalized`` re-exports the classes now bound in ``nn.conv``."""
+    import mlx_lattice.nn.normalized as mlx_old
+    import torch_lattice.nn.normalized as torch_old
+
+    for old, new in ((mlx_old, mnn), (torch_old, tnn)):
+        for name in CONV_LAYERS:
+            if name.startswith(("Normalized", "TargetNormalized")):
+                assert getattr(old, name) is getattr(new, name), name
