@@ -1,4 +1,4 @@
-"""The kernel-map table and relation cache both runtimes share (lattice_contract.shared_kernel_map)."""
+"""The kernel-map table and relation cache both runtimes share (shared_kernel_map)."""
 
 from __future__ import annotations
 
