@@ -202,6 +202,25 @@ def _bad_op_calls(rt: Any, ops: Any, arr: Any) -> dict[str, Any]:
         "voxelize_feature_rows": lambda: ops.voxelize(
             points, arr(feats[:1]), arr(np.zeros(2, np.int32)), voxel_size=1.0
         ),
+        # voxelize's feature checks are the shared point prologue's (one set of words)
+        "voxelize_int_features": lambda: ops.voxelize(
+            points, arr(np.ones((2, 3), np.int32)), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_list_features": lambda: ops.voxelize(
+            points, feats.tolist(), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_sparse_features": lambda: ops.voxelize(
+            points, x, arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_features_rank": lambda: ops.voxelize(
+            points, arr(feats[:, 0]), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_active_too_large": lambda: ops.voxelize(
+            points, arr(feats), arr(np.zeros(2, np.int32)), 3, voxel_size=1.0
+        ),
+        "devoxelize_dense_voxels": lambda: ops.devoxelize(
+            points, arr(feats), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
         "cast_target": lambda: ops.cast(arr(feats), "f64"),
         "cast_integer_source": lambda: ops.cast(arr(np.ones((2, 2), np.int32)), "f16"),
         "upsample_stride_not_dividing": lambda: ops.trilinear_upsample3d(y, stride=2),
