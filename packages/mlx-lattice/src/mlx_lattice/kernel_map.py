@@ -166,55 +166,55 @@ def subm_map(
     mirror ``V-1-k`` see the same pairs with roles swapped, so only half of
     the taps are searched.
     """
-    key = ("subm", kernel_size, dilation)
-    hit = cache.relations.get(key)
-    if isinstance(hit, KernelMap):
-        return hit
-    index = _index(cache, coords, stride)
-    n = index.size
-    offsets = subm_offsets(kernel_size, dilation)
-    volume = len(offsets)
-    centre = tap_index(tuple((k - 1) // 2 for k in kernel_size), kernel_size)
-    symmetric = all(k % 2 == 1 for k in kernel_size)
-    searched = [k for k in range(volume) if k != centre and (not symmetric or k < centre)]
-    sorted_rows = index.rows
-    if searched and n:
-        probed = index.find_neighbours([offsets[k] for k in searched])
-        if probed is None:  # offsets beyond the key margin: shift, repack and search each tap
-            sorted_coords = index.space.unpack(index.keys)
-            queries = mx.stack(
-                [index.space.pack(_shifted(sorted_coords, offsets[k])) for k in searched]
-            )
-            probed = index.find_keys(queries)
-        found, rows = probed
-        partial = _assemble(found, rows, mx.broadcast_to(sorted_rows, rows.shape), n, n)
-    else:
-        empty = mx.zeros((0,), dtype=mx.int32)
-        partial = KernelMap(empty, empty, (0,) * (len(searched) + 1), n, n)
-    ins: list[mx.array] = []
-    outs: list[mx.array] = []
-    bounds = [0]
-    where = {k: i for i, k in enumerate(searched)}
-    for k in range(volume):
-        if k in where:
-            i, o = partial.tap(where[k])
-        elif k != centre:  # mirror of a searched tap: same pairs, roles swapped
-            o, i = partial.tap(where[volume - 1 - k])
+
+    def build() -> KernelMap:
+        index = _index(cache, coords, stride)
+        n = index.size
+        offsets = subm_offsets(kernel_size, dilation)
+        volume = len(offsets)
+        centre = tap_index(tuple((k - 1) // 2 for k in kernel_size), kernel_size)
+        symmetric = all(k % 2 == 1 for k in kernel_size)
+        searched = [k for k in range(volume) if k != centre and (not symmetric or k < centre)]
+        sorted_rows = index.rows
+        if searched and n:
+            probed = index.find_neighbours([offsets[k] for k in searched])
+            if probed is None:  # offsets beyond the key margin: shift, repack and search each tap
+                sorted_coords = index.space.unpack(index.keys)
+                queries = mx.stack(
+                    [index.space.pack(_shifted(sorted_coords, offsets[k])) for k in searched]
+                )
+                probed = index.find_keys(queries)
+            found, rows = probed
+            partial = _assemble(found, rows, mx.broadcast_to(sorted_rows, rows.shape), n, n)
         else:
-            i = o = mx.zeros((0,), dtype=mx.int32)
-        ins.append(i)
-        outs.append(o)
-        bounds.append(bounds[-1] + int(i.shape[0]))
-    kmap = KernelMap(
-        in_idx=mx.concatenate(ins) if ins else mx.zeros((0,), dtype=mx.int32),
-        out_idx=mx.concatenate(outs) if outs else mx.zeros((0,), dtype=mx.int32),
-        starts=tuple(bounds),
-        num_in=n,
-        num_out=n,
-        identity_tap=centre,
-    )
-    cache.relations[key] = kmap
-    return kmap
+            empty = mx.zeros((0,), dtype=mx.int32)
+            partial = KernelMap(empty, empty, (0,) * (len(searched) + 1), n, n)
+        ins: list[mx.array] = []
+        outs: list[mx.array] = []
+        bounds = [0]
+        where = {k: i for i, k in enumerate(searched)}
+        for k in range(volume):
+            if k in where:
+                i, o = partial.tap(where[k])
+            elif k != centre:  # mirror of a searched tap: same pairs, roles swapped
+                o, i = partial.tap(where[volume - 1 - k])
+            else:
+                i = o = mx.zeros((0,), dtype=mx.int32)
+            ins.append(i)
+            outs.append(o)
+            bounds.append(bounds[-1] + int(i.shape[0]))
+        kmap = KernelMap(
+            in_idx=mx.concatenate(ins) if ins else mx.zeros((0,), dtype=mx.int32),
+            out_idx=mx.concatenate(outs) if outs else mx.zeros((0,), dtype=mx.int32),
+            starts=tuple(bounds),
+            num_in=n,
+            num_out=n,
+            identity_tap=centre,
+        )
+        return kmap
+
+    key = ("subm", kernel_size, dilation)
+    return cached_relation(cache.relations, key, KernelMap, build)
 
 
 # ------------------------------------------------------- generated supports
@@ -335,27 +335,27 @@ def coarsened_support(
     """
     if op_stride == (1, 1, 1):
         return coords, cache
+
+    def build() -> tuple[mx.array, SupportCache]:
+        out_stride = geometry.forward_stride(stride, op_stride)
+        logical = _logical(coords, stride) // mx.array((1, *op_stride), dtype=mx.int32)
+        space = KeySpace.of(logical)
+        n = int(logical.shape[0])
+        if n == 0:
+            empty = mx.zeros((0,), dtype=mx.int32)
+            index = SupportIndex(space=space, keys=mx.zeros((0,), dtype=mx.int64), rows=empty)
+            found = (mx.zeros((0, 4), dtype=mx.int32), SupportCache(index))
+        else:
+            keys = mx.sort(space.pack(logical))
+            first = mx.concatenate([mx.ones((1,), dtype=mx.bool_), keys[1:] != keys[:-1]])
+            unique = keys[flat_nonzero(first)]
+            m = int(unique.shape[0])
+            index = SupportIndex(space=space, keys=unique, rows=mx.arange(m, dtype=mx.int32))
+            found = (_physical(space.unpack(unique), out_stride).reshape(m, 4), SupportCache(index))
+        return found
+
     key = ("coarsen", op_stride)
-    hit = cache.relations.get(key)
-    if isinstance(hit, tuple):
-        return hit
-    out_stride = geometry.forward_stride(stride, op_stride)
-    logical = _logical(coords, stride) // mx.array((1, *op_stride), dtype=mx.int32)
-    space = KeySpace.of(logical)
-    n = int(logical.shape[0])
-    if n == 0:
-        empty = mx.zeros((0,), dtype=mx.int32)
-        index = SupportIndex(space=space, keys=mx.zeros((0,), dtype=mx.int64), rows=empty)
-        found = (mx.zeros((0, 4), dtype=mx.int32), SupportCache(index))
-    else:
-        keys = mx.sort(space.pack(logical))
-        first = mx.concatenate([mx.ones((1,), dtype=mx.bool_), keys[1:] != keys[:-1]])
-        unique = keys[flat_nonzero(first)]
-        m = int(unique.shape[0])
-        index = SupportIndex(space=space, keys=unique, rows=mx.arange(m, dtype=mx.int32))
-        found = (_physical(space.unpack(unique), out_stride).reshape(m, 4), SupportCache(index))
-    cache.relations[key] = found
-    return found
+    return cached_relation(cache.relations, key, tuple, build)
 
 
 def _centred_map(
@@ -385,23 +385,25 @@ def conv_support(
     s = 1, p = 0 and an odd kernel that is the submanifold relation, and the
     (half-searched, identity-tap) ``subm`` map is returned.
     """
-    key = ("conv", kernel_size, op_stride, padding, dilation)
-    hit = cache.relations.get(key)
-    if isinstance(hit, GeneratedSupport):
-        return hit
-    out_coords, out_cache = coarsened_support(cache, coords, stride, op_stride)
-    out_stride = geometry.forward_stride(stride, op_stride)
-    if geometry.is_submanifold_relation(kernel_size, op_stride, padding):
-        kmap = subm_map(cache, coords, stride, kernel_size, dilation)
-    else:
-        index = _index(cache, coords, stride)
-        target = _logical(out_coords, out_stride)
-        kmap = _centred_map(
-            index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
+
+    def build() -> GeneratedSupport:
+        out_coords, out_cache = coarsened_support(cache, coords, stride, op_stride)
+        out_stride = geometry.forward_stride(stride, op_stride)
+        if geometry.is_submanifold_relation(kernel_size, op_stride, padding):
+            kmap = subm_map(cache, coords, stride, kernel_size, dilation)
+        else:
+            index = _index(cache, coords, stride)
+            target = _logical(out_coords, out_stride)
+            kmap = _centred_map(
+                index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
+            )
+        generated = GeneratedSupport(
+            coords=out_coords, stride=out_stride, cache=out_cache, kmap=kmap
         )
-    generated = GeneratedSupport(coords=out_coords, stride=out_stride, cache=out_cache, kmap=kmap)
-    cache.relations[key] = generated
-    return generated
+        return generated
+
+    key = ("conv", kernel_size, op_stride, padding, dilation)
+    return cached_relation(cache.relations, key, GeneratedSupport, build)
 
 
 def transpose_support(

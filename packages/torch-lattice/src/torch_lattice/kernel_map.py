@@ -184,35 +184,37 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     where tap k reads δ, so its pairs are tap k's pairs swapped; only the
     first half is looked up and the centre tap is the identity.
     """
+
+    def build() -> KernelMap:
+        n = support.num_rows
+        offsets = subm_offsets(kernel, dilation)
+        volume = len(offsets)
+        logical = support.logical
+        table = support.table
+        odd = all(k % 2 == 1 for k in kernel)
+        # Queries run in sorted key order, so when the rows already are in key order
+        # (conv outputs are; so are x-y-z sorted inputs) both sides of every tap
+        # increase: each mirrored pair list is sorted too.
+        in_key_order = table.rows_in_key_order()
+        if odd:
+            centre = volume // 2
+            half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
+            # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
+            pairs = [(r, q) for q, r in half]
+            pairs.append(_empty_pair(logical))
+            pairs.extend((q, r) for q, r in reversed(half))
+            kmap = _assemble(
+                pairs, n, n, logical.device, identity_tap=centre, sorted_rows=in_key_order
+            )
+        else:
+            found_pairs = table.lookup_offsets(logical, offsets, base_is_table=True)
+            kmap = _assemble(
+                [(r, q) for q, r in found_pairs], n, n, logical.device, sorted_rows=in_key_order
+            )
+        return kmap
+
     key = ("subm", kernel, dilation)
-    found = support.maps.get(key)
-    if isinstance(found, KernelMap):
-        return found
-    n = support.num_rows
-    offsets = subm_offsets(kernel, dilation)
-    volume = len(offsets)
-    logical = support.logical
-    table = support.table
-    odd = all(k % 2 == 1 for k in kernel)
-    # Queries run in sorted key order, so when the rows already are in key order
-    # (conv outputs are; so are x-y-z sorted inputs) both sides of every tap
-    # increase: each mirrored pair list is sorted too.
-    in_key_order = table.rows_in_key_order()
-    if odd:
-        centre = volume // 2
-        half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
-        # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
-        pairs = [(r, q) for q, r in half]
-        pairs.append(_empty_pair(logical))
-        pairs.extend((q, r) for q, r in reversed(half))
-        kmap = _assemble(pairs, n, n, logical.device, identity_tap=centre, sorted_rows=in_key_order)
-    else:
-        found_pairs = table.lookup_offsets(logical, offsets, base_is_table=True)
-        kmap = _assemble(
-            [(r, q) for q, r in found_pairs], n, n, logical.device, sorted_rows=in_key_order
-        )
-    support.maps[key] = kmap
-    return kmap
+    return cached_relation(support.maps, key, KernelMap, build)
 
 
 def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -317,21 +319,21 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
     """
     if stride == (1, 1, 1):
         return support
+
+    def build() -> Support:
+        out_stride = geometry.forward_stride(support.stride, stride)
+        logical = support.logical
+        s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
+        coarse = torch.div(logical, s, rounding_mode="floor")
+        if coarse.shape[0]:
+            lo, hi = bounds(coarse)
+            packing = Packing.covering(lo, hi, margin=0)
+            coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
+        out = Support.from_logical(coarse, out_stride)
+        return out
+
     key = ("coarsen", stride)
-    found = support.maps.get(key)
-    if isinstance(found, Support):
-        return found
-    out_stride = geometry.forward_stride(support.stride, stride)
-    logical = support.logical
-    s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
-    coarse = torch.div(logical, s, rounding_mode="floor")
-    if coarse.shape[0]:
-        lo, hi = bounds(coarse)
-        packing = Packing.covering(lo, hi, margin=0)
-        coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
-    out = Support.from_logical(coarse, out_stride)
-    support.maps[key] = out
-    return out
+    return cached_relation(support.maps, key, Support, build)
 
 
 def conv_map(
@@ -345,20 +347,20 @@ def conv_map(
     map is registered on the output support so that a
     ``target_conv_transpose3d`` back onto this input reuses it.
     """
+
+    def build() -> tuple[Support, KernelMap]:
+        out = coarsened_support(support, stride)
+        if geometry.is_submanifold_relation(kernel, stride, padding):
+            kmap = subm_map(support, kernel, dilation)
+        else:
+            kmap = _centred_map(support, out, kernel, stride, padding, dilation)
+        if geometry.indexed_equals_centred(kernel) and out is not support:
+            back = target_key("target_transpose", support, kernel, stride, padding, dilation)
+            out.maps[back] = kmap.transposed()
+        return out, kmap
+
     key = ("conv", kernel, stride, padding, dilation)
-    found = support.maps.get(key)
-    if isinstance(found, tuple):
-        return found
-    out = coarsened_support(support, stride)
-    if geometry.is_submanifold_relation(kernel, stride, padding):
-        kmap = subm_map(support, kernel, dilation)
-    else:
-        kmap = _centred_map(support, out, kernel, stride, padding, dilation)
-    support.maps[key] = (out, kmap)
-    if geometry.indexed_equals_centred(kernel) and out is not support:
-        back = target_key("target_transpose", support, kernel, stride, padding, dilation)
-        out.maps[back] = kmap.transposed()
-    return out, kmap
+    return cached_relation(support.maps, key, tuple, build)
 
 
 def _centred_map(
