@@ -205,11 +205,13 @@ class SparseTensor(SparseTensorBase[torch.Tensor, torch.dtype]):
 
     @classmethod
     def _make(cls, support: Support, feats: torch.Tensor) -> SparseTensor:
+        """Internal constructor for op outputs (no checks): every op's result is made here."""
         obj = cls.__new__(cls)
         obj._hold(support, feats)
         return obj
 
     def _hold(self, support: Support, feats: torch.Tensor) -> None:
+        """Hold the support and, for one-read views, its coordinates and stride."""
         self._support = support
         self._coords = support.coords
         self._stride = support.stride
