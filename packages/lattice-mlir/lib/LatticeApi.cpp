@@ -1,17 +1,20 @@
 //===- LatticeApi.cpp - in-process verify and plan import -----------------===//
 //
-// Each call builds its own single-threaded MLIRContext, so calls are
-// independent (no attribute storage grows across calls, no shared handler)
-// and safe to run with the GIL released, from any number of threads at
-// once.  Diagnostics go to a string through a SourceMgr handler: nothing is
-// printed to stderr.  Every call runs on a thread of its own with a stack of
-// limits::kParserStackBytes: the pre-check bounds nesting, and the large
-// stack is the second line of defence whatever the caller's thread has.
+// Every call runs on a parser thread (LatticeParserPool.h): a long-lived
+// thread with a stack of limits::kParserStackBytes (the pre-check bounds
+// nesting, and the large stack is the second line of defence whatever the
+// caller's thread has) and its own ready, single-threaded MLIRContext, which
+// serves a bounded number of calls.  Calls are independent (each has its own
+// diagnostic handler and source manager; see LatticeParserPool.cpp for what
+// a reused context keeps) and safe to run with the GIL released, from any
+// number of threads at once.  Diagnostics go to a string through a
+// SourceMgr handler: nothing is printed to stderr.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lattice/LatticeApi.h"
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticeParserPool.h"
 #include "lattice/LatticePrecheck.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,7 +29,6 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/thread.h"
 
 #include <memory>
 #include <utility>
@@ -105,31 +107,17 @@ LogicalResult mlir::lattice::checkStringAttributes(ModuleOp module) {
 
 namespace {
 
-/// Runs `fn` to completion on a thread with the parser's large stack.
-template <typename Fn> void onParserStack(Fn &&fn) {
-  llvm::thread worker(std::optional<unsigned>(limits::kParserStackBytes), std::forward<Fn>(fn));
-  worker.join();
-}
-
-/// One parse: a private context, the source buffer and the captured text.
+/// One parse on a borrowed context: the source buffer, the captured text
+/// and the diagnostic handler, all of this call alone.
 struct Session {
-  DialectRegistry registry;
-  std::unique_ptr<MLIRContext> context;
+  MLIRContext &context;
   llvm::SourceMgr sourceMgr;
   std::string diagnostics;
   llvm::raw_string_ostream diagStream{diagnostics};
-  std::unique_ptr<SourceMgrDiagnosticHandler> handler;
+  SourceMgrDiagnosticHandler handler{sourceMgr, &context, diagStream};
   OwningOpRef<ModuleOp> module;
 
-  Session() {
-    registry.insert<LatticeDialect, func::FuncDialect>();
-    context = std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
-    context->loadAllAvailableDialects();
-    // Diagnostics name the rule and the line; a dump of the offending op
-    // (the whole module for artifact rules) would drown them.
-    context->printOpOnDiagnostic(false);
-    handler = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get(), diagStream);
-  }
+  explicit Session(MLIRContext &context) : context(context) {}
 
   /// Parse, check for unknown lattice ops, verify ops, verify the artifact.
   bool run(std::string_view text) {
@@ -144,7 +132,7 @@ struct Session {
                              llvm::SourceMgr::DK_Error, refused->message);
       return false;
     }
-    ParserConfig config(context.get(), /*verifyAfterParse=*/false);
+    ParserConfig config(&context, /*verifyAfterParse=*/false);
     module = parseSourceFile<ModuleOp>(sourceMgr, config);
     if (!module)
       return false;
@@ -452,25 +440,26 @@ namespace lattice_api {
 
 CheckOutcome check(std::string_view text, bool buildPlan) {
   CheckOutcome outcome;
-  onParserStack([&] {
-    Session session;
+  runOnParserThread(text.size(), [&](MLIRContext &context) {
+    Session session(context);
     outcome.ok = session.run(text);
     if (outcome.ok && buildPlan) {
       outcome.plan = PlanBuilder().build(*session.module);
       outcome.hasPlan = true;
     }
     outcome.diagnostics = session.takeDiagnostics();
+    return outcome.ok;
   });
   return outcome;
 }
 
 Node dialectOps() {
-  Session session;
+  std::unique_ptr<MLIRContext> context = makeParserContext();
   Node out = Node::makeList();
   describeOps<
 #define GET_OP_LIST
 #include "LatticeOps.cpp.inc"
-      >(session.context.get(), out);
+      >(context.get(), out);
   return out;
 }
 
