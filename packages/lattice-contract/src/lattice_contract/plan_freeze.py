@@ -307,10 +307,42 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
 # The payload.
 
 
+def _plain_type(text: Any, entry: Any) -> ValueType | None:
+    """The type of an entry exactly as the native importer writes it, else None (look closer)."""
+    if type(text) is not str or not text or type(entry) is not dict or len(entry) != 4:
+        return None
+    kind, dtype = entry.get("kind"), entry.get("dtype")
+    shape, family = entry.get("shape", _ABSENT), entry.get("family", _ABSENT)
+    if type(kind) is not str or type(dtype) is not str or not dtype:
+        return None
+    if kind == "tensor":
+        if (
+            family is not None
+            or type(shape) is not list
+            or not all(type(d) is int and -1 <= d <= _I64_MAX for d in shape)
+        ):
+            return None
+        return ValueType(kind=kind, dtype=dtype, shape=tuple(shape), family=None)
+    if shape is not None:
+        return None
+    if kind == "weight":
+        return ValueType(kind, dtype, None, family) if type(family) is str and family else None
+    if kind == "sparse" and family is None:
+        return ValueType(kind=kind, dtype=dtype, shape=None, family=None)
+    return None
+
+
+_ABSENT = object()
+
+
 def _freeze_types(raw: Any) -> Mapping[str, ValueType]:
     table = require_mapping(raw, "plan 'types'")
     frozen: dict[str, ValueType] = {}
     for text, entry in table.items():
+        plain = _plain_type(text, entry)
+        if plain is not None:
+            frozen[text] = plain
+            continue
         what = f"plan 'types'[{show(text)}]"
         require_str(text, "a plan 'types' key")
         item = record(entry, what, ("kind", "dtype"), ("shape", "family"))
