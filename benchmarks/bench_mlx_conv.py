@@ -109,7 +109,7 @@ def run_mlx(coords: np.ndarray, layer: Layer, repeat: int) -> dict[str, float]:
             kmap = subm_map(cache, c, (1, 1, 1), (k, k, k), (1, 1, 1))
         else:
             kmap = conv_support(cache, c, (1, 1, 1), (k,) * 3, (s,) * 3, (0,) * 3, (1,) * 3).kmap
-        mx.eval(kmap.in_rows, kmap.out_rows)
+        mx.eval(kmap.in_idx, kmap.out_idx)
         return kmap.num_pairs
 
     cached_input = SparseTensor.trusted(c, f)

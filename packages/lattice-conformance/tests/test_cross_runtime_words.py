@@ -107,6 +107,26 @@ def test_both_runtimes_refuse_bad_sparse_values(case: str) -> None:
     assert m_err == t_err, (case, m_err, t_err)
 
 
+@pytest.mark.parametrize("case", ["int_features", "wrong_rows", "rank_one", "not_an_array"])
+def test_both_runtimes_refuse_bad_new_features(case: str) -> None:
+    """``with_feats`` checks new features with the contract's words on both runtimes."""
+    coords, feats, stride, _ = _sparse_args("valid")
+    new: Any = {
+        "int_features": feats.astype(np.int32),
+        "wrong_rows": feats[:2],
+        "rank_one": feats[:, 0],
+        "not_an_array": feats.tolist(),
+    }[case]
+    m_x = mlx_lattice.SparseTensor(to_mx(coords), to_mx(feats), stride)
+    t_x = torch_lattice.SparseTensor(to_torch(coords), to_torch(feats), stride)
+    m_new = new if isinstance(new, list) else to_mx(new)
+    t_new: Any = new if isinstance(new, list) else to_torch(new)  # a list on purpose
+    m_err = error_words(lambda: m_x.with_feats(m_new))
+    t_err = error_words(lambda: t_x.with_feats(t_new))
+    assert not m_err.startswith(("no error", "unexpected")), (case, "mlx", m_err)
+    assert m_err == t_err, (case, m_err, t_err)
+
+
 def _bad_op_calls(rt: Any, ops: Any, arr: Any) -> dict[str, Any]:
     """Calls SPEC §4/§5 forbid, written once against either runtime."""
     coords = np.array([[0, 0, 0, 0], [0, 2, 2, 2]], dtype=np.int32)
@@ -181,6 +201,25 @@ def _bad_op_calls(rt: Any, ops: Any, arr: Any) -> dict[str, Any]:
         ),
         "voxelize_feature_rows": lambda: ops.voxelize(
             points, arr(feats[:1]), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        # voxelize's feature checks are the shared point prologue's (one set of words)
+        "voxelize_int_features": lambda: ops.voxelize(
+            points, arr(np.ones((2, 3), np.int32)), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_list_features": lambda: ops.voxelize(
+            points, feats.tolist(), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_sparse_features": lambda: ops.voxelize(
+            points, x, arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_features_rank": lambda: ops.voxelize(
+            points, arr(feats[:, 0]), arr(np.zeros(2, np.int32)), voxel_size=1.0
+        ),
+        "voxelize_active_too_large": lambda: ops.voxelize(
+            points, arr(feats), arr(np.zeros(2, np.int32)), 3, voxel_size=1.0
+        ),
+        "devoxelize_dense_voxels": lambda: ops.devoxelize(
+            points, arr(feats), arr(np.zeros(2, np.int32)), voxel_size=1.0
         ),
         "cast_target": lambda: ops.cast(arr(feats), "f64"),
         "cast_integer_source": lambda: ops.cast(arr(np.ones((2, 2), np.int32)), "f16"),

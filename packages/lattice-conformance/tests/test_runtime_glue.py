@@ -34,10 +34,10 @@ from lattice_contract.runtime_ops import (
     missing_runtime_ops,
     runtime_ops_problems,
 )
-from mlx_lattice.artifact.backend import MLX_BACKEND, MLX_OPS
+from mlx_lattice.artifact.backend import MLX_BACKEND
 from mlx_lattice.artifact.runtime import RUNTIME as MLX_RUNTIME
 from safetensors.numpy import save_file
-from torch_lattice.artifact.backend import TORCH_BACKEND, TORCH_OPS
+from torch_lattice.artifact.backend import TORCH_BACKEND
 from torch_lattice.artifact.runtime import RUNTIME as TORCH_RUNTIME
 
 REGISTRIES = {"mlx": mart.MLX_LOWERINGS, "torch": tart.LOWERINGS}
@@ -80,7 +80,7 @@ def test_one_lowering_table_on_both_runtimes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("ops", "module"), [(MLX_OPS, mlx_lattice.ops), (TORCH_OPS, torch_lattice.ops)]
+    ("ops", "module"), [(MLX_BACKEND.ops, mlx_lattice.ops), (TORCH_BACKEND.ops, torch_lattice.ops)]
 )
 def test_each_runtime_ops_module_has_every_needed_op(ops: object, module: object) -> None:
     assert ops is module

@@ -147,3 +147,19 @@ def test_point_ops_reject_bad_inputs() -> None:
     x = ops.voxelize(points, feats, batch, voxel_size=1.0)
     with pytest.raises(ValueError, match="interpolation"):
         ops.devoxelize(points, x, batch, voxel_size=1.0, interpolation="cubic")
+
+
+def test_point_ops_refuse_arrays_on_two_devices() -> None:
+    """The shared prologue's device rule, on the CPU: a ``meta`` tensor lives elsewhere."""
+    points, feats, batch = _cloud(5, 4)
+    elsewhere = torch.empty((4, 3), device="meta")
+    words = "voxelize: points are on meta but batch_indices on cpu; move them to one device"
+    with pytest.raises(ValueError, match=words):
+        ops.voxelize(elsewhere, feats, batch, voxel_size=1.0)
+    words = "voxelize: features are on meta but points on cpu; move them to one device"
+    with pytest.raises(ValueError, match=words):
+        ops.voxelize(points, feats.to("meta"), batch, voxel_size=1.0)
+    x = ops.voxelize(points, feats, batch, voxel_size=1.0)
+    words = "devoxelize: points are on meta but batch_indices on cpu"
+    with pytest.raises(ValueError, match=words):
+        ops.devoxelize(elsewhere, x, batch, voxel_size=1.0)

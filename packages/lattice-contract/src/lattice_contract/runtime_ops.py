@@ -24,6 +24,7 @@ them.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 import sys
@@ -45,6 +46,10 @@ __all__ = [
 
 class RuntimeOps(Protocol):
     """The functional ops the standard lowerings call, by their ``ops`` names."""
+
+    @property
+    def QuantizedWeight(self) -> type[Any]:
+        """The packed weight class, built as ``QuantizedWeight(w, scales, biases, bits, group)``."""
 
     # -- convolutions ---------------------------------------------------------
 
@@ -280,9 +285,14 @@ class RuntimeOps(Protocol):
 
 
 RUNTIME_OP_NAMES: tuple[str, ...] = tuple(
-    sorted(name for name in vars(RuntimeOps) if not name.startswith("_"))
+    sorted(
+        name
+        for name, member in vars(RuntimeOps).items()
+        if not name.startswith("_") and not isinstance(member, property)
+    )
 )
-"""Every member of :class:`RuntimeOps`, read from the protocol itself (one list)."""
+"""Every op of :class:`RuntimeOps` (its functions, not the ``QuantizedWeight`` class),
+read from the protocol itself (one list)."""
 
 
 def missing_runtime_ops(ops: object, names: Sequence[str] = RUNTIME_OP_NAMES) -> tuple[str, ...]:
@@ -351,9 +361,13 @@ one that lacks a dtype simply has no entry for it.
 class RuntimeAdapter:
     """One runtime's array library, as the shared artifact code needs it.
 
-    A runtime subclasses this once and sets ``name``, ``sparse_type``,
-    ``array_type``, ``packed_type`` and ``ops``; the rest follows from them
-    here, once: the names in messages (``mlx_lattice.SparseTensor``,
+    A runtime subclasses this once and sets only what is its own: ``name``,
+    ``array_type`` and ``ops`` (its ``ops`` module, which mypy checks against
+    :class:`RuntimeOps` at that assignment).  The rest follows from them here,
+    once: the SparseTensor class (``SparseTensor`` of the ops' package's
+    ``sparse`` module) and the packed weight (the ops module's
+    ``QuantizedWeight``, an op name of both), the names in messages
+    (``mlx_lattice.SparseTensor``,
     ``torch.Tensor``), the ``lattice-opt`` environment variable
     (``MLX_LATTICE_LATTICE_OPT``), the dtype table (read from the array
     type's module by :data:`ELEMENT_DTYPES`), and the generic answers
@@ -365,14 +379,16 @@ class RuntimeAdapter:
 
     name: str
     """Runtime name in diagnostics (``mlx``, ``torch``)."""
-    sparse_type: ClassVar[type[Any]]
-    """The runtime's SparseTensor class (its constructor and ``trusted`` build from ABI arrays)."""
     array_type: ClassVar[type[Any]]
     """The runtime's dense array type; its module holds the dtypes."""
-    packed_type: ClassVar[type[Any]]
-    """The runtime's packed weight, built as ``packed_type(w, scales, biases, bits, group)``."""
     ops: RuntimeOps
     """The runtime's functional ops (its ``ops`` module)."""
+    sparse_type: ClassVar[type[Any]]
+    """The runtime's SparseTensor class (its constructor and ``trusted`` build from ABI
+    arrays; derived from ``ops``)."""
+    packed_type: ClassVar[type[Any]]
+    """The runtime's packed weight, built as ``packed_type(w, scales, biases, bits, group)``
+    (``ops.QuantizedWeight``, derived)."""
     dtype_spellings: ClassVar[Mapping[str, str]] = {}
     """Element name -> the library's dtype attribute, where it is not :data:`ELEMENT_DTYPES`'s."""
 
@@ -388,9 +404,14 @@ class RuntimeAdapter:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "array_type" not in cls.__dict__:
+        if "ops" not in cls.__dict__:
             return
+        if "sparse_type" not in cls.__dict__:  # an adapter may still name its own
+            ops_package = getattr(cls.ops, "__name__", "").partition(".")[0]
+            cls.sparse_type = importlib.import_module(f"{ops_package}.sparse").SparseTensor
         package = cls.sparse_type.__module__.partition(".")[0]
+        if "packed_type" not in cls.__dict__:
+            cls.packed_type = cls.ops.QuantizedWeight
         cls.sparse_type_name = f"{package}.{cls.sparse_type.__qualname__}"
         cls.array_type_name = f"{cls.array_type.__module__}.{cls.array_type.__qualname__}"
         cls.lattice_opt_env = f"{cls.name.upper()}_LATTICE_LATTICE_OPT"

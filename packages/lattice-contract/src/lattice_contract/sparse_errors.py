@@ -26,6 +26,7 @@ __all__ = [
     "feats_dtype",
     "feats_shape",
     "negative_batch",
+    "new_feats_shape",
     "not_an_array",
     "not_divisible",
     "row_mismatch",
@@ -77,6 +78,13 @@ def row_mismatch(feat_rows: int, coord_rows: int) -> ValueError:
     return ValueError(
         f"feats has {feat_rows} rows but coords has {coord_rows}; row i of feats belongs to "
         "row i of coords"
+    )
+
+
+def new_feats_shape(shape: Sequence[int], rows: int) -> ValueError:
+    """``with_feats`` features that are not one row per row of the support."""
+    return ValueError(
+        f"with_feats needs features of shape ({rows}, C) to match the support, got {_shape(shape)}"
     )
 
 

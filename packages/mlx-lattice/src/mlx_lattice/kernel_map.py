@@ -7,11 +7,10 @@ supports of the support-generating ops, with whole-kernel vectorised lookups
 :class:`~mlx_lattice.coords.SupportCache` so that every layer of a forward
 pass that reads the same support with the same geometry reuses one map.
 
-A cache key names a target support by a weak reference (as torch's cache
-does): a cached map never keeps another support alive, so an encoder's and a
-decoder's supports form no reference cycle and are freed by reference
-counting as soon as no value uses them.  A dead reference equals only itself,
-so a new support at a recycled address never hits a stale map.
+A cache key names a target support by a weak reference, as torch's cache
+does, through the contract's one relation cache
+(:mod:`lattice_contract.shared_kernel_map`): a cached map never keeps
+another support alive, so supports form no reference cycle.
 
 Geometry (docs/semantics.md), per axis, in logical units (physical / stride),
 with K taps, dilation d, op stride s and padding p, and the two offset rules of
@@ -33,7 +32,6 @@ Tap numbering comes from :mod:`lattice_contract.kernel` and nowhere else.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,56 +40,29 @@ import numpy as np
 from lattice_contract import geometry
 from lattice_contract.kernel import Triple, subm_offsets, tap_index
 from lattice_contract.options import Window
+from lattice_contract.shared_kernel_map import TapPairs, cached_relation, target_key
 
 from mlx_lattice.coord_range import check_emitted
 from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, flat_nonzero
 
 
 @dataclass(frozen=True)
-class KernelMap:
-    """Input/output row pairs of one op, grouped by tap.
+class KernelMap(TapPairs[mx.array]):
+    """Input/output row pairs of one op, grouped by tap, as int32 MLX arrays.
 
-    Pairs of tap k are ``in_rows[bounds[k]:bounds[k+1]]`` /
-    ``out_rows[bounds[k]:bounds[k+1]]``.  ``identity_tap``, when set, is a tap
-    whose pairs are every row onto itself (the zero-offset tap of a
-    submanifold conv); they are not stored, the executor applies that tap as
-    one dense matmul.  Memory: two int32 per pair.
+    The table's form and its accessors are the contract's
+    (:class:`~lattice_contract.shared_kernel_map.TapPairs`): pairs of tap k are
+    ``in_idx[starts[k]:starts[k+1]]`` / ``out_idx[starts[k]:starts[k+1]]``, and
+    the ``identity_tap``'s pairs (every row onto itself) are not stored.
+    Memory: two int32 per pair.
     """
-
-    in_rows: mx.array
-    out_rows: mx.array
-    bounds: tuple[int, ...]
-    num_in: int
-    num_out: int
-    identity_tap: int | None = None
-
-    @property
-    def volume(self) -> int:
-        """Number of taps."""
-        return len(self.bounds) - 1
-
-    def tap_pairs(self, tap: int) -> tuple[mx.array, mx.array]:
-        """``(in_rows, out_rows)`` of one tap (empty for the identity tap)."""
-        a, b = self.bounds[tap], self.bounds[tap + 1]
-        return self.in_rows[a:b], self.out_rows[a:b]
-
-    def tap_count(self, tap: int) -> int:
-        """Number of pairs of one tap (all rows for the identity tap)."""
-        if tap == self.identity_tap:
-            return self.num_out
-        return self.bounds[tap + 1] - self.bounds[tap]
-
-    @property
-    def num_pairs(self) -> int:
-        """Total number of (input, tap) contributions, the identity tap included."""
-        return sum(self.tap_count(k) for k in range(self.volume))
 
     def transposed(self) -> KernelMap:
         """The same pairs with input and output swapped (the adjoint's map)."""
         return KernelMap(
-            in_rows=self.out_rows,
-            out_rows=self.in_rows,
-            bounds=self.bounds,
+            in_idx=self.out_idx,
+            out_idx=self.in_idx,
+            starts=self.starts,
             num_in=self.num_out,
             num_out=self.num_in,
             identity_tap=self.identity_tap,
@@ -128,9 +99,9 @@ def _assemble(
     bounds = (0, *(int(v) for v in np.cumsum(counts)))
     hits = flat_nonzero(found)
     return KernelMap(
-        in_rows=in_rows.reshape(-1)[hits],
-        out_rows=out_rows.reshape(-1)[hits],
-        bounds=bounds,
+        in_idx=in_rows.reshape(-1)[hits],
+        out_idx=out_rows.reshape(-1)[hits],
+        starts=bounds,
         num_in=num_in,
         num_out=num_out,
     )
@@ -195,55 +166,55 @@ def subm_map(
     mirror ``V-1-k`` see the same pairs with roles swapped, so only half of
     the taps are searched.
     """
-    key = ("subm", kernel_size, dilation)
-    hit = cache.relations.get(key)
-    if isinstance(hit, KernelMap):
-        return hit
-    index = _index(cache, coords, stride)
-    n = index.size
-    offsets = subm_offsets(kernel_size, dilation)
-    volume = len(offsets)
-    centre = tap_index(tuple((k - 1) // 2 for k in kernel_size), kernel_size)
-    symmetric = all(k % 2 == 1 for k in kernel_size)
-    searched = [k for k in range(volume) if k != centre and (not symmetric or k < centre)]
-    sorted_rows = index.rows
-    if searched and n:
-        probed = index.find_neighbours([offsets[k] for k in searched])
-        if probed is None:  # offsets beyond the key margin: shift, repack and search each tap
-            sorted_coords = index.space.unpack(index.keys)
-            queries = mx.stack(
-                [index.space.pack(_shifted(sorted_coords, offsets[k])) for k in searched]
-            )
-            probed = index.find_keys(queries)
-        found, rows = probed
-        partial = _assemble(found, rows, mx.broadcast_to(sorted_rows, rows.shape), n, n)
-    else:
-        empty = mx.zeros((0,), dtype=mx.int32)
-        partial = KernelMap(empty, empty, (0,) * (len(searched) + 1), n, n)
-    ins: list[mx.array] = []
-    outs: list[mx.array] = []
-    bounds = [0]
-    where = {k: i for i, k in enumerate(searched)}
-    for k in range(volume):
-        if k in where:
-            i, o = partial.tap_pairs(where[k])
-        elif k != centre:  # mirror of a searched tap: same pairs, roles swapped
-            o, i = partial.tap_pairs(where[volume - 1 - k])
+
+    def build() -> KernelMap:
+        index = _index(cache, coords, stride)
+        n = index.size
+        offsets = subm_offsets(kernel_size, dilation)
+        volume = len(offsets)
+        centre = tap_index(tuple((k - 1) // 2 for k in kernel_size), kernel_size)
+        symmetric = all(k % 2 == 1 for k in kernel_size)
+        searched = [k for k in range(volume) if k != centre and (not symmetric or k < centre)]
+        sorted_rows = index.rows
+        if searched and n:
+            probed = index.find_neighbours([offsets[k] for k in searched])
+            if probed is None:  # offsets beyond the key margin: shift, repack and search each tap
+                sorted_coords = index.space.unpack(index.keys)
+                queries = mx.stack(
+                    [index.space.pack(_shifted(sorted_coords, offsets[k])) for k in searched]
+                )
+                probed = index.find_keys(queries)
+            found, rows = probed
+            partial = _assemble(found, rows, mx.broadcast_to(sorted_rows, rows.shape), n, n)
         else:
-            i = o = mx.zeros((0,), dtype=mx.int32)
-        ins.append(i)
-        outs.append(o)
-        bounds.append(bounds[-1] + int(i.shape[0]))
-    kmap = KernelMap(
-        in_rows=mx.concatenate(ins) if ins else mx.zeros((0,), dtype=mx.int32),
-        out_rows=mx.concatenate(outs) if outs else mx.zeros((0,), dtype=mx.int32),
-        bounds=tuple(bounds),
-        num_in=n,
-        num_out=n,
-        identity_tap=centre,
-    )
-    cache.relations[key] = kmap
-    return kmap
+            empty = mx.zeros((0,), dtype=mx.int32)
+            partial = KernelMap(empty, empty, (0,) * (len(searched) + 1), n, n)
+        ins: list[mx.array] = []
+        outs: list[mx.array] = []
+        bounds = [0]
+        where = {k: i for i, k in enumerate(searched)}
+        for k in range(volume):
+            if k in where:
+                i, o = partial.tap(where[k])
+            elif k != centre:  # mirror of a searched tap: same pairs, roles swapped
+                o, i = partial.tap(where[volume - 1 - k])
+            else:
+                i = o = mx.zeros((0,), dtype=mx.int32)
+            ins.append(i)
+            outs.append(o)
+            bounds.append(bounds[-1] + int(i.shape[0]))
+        kmap = KernelMap(
+            in_idx=mx.concatenate(ins) if ins else mx.zeros((0,), dtype=mx.int32),
+            out_idx=mx.concatenate(outs) if outs else mx.zeros((0,), dtype=mx.int32),
+            starts=tuple(bounds),
+            num_in=n,
+            num_out=n,
+            identity_tap=centre,
+        )
+        return kmap
+
+    key = ("subm", kernel_size, dilation)
+    return cached_relation(cache.relations, key, KernelMap, build)
 
 
 # ------------------------------------------------------- generated supports
@@ -364,27 +335,27 @@ def coarsened_support(
     """
     if op_stride == (1, 1, 1):
         return coords, cache
+
+    def build() -> tuple[mx.array, SupportCache]:
+        out_stride = geometry.forward_stride(stride, op_stride)
+        logical = _logical(coords, stride) // mx.array((1, *op_stride), dtype=mx.int32)
+        space = KeySpace.of(logical)
+        n = int(logical.shape[0])
+        if n == 0:
+            empty = mx.zeros((0,), dtype=mx.int32)
+            index = SupportIndex(space=space, keys=mx.zeros((0,), dtype=mx.int64), rows=empty)
+            found = (mx.zeros((0, 4), dtype=mx.int32), SupportCache(index))
+        else:
+            keys = mx.sort(space.pack(logical))
+            first = mx.concatenate([mx.ones((1,), dtype=mx.bool_), keys[1:] != keys[:-1]])
+            unique = keys[flat_nonzero(first)]
+            m = int(unique.shape[0])
+            index = SupportIndex(space=space, keys=unique, rows=mx.arange(m, dtype=mx.int32))
+            found = (_physical(space.unpack(unique), out_stride).reshape(m, 4), SupportCache(index))
+        return found
+
     key = ("coarsen", op_stride)
-    hit = cache.relations.get(key)
-    if isinstance(hit, tuple):
-        return hit
-    out_stride = geometry.forward_stride(stride, op_stride)
-    logical = _logical(coords, stride) // mx.array((1, *op_stride), dtype=mx.int32)
-    space = KeySpace.of(logical)
-    n = int(logical.shape[0])
-    if n == 0:
-        empty = mx.zeros((0,), dtype=mx.int32)
-        index = SupportIndex(space=space, keys=mx.zeros((0,), dtype=mx.int64), rows=empty)
-        found = (mx.zeros((0, 4), dtype=mx.int32), SupportCache(index))
-    else:
-        keys = mx.sort(space.pack(logical))
-        first = mx.concatenate([mx.ones((1,), dtype=mx.bool_), keys[1:] != keys[:-1]])
-        unique = keys[flat_nonzero(first)]
-        m = int(unique.shape[0])
-        index = SupportIndex(space=space, keys=unique, rows=mx.arange(m, dtype=mx.int32))
-        found = (_physical(space.unpack(unique), out_stride).reshape(m, 4), SupportCache(index))
-    cache.relations[key] = found
-    return found
+    return cached_relation(cache.relations, key, tuple, build)
 
 
 def _centred_map(
@@ -414,23 +385,25 @@ def conv_support(
     s = 1, p = 0 and an odd kernel that is the submanifold relation, and the
     (half-searched, identity-tap) ``subm`` map is returned.
     """
-    key = ("conv", kernel_size, op_stride, padding, dilation)
-    hit = cache.relations.get(key)
-    if isinstance(hit, GeneratedSupport):
-        return hit
-    out_coords, out_cache = coarsened_support(cache, coords, stride, op_stride)
-    out_stride = geometry.forward_stride(stride, op_stride)
-    if geometry.is_submanifold_relation(kernel_size, op_stride, padding):
-        kmap = subm_map(cache, coords, stride, kernel_size, dilation)
-    else:
-        index = _index(cache, coords, stride)
-        target = _logical(out_coords, out_stride)
-        kmap = _centred_map(
-            index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
+
+    def build() -> GeneratedSupport:
+        out_coords, out_cache = coarsened_support(cache, coords, stride, op_stride)
+        out_stride = geometry.forward_stride(stride, op_stride)
+        if geometry.is_submanifold_relation(kernel_size, op_stride, padding):
+            kmap = subm_map(cache, coords, stride, kernel_size, dilation)
+        else:
+            index = _index(cache, coords, stride)
+            target = _logical(out_coords, out_stride)
+            kmap = _centred_map(
+                index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
+            )
+        generated = GeneratedSupport(
+            coords=out_coords, stride=out_stride, cache=out_cache, kmap=kmap
         )
-    generated = GeneratedSupport(coords=out_coords, stride=out_stride, cache=out_cache, kmap=kmap)
-    cache.relations[key] = generated
-    return generated
+        return generated
+
+    key = ("conv", kernel_size, op_stride, padding, dilation)
+    return cached_relation(cache.relations, key, GeneratedSupport, build)
 
 
 def transpose_support(
@@ -476,20 +449,19 @@ def target_conv_map(
     dilation: Triple,
 ) -> KernelMap:
     """Map of ``target_conv3d``: tap k of target o reads ``o s + off_c(k) - p`` (centred)."""
-    key = ("target_conv", kernel_size, op_stride, padding, dilation, weakref.ref(target_cache))
-    hit = cache.relations.get(key)
-    if isinstance(hit, KernelMap):
-        return hit
-    if target_cache is cache:
-        kmap = conv_support(cache, coords, stride, kernel_size, op_stride, padding, dilation).kmap
-    else:
+
+    def build() -> KernelMap:
+        if target_cache is cache:
+            return conv_support(
+                cache, coords, stride, kernel_size, op_stride, padding, dilation
+            ).kmap
         index = _index(cache, coords, stride)
         target = _logical(target_coords, target_stride)
-        kmap = _centred_map(
-            index, target, op_stride, geometry.centred_shifts(kernel_size, padding, dilation)
-        )
-    cache.relations[key] = kmap
-    return kmap
+        shifts = geometry.centred_shifts(kernel_size, padding, dilation)
+        return _centred_map(index, target, op_stride, shifts)
+
+    key = target_key("target_conv", target_cache, kernel_size, op_stride, padding, dilation)
+    return cached_relation(cache.relations, key, KernelMap, build)
 
 
 def target_transpose_map(
@@ -510,32 +482,30 @@ def target_transpose_map(
     whose output is this input (the encoder/decoder pairing), that forward
     map is reused with its roles swapped instead of being searched again.
     """
-    key = ("target_transpose", kernel_size, op_stride, padding, dilation, weakref.ref(target_cache))
-    hit = cache.relations.get(key)
-    if isinstance(hit, KernelMap):
-        return hit
-    window = (kernel_size, op_stride, padding, dilation)
-    forward = target_cache.relations.get(("full", *window))
-    if not isinstance(forward, GeneratedSupport) and geometry.indexed_equals_centred(kernel_size):
-        # conv3d's centred rule is the indexed one for even and unit kernels.
-        forward = target_cache.relations.get(("conv", *window))
-    if isinstance(forward, GeneratedSupport) and forward.cache is cache:
-        kmap = forward.kmap.transposed()
-        cache.relations[key] = kmap
-        return kmap
-    index = _index(cache, coords, stride)
-    target = _logical(target_coords, target_stride)
-    m = int(target.shape[0])
-    s = mx.array((1, *op_stride), dtype=mx.int32)
-    shifts = geometry.full_shifts(kernel_size, padding, dilation)
-    keys = []
-    for shift, valid in zip(shifts, _divisible(target, shifts, op_stride), strict=True):
-        keys.append(mx.where(valid, index.space.pack(_shifted(target, shift) // s), -1))
-    found, rows = index.find_keys(mx.stack(keys))
-    out_rows = mx.broadcast_to(mx.arange(m, dtype=mx.int32), found.shape)
-    kmap = _assemble(found, rows, out_rows, index.size, m)
-    cache.relations[key] = kmap
-    return kmap
+    window = Window(kernel_size, op_stride, padding, dilation)
+
+    def build() -> KernelMap:
+        forward = target_cache.relations.get(("full", *window))
+        if not isinstance(forward, GeneratedSupport) and geometry.indexed_equals_centred(
+            kernel_size
+        ):  # conv3d's centred rule is the indexed one for even and unit kernels
+            forward = target_cache.relations.get(("conv", *window))
+        if isinstance(forward, GeneratedSupport) and forward.cache is cache:
+            return forward.kmap.transposed()
+        index = _index(cache, coords, stride)
+        target = _logical(target_coords, target_stride)
+        m = int(target.shape[0])
+        s = mx.array((1, *op_stride), dtype=mx.int32)
+        shifts = geometry.full_shifts(kernel_size, padding, dilation)
+        keys = []
+        for shift, valid in zip(shifts, _divisible(target, shifts, op_stride), strict=True):
+            keys.append(mx.where(valid, index.space.pack(_shifted(target, shift) // s), -1))
+        found, rows = index.find_keys(mx.stack(keys))
+        out_rows = mx.broadcast_to(mx.arange(m, dtype=mx.int32), found.shape)
+        return _assemble(found, rows, out_rows, index.size, m)
+
+    key = target_key("target_transpose", target_cache, kernel_size, op_stride, padding, dilation)
+    return cached_relation(cache.relations, key, KernelMap, build)
 
 
 def kernel_volume(kernel_size: Triple) -> int:

@@ -18,9 +18,8 @@ import mlx.core as mx
 import numpy as np
 from lattice_contract import shared_order, sparse_errors
 from lattice_contract.kernel import Triple
-from lattice_contract.options import int_triple
-from lattice_contract.shared_names import FeatureSpellings, given_features
-from lattice_contract.shared_sparse import active_count
+from lattice_contract.shared_names import given_features
+from lattice_contract.shared_sparse import SparseTensorBase
 
 from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
 
@@ -60,7 +59,7 @@ def _row(coords: mx.array, row: int) -> list[int]:
     return [int(v) for v in np.asarray(coords[row]).tolist()]
 
 
-class SparseTensor(FeatureSpellings[mx.array]):
+class SparseTensor(SparseTensorBase[mx.array, mx.Dtype]):
     """Rows ``(batch, x, y, z)`` with a feature row each, at a stride (``docs/semantics.md``).
 
     Construction validates everything the contract requires and keeps only the
@@ -72,9 +71,17 @@ class SparseTensor(FeatureSpellings[mx.array]):
     ``features`` and ``with_features`` are the same as ``feats`` and
     ``with_feats``, and the constructors take ``features=`` for ``feats``:
     the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
+    The rules of the parts and the plain views (``coords``, ``feats``,
+    ``stride``, ``num_rows``, ``num_channels``, ``dtype``) are the contract's
+    (:class:`~lattice_contract.shared_sparse.SparseTensorBase`), shared with torch.
     """
 
-    __slots__ = ("_cache", "_coords", "_feats", "_stride")
+    __slots__ = ("_cache",)
+
+    FEATURE_DTYPES = FEATURE_DTYPES
+    INDEX_DTYPE = mx.int32
+    _as_array = staticmethod(_as_mx)
+    _read_active = staticmethod(_read_active)
 
     # Two overloads: the features are required, as feats (second, or feats=)
     # or as features=, so a type checker refuses SparseTensor(coords) as the
@@ -170,23 +177,8 @@ class SparseTensor(FeatureSpellings[mx.array]):
     def _init(
         self, coords: Any, feats: Any, stride: Any, active_rows: Any, *, trusted: bool
     ) -> None:
-        c = _as_mx(coords, "coords")
-        f = _as_mx(feats, "feats")
-        if c.dtype != mx.int32:
-            raise sparse_errors.coords_dtype(c.dtype)
-        if c.ndim != 2 or c.shape[1] != 4:
-            raise sparse_errors.coords_shape(c.shape)
-        if f.ndim != 2:
-            raise sparse_errors.feats_shape(f.shape)
-        if f.dtype not in FEATURE_DTYPES:
-            raise sparse_errors.feats_dtype(f.dtype)
-        if f.shape[0] != c.shape[0]:
-            raise sparse_errors.row_mismatch(f.shape[0], c.shape[0])
-        st = int_triple(stride, "stride", minimum=1)
-        n = active_count(active_rows, c.shape[0], _read_active)
-        if n != c.shape[0]:
-            c = c[:n]
-            f = f[:n]
+        c, f, st = self._checked_parts(coords, feats, stride, active_rows)
+        n = int(c.shape[0])
         self._coords = c
         self._feats = f
         self._stride = st
@@ -214,39 +206,9 @@ class SparseTensor(FeatureSpellings[mx.array]):
     # ------------------------------------------------------------------ views
 
     @property
-    def coords(self) -> mx.array:
-        """Physical coordinates, int32 ``(N, 4)`` rows ``(batch, x, y, z)``."""
-        return self._coords
-
-    @property
-    def feats(self) -> mx.array:
-        """Features ``(N, C)``, row i belongs to coordinate row i."""
-        return self._feats
-
-    @property
-    def stride(self) -> Triple:
-        """Physical stride per spatial axis."""
-        return self._stride
-
-    @property
     def active_rows(self) -> mx.array:
         """The active count as an int32 ``(1,)`` array (always ``num_rows``)."""
         return mx.array([self.num_rows], dtype=mx.int32)
-
-    @property
-    def num_rows(self) -> int:
-        """Number of rows N."""
-        return int(self._coords.shape[0])
-
-    @property
-    def num_channels(self) -> int:
-        """Number of feature channels C."""
-        return int(self._feats.shape[1])
-
-    @property
-    def dtype(self) -> mx.Dtype:
-        """Feature storage dtype."""
-        return self._feats.dtype
 
     @property
     def dtype_name(self) -> str:
@@ -301,17 +263,7 @@ class SparseTensor(FeatureSpellings[mx.array]):
 
     def with_feats(self, feats: Any) -> SparseTensor:
         """Same support and stride, new features; shares the kernel-map cache."""
-        f = _as_mx(feats, "feats")
-        if f.ndim != 2 or f.shape[0] != self.num_rows:
-            raise ValueError(
-                f"with_feats needs features of shape ({self.num_rows}, C) to match the "
-                f"support, got {f.shape}"
-            )
-        if f.dtype not in FEATURE_DTYPES:
-            raise TypeError(
-                f"feats must be float16, bfloat16 or float32, got {f.dtype}; cast them with "
-                f".astype(mlx.core.float32)"
-            )
+        f = self._checked_feats(feats)
         return SparseTensor._from_parts(self._coords, f, self._stride, self._cache)
 
     def astype(self, dtype: mx.Dtype) -> SparseTensor:

@@ -36,6 +36,7 @@ import torch
 from lattice_contract import geometry
 from lattice_contract.kernel import kernel_volume, subm_offsets
 from lattice_contract.options import Window
+from lattice_contract.shared_kernel_map import TapPairs, cached_relation, target_key
 
 from torch_lattice.coord_range import check_emitted
 from torch_lattice.coords import Packing, bounds
@@ -57,12 +58,14 @@ Triple = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
-class KernelMap:
+class KernelMap(TapPairs[torch.Tensor]):
     """Pairs per tap: ``in_idx[starts[k]:starts[k+1]]`` feed ``out_idx[...]`` through tap k.
 
-    ``identity_tap`` names a tap whose pairs are exactly (i, i) for every row
-    (the centre of an odd submanifold kernel); its pairs are not stored and
-    the executor applies it as one dense matmul.
+    The table's form and its accessors are the contract's
+    (:class:`~lattice_contract.shared_kernel_map.TapPairs`); ``identity_tap``
+    names a tap whose pairs are exactly (i, i) for every row (the centre of an
+    odd submanifold kernel); its pairs are not stored and the executor applies
+    it as one dense matmul.
 
     ``outputs_sorted`` (``inputs_sorted``) promises that within every tap the
     output (input) rows strictly increase.  A map with sorted outputs can be
@@ -71,30 +74,9 @@ class KernelMap:
     replaces ``index_add_`` (see ``ops.conv``).
     """
 
-    in_idx: torch.Tensor
-    out_idx: torch.Tensor
-    starts: tuple[int, ...]
-    num_in: int
-    num_out: int
-    identity_tap: int | None = None
     outputs_sorted: bool = False
     inputs_sorted: bool = False
     cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def volume(self) -> int:
-        """Number of taps."""
-        return len(self.starts) - 1
-
-    @property
-    def num_pairs(self) -> int:
-        """Stored pairs plus the implicit identity pairs."""
-        return int(self.in_idx.numel()) + (self.num_in if self.identity_tap is not None else 0)
-
-    def tap(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(input rows, output rows) of tap k (empty for the identity tap)."""
-        a, b = self.starts[k], self.starts[k + 1]
-        return self.in_idx[a:b], self.out_idx[a:b]
 
     @property
     def fill(self) -> float:
@@ -202,35 +184,37 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     where tap k reads δ, so its pairs are tap k's pairs swapped; only the
     first half is looked up and the centre tap is the identity.
     """
+
+    def build() -> KernelMap:
+        n = support.num_rows
+        offsets = subm_offsets(kernel, dilation)
+        volume = len(offsets)
+        logical = support.logical
+        table = support.table
+        odd = all(k % 2 == 1 for k in kernel)
+        # Queries run in sorted key order, so when the rows already are in key order
+        # (conv outputs are; so are x-y-z sorted inputs) both sides of every tap
+        # increase: each mirrored pair list is sorted too.
+        in_key_order = table.rows_in_key_order()
+        if odd:
+            centre = volume // 2
+            half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
+            # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
+            pairs = [(r, q) for q, r in half]
+            pairs.append(_empty_pair(logical))
+            pairs.extend((q, r) for q, r in reversed(half))
+            kmap = _assemble(
+                pairs, n, n, logical.device, identity_tap=centre, sorted_rows=in_key_order
+            )
+        else:
+            found_pairs = table.lookup_offsets(logical, offsets, base_is_table=True)
+            kmap = _assemble(
+                [(r, q) for q, r in found_pairs], n, n, logical.device, sorted_rows=in_key_order
+            )
+        return kmap
+
     key = ("subm", kernel, dilation)
-    found = support.maps.get(key)
-    if isinstance(found, KernelMap):
-        return found
-    n = support.num_rows
-    offsets = subm_offsets(kernel, dilation)
-    volume = len(offsets)
-    logical = support.logical
-    table = support.table
-    odd = all(k % 2 == 1 for k in kernel)
-    # Queries run in sorted key order, so when the rows already are in key order
-    # (conv outputs are; so are x-y-z sorted inputs) both sides of every tap
-    # increase: each mirrored pair list is sorted too.
-    in_key_order = table.rows_in_key_order()
-    if odd:
-        centre = volume // 2
-        half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
-        # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
-        pairs = [(r, q) for q, r in half]
-        pairs.append(_empty_pair(logical))
-        pairs.extend((q, r) for q, r in reversed(half))
-        kmap = _assemble(pairs, n, n, logical.device, identity_tap=centre, sorted_rows=in_key_order)
-    else:
-        found_pairs = table.lookup_offsets(logical, offsets, base_is_table=True)
-        kmap = _assemble(
-            [(r, q) for q, r in found_pairs], n, n, logical.device, sorted_rows=in_key_order
-        )
-    support.maps[key] = kmap
-    return kmap
+    return cached_relation(support.maps, key, KernelMap, build)
 
 
 def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -298,7 +282,7 @@ def full_conv_map(
         )
         kmap = _assemble(list(split), n, int(out_keys.numel()), device)
         support.maps[key] = (out, kmap)
-        back = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
+        back = target_key("target_transpose", support, kernel, stride, padding, dilation)
         out.maps[back] = kmap.transposed()
         return out, kmap
     for shift in geometry.full_shifts(kernel, padding, dilation):
@@ -321,7 +305,7 @@ def full_conv_map(
     pairs = list(zip(cand_rows, torch.split(inverse, counts), strict=True))
     kmap = _assemble(pairs, n, int(out_keys.numel()), device)
     support.maps[key] = (out, kmap)
-    back_key = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
+    back_key = target_key("target_transpose", support, kernel, stride, padding, dilation)
     out.maps[back_key] = kmap.transposed()
     return out, kmap
 
@@ -335,21 +319,21 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
     """
     if stride == (1, 1, 1):
         return support
+
+    def build() -> Support:
+        out_stride = geometry.forward_stride(support.stride, stride)
+        logical = support.logical
+        s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
+        coarse = torch.div(logical, s, rounding_mode="floor")
+        if coarse.shape[0]:
+            lo, hi = bounds(coarse)
+            packing = Packing.covering(lo, hi, margin=0)
+            coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
+        out = Support.from_logical(coarse, out_stride)
+        return out
+
     key = ("coarsen", stride)
-    found = support.maps.get(key)
-    if isinstance(found, Support):
-        return found
-    out_stride = geometry.forward_stride(support.stride, stride)
-    logical = support.logical
-    s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
-    coarse = torch.div(logical, s, rounding_mode="floor")
-    if coarse.shape[0]:
-        lo, hi = bounds(coarse)
-        packing = Packing.covering(lo, hi, margin=0)
-        coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
-    out = Support.from_logical(coarse, out_stride)
-    support.maps[key] = out
-    return out
+    return cached_relation(support.maps, key, Support, build)
 
 
 def conv_map(
@@ -363,20 +347,20 @@ def conv_map(
     map is registered on the output support so that a
     ``target_conv_transpose3d`` back onto this input reuses it.
     """
+
+    def build() -> tuple[Support, KernelMap]:
+        out = coarsened_support(support, stride)
+        if geometry.is_submanifold_relation(kernel, stride, padding):
+            kmap = subm_map(support, kernel, dilation)
+        else:
+            kmap = _centred_map(support, out, kernel, stride, padding, dilation)
+        if geometry.indexed_equals_centred(kernel) and out is not support:
+            back = target_key("target_transpose", support, kernel, stride, padding, dilation)
+            out.maps[back] = kmap.transposed()
+        return out, kmap
+
     key = ("conv", kernel, stride, padding, dilation)
-    found = support.maps.get(key)
-    if isinstance(found, tuple):
-        return found
-    out = coarsened_support(support, stride)
-    if geometry.is_submanifold_relation(kernel, stride, padding):
-        kmap = subm_map(support, kernel, dilation)
-    else:
-        kmap = _centred_map(support, out, kernel, stride, padding, dilation)
-    support.maps[key] = (out, kmap)
-    if geometry.indexed_equals_centred(kernel) and out is not support:
-        back = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(support))
-        out.maps[back] = kmap.transposed()
-    return out, kmap
+    return cached_relation(support.maps, key, tuple, build)
 
 
 def _centred_map(
@@ -414,16 +398,15 @@ def target_conv_map(
     dilation: Triple,
 ) -> KernelMap:
     """Map of ``target_conv3d``: the centred relation evaluated at the target's rows."""
-    key = ("target_conv", kernel, stride, padding, dilation, weakref.ref(target))
-    found = support.maps.get(key)
-    if isinstance(found, KernelMap):
-        return found
-    if target is support or (stride == (1, 1, 1) and torch.equal(target.logical, support.logical)):
-        kmap = conv_map(support, kernel, stride, padding, dilation)[1]
-    else:
-        kmap = _centred_map(support, target, kernel, stride, padding, dilation)
-    support.maps[key] = kmap
-    return kmap
+
+    def build() -> KernelMap:
+        same = stride == (1, 1, 1) and torch.equal(target.logical, support.logical)
+        if target is support or same:
+            return conv_map(support, kernel, stride, padding, dilation)[1]
+        return _centred_map(support, target, kernel, stride, padding, dilation)
+
+    key = target_key("target_conv", target, kernel, stride, padding, dilation)
+    return cached_relation(support.maps, key, KernelMap, build)
 
 
 # --------------------------------------------------------------------------- transpose
@@ -502,27 +485,26 @@ def target_transpose_map(
     value, the map is that conv's map transposed (registered by
     :func:`conv_map`), so a U-Net decoder never searches.
     """
-    key = ("target_transpose", kernel, stride, padding, dilation, weakref.ref(target))
-    found = support.maps.get(key)
-    if isinstance(found, KernelMap):
-        return found
-    device = support.logical.device
-    o = target.logical
-    table = support.table
-    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
-    shifts = geometry.full_shifts(kernel, padding, dilation)  # input c = (o + shift) / s
-    if stride == (1, 1, 1):
-        pairs = [(r, q) for q, r in table.lookup_offsets(o, shifts)]
-    else:
-        s = torch.tensor(stride, dtype=torch.int64, device=device)
-        for shift in shifts:
-            num = o[:, 1:] + torch.tensor(shift, dtype=torch.int64, device=device)
-            ok = (torch.remainder(num, s) == 0).all(dim=1)
-            q = ok.nonzero().squeeze(1)
-            c = torch.cat([o[q, :1], torch.div(num[q], s, rounding_mode="floor")], dim=1)
-            r = table.find(c)
-            hit = r >= 0
-            pairs.append((r[hit], q[hit]))
-    kmap = _assemble(pairs, support.num_rows, target.num_rows, device)
-    support.maps[key] = kmap
-    return kmap
+
+    def build() -> KernelMap:
+        device = support.logical.device
+        o = target.logical
+        table = support.table
+        pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        shifts = geometry.full_shifts(kernel, padding, dilation)  # input c = (o + shift) / s
+        if stride == (1, 1, 1):
+            pairs = [(r, q) for q, r in table.lookup_offsets(o, shifts)]
+        else:
+            s = torch.tensor(stride, dtype=torch.int64, device=device)
+            for shift in shifts:
+                num = o[:, 1:] + torch.tensor(shift, dtype=torch.int64, device=device)
+                ok = (torch.remainder(num, s) == 0).all(dim=1)
+                q = ok.nonzero().squeeze(1)
+                c = torch.cat([o[q, :1], torch.div(num[q], s, rounding_mode="floor")], dim=1)
+                r = table.find(c)
+                hit = r >= 0
+                pairs.append((r[hit], q[hit]))
+        return _assemble(pairs, support.num_rows, target.num_rows, device)
+
+    key = target_key("target_transpose", target, kernel, stride, padding, dilation)
+    return cached_relation(support.maps, key, KernelMap, build)

@@ -19,9 +19,8 @@ from typing import Any, overload
 
 import torch
 from lattice_contract import sparse_errors
-from lattice_contract.options import int_triple
-from lattice_contract.shared_names import FeatureSpellings, given_features
-from lattice_contract.shared_sparse import active_count
+from lattice_contract.shared_names import given_features
+from lattice_contract.shared_sparse import SparseTensorBase
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
@@ -109,7 +108,7 @@ def _read_active(value: object) -> int | None:
     return int(value.item())
 
 
-class SparseTensor(FeatureSpellings[torch.Tensor]):
+class SparseTensor(SparseTensorBase[torch.Tensor, torch.dtype]):
     """A sparse value: int32 (N, 4) physical coordinates, (N, C) features, a stride.
 
     ``SparseTensor(coords, feats, stride=1, active_rows=None)`` keeps only the
@@ -120,9 +119,18 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
     ``features`` and ``with_features`` are the same as ``feats`` and
     ``with_feats``, and the constructors take ``features=`` for ``feats``:
     the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
+    The rules of the parts and the plain views (``coords``, ``feats``,
+    ``stride``, ``num_rows``, ``num_channels``, ``dtype``) are the contract's
+    (:class:`~lattice_contract.shared_sparse.SparseTensorBase`), shared with MLX;
+    the coordinates and stride are the :class:`Support`'s, held here too so
+    that each view is one attribute read.
     """
 
-    __slots__ = ("_feats", "_support")
+    __slots__ = ("_support",)
+
+    FEATURE_DTYPES = FLOAT_DTYPES
+    INDEX_DTYPE = torch.int32
+    _read_active = staticmethod(_read_active)
 
     # Two overloads: the features are required, as feats (second, or feats=)
     # or as features=, so a type checker refuses SparseTensor(coords) as the
@@ -157,8 +165,7 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
     ) -> None:
         given = given_features(feats, features)
         support, checked = self._validate(coords, given, stride, active_rows, trusted=False)
-        self._support = support
-        self._feats = checked
+        self._hold(support, checked)
 
     @overload
     @classmethod
@@ -198,39 +205,36 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
 
     @classmethod
     def _make(cls, support: Support, feats: torch.Tensor) -> SparseTensor:
+        """Internal constructor for op outputs (no checks): every op's result is made here."""
         obj = cls.__new__(cls)
-        obj._support = support
-        obj._feats = feats
+        obj._hold(support, feats)
         return obj
 
+    def _hold(self, support: Support, feats: torch.Tensor) -> None:
+        """Hold the support and, for one-read views, its coordinates and stride."""
+        self._support = support
+        self._coords = support.coords
+        self._stride = support.stride
+        self._feats = feats
+
     @staticmethod
+    def _as_array(value: object, name: str) -> torch.Tensor:
+        """``value`` itself when it is a tensor (nothing is converted)."""
+        if not isinstance(value, torch.Tensor):
+            raise sparse_errors.not_an_array(name, value)
+        return value
+
+    @classmethod
     def _validate(
-        coords: Any, feats: Any, stride: Any, active_rows: Any, *, trusted: bool
+        cls, coords: Any, feats: Any, stride: Any, active_rows: Any, *, trusted: bool
     ) -> tuple[Support, torch.Tensor]:
-        if not isinstance(coords, torch.Tensor):
-            raise sparse_errors.not_an_array("coords", coords)
-        if not isinstance(feats, torch.Tensor):
-            raise sparse_errors.not_an_array("feats", feats)
-        if coords.dtype != torch.int32:
-            raise sparse_errors.coords_dtype(coords.dtype)
-        if coords.ndim != 2 or coords.shape[1] != 4:
-            raise sparse_errors.coords_shape(coords.shape)
-        if feats.ndim != 2:
-            raise sparse_errors.feats_shape(feats.shape)
-        if feats.dtype not in FLOAT_DTYPES:
-            raise sparse_errors.feats_dtype(feats.dtype)
-        if feats.shape[0] != coords.shape[0]:
-            raise sparse_errors.row_mismatch(feats.shape[0], coords.shape[0])
+        coords, feats, triple = cls._checked_parts(coords, feats, stride, active_rows)
         if feats.device != coords.device:
             raise ValueError(
                 f"coords are on {coords.device} but feats on {feats.device}; "
                 "move both to one device"
             )
-        triple = int_triple(stride, "stride", minimum=1)
-        n = active_count(active_rows, int(coords.shape[0]), _read_active)
-        if n != coords.shape[0]:
-            coords = coords[:n]
-            feats = feats[:n]
+        n = int(coords.shape[0])
         coords = coords.contiguous()
         support = Support(coords, triple)
         if n == 0:
@@ -255,44 +259,14 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
     # ------------------------------------------------------------------ attributes
 
     @property
-    def coords(self) -> torch.Tensor:
-        """int32 (N, 4) physical rows (batch, x, y, z)."""
-        return self._support.coords
-
-    @property
-    def feats(self) -> torch.Tensor:
-        """(N, C) features, row i belonging to coordinate row i."""
-        return self._feats
-
-    @property
     def support(self) -> Support:
         """The rows and their cached kernel maps (shared by values with the same rows)."""
         return self._support
 
     @property
-    def stride(self) -> Triple:
-        """Physical size of one logical step on each axis."""
-        return self._support.stride
-
-    @property
-    def num_rows(self) -> int:
-        """Number of (active) rows."""
-        return int(self._support.coords.shape[0])
-
-    @property
     def active_rows(self) -> torch.Tensor:
         """int32 tensor of shape (1,) equal to the number of rows (values are exact)."""
         return torch.tensor([self.num_rows], dtype=torch.int32, device=self.device)
-
-    @property
-    def num_channels(self) -> int:
-        """Number of feature channels C."""
-        return int(self._feats.shape[1])
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """Feature dtype."""
-        return self._feats.dtype
 
     @property
     def device(self) -> torch.device:
@@ -311,14 +285,7 @@ class SparseTensor(FeatureSpellings[torch.Tensor]):
     @traced("sparse.with_features")
     def with_feats(self, feats: torch.Tensor) -> SparseTensor:
         """Same rows (and kernel-map cache), new features of shape (N, C')."""
-        if not isinstance(feats, torch.Tensor):
-            raise TypeError(f"feats must be a torch.Tensor, got {type(feats).__name__}")
-        if feats.ndim != 2 or feats.shape[0] != self.num_rows:
-            raise ValueError(
-                f"with_feats needs features of shape ({self.num_rows}, C), got {tuple(feats.shape)}"
-            )
-        if feats.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"feats must be float16, bfloat16 or float32, got {feats.dtype}")
+        feats = self._checked_feats(feats)
         if feats.device != self.device:
             raise ValueError(f"feats are on {feats.device}, the value on {self.device}")
         return SparseTensor._make(self._support, feats)

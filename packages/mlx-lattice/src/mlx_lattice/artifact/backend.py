@@ -6,7 +6,7 @@ holds only what MLX does its own way: its dtypes, how ``mx.load`` and
 ``mx.save_safetensors`` read and write weights (MLX dimensions are 32-bit),
 and the two array calls of the ``argmax`` and ``gather_rows`` primitives.
 ``mlx_lattice.ops`` itself is the :class:`~lattice_contract.runtime_ops.RuntimeOps`
-the standard lowerings call (checked by mypy at the assignment below).
+the standard lowerings call (checked by mypy at the adapter's ``ops`` assignment).
 """
 
 from __future__ import annotations
@@ -18,26 +18,19 @@ from typing import Any, ClassVar
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.runtime_ops import RuntimeAdapter, RuntimeOps
+from lattice_contract.runtime_ops import RuntimeAdapter
 
 from mlx_lattice import ops as mlx_ops
-from mlx_lattice.ops.quant import QuantizedWeight
-from mlx_lattice.sparse import SparseTensor
 
-__all__ = ["MLX_BACKEND", "MLX_OPS", "MLXBackend", "dtype_name"]
-
-MLX_OPS: RuntimeOps = mlx_ops
-"""``mlx_lattice.ops`` as the runtime ops of the standard lowerings (a mypy-checked assignment)."""
+__all__ = ["MLX_BACKEND", "MLXBackend", "dtype_name"]
 
 
 class MLXBackend(RuntimeAdapter):
     """MLX arrays, ``mlx_lattice.SparseTensor`` and MLX's safetensors reader."""
 
     name = "mlx"
-    sparse_type = SparseTensor
     array_type = mx.array
-    packed_type = QuantizedWeight
-    ops = MLX_OPS
+    ops = mlx_ops  # mypy checks the module against RuntimeOps here
     dtype_spellings: ClassVar[Mapping[str, str]] = {"i1": "bool_"}
 
     def argmax_rows(self, x: mx.array) -> mx.array:

@@ -130,7 +130,7 @@ def chunks(kmap: KernelMap, channels: int) -> Iterator[tuple[int, mx.array, mx.a
     for k in range(kmap.volume):
         if k == kmap.identity_tap:
             continue
-        ins, outs = kmap.tap_pairs(k)
+        ins, outs = kmap.tap(k)
         count = int(ins.shape[0])
         for a in range(0, count, step):
             b = min(a + step, count)

@@ -7,38 +7,34 @@ cells are deduplicated by sorting packed keys (:class:`mlx_lattice.coords.KeySpa
 
 from __future__ import annotations
 
-from typing import Any
-
 import mlx.core as mx
 import numpy as np
 from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_checks import PointRules
-from lattice_contract.api_signatures import Attrs, implement
+from lattice_contract.api_signatures import implement
 from lattice_contract.schema import Interpolation, VoxelReduction
+from lattice_contract.shared_points import DevoxelizeInputs, PointPrologue, VoxelizeInputs
 
 from mlx_lattice.coords import CoordinateRangeError, KeySpace, scalar_int
 from mlx_lattice.ops.algebra import lookup_rows
-from mlx_lattice.ops.feature import features_array
-from mlx_lattice.sparse import SparseTensor
+from mlx_lattice.sparse import FEATURE_DTYPES, SparseTensor
 
 __all__ = ["devoxelize", "voxelize"]
 
-_POINTS = PointRules(mx.array, mx.int32)
+
+class _Points(PointPrologue[mx.array, SparseTensor]):
+    """The shared point prologue over MLX arrays (one memory: no device check)."""
+
+    def value_facts(self, points: mx.array, batch: mx.array) -> tuple[bool, bool]:
+        """Negative batch and finite points, read back in one host sync."""
+        if points.shape[0] == 0:
+            return False, True
+        negative, finite = np.asarray(
+            mx.stack([mx.min(batch) < 0, mx.all(mx.isfinite(points))])
+        ).tolist()
+        return bool(negative), bool(finite)
 
 
-def _points_and_batch(points: object, batch: object, op: str) -> tuple[mx.array, mx.array]:
-    """Validate ``points`` (P, 3) float and ``batch`` (P,) int32 >= 0; points in f32."""
-    shared_errors.check_points_and_batch(op, points, batch, mx.array)
-    assert isinstance(points, mx.array) and isinstance(batch, mx.array)
-    p = points.astype(mx.float32)
-    empty = points.shape[0] == 0
-    _POINTS.check_values(
-        op,
-        batch_negative=not empty and scalar_int(mx.min(batch)) < 0,
-        points_finite=empty or bool(mx.all(mx.isfinite(p)).item()),
-    )
-    return p, batch
+_POINTS = _Points(mx.array, mx.int32, SparseTensor, FEATURE_DTYPES)
 
 
 def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...]) -> mx.array:
@@ -46,28 +42,17 @@ def _cells(points: mx.array, size: tuple[float, ...], origin: tuple[float, ...])
     return (points - mx.array(origin, dtype=mx.float32)) / mx.array(size, dtype=mx.float32)
 
 
-def _voxelize(
-    points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
-) -> SparseTensor:
-    size, org = attrs["voxel_size"], attrs["origin"]
-    out_stride = attrs["stride"]
-    p, b = _points_and_batch(points, batch_indices, "voxelize")
-    feats = features_array(features, "voxelize", min_ndim=2)
-    if feats.ndim != 2 or feats.shape[0] != p.shape[0]:
-        raise shared_errors.point_features_shape(feats.shape, int(p.shape[0]))
-    mode = attrs["reduction"]
-    n = _POINTS.active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
-    p, b, feats = p[:n], b[:n], feats[:n]
-    channels = feats.shape[1]
+def _voxelize(args: VoxelizeInputs[mx.array]) -> SparseTensor:
+    p, b, feats, (size, org), out_stride, mode = args
+    n, channels = int(p.shape[0]), feats.shape[1]
     if n == 0:
         return SparseTensor._from_parts(
             mx.zeros((0, 4), dtype=mx.int32), mx.zeros((0, channels), dtype=feats.dtype), out_stride
         )
     cell = mx.floor(_cells(p, size, org))
     scaled = cell * mx.array(out_stride, dtype=mx.float32)
-    _POINTS.check_cells(
-        bool(mx.all((scaled >= -_POINTS.cell_limit) & (scaled < _POINTS.cell_limit)).item())
-    )
+    limit = _POINTS.rules.cell_limit
+    _POINTS.rules.check_cells(bool(mx.all((scaled >= -limit) & (scaled < limit)).item()))
     coords = mx.concatenate([b[:, None], cell.astype(mx.int32)], axis=1)
     unique, inverse = _unique_rows(coords)
     count = unique.shape[0]
@@ -90,7 +75,7 @@ def _voxelize(
     return SparseTensor._from_parts(physical, out.astype(feats.dtype), out_stride)
 
 
-voxelize: sig.Voxelize[SparseTensor, mx.array] = implement("voxelize", _voxelize)
+voxelize: sig.Voxelize[SparseTensor, mx.array] = implement("voxelize", _POINTS.voxelize(_voxelize))
 
 
 def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
@@ -114,16 +99,9 @@ def _unique_rows(coords: mx.array) -> tuple[mx.array, mx.array]:
     return space.unpack(unique_keys), inverse
 
 
-def _devoxelize(
-    points: Any, voxels: Any, batch_indices: Any, point_active_rows: Any, attrs: Attrs
-) -> mx.array:
-    if not isinstance(voxels, SparseTensor):
-        raise TypeError(f"devoxelize: voxels must be a SparseTensor, got {type(voxels).__name__}")
-    size, org = attrs["voxel_size"], attrs["origin"]
-    p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = attrs["interpolation"]
+def _devoxelize(args: DevoxelizeInputs[mx.array, SparseTensor]) -> mx.array:
+    p, b, voxels, n, (size, org), mode = args
     n_points, channels = int(p.shape[0]), voxels.num_channels
-    n = _POINTS.active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     if n == 0 or voxels.num_rows == 0:
         return mx.zeros((n_points, channels), dtype=voxels.dtype)
     u = _cells(p[:n], size, org)
@@ -160,7 +138,9 @@ def _devoxelize(
     return out.astype(voxels.dtype)
 
 
-devoxelize: sig.Devoxelize[SparseTensor, mx.array] = implement("devoxelize", _devoxelize)
+devoxelize: sig.Devoxelize[SparseTensor, mx.array] = implement(
+    "devoxelize", _POINTS.devoxelize(_devoxelize)
+)
 
 
 def _to_int(values: mx.array) -> mx.array:

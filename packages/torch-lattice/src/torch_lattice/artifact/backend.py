@@ -7,7 +7,7 @@ module holds only what torch does its own way: its dtypes, how
 contiguous), and the two tensor calls of the ``argmax`` and ``gather_rows``
 primitives.  ``torch_lattice.ops`` itself is the
 :class:`~lattice_contract.runtime_ops.RuntimeOps` the standard lowerings call
-(checked by mypy at the assignment below).
+(checked by mypy at the adapter's ``ops`` assignment).
 """
 
 from __future__ import annotations
@@ -17,28 +17,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
-from lattice_contract.runtime_ops import RuntimeAdapter, RuntimeOps
+from lattice_contract.runtime_ops import RuntimeAdapter
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from torch_lattice import ops as torch_ops
-from torch_lattice.ops.quant import QuantizedWeight
-from torch_lattice.sparse import SparseTensor
 
-__all__ = ["TORCH_BACKEND", "TORCH_OPS", "TorchBackend", "dtype_name", "torch_dtype"]
-
-TORCH_OPS: RuntimeOps = torch_ops
-"""``torch_lattice.ops`` as the standard lowerings' runtime ops (a mypy-checked assignment)."""
+__all__ = ["TORCH_BACKEND", "TorchBackend", "dtype_name", "torch_dtype"]
 
 
 class TorchBackend(RuntimeAdapter):
     """Torch tensors, ``torch_lattice.SparseTensor`` and ``safetensors.torch``."""
 
     name = "torch"
-    sparse_type = SparseTensor
     array_type = torch.Tensor
-    packed_type = QuantizedWeight
-    ops = TORCH_OPS
+    ops = torch_ops  # mypy checks the module against RuntimeOps here
     read_errors = (SafetensorError, OSError, ValueError)
 
     def argmax_rows(self, x: torch.Tensor) -> torch.Tensor:

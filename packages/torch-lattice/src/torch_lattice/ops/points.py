@@ -7,36 +7,35 @@ and one ``torch.unique``; interpolation weights are gathered per corner.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_checks import PointRules
-from lattice_contract.api_signatures import Attrs, implement
+from lattice_contract.api_signatures import implement
 from lattice_contract.schema import Interpolation, VoxelReduction
+from lattice_contract.shared_points import DevoxelizeInputs, PointPrologue, VoxelizeInputs
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import Packing, bounds
-from torch_lattice.ops._common import compute_dtype, require_sparse
+from torch_lattice.ops._common import compute_dtype
 from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor, Support
 
 __all__ = ["devoxelize", "voxelize"]
 
-_POINTS = PointRules(torch.Tensor, torch.int32)
+
+class _Points(PointPrologue[torch.Tensor, SparseTensor]):
+    """The shared point prologue over torch tensors, which live on devices."""
+
+    def value_facts(self, points: torch.Tensor, batch: torch.Tensor) -> tuple[bool, bool]:
+        """Negative batch and finite points (an empty set has neither problem)."""
+        negative = bool(batch.numel()) and bool((batch < 0).any())
+        return negative, bool(torch.isfinite(points).all())
+
+    def device(self, array: torch.Tensor) -> object:
+        """The tensor's device."""
+        return array.device
 
 
-def _points_and_batch(points: Any, batch: Any, op: str) -> tuple[torch.Tensor, torch.Tensor]:
-    shared_errors.check_points_and_batch(op, points, batch, torch.Tensor)
-    assert isinstance(points, torch.Tensor) and isinstance(batch, torch.Tensor)
-    if batch.device != points.device:
-        raise ValueError(f"{op}: points are on {points.device} but batch on {batch.device}")
-    _POINTS.check_values(
-        op,
-        batch_negative=bool(batch.numel()) and bool((batch < 0).any()),
-        points_finite=bool(torch.isfinite(points).all()),
-    )
-    return points, batch
+_POINTS = _Points(torch.Tensor, torch.int32, SparseTensor, FLOAT_DTYPES)
 
 
 def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float]) -> torch.Tensor:
@@ -46,22 +45,9 @@ def _cells(points: torch.Tensor, size: Sequence[float], origin: Sequence[float])
     return (points - o) / v
 
 
-def _voxelize(
-    points: Any, features: Any, batch_indices: Any, active_rows: Any, attrs: Attrs
-) -> SparseTensor:
-    size, org = attrs["voxel_size"], attrs["origin"]
-    out_stride = attrs["stride"]
-    p, b = _points_and_batch(points, batch_indices, "voxelize")
-    if not isinstance(features, torch.Tensor) or features.dtype not in FLOAT_DTYPES:
-        raise TypeError("voxelize: features must be a float torch.Tensor of shape (P, C)")
-    if features.ndim != 2 or features.shape[0] != p.shape[0]:
-        raise shared_errors.point_features_shape(features.shape, int(p.shape[0]))
-    if features.device != p.device:
-        raise ValueError("voxelize: features and points must be on one device")
-    mode = attrs["reduction"]
-    n = _POINTS.active_count(active_rows, int(p.shape[0]), "voxelize", "active_rows")
-    p, b, features = p[:n], b[:n], features[:n]
-    channels = int(features.shape[1])
+def _voxelize(args: VoxelizeInputs[torch.Tensor]) -> SparseTensor:
+    p, b, features, (size, org), out_stride, mode = args
+    n, channels = int(p.shape[0]), int(features.shape[1])
     if n == 0:
         empty = torch.empty(0, 4, dtype=torch.int64, device=p.device)
         return SparseTensor._make(
@@ -70,11 +56,8 @@ def _voxelize(
         )
     cell = torch.floor(_cells(p, size, org))
     scale = torch.tensor(out_stride, dtype=torch.float32, device=p.device)
-    _POINTS.check_cells(
-        not bool(
-            ((cell * scale < -_POINTS.cell_limit) | (cell * scale >= _POINTS.cell_limit)).any()
-        )
-    )
+    limit = _POINTS.rules.cell_limit
+    _POINTS.rules.check_cells(not bool(((cell * scale < -limit) | (cell * scale >= limit)).any()))
     logical = torch.cat([b.to(torch.int64)[:, None], cell.to(torch.int64)], dim=1)
     lo, hi = bounds(logical)
     packing = Packing.covering(lo, hi, margin=0)
@@ -105,24 +88,16 @@ def _voxelize(
 
 
 voxelize: sig.Voxelize[SparseTensor, torch.Tensor] = implement(
-    "voxelize", _voxelize, around=traced("voxelize")
+    "voxelize", _POINTS.voxelize(_voxelize), around=traced("voxelize")
 )
 
 
 _CORNERS = tuple((i >> 2 & 1, i >> 1 & 1, i & 1) for i in range(8))
 
 
-def _devoxelize(
-    points: Any, voxels: Any, batch_indices: Any, point_active_rows: Any, attrs: Attrs
-) -> torch.Tensor:
-    x = require_sparse(voxels, "devoxelize", "voxels")
-    size, org = attrs["voxel_size"], attrs["origin"]
-    p, b = _points_and_batch(points, batch_indices, "devoxelize")
-    mode = attrs["interpolation"]
-    if p.device != x.device:
-        raise ValueError(f"devoxelize: points are on {p.device}, the voxels on {x.device}")
+def _devoxelize(args: DevoxelizeInputs[torch.Tensor, SparseTensor]) -> torch.Tensor:
+    p, b, x, n, (size, org), mode = args
     n_points, channels = int(p.shape[0]), x.num_channels
-    n = _POINTS.active_count(point_active_rows, n_points, "devoxelize", "point_active_rows")
     dtype = compute_dtype(x.dtype)
     if n == 0 or x.num_rows == 0:
         zeros = torch.zeros(n_points, channels, dtype=x.dtype, device=p.device)
@@ -168,5 +143,5 @@ def _devoxelize(
 
 
 devoxelize: sig.Devoxelize[SparseTensor, torch.Tensor] = implement(
-    "devoxelize", _devoxelize, around=traced("devoxelize")
+    "devoxelize", _POINTS.devoxelize(_devoxelize), around=traced("devoxelize")
 )
