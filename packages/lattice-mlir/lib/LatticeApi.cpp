@@ -1,17 +1,20 @@
 //===- LatticeApi.cpp - in-process verify and plan import -----------------===//
 //
-// Each call builds its own single-threaded MLIRContext, so calls are
-// independent (no attribute storage grows across calls, no shared handler)
-// and safe to run with the GIL released, from any number of threads at
-// once.  Diagnostics go to a string through a SourceMgr handler: nothing is
-// printed to stderr.  Every call runs on a thread of its own with a stack of
-// limits::kParserStackBytes: the pre-check bounds nesting, and the large
-// stack is the second line of defence whatever the caller's thread has.
+// Every call runs on a parser thread (LatticeParserPool.h): a long-lived
+// thread with a stack of limits::kParserStackBytes (the pre-check bounds
+// nesting, and the large stack is the second line of defence whatever the
+// caller's thread has) and its own ready, single-threaded MLIRContext, which
+// serves a bounded number of calls.  Calls are independent (each has its own
+// diagnostic handler and source manager; see LatticeParserPool.cpp for what
+// a reused context keeps) and safe to run with the GIL released, from any
+// number of threads at once.  Diagnostics go to a string through a
+// SourceMgr handler: nothing is printed to stderr.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lattice/LatticeApi.h"
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticeParserPool.h"
 #include "lattice/LatticePrecheck.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,15 +29,15 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/thread.h"
 
 #include <memory>
 #include <utility>
 
 using namespace mlir;
 using namespace mlir::lattice;
+using lattice_api::CheckOutcome;
 using lattice_api::Node;
-using lattice_api::Outcome;
+using lattice_api::Plan;
 
 /// Every string an op carries (ABI names, storage keys, symbol names, ...)
 /// must be UTF-8 text: MLIR's escapes (`"\\FF"`) can make any byte, and
@@ -104,31 +107,17 @@ LogicalResult mlir::lattice::checkStringAttributes(ModuleOp module) {
 
 namespace {
 
-/// Runs `fn` to completion on a thread with the parser's large stack.
-template <typename Fn> void onParserStack(Fn &&fn) {
-  llvm::thread worker(std::optional<unsigned>(limits::kParserStackBytes), std::forward<Fn>(fn));
-  worker.join();
-}
-
-/// One parse: a private context, the source buffer and the captured text.
+/// One parse on a borrowed context: the source buffer, the captured text
+/// and the diagnostic handler, all of this call alone.
 struct Session {
-  DialectRegistry registry;
-  std::unique_ptr<MLIRContext> context;
+  MLIRContext &context;
   llvm::SourceMgr sourceMgr;
   std::string diagnostics;
   llvm::raw_string_ostream diagStream{diagnostics};
-  std::unique_ptr<SourceMgrDiagnosticHandler> handler;
+  SourceMgrDiagnosticHandler handler{sourceMgr, &context, diagStream};
   OwningOpRef<ModuleOp> module;
 
-  Session() {
-    registry.insert<LatticeDialect, func::FuncDialect>();
-    context = std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
-    context->loadAllAvailableDialects();
-    // Diagnostics name the rule and the line; a dump of the offending op
-    // (the whole module for artifact rules) would drown them.
-    context->printOpOnDiagnostic(false);
-    handler = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get(), diagStream);
-  }
+  explicit Session(MLIRContext &context) : context(context) {}
 
   /// Parse, check for unknown lattice ops, verify ops, verify the artifact.
   bool run(std::string_view text) {
@@ -143,7 +132,7 @@ struct Session {
                              llvm::SourceMgr::DK_Error, refused->message);
       return false;
     }
-    ParserConfig config(context.get(), /*verifyAfterParse=*/false);
+    ParserConfig config(&context, /*verifyAfterParse=*/false);
     module = parseSourceFile<ModuleOp>(sourceMgr, config);
     if (!module)
       return false;
@@ -177,163 +166,75 @@ std::string printed(Attribute attr) {
   return text;
 }
 
-Node attributeValue(Attribute attr) {
-  if (auto array = llvm::dyn_cast<DenseI64ArrayAttr>(attr)) {
-    Node list = Node::makeList();
-    for (int64_t v : array.asArrayRef())
-      list.push(Node::of(v));
-    return list;
-  }
-  if (auto array = llvm::dyn_cast<DenseF64ArrayAttr>(attr)) {
-    Node list = Node::makeList();
-    for (double v : array.asArrayRef())
-      list.push(Node::of(v));
-    return list;
-  }
-  if (auto integer = llvm::dyn_cast<IntegerAttr>(attr))
-    return Node::of(static_cast<int64_t>(integer.getValue().getSExtValue()));
-  if (auto real = llvm::dyn_cast<FloatAttr>(attr)) {
-    // The exact value of the stored f32 (0.2 : f32 -> 0.20000000298023224),
-    // so Python sees precisely what every runtime computes with.
-    return Node::of(real.getValueAsDouble());
-  }
-  if (auto text = llvm::dyn_cast<StringAttr>(attr))
-    return Node::of(text.getValue().str());
-  if (auto symbol = llvm::dyn_cast<FlatSymbolRefAttr>(attr))
-    return Node::of(symbol.getValue().str());
-  if (std::optional<llvm::StringRef> value = enumAttrValue(attr))
-    return Node::of(value->str());
-  if (auto packing = llvm::dyn_cast<PackingAttr>(attr)) {
-    Node dict = Node::makeDict();
-    dict.add("bits", Node::of(stringifyEnum(packing.getBits()).str()));
-    dict.add("group_size", Node::of(static_cast<int64_t>(packing.getGroupSize())));
-    dict.add("scale_dtype", Node::of(stringifyEnum(packing.getScaleDtype()).str()));
-    dict.add("mode", Node::of(stringifyEnum(packing.getMode()).str()));
-    return dict;
-  }
-  return Node::of(printed(attr));
-}
+/// Builds a module's `Plan` (LatticeApi.h): one walk over @forward.
+class PlanBuilder {
+public:
+  using Ref = Plan::Ref;
 
-/// Structured form of a type, so Python never parses type text.
-Node typeRecord(Type type) {
-  Node record = Node::makeDict();
-  if (auto sparse = llvm::dyn_cast<SparseTensorType>(type)) {
-    record.add("kind", Node::of(std::string("sparse")));
-    record.add("dtype", Node::of(describeDtype(sparse.getDtype())));
-    record.add("shape", Node::null());
-    record.add("family", Node::null());
-  } else if (auto weight = llvm::dyn_cast<WeightType>(type)) {
-    record.add("kind", Node::of(std::string("weight")));
-    record.add("dtype", Node::of(describeDtype(weight.getDtype())));
-    record.add("shape", Node::null());
-    record.add("family", Node::of(stringifyEnum(weight.getFamily()).str()));
-  } else if (auto tensor = llvm::dyn_cast<RankedTensorType>(type)) {
-    record.add("kind", Node::of(std::string("tensor")));
-    record.add("dtype", Node::of(describeDtype(tensor.getElementType())));
-    Node shape = Node::makeList();
-    for (int64_t dim : tensor.getShape())
-      shape.push(Node::of(ShapedType::isDynamic(dim) ? int64_t(-1) : dim));
-    record.add("shape", std::move(shape));
-    record.add("family", Node::null());
-  } else {
-    record.add("kind", Node::of(std::string("other")));
-    record.add("dtype", Node::null());
-    record.add("shape", Node::null());
-    record.add("family", Node::null());
-  }
-  return record;
-}
-
-struct PlanBuilder {
-  llvm::DenseMap<Value, std::string> labels;
-  llvm::DenseMap<Type, std::string> typeTexts;
-  llvm::StringMap<bool> typeSeen;
-  Node types = Node::makeDict();
-  unsigned nextValue = 0;
-
-  const std::string &typeOf(Type type) {
-    auto it = typeTexts.find(type);
-    if (it != typeTexts.end())
-      return it->second;
-    std::string text = printed(type);
-    if (typeSeen.try_emplace(text, true).second)
-      types.add(text, typeRecord(type));
-    return typeTexts.try_emplace(type, std::move(text)).first->second;
-  }
-
-  Node build(ModuleOp module) {
+  Plan build(ModuleOp module) {
     func::FuncOp entry;
     for (Operation &op : module.getBody()->getOperations())
       if (auto fn = llvm::dyn_cast<func::FuncOp>(op))
         entry = fn;
     auto strings = [&](llvm::StringRef name) {
-      llvm::SmallVector<std::string> out;
+      llvm::SmallVector<Ref> out;
       if (auto array = llvm::dyn_cast_or_null<ArrayAttr>(module->getAttr(name)))
         for (Attribute item : array)
           if (auto text = llvm::dyn_cast<StringAttr>(item))
-            out.push_back(text.getValue().str());
+            out.push_back(intern(text.getValue()));
       return out;
     };
-    llvm::SmallVector<std::string> inputNames = strings("lattice.input_names");
-    llvm::SmallVector<std::string> inputRoles = strings("lattice.input_roles");
-    llvm::SmallVector<std::string> outputNames = strings("lattice.output_names");
-    llvm::SmallVector<std::string> outputRoles = strings("lattice.output_roles");
+    llvm::SmallVector<Ref> inputNames = strings("lattice.input_names");
+    llvm::SmallVector<Ref> inputRoles = strings("lattice.input_roles");
+    llvm::SmallVector<Ref> outputNames = strings("lattice.output_names");
+    llvm::SmallVector<Ref> outputRoles = strings("lattice.output_roles");
+    Ref tensorRole = intern("tensor");
 
-    Node plan = Node::makeDict();
-    plan.add("ir_version", Node::of(schema::kIrVersion));
-    plan.add("schema_digest", Node::of(std::string(schema::kSchemaDigest)));
-    plan.add("weight_file", Node::of(std::string(schema::kWeightFile)));
-    plan.add("name", Node::of(entry.getSymName().str()));
+    plan.irVersion = schema::kIrVersion;
+    plan.schemaDigest = intern(schema::kSchemaDigest);
+    plan.weightFile = intern(schema::kWeightFile);
+    plan.name = intern(entry.getSymName());
 
-    Node args = Node::makeList();
     for (BlockArgument arg : entry.getArguments()) {
       unsigned i = arg.getArgNumber();
-      std::string label = "arg" + std::to_string(i);
+      Ref label = newLabel("arg", i);
       labels[arg] = label;
-      Node record = Node::makeDict();
-      record.add("name", Node::of(label));
-      record.add("abi_name", Node::of(i < inputNames.size() ? inputNames[i] : label));
-      record.add("type", Node::of(typeOf(arg.getType())));
-      record.add("role", Node::of(i < inputRoles.size() ? inputRoles[i] : std::string("tensor")));
-      args.push(std::move(record));
+      plan.args.push_back({label, i < inputNames.size() ? inputNames[i] : label,
+                           typeOf(arg.getType()),
+                           i < inputRoles.size() ? inputRoles[i] : tensorRole});
     }
-    plan.add("args", std::move(args));
 
-    Node ops = Node::makeList();
-    Node returns = Node::makeList();
-    Node outputs = Node::makeList();
-    for (Operation &op : entry.getBody().front()) {
+    Block &body = entry.getBody().front();
+    plan.ops.reserve(body.getOperations().size());
+    unsigned nextValue = 0;
+    for (Operation &op : body) {
       if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-          std::string label = labels.lookup(value);
-          returns.push(Node::of(label));
-          Node record = Node::makeDict();
-          record.add("name", Node::of(label));
-          record.add("abi_name", Node::of(i < outputNames.size() ? outputNames[i] : label));
-          record.add("type", Node::of(typeOf(value.getType())));
-          record.add("role",
-                     Node::of(i < outputRoles.size() ? outputRoles[i] : std::string("tensor")));
-          outputs.push(std::move(record));
+          Ref label = labelOf(value);
+          plan.returns.push_back(label);
+          plan.outputs.push_back({label, i < outputNames.size() ? outputNames[i] : label,
+                                  typeOf(value.getType()),
+                                  i < outputRoles.size() ? outputRoles[i] : tensorRole});
         }
         continue;
       }
-      Node record = Node::makeDict();
-      record.add("name", Node::of(op.getName().getStringRef().str()));
-      Node operands = Node::makeList();
-      Node operandTypes = Node::makeList();
-      for (Value operand : op.getOperands()) {
-        operands.push(Node::of(labels.lookup(operand)));
-        operandTypes.push(Node::of(typeOf(operand.getType())));
-      }
-      Node results = Node::makeList();
-      Node resultTypes = Node::makeList();
+      Plan::Op record;
+      record.name = intern(op.getName().getStringRef());
+      record.refBegin = static_cast<uint32_t>(plan.refs.size());
+      record.numOperands = op.getNumOperands();
+      record.numResults = op.getNumResults();
+      for (Value operand : op.getOperands())
+        plan.refs.push_back(labelOf(operand));
       for (Value result : op.getResults()) {
-        std::string label = "v" + std::to_string(nextValue++);
+        Ref label = newLabel("v", nextValue++);
         labels[result] = label;
-        results.push(Node::of(label));
-        resultTypes.push(Node::of(typeOf(result.getType())));
+        plan.refs.push_back(label);
       }
-      Node attrs = Node::makeDict();
+      for (Value operand : op.getOperands())
+        plan.refs.push_back(typeOf(operand.getType()));
+      for (Value result : op.getResults())
+        plan.refs.push_back(typeOf(result.getType()));
+      record.attrBegin = static_cast<uint32_t>(plan.attrs.size());
       if (std::optional<RegisteredOperationName> info = op.getRegisteredInfo())
         for (StringAttr name : info->getAttributeNames())
           if (std::optional<Attribute> attr = op.getInherentAttr(name.getValue()); attr && *attr) {
@@ -341,20 +242,124 @@ struct PlanBuilder {
             if (auto packing = llvm::dyn_cast<PackingAttr>(*attr);
                 packing && packing.getBits() == PackingBits::dense)
               continue;
-            attrs.add(name.getValue().str(), attributeValue(*attr));
+            plan.attrs.push_back(attributeValue(intern(name.getValue()), *attr));
           }
-      record.add("operands", std::move(operands));
-      record.add("results", std::move(results));
-      record.add("attrs", std::move(attrs));
-      record.add("operand_types", std::move(operandTypes));
-      record.add("result_types", std::move(resultTypes));
-      ops.push(std::move(record));
+      record.numAttrs = static_cast<uint32_t>(plan.attrs.size()) - record.attrBegin;
+      plan.ops.push_back(record);
     }
-    plan.add("ops", std::move(ops));
-    plan.add("returns", std::move(returns));
-    plan.add("outputs", std::move(outputs));
-    plan.add("types", std::move(types));
-    return plan;
+    return std::move(plan);
+  }
+
+private:
+  Plan plan;
+  llvm::StringMap<Ref> interned;
+  llvm::DenseMap<Value, Ref> labels;
+  llvm::DenseMap<Type, Ref> typeTexts;
+
+  /// The index of `text` in the plan's string table, added on first use.
+  Ref intern(llvm::StringRef text) {
+    auto [it, added] = interned.try_emplace(text, static_cast<Ref>(plan.strings.size()));
+    if (added)
+      plan.strings.push_back(text.str());
+    return it->second;
+  }
+
+  /// A new label (`arg3`, `v12`): distinct by construction, so not looked up.
+  Ref newLabel(const char *prefix, unsigned number) {
+    plan.strings.push_back(prefix + std::to_string(number));
+    return static_cast<Ref>(plan.strings.size() - 1);
+  }
+
+  /// The label of a defined value (verification guarantees one); a value
+  /// without one, which a verified module cannot have, reads as "".
+  Ref labelOf(Value value) {
+    auto it = labels.find(value);
+    return it != labels.end() ? it->second : intern("");
+  }
+
+  /// The type's text, with its record added to the table on first use.
+  Ref typeOf(Type type) {
+    auto it = typeTexts.find(type);
+    if (it != typeTexts.end())
+      return it->second;
+    Ref text = intern(printed(type));
+    typeTexts[type] = text;
+    if (!llvm::any_of(plan.types, [&](const Plan::TypeRecord &t) { return t.text == text; }))
+      plan.types.push_back(typeRecord(text, type));
+    return text;
+  }
+
+  /// Structured form of a type, so Python never parses type text.
+  Plan::TypeRecord typeRecord(Ref text, Type type) {
+    Plan::TypeRecord record{text, 0, false, false, false, 0, 0, 0, 0};
+    auto dtype = [&](Type element) {
+      record.hasDtype = true;
+      record.dtype = intern(describeDtype(element));
+    };
+    if (auto sparse = llvm::dyn_cast<SparseTensorType>(type)) {
+      record.kind = intern("sparse");
+      dtype(sparse.getDtype());
+    } else if (auto weight = llvm::dyn_cast<WeightType>(type)) {
+      record.kind = intern("weight");
+      dtype(weight.getDtype());
+      record.hasFamily = true;
+      record.family = intern(stringifyEnum(weight.getFamily()));
+    } else if (auto tensor = llvm::dyn_cast<RankedTensorType>(type)) {
+      record.kind = intern("tensor");
+      dtype(tensor.getElementType());
+      record.hasShape = true;
+      record.shapeBegin = static_cast<uint32_t>(plan.ints.size());
+      record.shapeSize = static_cast<uint32_t>(tensor.getRank());
+      for (int64_t dim : tensor.getShape())
+        plan.ints.push_back(ShapedType::isDynamic(dim) ? int64_t(-1) : dim);
+    } else {
+      record.kind = intern("other");
+    }
+    return record;
+  }
+
+  Plan::Attr attributeValue(Ref name, Attribute attr) {
+    using Kind = Plan::Attr::Kind;
+    Plan::Attr value;
+    value.name = name;
+    if (auto array = llvm::dyn_cast<DenseI64ArrayAttr>(attr)) {
+      value.kind = Kind::Ints;
+      value.begin = static_cast<uint32_t>(plan.ints.size());
+      value.size = static_cast<uint32_t>(array.size());
+      llvm::append_range(plan.ints, array.asArrayRef());
+    } else if (auto array = llvm::dyn_cast<DenseF64ArrayAttr>(attr)) {
+      value.kind = Kind::Floats;
+      value.begin = static_cast<uint32_t>(plan.reals.size());
+      value.size = static_cast<uint32_t>(array.size());
+      llvm::append_range(plan.reals, array.asArrayRef());
+    } else if (auto integer = llvm::dyn_cast<IntegerAttr>(attr)) {
+      value.kind = Kind::Int;
+      value.integer = integer.getValue().getSExtValue();
+    } else if (auto real = llvm::dyn_cast<FloatAttr>(attr)) {
+      // The exact value of the stored f32 (0.2 : f32 -> 0.20000000298023224),
+      // so Python sees precisely what every runtime computes with.
+      value.kind = Kind::Float;
+      value.real = real.getValueAsDouble();
+    } else if (auto text = llvm::dyn_cast<StringAttr>(attr)) {
+      value.kind = Kind::Str;
+      value.text = intern(text.getValue());
+    } else if (auto symbol = llvm::dyn_cast<FlatSymbolRefAttr>(attr)) {
+      value.kind = Kind::Str;
+      value.text = intern(symbol.getValue());
+    } else if (std::optional<llvm::StringRef> keyword = enumAttrValue(attr)) {
+      value.kind = Kind::Str;
+      value.text = intern(*keyword);
+    } else if (auto packing = llvm::dyn_cast<PackingAttr>(attr)) {
+      value.kind = Kind::Packing;
+      value.text = intern(stringifyEnum(packing.getBits()));
+      value.integer = static_cast<int64_t>(packing.getGroupSize());
+      value.scaleDtype = intern(stringifyEnum(packing.getScaleDtype()));
+      value.mode = intern(stringifyEnum(packing.getMode()));
+    } else {
+      value.kind = Kind::Str;
+      value.text = intern(printed(attr));
+    }
+    return value;
   }
 };
 
@@ -433,25 +438,28 @@ template <typename... Ops> void describeOps(MLIRContext *context, Node &out) {
 
 namespace lattice_api {
 
-Outcome check(std::string_view text, bool buildPlan) {
-  Outcome outcome;
-  onParserStack([&] {
-    Session session;
+CheckOutcome check(std::string_view text, bool buildPlan) {
+  CheckOutcome outcome;
+  runOnParserThread(text.size(), [&](MLIRContext &context) {
+    Session session(context);
     outcome.ok = session.run(text);
-    if (outcome.ok && buildPlan)
-      outcome.value = PlanBuilder().build(*session.module);
+    if (outcome.ok && buildPlan) {
+      outcome.plan = PlanBuilder().build(*session.module);
+      outcome.hasPlan = true;
+    }
     outcome.diagnostics = session.takeDiagnostics();
+    return outcome.ok;
   });
   return outcome;
 }
 
 Node dialectOps() {
-  Session session;
+  std::unique_ptr<MLIRContext> context = makeParserContext();
   Node out = Node::makeList();
   describeOps<
 #define GET_OP_LIST
 #include "LatticeOps.cpp.inc"
-      >(session.context.get(), out);
+      >(context.get(), out);
   return out;
 }
 

@@ -30,9 +30,33 @@ using namespace mlir::lattice;
 // Element type helpers.
 //===----------------------------------------------------------------------===//
 
+/// The builtin element types every lattice graph uses, spelled as MLIR
+/// prints them, without printing: the verifiers and the plan import ask for
+/// a dtype's name several times per op, and `Type::print` builds an
+/// AsmState (every dialect's asm interface) on each call.
+static std::optional<std::string> builtinDtypeName(Type type) {
+  if (auto integer = llvm::dyn_cast<IntegerType>(type)) {
+    const char *sign = integer.isSignless() ? "i" : integer.isSigned() ? "si" : "ui";
+    return sign + std::to_string(integer.getWidth());
+  }
+  if (type.isF16())
+    return std::string("f16");
+  if (type.isBF16())
+    return std::string("bf16");
+  if (type.isF32())
+    return std::string("f32");
+  if (type.isF64())
+    return std::string("f64");
+  if (type.isIndex())
+    return std::string("index");
+  return std::nullopt;
+}
+
 std::string mlir::lattice::describeDtype(Type type) {
   if (!type)
     return "<null>";
+  if (std::optional<std::string> name = builtinDtypeName(type))
+    return std::move(*name);
   std::string text;
   llvm::raw_string_ostream os(text);
   type.print(os);
@@ -43,9 +67,13 @@ bool mlir::lattice::isDtypeOneOf(Type type, llvm::StringRef names) {
   if (!type)
     return false;
   std::string text = describeDtype(type);
-  llvm::SmallVector<llvm::StringRef, 8> items;
-  names.split(items, ',');
-  return llvm::is_contained(items, text);
+  while (!names.empty()) {
+    auto [item, rest] = names.split(',');
+    if (item == text)
+      return true;
+    names = rest;
+  }
+  return false;
 }
 
 std::string mlir::lattice::ruleSuffix(schema::RuleId id) {

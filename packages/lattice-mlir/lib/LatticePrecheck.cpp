@@ -30,11 +30,12 @@
 
 #include "lattice/LatticePrecheck.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
-#include <cctype>
+#include <array>
+#include <cstdint>
 #include <vector>
 
 using namespace mlir;
@@ -43,12 +44,46 @@ using mlir::lattice::PrecheckFailure;
 
 namespace {
 
-bool isIdChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.' ||
-         c == '-';
+/// Character classes of the scan, ASCII only (as MLIR's lexer reads text),
+/// looked up in one table: the scan visits every byte of the text, and the
+/// <cctype> functions are calls into libc that also consult the locale.
+enum CharClass : uint8_t {
+  kSpace = 1,  // ' ' \t \n \v \f \r
+  kAlpha = 2,  // A-Z a-z
+  kDigit = 4,  // 0-9
+  kXDigit = 8, // 0-9 A-F a-f
+  kIdChar = 16 // alphanumeric, _ $ . -
+};
+
+constexpr std::array<uint8_t, 256> makeCharClasses() {
+  std::array<uint8_t, 256> table{};
+  for (unsigned c : {' ', '\t', '\n', '\v', '\f', '\r'})
+    table[c] |= kSpace;
+  for (unsigned c = 'a'; c <= 'z'; ++c)
+    table[c] |= kAlpha | kIdChar;
+  for (unsigned c = 'A'; c <= 'Z'; ++c)
+    table[c] |= kAlpha | kIdChar;
+  for (unsigned c = '0'; c <= '9'; ++c)
+    table[c] |= kDigit | kXDigit | kIdChar;
+  for (unsigned c = 'a'; c <= 'f'; ++c)
+    table[c] |= kXDigit;
+  for (unsigned c = 'A'; c <= 'F'; ++c)
+    table[c] |= kXDigit;
+  for (unsigned c : {'_', '$', '.', '-'})
+    table[c] |= kIdChar;
+  return table;
 }
 
-bool isDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+constexpr std::array<uint8_t, 256> kCharClasses = makeCharClasses();
+
+inline bool hasClass(char c, CharClass kind) {
+  return (kCharClasses[static_cast<unsigned char>(c)] & kind) != 0;
+}
+inline bool isSpace(char c) { return hasClass(c, kSpace); }
+inline bool isAlpha(char c) { return hasClass(c, kAlpha); }
+inline bool isDigit(char c) { return hasClass(c, kDigit); }
+inline bool isXDigit(char c) { return hasClass(c, kXDigit); }
+inline bool isIdChar(char c) { return hasClass(c, kIdChar); }
 
 std::string bytesText(size_t bytes) {
   if (bytes % (size_t(1) << 20) == 0)
@@ -87,7 +122,7 @@ public:
       char c = text[pos];
       if (c == '\n' && depth == 0)
         endAlias();
-      if (std::isspace(static_cast<unsigned char>(c))) {
+      if (isSpace(c)) {
         ++pos;
       } else if (c == '"') {
         skipString();
@@ -140,7 +175,7 @@ public:
       } else if (isDigit(c)) {
         number();
         last = Last::other;
-      } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      } else if (isAlpha(c) || c == '_') {
         llvm::StringRef word = readId();
         last = word == "attributes" ? Last::attributesKeyword : Last::other;
       } else if (c == '-' && peek(1) != '>') {
@@ -155,7 +190,7 @@ public:
         last = Last::other;
         ++pos;
       }
-      if (!std::isspace(static_cast<unsigned char>(c)))
+      if (!isSpace(c))
         minusRun = 0;
     }
     return failure;
@@ -241,9 +276,9 @@ private:
       while (pos < text.size() && accept(text[pos]))
         ++pos;
     };
-    if (text[pos] == '0' && peek(1) == 'x' && std::isxdigit(static_cast<unsigned char>(peek(2)))) {
+    if (text[pos] == '0' && peek(1) == 'x' && isXDigit(peek(2))) {
       pos += 2;
-      digits([](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+      digits(isXDigit);
     } else {
       digits(isDigit);
       if (peek(0) == '.') {
@@ -268,7 +303,7 @@ private:
   // --- aliases -----------------------------------------------------------------
 
   struct OpenAlias {
-    std::string name;
+    llvm::StringRef name; // the sigil and the name, in the text
     size_t start;
     AliasExtent extent;
   };
@@ -278,14 +313,14 @@ private:
   /// dialect type or attribute.
   void alias() {
     size_t start = pos;
-    char sigil = text[pos++];
+    ++pos; // the sigil
     llvm::StringRef name = readId();
     size_t after = pos;
     while (after < text.size() && (text[after] == ' ' || text[after] == '\t'))
       ++after;
     bool defines = depth == 0 && !name.empty() && after < text.size() && text[after] == '=' &&
                    (after + 1 >= text.size() || text[after + 1] != '=');
-    std::string key = std::string(1, sigil) + name.str();
+    llvm::StringRef key = text.slice(start, pos); // sigil and name
     if (defines) {
       endAlias();
       alias_ = OpenAlias{key, start, AliasExtent{}};
@@ -295,7 +330,7 @@ private:
     if (it == aliases.end())
       return;
     const AliasExtent &used = it->second;
-    if (!withinNesting(used.depth, start, "this use of alias " + key))
+    if (!withinNesting(used.depth, start, "this use of alias " + key.str()))
       return;
     if (alias_) {
       alias_->extent.depth = std::max(alias_->extent.depth, depth + used.depth);
@@ -304,7 +339,7 @@ private:
     expanded = std::min(expanded + used.bytes, kMaxInputBytes + 1);
     if (expanded > kMaxInputBytes)
       fail(start, "with its aliases expanded the text exceeds the parser's limit of " +
-                      bytesText(kMaxInputBytes) + " at this use of alias " + key +
+                      bytesText(kMaxInputBytes) + " at this use of alias " + key.str() +
                       "; define types and attributes without chains of aliases that double "
                       "in size");
   }
@@ -328,7 +363,7 @@ private:
     // and parses each chunk on its own; without it the line is a comment.
     bool lineStart = pos == 0 || text[pos - 1] == '\n';
     if (!splitMarker.empty() && lineStart && text.slice(pos, end).rtrim() == splitMarker) {
-      scopes.assign(1, llvm::StringSet<>());
+      scopes.assign(1, Names());
       pending.clear();
       parens.clear();
       brackets.clear();
@@ -346,7 +381,7 @@ private:
     if (!pending.empty() && parens.empty() && last != Last::attributesKeyword &&
         last != Last::less) {
       for (const auto &name : pending)
-        scopes.back().insert(name.getKey());
+        scopes.back().insert(name);
       pending.clear();
     }
     last = Last::other;
@@ -395,7 +430,7 @@ private:
   bool isResultList() const {
     size_t at = pos;
     auto skipSpace = [&] {
-      while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at])))
+      while (at < text.size() && isSpace(text[at]))
         ++at;
     };
     for (int names = 0; names < 64; ++names) {
@@ -433,8 +468,10 @@ private:
   std::optional<PrecheckFailure> failure;
   std::optional<OpenAlias> alias_;
   llvm::StringMap<AliasExtent> aliases;
-  std::vector<llvm::StringSet<>> scopes;
-  llvm::StringSet<> pending;
+  // SSA names as slices of the text (which outlives the scan): no copies.
+  using Names = llvm::DenseSet<llvm::StringRef>;
+  std::vector<Names> scopes;
+  Names pending;
   std::vector<ParenKind> parens;
 };
 

@@ -1,8 +1,9 @@
 //===- LatticeRewrite.cpp - rewrite module attributes, print with MLIR ----===//
 //
 // The one native step `lattice migrate` needs: parse a module (after the same
-// lexical pre-check and on the same large-stack thread as every other entry
-// point, see LatticePrecheck.h), verify every op with the
+// lexical pre-check, see LatticePrecheck.h, and on a parser thread with its
+// reused context, see LatticeParserPool.h, as every other entry point),
+// verify every op with the
 // dialect's verifiers (not the artifact rules: a module from another producer
 // carries that producer's schema digest), describe its module attributes and
 // entry results, set the requested module attributes and print the module as
@@ -13,6 +14,7 @@
 
 #include "lattice/LatticeApi.h"
 #include "lattice/LatticeDialect.h"
+#include "lattice/LatticeParserPool.h"
 #include "lattice/LatticePrecheck.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,7 +25,6 @@
 
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/thread.h"
 
 using namespace mlir;
 using lattice_api::Node;
@@ -58,13 +59,8 @@ namespace lattice_api {
 
 namespace {
 
-void rewriteOnThisThread(std::string_view text, const std::vector<ModuleAttrEdit> &edits,
-                         Outcome &outcome) {
-  DialectRegistry registry;
-  registry.insert<lattice::LatticeDialect, func::FuncDialect>();
-  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
-  context.loadAllAvailableDialects();
-  context.printOpOnDiagnostic(false);
+void rewriteWith(MLIRContext &context, std::string_view text,
+                 const std::vector<ModuleAttrEdit> &edits, Outcome &outcome) {
   llvm::SourceMgr sourceMgr;
   llvm::raw_string_ostream diagStream(outcome.diagnostics);
   SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagStream);
@@ -125,9 +121,10 @@ void rewriteOnThisThread(std::string_view text, const std::vector<ModuleAttrEdit
 
 Outcome rewriteModule(std::string_view text, const std::vector<ModuleAttrEdit> &edits) {
   Outcome outcome;
-  llvm::thread worker(std::optional<unsigned>(lattice::limits::kParserStackBytes),
-                      [&] { rewriteOnThisThread(text, edits, outcome); });
-  worker.join();
+  lattice::runOnParserThread(text.size(), [&](MLIRContext &context) {
+    rewriteWith(context, text, edits, outcome);
+    return outcome.ok;
+  });
   return outcome;
 }
 

@@ -81,6 +81,158 @@ private:
 
 nb::object toPython(const Node &node) { return Converter()(node); }
 
+/// Owns a new reference; raises the pending Python error when it is null.
+nb::object owned(PyObject *object) {
+  if (!object)
+    throw nb::python_error();
+  return nb::steal(object);
+}
+
+/// The payload dict of a `Plan` (its shape: `lattice_mlir.import_plan`),
+/// built with the C API straight from the flat arrays: one str per entry of
+/// the plan's string table, shared by every place it occurs (fewer
+/// allocations, and Python's dict lookups and comparisons on the plan meet
+/// identical objects with their hashes cached); field names interned once.
+class PlanConverter {
+public:
+  explicit PlanConverter(const lattice_api::Plan &plan) : plan(plan) {
+    strings.resize(plan.strings.size());
+  }
+
+  nb::object operator()() {
+    nb::object payload = owned(PyDict_New());
+    set(payload, "ir_version", owned(PyLong_FromLongLong(plan.irVersion)));
+    set(payload, "schema_digest", str(plan.schemaDigest));
+    set(payload, "weight_file", str(plan.weightFile));
+    set(payload, "name", str(plan.name));
+    set(payload, "args", ports(plan.args));
+    nb::object ops = owned(PyList_New(static_cast<Py_ssize_t>(plan.ops.size())));
+    for (size_t i = 0; i < plan.ops.size(); ++i)
+      PyList_SET_ITEM(ops.ptr(), i, op(plan.ops[i]).release().ptr());
+    set(payload, "ops", ops);
+    set(payload, "returns", refs(plan.returns.data(), plan.returns.size()));
+    set(payload, "outputs", ports(plan.outputs));
+    nb::object types = owned(PyDict_New());
+    for (const lattice_api::Plan::TypeRecord &type : plan.types)
+      setItem(types, str(type.text), typeRecord(type));
+    set(payload, "types", types);
+    return payload;
+  }
+
+private:
+  const lattice_api::Plan &plan;
+  std::vector<nb::object> strings;
+
+  /// The shared str of string-table entry `ref`.
+  nb::object str(lattice_api::Plan::Ref ref) {
+    nb::object &slot = strings[ref];
+    if (!slot.is_valid())
+      slot = utf8Text(plan.strings[ref]);
+    return slot;
+  }
+
+  static void setItem(const nb::object &dict, const nb::object &key, const nb::object &value) {
+    if (PyDict_SetItem(dict.ptr(), key.ptr(), value.ptr()) != 0)
+      throw nb::python_error();
+  }
+
+  /// `dict[name] = value` for a field name: each name is one interned str,
+  /// made on first use and kept for the life of the process.
+  static void set(const nb::object &dict, const char *name, const nb::object &value) {
+    static std::unordered_map<const char *, PyObject *> keys;
+    PyObject *&key = keys[name];
+    if (!key && !(key = PyUnicode_InternFromString(name)))
+      throw nb::python_error();
+    if (PyDict_SetItem(dict.ptr(), key, value.ptr()) != 0)
+      throw nb::python_error();
+  }
+
+  nb::object refs(const lattice_api::Plan::Ref *begin, size_t size) {
+    nb::object list = owned(PyList_New(static_cast<Py_ssize_t>(size)));
+    for (size_t i = 0; i < size; ++i)
+      PyList_SET_ITEM(list.ptr(), i, str(begin[i]).release().ptr());
+    return list;
+  }
+
+  nb::object ints(uint32_t begin, uint32_t size) {
+    nb::object list = owned(PyList_New(size));
+    for (uint32_t i = 0; i < size; ++i)
+      PyList_SET_ITEM(list.ptr(), i,
+                      owned(PyLong_FromLongLong(plan.ints[begin + i])).release().ptr());
+    return list;
+  }
+
+  nb::object ports(const std::vector<lattice_api::Plan::Port> &items) {
+    nb::object list = owned(PyList_New(static_cast<Py_ssize_t>(items.size())));
+    for (size_t i = 0; i < items.size(); ++i) {
+      const lattice_api::Plan::Port &port = items[i];
+      nb::object record = owned(PyDict_New());
+      set(record, "name", str(port.name));
+      set(record, "abi_name", str(port.abiName));
+      set(record, "type", str(port.type));
+      set(record, "role", str(port.role));
+      PyList_SET_ITEM(list.ptr(), i, record.release().ptr());
+    }
+    return list;
+  }
+
+  nb::object op(const lattice_api::Plan::Op &op) {
+    const lattice_api::Plan::Ref *at = plan.refs.data() + op.refBegin;
+    nb::object record = owned(PyDict_New());
+    set(record, "name", str(op.name));
+    set(record, "operands", refs(at, op.numOperands));
+    set(record, "results", refs(at + op.numOperands, op.numResults));
+    nb::object attrs = owned(PyDict_New());
+    for (uint32_t i = 0; i < op.numAttrs; ++i) {
+      const lattice_api::Plan::Attr &attr = plan.attrs[op.attrBegin + i];
+      setItem(attrs, str(attr.name), attrValue(attr));
+    }
+    set(record, "attrs", attrs);
+    set(record, "operand_types", refs(at + op.numOperands + op.numResults, op.numOperands));
+    set(record, "result_types", refs(at + 2 * op.numOperands + op.numResults, op.numResults));
+    return record;
+  }
+
+  nb::object attrValue(const lattice_api::Plan::Attr &attr) {
+    using Kind = lattice_api::Plan::Attr::Kind;
+    switch (attr.kind) {
+    case Kind::Int:
+      return owned(PyLong_FromLongLong(attr.integer));
+    case Kind::Float:
+      return owned(PyFloat_FromDouble(attr.real));
+    case Kind::Str:
+      return str(attr.text);
+    case Kind::Ints:
+      return ints(attr.begin, attr.size);
+    case Kind::Floats: {
+      nb::object list = owned(PyList_New(attr.size));
+      for (uint32_t i = 0; i < attr.size; ++i)
+        PyList_SET_ITEM(list.ptr(), i,
+                        owned(PyFloat_FromDouble(plan.reals[attr.begin + i])).release().ptr());
+      return list;
+    }
+    case Kind::Packing: {
+      nb::object packing = owned(PyDict_New());
+      set(packing, "bits", str(attr.text));
+      set(packing, "group_size", owned(PyLong_FromLongLong(attr.integer)));
+      set(packing, "scale_dtype", str(attr.scaleDtype));
+      set(packing, "mode", str(attr.mode));
+      return packing;
+    }
+    }
+    return nb::none();
+  }
+
+  nb::object typeRecord(const lattice_api::Plan::TypeRecord &type) {
+    nb::object record = owned(PyDict_New());
+    set(record, "kind", str(type.kind));
+    set(record, "dtype", type.hasDtype ? str(type.dtype) : nb::none());
+    set(record, "shape", type.hasShape ? ints(type.shapeBegin, type.shapeSize) : nb::none());
+    set(record, "family", type.hasFamily ? str(type.family) : nb::none());
+    return record;
+  }
+};
+
 } // namespace
 
 NB_MODULE(_native, m) {
@@ -89,12 +241,12 @@ NB_MODULE(_native, m) {
   m.def(
       "check",
       [](const std::string &text, bool buildPlan) {
-        lattice_api::Outcome outcome;
+        lattice_api::CheckOutcome outcome;
         {
           nb::gil_scoped_release release;
           outcome = lattice_api::check(text, buildPlan);
         }
-        nb::object plan = outcome.ok && buildPlan ? toPython(outcome.value) : nb::none();
+        nb::object plan = outcome.hasPlan ? PlanConverter(outcome.plan)() : nb::none();
         return nb::make_tuple(outcome.ok, utf8Text(outcome.diagnostics), plan);
       },
       nb::arg("text"), nb::arg("build_plan"),

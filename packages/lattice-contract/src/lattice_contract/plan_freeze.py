@@ -29,16 +29,21 @@ involved and what the producer has to change.
 
 from __future__ import annotations
 
-import math
-import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from lattice_contract.constants import CURRENT_IR_VERSION, WEIGHT_FILE
 from lattice_contract.digest import SCHEMA_DIGEST
-from lattice_contract.options import GROUP_SIZES
 from lattice_contract.plan_abi import check_role_types, freeze_arguments, freeze_outputs
+from lattice_contract.plan_attrs import I64_MAX as _I64_MAX
+from lattice_contract.plan_attrs import LEGACY_LAYOUTS, Where
+from lattice_contract.plan_attrs import NO_ATTRS as _NO_ATTRS
+from lattice_contract.plan_attrs import AttrRule as _AttrRule
+from lattice_contract.plan_attrs import at as _at
+from lattice_contract.plan_attrs import attr_rule as _attr_rule
+from lattice_contract.plan_attrs import refused as _refused
+from lattice_contract.plan_attrs import where_text as _where
 from lattice_contract.plan_payload import (
     is_int,
     record,
@@ -49,34 +54,21 @@ from lattice_contract.plan_payload import (
 )
 from lattice_contract.plan_records import (
     ENTRY_NAME,
+    PlanArgument,
     PlanError,
     PlanOperation,
+    PlanOutput,
     RuntimePlan,
     ValueType,
 )
 from lattice_contract.schema import (
     DIALECT,
-    PACKED_DTYPE_OF_BITS,
-    PACKING_FIELDS,
     SCHEMA,
-    AttrDef,
-    AttrKind,
     OpDef,
-    WeightLayout,
 )
-from lattice_contract.schema_rules import rule_message
 
-__all__ = ["LEGACY_LAYOUTS", "freeze_plan"]
+__all__ = ["LEGACY_LAYOUTS", "freeze_plan", "freeze_verified_plan"]
 
-LEGACY_LAYOUTS: Mapping[str, str] = MappingProxyType(
-    {
-        "conv3d_o_zyx_i": (
-            "the legacy z-major convolution layout is not accepted; permute the kernel "
-            "axes once to (C_out, Kx, Ky, Kz, C_in) and declare conv3d_o_xyz_i"
-        ),
-    }
-)
-"""Retired layout names with the migration each needs."""
 
 _PAYLOAD_KEYS = (
     "ir_version",
@@ -91,310 +83,6 @@ _PAYLOAD_KEYS = (
 )
 _TYPE_KINDS = ("sparse", "weight", "tensor")
 _OP_FIELDS = ("name", "operands", "results", "attrs", "operand_types", "result_types")
-
-# Integer ranges per attribute kind: MLIR stores i64, and triples (kernel
-# sizes, strides, paddings, dilations) act on int32 coordinates, so no entry
-# can exceed int32 (the native verifier applies the same bound).
-_INT_RANGES: Mapping[AttrKind, tuple[int, int]] = MappingProxyType(
-    {AttrKind.triple: (-(2**31), 2**31 - 1), AttrKind.i64: (-(2**63), 2**63 - 1)}
-)
-_TRIPLE_MIN, _TRIPLE_MAX = _INT_RANGES[AttrKind.triple]
-_I64_MIN, _I64_MAX = _INT_RANGES[AttrKind.i64]
-_F32 = struct.Struct("<f")
-_NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
-
-Where = tuple[int, str, tuple[str, ...]]
-"""An op's index, name and result labels: what :func:`_at` spells when a message is needed."""
-
-
-def _where(index: int, name: str) -> str:
-    return f"op #{index} ({name})"
-
-
-def _at(where: Where) -> str:
-    """The ``op #3 (lattice.conv3d -> v2)`` prefix of a message about one op."""
-    index, name, results = where
-    return _where(index, f"{name} -> {', '.join(results)}" if results else name)
-
-
-def _refused(rule_id: str, problem: str) -> PlanError:
-    """The PlanError of a payload that breaks schema rule ``rule_id`` (its one message)."""
-    return PlanError(rule_message(rule_id, problem))
-
-
-def _real_number(value: Any) -> bool:
-    """An int or a float (not a bool), finite or not."""
-    return not isinstance(value, bool) and isinstance(value, (int, float))
-
-
-def _finite_number(value: Any) -> bool:
-    """A real number that is finite as an f64 (an integer too large for f64 is not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # math.isfinite converts an int to float first
-        return False
-
-
-# ---------------------------------------------------------------------------
-# Attribute rules, one function per attribute kind.
-
-
-class _AttrRule(NamedTuple):
-    """One schema attribute with what its freezer needs, computed once."""
-
-    name: str
-    freeze: Callable[[_AttrRule, Any, Where], Any]
-    minimum: int | float | None
-    exclusive_minimum: bool
-    values: frozenset[str] | None  # closed value set of an enum, string or i64 attribute
-    required: bool
-    default: Any  # filled in when an optional attribute is absent (None: left out)
-    definition: AttrDef
-
-
-def _attr_prefix(rule: _AttrRule, where: Where) -> str:
-    return f"{_at(where)}: attribute {rule.name!r}"
-
-
-def _check_int_range(what: str, kind: AttrKind, values: tuple[int, ...]) -> None:
-    low, high = _INT_RANGES[kind]
-    if any(v < low or v > high for v in values):
-        reason = (
-            "coordinates are int32, so no kernel size, stride, padding or dilation can leave "
-            "that range"
-            if kind is AttrKind.triple
-            else "the attribute is stored as i64"
-        )
-        problem = f"{what} = {show(values)} is outside [{low}, {high}]: {reason}"
-        if kind is AttrKind.triple:
-            raise _refused("geometry.int32", problem)
-        raise PlanError(problem)
-
-
-def _three(value: Any, entry_ok: Callable[[Any], bool]) -> bool:
-    """Whether ``value`` is a sequence (not text) of three entries that each pass ``entry_ok``."""
-    return (
-        not isinstance(value, (str, bytes))
-        and isinstance(value, Sequence)
-        and len(value) == 3
-        and all(entry_ok(v) for v in value)
-    )
-
-
-def _freeze_triple(rule: _AttrRule, value: Any, where: Where) -> tuple[int, int, int]:
-    if type(value) is list and len(value) == 3:
-        a, b, c = value
-        if type(a) is int and type(b) is int and type(c) is int:
-            low = rule.minimum
-            least = min(a, b, c)
-            if (
-                (low is None or least >= low)
-                and least >= _TRIPLE_MIN
-                and max(a, b, c) <= _TRIPLE_MAX
-            ):
-                return (a, b, c)
-    what = _attr_prefix(rule, where)
-    if not _three(value, is_int):
-        raise _refused(
-            "attr.triple", f"{what} must be three integers (array<i64: a, b, c>), got {show(value)}"
-        )
-    triple = (int(value[0]), int(value[1]), int(value[2]))
-    if rule.minimum is not None and any(v < rule.minimum for v in triple):
-        raise _refused(
-            "attr.minimum", f"{what} must have every entry >= {rule.minimum}, got {show(triple)}"
-        )
-    _check_int_range(what, AttrKind.triple, triple)
-    return triple
-
-
-def _freeze_i64(rule: _AttrRule, value: Any, where: Where) -> int:
-    if (
-        type(value) is int
-        and (rule.minimum is None or value >= rule.minimum)
-        and _I64_MIN <= value <= _I64_MAX
-        and (rule.values is None or str(value) in rule.values)
-    ):
-        return value
-    what = _attr_prefix(rule, where)
-    if not is_int(value):
-        raise PlanError(f"{what} must be an integer (i64), got {show(value)}")
-    if rule.minimum is not None and value < rule.minimum:
-        raise _refused("attr.minimum", f"{what} must be >= {rule.minimum}, got {show(value)}")
-    _check_int_range(what, AttrKind.i64, (value,))
-    allowed = rule.definition.spec.allowed
-    if allowed and str(int(value)) not in allowed:
-        raise _refused("attr.allowed", f"{what} must be one of {', '.join(allowed)}, got {value}")
-    return int(value)
-
-
-def _freeze_f64_triple(rule: _AttrRule, value: Any, where: Where) -> tuple[float, float, float]:
-    low = rule.minimum
-    if type(value) is list and len(value) == 3:
-        a, b, c = value
-        if (
-            type(a) is float
-            and type(b) is float
-            and type(c) is float
-            and math.isfinite(a)
-            and math.isfinite(b)
-            and math.isfinite(c)
-        ):
-            least = min(a, b, c)
-            if low is None or least > low or (not rule.exclusive_minimum and least == low):
-                return (a, b, c)
-    what = _attr_prefix(rule, where)
-    if not _three(value, _finite_number):
-        # three numbers of which one is not finite break attr.finite, anything else the triple
-        finite = "attr.triple" if not _three(value, _real_number) else "attr.finite"
-        raise _refused(
-            finite, f"{what} must be three finite numbers (array<f64: a, b, c>), got {show(value)}"
-        )
-    floats = (float(value[0]), float(value[1]), float(value[2]))
-    if low is not None and any(v < low or (rule.exclusive_minimum and v == low) for v in floats):
-        bound = ">" if rule.exclusive_minimum else ">="
-        raise _refused("attr.minimum", f"{what} must have every entry {bound} {low}, got {floats}")
-    return floats
-
-
-def _freeze_f32(rule: _AttrRule, value: Any, where: Where) -> float:
-    low = rule.minimum
-    if type(value) is float and math.isfinite(value):
-        try:  # the attribute is f32: keep exactly the f32 value, however it was transported
-            number: float = _F32.unpack(_F32.pack(value))[0]
-        except OverflowError:
-            number = math.inf  # outside the f32 range: diagnosed below
-        if math.isfinite(number) and (
-            low is None or number > low or (number == low and not rule.exclusive_minimum)
-        ):
-            return number
-    what = _attr_prefix(rule, where)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PlanError(f"{what} must be a number (f32), got {show(value)}")
-    try:
-        number = float(value)
-    except OverflowError:
-        raise _refused("attr.finite", f"{what} = {show(value)} is outside the f32 range") from None
-    if not math.isfinite(number):
-        raise _refused("attr.finite", f"{what} must be finite, got {number}")
-    try:
-        number = _F32.unpack(_F32.pack(number))[0]
-    except OverflowError:
-        raise _refused("attr.finite", f"{what} = {number} is outside the f32 range") from None
-    if low is not None:
-        bound_value = float(low)
-        if number < bound_value or (rule.exclusive_minimum and number == bound_value):
-            bound = ">" if rule.exclusive_minimum else ">="
-            raise _refused("attr.minimum", f"{what} must be {bound} {low}, got {number}")
-    return number
-
-
-def _freeze_text(rule: _AttrRule, value: Any, where: Where) -> str:
-    """An enum, string or symbol attribute, as an exact ``str``."""
-    if type(value) is str and value and (rule.values is None or value in rule.values):
-        return value
-    what = _attr_prefix(rule, where)
-    text = str(require_str(value, what))  # a str subclass becomes a plain str
-    if rule.values is None or text in rule.values:
-        return text
-    spec = rule.definition.spec
-    if spec.enum is None:
-        raise _refused(
-            "attr.allowed", f"{what} must be one of {', '.join(spec.allowed)}; got {text!r}"
-        )
-    hint = LEGACY_LAYOUTS.get(text) if spec.enum is WeightLayout else None
-    if hint is not None:
-        raise _refused("attr.allowed", f"{what}: {hint}")
-    raise _refused(
-        "attr.allowed",
-        f"{what} has invalid #{DIALECT}.{spec.enum.__mnemonic__} value {text!r}; "
-        f"expected one of {', '.join(m.value for m in spec.enum)}",
-    )
-
-
-def _freeze_packing_attr(rule: _AttrRule, value: Any, where: Where) -> Mapping[str, Any]:
-    return freeze_packing(lambda: _attr_prefix(rule, where), value)
-
-
-def freeze_packing(what: Callable[[], str], value: Any) -> Mapping[str, Any]:
-    """A packing map checked field by field and frozen (``what()`` prefixes a message)."""
-    if not isinstance(value, Mapping):
-        raise PlanError(f"{what()} must be a packing map, got {type(value).__name__}")
-    if len(value) != len(PACKING_FIELDS) or any(n not in value for n, _ in PACKING_FIELDS):
-        names = [n for n, _ in PACKING_FIELDS]
-        missing = [n for n in names if n not in value]
-        unknown = sorted(show(k) for k in set(value) - set(names))
-        raise PlanError(
-            f"{what()} must have exactly the fields {', '.join(names)}"
-            + (f"; missing {', '.join(missing)}" if missing else "")
-            + (f"; unknown {', '.join(unknown)}" if unknown else "")
-        )
-    frozen: dict[str, Any] = {}
-    for name, enum_type in PACKING_FIELDS:
-        item = value[name]
-        if enum_type is None:
-            if not is_int(item) or item not in GROUP_SIZES:
-                raise _refused(
-                    "weight.group_size",
-                    f"{what()}.{name} must be one of {', '.join(map(str, GROUP_SIZES))} (the "
-                    f"group sizes MLX's affine quantization supports), got {show(item)}",
-                )
-            frozen[name] = int(item)
-        else:
-            allowed = _ENUM_VALUES[enum_type]
-            if not isinstance(item, str) or item not in allowed:
-                raise PlanError(
-                    f"{what()}.{name} must be one of "
-                    f"{', '.join(m.value for m in enum_type)}, got {show(item)}"
-                )
-            frozen[name] = str(item)
-    if frozen["bits"] not in PACKED_DTYPE_OF_BITS:
-        raise PlanError(
-            f"{what()}.bits is {frozen['bits']!r}; a packing map describes packed storage "
-            f"({', '.join(PACKED_DTYPE_OF_BITS)}), dense weights carry none"
-        )
-    # Each of GROUP_SIZES is a multiple of 32 / bits: a group fills whole uint32 words.
-    return MappingProxyType(frozen)
-
-
-_ENUM_VALUES = MappingProxyType({e: frozenset(m.value for m in e) for e in SCHEMA.enums})
-
-_FREEZERS: Mapping[AttrKind, Callable[[_AttrRule, Any, Where], Any]] = MappingProxyType(
-    {
-        AttrKind.triple: _freeze_triple,
-        AttrKind.i64: _freeze_i64,
-        AttrKind.f64_triple: _freeze_f64_triple,
-        AttrKind.f32: _freeze_f32,
-        AttrKind.string: _freeze_text,
-        AttrKind.symbol: _freeze_text,
-        AttrKind.enum: _freeze_text,
-        AttrKind.packing: _freeze_packing_attr,
-    }
-)
-
-
-def _attr_rule(attr: AttrDef) -> _AttrRule:
-    spec = attr.spec
-    values: frozenset[str] | None = None
-    if spec.enum is not None:
-        values = _ENUM_VALUES[spec.enum]
-    elif spec.allowed:
-        values = frozenset(spec.allowed)
-    freeze = _FREEZERS.get(spec.kind)
-    if freeze is None:  # pragma: no cover - a schema kind this freezer was not taught
-        raise TypeError(f"the plan freezer cannot read attribute kind {spec.kind.value}")
-    return _AttrRule(
-        attr.name,
-        freeze,
-        spec.minimum,
-        spec.exclusive_minimum,
-        values,
-        spec.required,
-        spec.default,
-        attr,
-    )
-
 
 # ---------------------------------------------------------------------------
 # Op rules.
@@ -619,10 +307,42 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
 # The payload.
 
 
+def _plain_type(text: Any, entry: Any) -> ValueType | None:
+    """The type of an entry exactly as the native importer writes it, else None (look closer)."""
+    if type(text) is not str or not text or type(entry) is not dict or len(entry) != 4:
+        return None
+    kind, dtype = entry.get("kind"), entry.get("dtype")
+    shape, family = entry.get("shape", _ABSENT), entry.get("family", _ABSENT)
+    if type(kind) is not str or type(dtype) is not str or not dtype:
+        return None
+    if kind == "tensor":
+        if (
+            family is not None
+            or type(shape) is not list
+            or not all(type(d) is int and -1 <= d <= _I64_MAX for d in shape)
+        ):
+            return None
+        return ValueType(kind=kind, dtype=dtype, shape=tuple(shape), family=None)
+    if shape is not None:
+        return None
+    if kind == "weight":
+        return ValueType(kind, dtype, None, family) if type(family) is str and family else None
+    if kind == "sparse" and family is None:
+        return ValueType(kind=kind, dtype=dtype, shape=None, family=None)
+    return None
+
+
+_ABSENT = object()
+
+
 def _freeze_types(raw: Any) -> Mapping[str, ValueType]:
     table = require_mapping(raw, "plan 'types'")
     frozen: dict[str, ValueType] = {}
     for text, entry in table.items():
+        plain = _plain_type(text, entry)
+        if plain is not None:
+            frozen[text] = plain
+            continue
         what = f"plan 'types'[{show(text)}]"
         require_str(text, "a plan 'types' key")
         item = record(entry, what, ("kind", "dtype"), ("shape", "family"))
@@ -683,6 +403,30 @@ def _check_header(payload: Mapping[str, Any]) -> tuple[int, str, str]:
     return int(version), SCHEMA_DIGEST, ENTRY_NAME
 
 
+def _plan(
+    header: tuple[int, str, str],
+    types: Mapping[str, ValueType],
+    args: tuple[PlanArgument, ...],
+    ops: list[PlanOperation],
+    returns: tuple[str, ...],
+    outputs: tuple[PlanOutput, ...],
+) -> RuntimePlan:
+    """The frozen plan, once every argument's and output's type fits its role."""
+    check_role_types(args, outputs, types)
+    version, digest, name = header
+    return RuntimePlan(
+        ir_version=version,
+        schema_digest=digest,
+        weight_file=WEIGHT_FILE,
+        name=name,
+        args=args,
+        ops=tuple(ops),
+        returns=returns,
+        outputs=outputs,
+        types=types,
+    )
+
+
 def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
     """Check a native importer payload against the schema and freeze it (``from_native``)."""
     payload = require_mapping(raw, "the native plan payload")
@@ -721,15 +465,79 @@ def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
             f"plan 'types' has no entry for {', '.join(map(repr, missing_types))}; the native "
             "importer must describe every type it uses"
         )
-    check_role_types(args, outputs, types)
-    return RuntimePlan(
-        ir_version=version,
-        schema_digest=digest,
-        weight_file=WEIGHT_FILE,
-        name=name,
-        args=args,
-        ops=tuple(ops),
-        returns=returns,
-        outputs=outputs,
-        types=types,
-    )
+    return _plan((version, digest, name), types, args, ops, returns, outputs)
+
+
+# ---------------------------------------------------------------------------
+# A payload native verification has just accepted.
+
+
+def _verified_op(raw: Mapping[str, Any]) -> PlanOperation | None:
+    """The frozen op of a verified module's op record; None if it is not as native builds it."""
+    name = raw["name"]
+    rule = _OP_RULES.get(name)
+    if rule is None:
+        return None
+    attrs_raw = raw["attrs"]
+    frozen: dict[str, Any] = {}
+    for attr in rule.attrs:
+        key = attr.name
+        if key in attrs_raw:
+            value = attrs_raw[key]
+            kind = type(value)
+            # a triple (list) or a packing map (dict) frozen; scalars are already exact
+            frozen[key] = (
+                tuple(value)
+                if kind is list
+                else MappingProxyType(dict(value))
+                if kind is dict
+                else value
+            )
+        elif attr.default is not None:
+            frozen[key] = attr.default
+    op: PlanOperation = _new_object(PlanOperation)
+    fields = op.__dict__
+    fields["name"] = name
+    fields["definition"] = rule.definition
+    fields["operands"] = tuple(raw["operands"])
+    fields["results"] = tuple(raw["results"])
+    fields["attrs"] = MappingProxyType(frozen) if frozen else _NO_ATTRS
+    fields["operand_types"] = tuple(raw["operand_types"])
+    fields["result_types"] = tuple(raw["result_types"])
+    return op
+
+
+def freeze_verified_plan(payload: Mapping[str, Any]) -> RuntimePlan:
+    """Freeze the payload ``lattice_mlir.verify_and_import`` returned for a module it accepted.
+
+    Only for that payload, straight from that call (:mod:`lattice_contract.verify`
+    does so); anything else goes through :func:`freeze_plan`.  The native
+    verifier has then applied, to the module the payload was built from,
+    every per-op rule :func:`freeze_plan` would check again: each op is a
+    registered lattice op of the dialect compiled from this schema, with the
+    schema's operand and result counts, its attributes of the declared kinds
+    within their ranges and value sets (triples int32, ``f32`` exact, enums
+    known), and its values defined once, before use.  So the ops are only
+    frozen here (attributes defaulted and made read-only, lists made tuples),
+    without those checks or the messages they would need, while the checks
+    that tie the native build to this release (IR version, schema digest:
+    the same digest means the same schema), the type table and the call ABI
+    still run.  The result equals ``freeze_plan(payload)``; a payload that is
+    not shaped as the native importer builds it falls back to that.
+    """
+    version, digest, name = _check_header(payload)
+    types = _freeze_types(payload["types"])
+    args = freeze_arguments(payload)
+    ops: list[PlanOperation] = []
+    defined: dict[str, str] = {arg.name: arg.type for arg in args}
+    for raw in payload["ops"]:
+        op = _verified_op(raw)
+        if op is None:
+            return freeze_plan(payload)
+        ops.append(op)
+        defined.update(zip(op.results, op.result_types, strict=True))
+    returns = tuple(payload["returns"])
+    if not returns or any(label not in defined for label in returns):
+        return freeze_plan(payload)  # diagnosed there
+    outputs = freeze_outputs(payload, returns, defined)
+    return _plan((version, digest, name), types, args, ops, returns, outputs)

@@ -76,8 +76,10 @@ def record(
     raw: Any, what: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> Mapping[str, Any]:
     """A mapping with every field of ``keys``, any of ``optional`` and nothing else."""
-    if type(raw) is dict and len(raw) == len(keys) and all(k in raw for k in keys):
-        return raw  # the common, well-formed case: exactly the required fields
+    if type(raw) is dict and all(k in raw for k in keys):
+        extra = len(raw) - len(keys)
+        if extra == 0 or (extra <= len(optional) and sum(k in raw for k in optional) == extra):
+            return raw  # the common, well-formed case: the required fields and known ones
     item = require_mapping(raw, what)
     missing = [k for k in keys if k not in item]
     if missing:

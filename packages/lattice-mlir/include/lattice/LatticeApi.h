@@ -82,11 +82,78 @@ struct Outcome {
   Node value;
 };
 
+/// The plan payload of a verified module in flat, typed form: what the
+/// binding turns into the payload dict that `RuntimePlan.from_native`
+/// freezes (its fields and their order are that dict's; see
+/// `lattice_mlir.import_plan`).  Every string is stored once in `strings`
+/// and referred to by its index, and every op's labels, types and
+/// attributes sit in a few flat arrays, so building a plan of hundreds of
+/// ops allocates a handful of times and the binding creates one Python str
+/// per distinct string.
+struct Plan {
+  using Ref = uint32_t; // an index into `strings`
+
+  /// One value of the entry's ABI: `{"name", "abi_name", "type", "role"}`.
+  struct Port {
+    Ref name, abiName, type, role;
+  };
+  /// One attribute of an op, as the payload spells its value.
+  struct Attr {
+    enum class Kind : uint8_t { Int, Float, Str, Ints, Floats, Packing };
+    Ref name = 0;
+    Kind kind = Kind::Int;
+    int64_t integer = 0; // Int; Packing: the group size
+    double real = 0.0;   // Float
+    Ref text = 0;        // Str; Packing: the bits
+    Ref scaleDtype = 0;  // Packing
+    Ref mode = 0;        // Packing
+    uint32_t begin = 0;  // Ints / Floats: the entries in `ints` / `reals`
+    uint32_t size = 0;
+  };
+  /// One op: `{"name", "operands", "results", "attrs", "operand_types",
+  /// "result_types"}`; `refs[refBegin...]` holds the operand labels, the
+  /// result labels, the operand types and the result types, in that order.
+  struct Op {
+    Ref name;
+    uint32_t refBegin, numOperands, numResults;
+    uint32_t attrBegin, numAttrs; // into `attrs`
+  };
+  /// One entry of the type table: `{"kind", "dtype", "shape", "family"}`.
+  struct TypeRecord {
+    Ref text, kind;
+    bool hasDtype, hasShape, hasFamily;
+    Ref dtype, family;
+    uint32_t shapeBegin, shapeSize; // into `ints`, -1 for a dynamic dimension
+  };
+  static constexpr Ref kNone = ~Ref(0);
+
+  std::vector<std::string> strings;
+  int64_t irVersion = 0;
+  Ref schemaDigest = 0, weightFile = 0, name = 0;
+  std::vector<Port> args, outputs;
+  std::vector<Ref> returns;
+  std::vector<Op> ops;
+  std::vector<Ref> refs;
+  std::vector<Attr> attrs;
+  std::vector<int64_t> ints;
+  std::vector<double> reals;
+  std::vector<TypeRecord> types;
+};
+
+/// Outcome of `check`: the verdict, the captured diagnostics and, when
+/// asked for and valid, the plan.
+struct CheckOutcome {
+  bool ok = false;
+  std::string diagnostics;
+  bool hasPlan = false;
+  Plan plan;
+};
+
 /// The one native check of an artifact graph: parse, verify every op and
 /// apply the artifact rules, once; with `buildPlan`, a valid module's plan
-/// payload is built from that same parse (`value` is the payload dict), so
-/// validating and importing a graph never parses or verifies it twice.
-Outcome check(std::string_view text, bool buildPlan);
+/// payload is built from that same parse, so validating and importing a
+/// graph never parses or verifies it twice.
+CheckOutcome check(std::string_view text, bool buildPlan);
 
 /// The ops the built dialect registers (a list of dicts).
 Node dialectOps();
