@@ -14,9 +14,6 @@ runtime goes through before it touches a weight:
   the payload from that one parse (what validating an artifact calls);
 * ``from_native``: ``RuntimePlan.from_native`` on that payload (every schema,
   SSA and ABI rule, attributes frozen);
-* ``freeze verified``: ``freeze_verified_plan`` on it, what ``total`` freezes
-  with: the payload has just been verified natively, so the per-op rules
-  are not checked again (the header, types and ABI are);
 * ``typecheck``: ``typecheck_plan`` on the frozen plan;
 * ``total``: ``lattice_contract.verify.graph_status_and_plan`` (one native
   check, then ``from_native``) and ``typecheck_plan`` back to back on the
@@ -62,7 +59,6 @@ from pathlib import Path
 import lattice_mlir
 from lattice_contract.builder import MLIRModuleBuilder, Value
 from lattice_contract.plan import RuntimePlan
-from lattice_contract.plan_freeze import freeze_verified_plan
 from lattice_contract.typecheck import typecheck_plan
 from lattice_contract.verify import graph_status_and_plan
 
@@ -224,7 +220,6 @@ def main() -> int:
         ("import_plan", timings(lambda: lattice_mlir.import_plan(text), args.repeat)),
         ("verify_and_import", timings(lambda: lattice_mlir.verify_and_import(text), args.repeat)),
         ("from_native", timings(lambda: RuntimePlan.from_native(plan), args.repeat)),
-        ("freeze verified", timings(lambda: freeze_verified_plan(plan), args.repeat)),
         ("typecheck", timings(lambda: typecheck_plan(frozen), args.repeat)),
         ("total", timings(one_call, args.repeat)),
         ("two calls", timings(two_calls, args.repeat)),

@@ -8,15 +8,14 @@ dataclasses.  The plan is the same for every backend; ``mlx_lattice`` and
 ``torch_lattice`` lower it with their own registries (see
 :mod:`lattice_contract.lowering`).
 
-This module is the public face of these parts, each on its own:
+This module is the public face of three parts, each on its own:
 
 * :mod:`lattice_contract.plan_records`: the frozen records
   (:class:`RuntimePlan`, :class:`PlanOperation`, ...) and :class:`ValueType`,
   the one model of a value's type;
 * :mod:`lattice_contract.plan_freeze`: the one table-driven freezer behind
   ``from_native`` (schema and SSA rules; the attribute rules are in
-  :mod:`lattice_contract.plan_attrs`), and the freezer of a payload that
-  native verification has just accepted;
+  :mod:`lattice_contract.plan_attrs`);
 * :mod:`lattice_contract.plan_abi`: the call ABI (argument and output roles,
   sparse input triples, logical inputs).
 

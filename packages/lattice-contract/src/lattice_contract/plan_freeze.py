@@ -67,7 +67,7 @@ from lattice_contract.schema import (
     OpDef,
 )
 
-__all__ = ["LEGACY_LAYOUTS", "freeze_plan", "freeze_verified_plan"]
+__all__ = ["LEGACY_LAYOUTS", "freeze_plan"]
 
 
 _PAYLOAD_KEYS = (
@@ -470,74 +470,3 @@ def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
 
 # ---------------------------------------------------------------------------
 # A payload native verification has just accepted.
-
-
-def _verified_op(raw: Mapping[str, Any]) -> PlanOperation | None:
-    """The frozen op of a verified module's op record; None if it is not as native builds it."""
-    name = raw["name"]
-    rule = _OP_RULES.get(name)
-    if rule is None:
-        return None
-    attrs_raw = raw["attrs"]
-    frozen: dict[str, Any] = {}
-    for attr in rule.attrs:
-        key = attr.name
-        if key in attrs_raw:
-            value = attrs_raw[key]
-            kind = type(value)
-            # a triple (list) or a packing map (dict) frozen; scalars are already exact
-            frozen[key] = (
-                tuple(value)
-                if kind is list
-                else MappingProxyType(dict(value))
-                if kind is dict
-                else value
-            )
-        elif attr.default is not None:
-            frozen[key] = attr.default
-    op: PlanOperation = _new_object(PlanOperation)
-    fields = op.__dict__
-    fields["name"] = name
-    fields["definition"] = rule.definition
-    fields["operands"] = tuple(raw["operands"])
-    fields["results"] = tuple(raw["results"])
-    fields["attrs"] = MappingProxyType(frozen) if frozen else _NO_ATTRS
-    fields["operand_types"] = tuple(raw["operand_types"])
-    fields["result_types"] = tuple(raw["result_types"])
-    return op
-
-
-def freeze_verified_plan(payload: Mapping[str, Any]) -> RuntimePlan:
-    """Freeze the payload ``lattice_mlir.verify_and_import`` returned for a module it accepted.
-
-    Only for that payload, straight from that call (:mod:`lattice_contract.verify`
-    does so); anything else goes through :func:`freeze_plan`.  The native
-    verifier has then applied, to the module the payload was built from,
-    every per-op rule :func:`freeze_plan` would check again: each op is a
-    registered lattice op of the dialect compiled from this schema, with the
-    schema's operand and result counts, its attributes of the declared kinds
-    within their ranges and value sets (triples int32, ``f32`` exact, enums
-    known), and its values defined once, before use.  So the ops are only
-    frozen here (attributes defaulted and made read-only, lists made tuples),
-    without those checks or the messages they would need, while the checks
-    that tie the native build to this release (IR version, schema digest:
-    the same digest means the same schema), the type table and the call ABI
-    still run.  The result equals ``freeze_plan(payload)``; a payload that is
-    not shaped as the native importer builds it falls back to that.
-    """
-    version, digest, name = _check_header(payload)
-    types = _freeze_types(payload["types"])
-    args = freeze_arguments(payload)
-    ops: list[PlanOperation] = []
-    defined: dict[str, str] = {arg.name: arg.type for arg in args}
-    for raw in payload["ops"]:
-        op = _verified_op(raw)
-        if op is None:
-            return freeze_plan(payload)
-        ops.append(op)
-        defined.update(zip(op.results, op.result_types, strict=True))
-    returns = tuple(payload["returns"])
-    if not returns or any(label not in defined for label in returns):
-        return freeze_plan(payload)  # diagnosed there
-    outputs = freeze_outputs(payload, returns, defined)
-    return _plan((version, digest, name), types, args, ops, returns, outputs)

@@ -10,11 +10,7 @@ environment variable (``env``, e.g. ``MLX_LATTICE_LATTICE_OPT``); else a
 them the functions raise :class:`ArtifactCapabilityError` instead of guessing.
 
 Plan import (:func:`import_native_plan`) needs the in-process module; it
-returns the frozen :class:`~lattice_contract.plan.RuntimePlan`.  Both
-freeze the payload of the native call that has just verified the graph,
-so the per-op rules that verification applied are not checked a second
-time (:func:`~lattice_contract.plan_freeze.freeze_verified_plan`); a payload
-from anywhere else goes through ``RuntimePlan.from_native`` and every rule.  A caller
+returns the frozen :class:`~lattice_contract.plan.RuntimePlan`.  A caller
 that needs the verdict and then the plan (validating an artifact before
 compiling it) calls :func:`graph_status_and_plan`, which gets both from one
 native parse and verification instead of two.
@@ -32,7 +28,6 @@ from pathlib import Path
 from types import ModuleType
 
 from lattice_contract.plan import PlanError, RuntimePlan
-from lattice_contract.plan_freeze import freeze_verified_plan
 
 __all__ = [
     "ARTIFACT_FLAG",
@@ -206,7 +201,7 @@ def graph_status_and_plan(
     if not status.valid or payload is None:
         return LatticeMLIRStatus(False, diagnostics), None
     try:
-        plan = freeze_verified_plan(payload)  # straight from the call that verified it
+        plan = RuntimePlan.from_native(payload)
     except PlanError as exc:
         return LatticeMLIRStatus(False, str(exc)), None
     return LatticeMLIRStatus(True, diagnostics), plan
@@ -229,4 +224,4 @@ def import_native_plan(graph: str) -> RuntimePlan:
         raise LatticeValidationError(
             "MLIR rejected the lattice graph:\n" + str(diagnostics), str(diagnostics)
         ) from None
-    return freeze_verified_plan(payload)  # straight from the call that verified it
+    return RuntimePlan.from_native(payload)
