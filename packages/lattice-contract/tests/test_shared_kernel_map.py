@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 import numpy as np
 from lattice_contract.shared_kernel_map import TapPairs, cached_relation, target_key
@@ -40,7 +41,9 @@ def test_target_keys_name_the_target_weakly() -> None:
     key = target_key("target_conv", target, (3, 3, 3), (1, 1, 1))
     assert key[:3] == ("target_conv", (3, 3, 3), (1, 1, 1))
     assert key == target_key("target_conv", target, (3, 3, 3), (1, 1, 1))
+    alive = weakref.ref(target)
     del target
     gc.collect()
+    assert alive() is None, "the key (still held here) kept its target alive"
     # A dead reference equals only itself: a new support never hits the old entry.
     assert key != target_key("target_conv", _Support(), (3, 3, 3), (1, 1, 1))

@@ -8,7 +8,8 @@
 //  * diagnostics are per call: the caller's job installs its own handler
 //    and source manager and removes them before it returns;
 //  * what a context keeps between calls is only MLIR's uniqued, immutable
-//    storage (types, attributes, locations): a call sees the same values
+//    storage (types, attributes, locations), and the thread's stride table
+//    is emptied after every call: a call sees the same values
 //    whether they were created by it or by an earlier call, and a context
 //    that rejected a text is replaced, so no failed parse leaves anything
 //    behind for the next one;
@@ -136,6 +137,7 @@ void Worker::loop() {
     if (!context)
       context = makeParserContext();
     bool reusable = ticket->job(*context);
+    mlir::lattice::detail::endStrideVerification(); // its keys point into this call's module
     ++uses;
     bytes += ticket->textBytes;
     bool stale =

@@ -512,6 +512,13 @@ void mlir::lattice::detail::beginStrideVerification(Operation *op) {
     table.block = nullptr;
 }
 
+void mlir::lattice::detail::endStrideVerification() {
+  BlockStrides &table = threadStrides();
+  table.block = nullptr;
+  table.strides.clear();
+  table.ops.clear();
+}
+
 std::optional<Triple> mlir::lattice::staticStrideOf(Value value) {
   Operation *def = value ? value.getDefiningOp() : nullptr;
   Block *block = def ? def->getBlock() : nullptr;

@@ -450,6 +450,32 @@ def test_bias_and_eps_are_keyword_only_on_both_runtimes() -> None:
             module.NormalizedSubmConv3d(4, 8, 3, 1, 1e-6)
 
 
+# A keyword a conv does not take: an spconv habit (stride on a submanifold
+# conv), a geometry the generative conv fixes, a misspelling, and torch.empty's
+# own keywords, which are not the convs' (only device= and dtype= are).
+UNKNOWN_KEYWORDS: list[tuple[str, dict[str, Any], str]] = [
+    ("SubmConv3d", {"stride": 2}, "'stride'; its geometry is kernel_size, dilation"),
+    ("NormalizedSubmConv3d", {"padding": 1}, "'padding'; its geometry is kernel_size, dilation"),
+    ("GenerativeConvTranspose3d", {"padding": 1}, "'padding'; its geometry is kernel_size, stride"),
+    ("Conv3d", {"stide": 2}, "'stide'; its geometry is kernel_size, stride, padding, dilation"),
+    ("ConvTranspose3d", {"pin_memory": True}, "'pin_memory'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "keywords", "words"), UNKNOWN_KEYWORDS, ids=[r[0] for r in UNKNOWN_KEYWORDS]
+)
+def test_a_keyword_the_conv_does_not_take_is_refused_on_both_runtimes(
+    name: str, keywords: dict[str, Any], words: str
+) -> None:
+    """``**factory`` takes only the factory keywords: nothing is silently dropped or passed on."""
+    for module, _ in RUNTIMES.values():
+        with pytest.raises(
+            TypeError, match=f"{name}\\(\\) got an unexpected keyword argument {words}"
+        ):
+            getattr(module, name)(4, 8, 2, **keywords)
+
+
 def test_factory_keywords_are_torchs_alone() -> None:
     """torch's convs create their parameters as torch's factory keywords say; MLX refuses them."""
     for name in CONV_LAYERS:

@@ -26,7 +26,7 @@ would mean something else to a reader coming from either.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack
 
 from lattice_contract.api_ops import IntOrTriple
@@ -70,6 +70,29 @@ class ParameterFactory(TypedDict, Generic[DeviceT, DTypeT], total=False):
     dtype: DTypeT
 
 
+_FACTORY_KEYS = ParameterFactory.__required_keys__ | ParameterFactory.__optional_keys__
+
+
+def _factory_only(layer: Any, factory: Mapping[str, object]) -> None:
+    """Refuse a keyword that is not a factory keyword.
+
+    ``**factory`` would otherwise take any keyword: a misspelt one
+    (``stide=``) would reach the runtime's array constructor, and a geometry
+    keyword the conv does not have (``SubmConv3d(..., stride=2)``, an spconv
+    habit) would land in the base constructor's parameter of that name and
+    be silently ignored by the op.
+    """
+    unknown = sorted(set(factory) - _FACTORY_KEYS)
+    if unknown:
+        name = type(layer).__name__
+        raise TypeError(
+            f"{name}() got an unexpected keyword argument {unknown[0]!r}; its geometry is "
+            f"{', '.join(layer._geometry_keys)}, and its other keywords are bias, "
+            f"{'eps, ' if isinstance(layer, NormalizedLayer) else ''}and the runtime's "
+            "parameter keywords (torch: device, dtype)"
+        )
+
+
 class ConvLayer(Windowed, Weighted, Generic[DeviceT, DTypeT]):
     """Shared state of every sparse conv: channel counts, geometry, the runtime's weight hook."""
 
@@ -107,6 +130,7 @@ class ConvLayer(Windowed, Weighted, Generic[DeviceT, DTypeT]):
         ``set_dtype``).  Every conv's constructor follows these rules (and
         delegates here), so ``help()`` shows this text for each.
         """
+        _factory_only(self, factory)
         super().__init__()
         params = conv_params(in_channels, out_channels, kernel_size, stride, padding, dilation)
         self.in_channels, self.out_channels = params.in_channels, params.out_channels
@@ -171,6 +195,7 @@ class SubmConv3d(ConvLayer[DeviceT, DTypeT]):
         bias: bool = True,
         **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
     ) -> None:
+        _factory_only(self, factory)
         super().__init__(
             in_channels, out_channels, kernel_size, dilation=dilation, bias=bias, **factory
         )
@@ -230,6 +255,7 @@ class GenerativeConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
         bias: bool = True,
         **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
     ) -> None:
+        _factory_only(self, factory)
         super().__init__(in_channels, out_channels, kernel_size, stride, bias=bias, **factory)
 
     def forward(self, x: Any) -> Any:
@@ -281,6 +307,7 @@ class NormalizedSubmConv3d(NormalizedLayer[DeviceT, DTypeT]):
         bias: bool = True,
         **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
     ) -> None:
+        _factory_only(self, factory)
         super().__init__(
             in_channels, out_channels, kernel_size, dilation=dilation, bias=bias, **factory
         )
@@ -312,6 +339,7 @@ class NormalizedConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
         bias: bool = True,
         **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
     ) -> None:
+        _factory_only(self, factory)
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, bias=bias, **factory
         )
@@ -354,6 +382,7 @@ class NormalizedGenerativeConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
         bias: bool = True,
         **factory: Unpack[ParameterFactory[DeviceT, DTypeT]],
     ) -> None:
+        _factory_only(self, factory)
         super().__init__(in_channels, out_channels, kernel_size, stride, bias=bias, **factory)
         self._set_eps(eps)
 

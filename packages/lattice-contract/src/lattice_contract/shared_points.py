@@ -85,7 +85,14 @@ def point_features_type(value: object) -> TypeError:
     dtype = getattr(value, "dtype", None)
     got = type(value).__name__ if dtype is None else f"an array of {dtype_word(dtype)}"
     return TypeError(
-        f"voxelize: features must be a float array ({ARRAY_TYPES}) of shape (P, C), got {got}"
+        f"voxelize: features must be a float array ({ARRAY_TYPES}) of shape (P, C), got {got}; "
+        + (
+            "pass its .feats (features per point, not a sparse value)"
+            if hasattr(value, "feats")
+            else "cast them to float32 first"
+            if dtype is not None
+            else "pass one array with a row per point"
+        )
     )
 
 

@@ -132,6 +132,9 @@ template <typename OpT> LogicalResult verifyLatticeOp(OpT op, const schema::OpIn
 /// Called by every lattice op verifier before it reads static strides; the
 /// first lattice op of a block starts a fresh stride table for that block.
 void beginStrideVerification(Operation *op);
+/// Drops this thread's stride table (its keys point into the module just
+/// verified); a long-lived parser thread calls it after every call.
+void endStrideVerification();
 } // namespace mlir::lattice::detail
 
 #define GET_OP_CLASSES

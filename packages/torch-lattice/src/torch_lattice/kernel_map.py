@@ -400,8 +400,10 @@ def target_conv_map(
     """Map of ``target_conv3d``: the centred relation evaluated at the target's rows."""
 
     def build() -> KernelMap:
-        same = stride == (1, 1, 1) and torch.equal(target.logical, support.logical)
-        if target is support or same:
+        # ``is`` first: torch.equal reads the device (a host sync on CUDA).
+        if target is support or (
+            stride == (1, 1, 1) and torch.equal(target.logical, support.logical)
+        ):
             return conv_map(support, kernel, stride, padding, dilation)[1]
         return _centred_map(support, target, kernel, stride, padding, dilation)
 
