@@ -15,7 +15,7 @@ runtime goes through before it touches a weight:
 * ``from_native``: ``RuntimePlan.from_native`` on that payload (every schema,
   SSA and ABI rule, attributes frozen);
 * ``typecheck``: ``typecheck_plan`` on the frozen plan;
-* ``total``: ``lattice_contract.verify.graph_status_and_plan`` (one native
+* ``total``: ``lattice_contract.plan.verify.graph_status_and_plan`` (one native
   check, then ``from_native``) and ``typecheck_plan`` back to back on the
   same text -- verify + import, the figure the 5 ms budget applies to;
 * ``two calls``: ``verify`` and then the import, freeze and type check, the
@@ -58,9 +58,7 @@ from pathlib import Path
 
 import lattice_mlir
 from lattice_contract.builder import MLIRModuleBuilder, Value
-from lattice_contract.plan import RuntimePlan
-from lattice_contract.typecheck import typecheck_plan
-from lattice_contract.verify import graph_status_and_plan
+from lattice_contract.plan import RuntimePlan, graph_status_and_plan, typecheck_plan
 
 BUDGET_S = 5e-3
 

@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 # The one place the scene generator is imported from (a numpy-only module).
 from lattice_conformance.segmentation import CLASS_NAMES, make_scene
-from lattice_contract.atomic import atomic_write_file
+from lattice_contract.artifact import atomic_write_file
 from safetensors.torch import save_file
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
@@ -279,7 +279,7 @@ def evaluate(
 def save_weights(model: torch.nn.Module, path: Path) -> None:
     """Atomic safetensors write (CPU float32 state dict; SyncBatchNorm keys are BatchNorm's).
 
-    Through ``lattice_contract.atomic``: a lock, a synced temporary renamed
+    Through ``lattice_contract.artifact.atomic``: a lock, a synced temporary renamed
     into place, the umask's mode, leftovers of a killed run removed.
     """
     state = {k: v.detach().cpu().contiguous() for k, v in unwrap(model).state_dict().items()}

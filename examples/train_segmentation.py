@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from lattice_conformance import segmentation as seg
 from lattice_conformance.replay import write_json_atomic
-from lattice_contract.atomic import atomic_write_file
+from lattice_contract.artifact import atomic_write_file
 from safetensors.torch import save_file
 
 

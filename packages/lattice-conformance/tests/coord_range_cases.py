@@ -3,7 +3,7 @@
 Each case is a one-channel sparse input with all-ones weights, so each output
 row's value is its number of (input, tap) pairs; :func:`reference` computes
 the support and the counts with Python integers straight from the relations
-(lattice_contract.kernel's offset rules) and names the input rows whose true
+(lattice_contract.dialect.kernel's offset rules) and names the input rows whose true
 output leaves int32.  Plain Python (no array library), so the MLX and torch
 tests here and torch's Triton tests (which run on machines without MLX) read
 the same table.
@@ -15,7 +15,7 @@ import itertools
 from collections import Counter
 from typing import Any
 
-from lattice_contract.coord_range import INT32_MAX, INT32_MIN
+from lattice_contract.dialect import INT32_MAX, INT32_MIN
 
 TOP = 2**31 - 1
 BOTTOM = -(2**31)

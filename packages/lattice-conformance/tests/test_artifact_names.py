@@ -1,6 +1,6 @@
 """Both runtimes' ``artifact`` packages publish one API: the names the contract declares.
 
-``lattice_contract.runtime_artifact.ARTIFACT_NAMES`` (and ``ARTIFACT_IO_NAMES``
+``lattice_contract.runtime.artifact_runtime.ARTIFACT_NAMES`` (and ``ARTIFACT_IO_NAMES``
 for the ``io`` modules) lists what every runtime exports; each package adds
 only its declared ``EXTRA_NAMES``.  The errors and plan records are the
 contract's own classes on both, so one ``except`` clause serves both.
@@ -18,7 +18,7 @@ import pytest
 import torch_lattice.artifact as tart
 import torch_lattice.artifact.io as tio
 import torch_lattice.artifact.runtime as tverify
-from lattice_contract.runtime_artifact import (
+from lattice_contract.runtime import (
     ARTIFACT_IO_NAMES,
     ARTIFACT_NAMES,
     ARTIFACT_PROGRAM_NAMES,

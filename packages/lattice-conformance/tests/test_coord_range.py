@@ -3,7 +3,7 @@
 Every case is a one-channel sparse input with all-ones weights, so each output
 row's value is its number of (input, tap) pairs.  The reference computes the
 support and the counts with Python integers straight from the relations
-(lattice_contract.kernel's offset rules); when a true output coordinate leaves
+(lattice_contract.dialect.kernel's offset rules); when a true output coordinate leaves
 int32, both runtimes must raise Int32CoordinateError naming the op, the axis
 and an input row that produces it, and otherwise agree with the reference
 exactly.  Before, torch wrapped such coordinates to -2^31 (duplicate rows) and
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 import torch_lattice.ops as to
-from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
+from lattice_contract.dialect import INT32_MAX, INT32_MIN, Int32CoordinateError
 from mlx_lattice import SparseTensor as MxSparse
 from torch_lattice import SparseTensor as TorchSparse
 

@@ -21,7 +21,7 @@ import torch
 import torch_lattice
 import torch_lattice.artifact as tart
 from lattice_contract import MLIRModuleBuilder
-from lattice_contract.verify import LatticeValidationError
+from lattice_contract.plan import LatticeValidationError
 
 CHANNELS = 4
 
@@ -224,7 +224,7 @@ SPARSE_CONSTRUCTION: dict[str, Callable[[Any, Callable[[np.ndarray], Any]], Any]
     "stride not dividing": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), 3),
     "row mismatch": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1][:-1]), 2),
     "coords float": lambda st, cv: st(cv(_inputs()[0].astype(np.float32)), cv(_inputs()[1]), 2),
-    # the stride and active-row rules of lattice_contract.shared_sparse
+    # the stride and active-row rules of lattice_contract.frontend.sparse_tensor
     "stride of two axes": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), (2, 2)),
     "stride bool": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), True),
     "stride text": lambda st, cv: st(cv(_inputs()[0]), cv(_inputs()[1]), "2"),

@@ -1,6 +1,6 @@
 """``features`` and ``feats``: both spellings work alike on both runtimes.
 
-The aliasing is declared once (:mod:`lattice_contract.shared_names`); here
+The aliasing is declared once (:mod:`lattice_contract.frontend.feature_names`); here
 each runtime is checked through its public surface: ``SparseTensor.features``
 and ``with_features``, and the program call keywords ``feats=`` and
 ``<name>_feats=`` next to ``features=`` and ``<name>_features=``.
@@ -19,7 +19,7 @@ import torch
 import torch_lattice
 import torch_lattice.artifact as tart
 from lattice_contract import MLIRModuleBuilder
-from lattice_contract.execute import ProgramCallError
+from lattice_contract.runtime import ProgramCallError
 
 COORDS = np.array([[0, 0, 0, 0], [0, 2, 0, 0], [1, 0, 2, 2], [0, 2, 2, 0]], dtype=np.int32)
 FEATS = np.arange(16, dtype=np.float32).reshape(4, 4) / 7

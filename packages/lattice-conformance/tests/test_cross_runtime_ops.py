@@ -31,7 +31,7 @@ import torch
 import torch_lattice.ops as to
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lattice_contract.schema import (
+from lattice_contract.dialect import (
     ActivationKind,
     BinaryOp,
     Interpolation,

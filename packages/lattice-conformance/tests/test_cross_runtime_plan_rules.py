@@ -23,10 +23,8 @@ import pytest
 import torch
 import torch_lattice.artifact as tart
 from lattice_contract import MLIRModuleBuilder
-from lattice_contract.plan import PlanError, RuntimePlan
-from lattice_contract.schema_rules import rule
-from lattice_contract.typecheck import PlanTypeError
-from lattice_contract.verify import require_native
+from lattice_contract.dialect import rule
+from lattice_contract.plan import PlanError, PlanTypeError, RuntimePlan, require_native
 
 
 def _payload() -> dict[str, Any]:

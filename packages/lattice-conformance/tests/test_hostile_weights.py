@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 import torch
 import torch_lattice.artifact as tla
+from lattice_contract.artifact import WeightFileError
 from lattice_contract.builder import MLIRModuleBuilder
-from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
-from lattice_contract.safetensors_header import WeightFileError
+from lattice_contract.dialect import GRAPH_FILE, WEIGHT_FILE
 
 
 def _contract_table() -> ModuleType:

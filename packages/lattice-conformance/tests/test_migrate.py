@@ -26,12 +26,10 @@ from lattice_conformance.migrate import (
     migrate,
     migrate_graph,
 )
-from lattice_contract import SCHEMA_DIGEST, atomic
-from lattice_contract.atomic import path_lock
-from lattice_contract.atomic_testing import kill_writer_at
-from lattice_contract.bundle import check_bundle_dir
-from lattice_contract.plan import RuntimePlan
-from lattice_contract.verify import LatticeValidationError
+from lattice_contract import SCHEMA_DIGEST
+from lattice_contract.artifact import atomic, check_bundle_dir, path_lock
+from lattice_contract.plan import LatticeValidationError, RuntimePlan
+from lattice_contract.testing import kill_writer_at
 from safetensors.numpy import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -315,7 +313,7 @@ def test_nothing_migrates_at_load_time(tmp_path: Path) -> None:
 
 
 # A child process runs `lattice migrate --force` over an existing DST and is
-# killed with SIGKILL at one step of the atomic swap (lattice_contract.atomic's
+# killed with SIGKILL at one step of the atomic swap (lattice_contract.artifact.atomic's
 # test hook; "fallback" forces the two-rename path used where RENAME_EXCHANGE
 # is unavailable).
 KILLED_MIGRATION = """

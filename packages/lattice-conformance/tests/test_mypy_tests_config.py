@@ -41,7 +41,7 @@ def test_an_unannotated_test_body_is_checked_against_the_packages(tmp_path: Path
     probe.write_text(
         textwrap.dedent(
             """\
-            from lattice_contract.builder import MLIRModuleBuilder
+            from lattice_contract.builder.module import MLIRModuleBuilder
 
 
             def test_conv():

@@ -25,7 +25,7 @@ import torch_lattice.occupancy as to
 import torch_lattice.sparse as torch_sparse
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lattice_contract.kernel import kernel_taps
+from lattice_contract.dialect import kernel_taps
 from mlx_lattice import ops as mlx_ops
 from torch_lattice import ops as torch_ops
 

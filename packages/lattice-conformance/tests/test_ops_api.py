@@ -1,6 +1,6 @@
 """Both runtimes' functional ops are the one declared API: names, signatures, help, keyword errors.
 
-``lattice_contract.api_ops`` declares the public op names and each op's
+``lattice_contract.frontend.ops`` declares the public op names and each op's
 keywords, defaults and help text once; ``mlx_lattice.ops`` and
 ``torch_lattice.ops`` keep only their positional arrays and array code.
 Here, on both runtimes: each ``ops`` package exports exactly the declared
@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import torch_lattice
 import torch_lattice.ops as to
-from lattice_contract import SCHEMA, api_ops
-from lattice_contract.api_attrs import REQUIRED, keyword_error
-from lattice_contract.api_signatures import OLD_SPELLINGS
+from lattice_contract import SCHEMA
+from lattice_contract.frontend import OLD_SPELLINGS, REQUIRED, keyword_error
+from lattice_contract.frontend import ops as api_ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cross_runtime_support import to_mx, to_torch

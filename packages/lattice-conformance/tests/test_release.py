@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from lattice_contract.version import DISTRIBUTIONS, version_report
+from lattice_contract.artifact import DISTRIBUTIONS, version_report
 
 ROOT = Path(__file__).resolve().parents[3]
 FOLDERS = (

@@ -1,6 +1,6 @@
 """Both runtimes run one artifact glue: the same lowering table, adapters that satisfy it.
 
-The standard lowerings are written once in ``lattice_contract.runtime_lowerings``
+The standard lowerings are written once in ``lattice_contract.runtime.standard_lowerings``
 over the ``RuntimeOps`` protocol; ``mlx_lattice`` and ``torch_lattice`` bind
 that one table to their adapters.  Here: every op's lowering on MLX is the very
 function torch runs, each adapter's ops module has every member a lowering
@@ -25,12 +25,15 @@ import pytest
 import torch
 import torch_lattice.artifact as tart
 import torch_lattice.ops
-from lattice_contract import SCHEMA, MLIRModuleBuilder, runtime_artifact
-from lattice_contract.bundle import BundleError
-from lattice_contract.runtime_artifact import ArtifactRuntime
-from lattice_contract.runtime_lowerings import STANDARD_TABLE, StandardLowerings, lowering_needs
-from lattice_contract.runtime_ops import (
+from lattice_contract import SCHEMA, MLIRModuleBuilder
+from lattice_contract.artifact import BundleError
+from lattice_contract.runtime import (
     RUNTIME_OP_NAMES,
+    STANDARD_TABLE,
+    ArtifactRuntime,
+    StandardLowerings,
+    artifact_runtime,
+    lowering_needs,
     missing_runtime_ops,
     runtime_ops_problems,
 )
@@ -109,7 +112,7 @@ def test_public_api_comes_from_one_artifact_runtime() -> None:
             "lattice_graph_operation_names",
             "native_artifact_execution_available",
         ):
-            assert getattr(package, name) is getattr(runtime_artifact, name), name
+            assert getattr(package, name) is getattr(artifact_runtime, name), name
     assert MLX_BACKEND.lattice_opt_env == "MLX_LATTICE_LATTICE_OPT"
     assert TORCH_BACKEND.lattice_opt_env == "TORCH_LATTICE_LATTICE_OPT"
 

@@ -19,8 +19,7 @@ import lattice_mlir
 import pytest
 from lattice_conformance.migrate import MigrationError, migrate_graph
 from lattice_contract import SCHEMA_DIGEST
-from lattice_contract.plan import RuntimePlan
-from lattice_contract.typecheck import typecheck_plan
+from lattice_contract.plan import RuntimePlan, typecheck_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from upstream_data import UPSTREAM_DIGEST, corpus

@@ -28,7 +28,7 @@ import pytest
 import torch
 import torch_lattice
 from lattice_contract import SCHEMA_DIGEST
-from lattice_contract.verify import import_native_plan
+from lattice_contract.plan import import_native_plan
 from mlx_lattice.artifact import LatticeProgram as MlxProgram
 from safetensors.numpy import load_file
 from torch_lattice.artifact import LatticeProgram as TorchProgram

@@ -10,7 +10,7 @@ from lattice_contract.builder import (
     MLIRModuleBuilder,
     Value,
 )
-from lattice_contract.schema import Join, PoolMode, Rounding
+from lattice_contract.dialect import Join, PoolMode, Rounding
 
 S32 = "!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>"
 S16 = "!lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f16>"

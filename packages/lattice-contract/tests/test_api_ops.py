@@ -1,6 +1,6 @@
 """The functional op API's one declaration: keywords as the schema's, defaults as the builder's.
 
-``lattice_contract.api_ops`` declares every public op's keywords once for
+``lattice_contract.frontend.ops`` declares every public op's keywords once for
 both runtimes.  Here: the declared keywords of each schema op are exactly
 its attributes (``accumulation`` aside, which the functional API fixes),
 every default equals the textual builder's where the builder has one (and
@@ -15,12 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lattice_contract import api_ops
-from lattice_contract.api_attrs import REQUIRED, keyword_error
-from lattice_contract.builder_args import ATTRIBUTE_DEFAULTS
-from lattice_contract.mypy_testing import flagged_lines
-from lattice_contract.options import Window
-from lattice_contract.schema import SCHEMA, GeluApprox, Join, PoolMode
+from lattice_contract.builder import ATTRIBUTE_DEFAULTS
+from lattice_contract.dialect import SCHEMA, GeluApprox, Join, PoolMode, Window
+from lattice_contract.frontend import REQUIRED, keyword_error, ops
+from lattice_contract.testing import flagged_lines
 
 SCHEMA_OPS = {op.python_name: op for op in SCHEMA.ops.values()}
 
@@ -43,15 +41,15 @@ attribute): written once in ``api_ops``; each needs a reason to be here."""
 
 
 def _check(op: str, name: str, value: object) -> object:
-    attr = next(a for n, a, _ in api_ops.DECLARATIONS[op].attrs if n == name)
+    attr = next(a for n, a, _ in ops.DECLARATIONS[op].attrs if n == name)
     return value if attr.check is None else attr.check(value, name, op)
 
 
 def test_declared_keywords_are_the_schema_ops_attributes() -> None:
-    schema_backed = [name for name in api_ops.DECLARATIONS if name in SCHEMA_OPS]
-    assert len(schema_backed) == len(api_ops.DECLARATIONS) - 1  # all but quantize_weight
+    schema_backed = [name for name in ops.DECLARATIONS if name in SCHEMA_OPS]
+    assert len(schema_backed) == len(ops.DECLARATIONS) - 1  # all but quantize_weight
     for name in schema_backed:
-        decl, op = api_ops.DECLARATIONS[name], SCHEMA_OPS[name]
+        decl, op = ops.DECLARATIONS[name], SCHEMA_OPS[name]
         declared = [n for n, _, _ in decl.attrs]
         schema = [a.name for a in op.attributes if a.name != "accumulation"]
         assert sorted(declared) == sorted(schema), name
@@ -62,7 +60,7 @@ def test_declared_keywords_are_the_schema_ops_attributes() -> None:
 
 def test_defaults_equal_the_builders_and_the_api_adds_only_the_listed_ones() -> None:
     own = set()
-    for name, decl in api_ops.DECLARATIONS.items():
+    for name, decl in ops.DECLARATIONS.items():
         op = SCHEMA_OPS.get(name)
         for key, _, default in decl.attrs:
             if default is REQUIRED:
@@ -80,37 +78,37 @@ def test_defaults_equal_the_builders_and_the_api_adds_only_the_listed_ones() -> 
 
 
 def test_normalise_applies_the_defaults_and_the_contracts_checks() -> None:
-    a = api_ops.normalise("conv3d", {"kernel_size": 3, "stride": (1, 2, 1)})
-    assert api_ops.window(a) == Window((3, 3, 3), (1, 2, 1), (0, 0, 0), (1, 1, 1))
-    assert api_ops.window(api_ops.normalise("subm_conv3d", {"kernel_size": 2})) == Window(
+    a = ops.normalise("conv3d", {"kernel_size": 3, "stride": (1, 2, 1)})
+    assert ops.window(a) == Window((3, 3, 3), (1, 2, 1), (0, 0, 0), (1, 1, 1))
+    assert ops.window(ops.normalise("subm_conv3d", {"kernel_size": 2})) == Window(
         (2, 2, 2), (1, 1, 1), (0, 0, 0), (1, 1, 1)
     )
-    assert api_ops.normalise("pool3d", {"mode": "max", "kernel_size": 2})["mode"] is PoolMode.max
-    assert api_ops.normalise("sparse_cat", {})["join"] is Join.inner
-    assert api_ops.normalise("activation", {"kind": "gelu"})["approximate"] is GeluApprox.none
-    grid = api_ops.normalise("voxelize", {"voxel_size": 0.5, "origin": (1, 2, 3)})
+    assert ops.normalise("pool3d", {"mode": "max", "kernel_size": 2})["mode"] is PoolMode.max
+    assert ops.normalise("sparse_cat", {})["join"] is Join.inner
+    assert ops.normalise("activation", {"kind": "gelu"})["approximate"] is GeluApprox.none
+    grid = ops.normalise("voxelize", {"voxel_size": 0.5, "origin": (1, 2, 3)})
     assert (grid["voxel_size"], grid["origin"]) == ((0.5, 0.5, 0.5), (1.0, 2.0, 3.0))
-    assert api_ops.normalise("quantize_weight", {"bits": 4, "group_size": 64})["bits"] == 4
-    assert api_ops.normalise("softmax", {"axis": 1})["axis"] == 1
+    assert ops.normalise("quantize_weight", {"bits": 4, "group_size": 64})["bits"] == 4
+    assert ops.normalise("softmax", {"axis": 1})["axis"] == 1
     with pytest.raises(ValueError, match=r"^stride must be >= 1 on every axis, got \(0, 0, 0\)$"):
-        api_ops.normalise("conv3d", {"kernel_size": 3, "stride": 0})
+        ops.normalise("conv3d", {"kernel_size": 3, "stride": 0})
     with pytest.raises(TypeError, match=r"^kernel_size must be an int or three ints, got 1\.5$"):
-        api_ops.normalise("conv3d", {"kernel_size": 1.5})
+        ops.normalise("conv3d", {"kernel_size": 1.5})
     with pytest.raises(ValueError, match=r"^normalized_subm_conv3d: eps must be a positive"):
-        api_ops.normalise("normalized_subm_conv3d", {"kernel_size": 3, "eps": 0.0})
+        ops.normalise("normalized_subm_conv3d", {"kernel_size": 3, "eps": 0.0})
     with pytest.raises(ValueError, match=r"^activation: softplus needs beta != 0$"):
-        api_ops.normalise("activation", {"kind": "softplus", "beta": 0})
+        ops.normalise("activation", {"kind": "softplus", "beta": 0})
     with pytest.raises(ValueError, match=r"^voxelize: voxel_size must be > 0 on every axis"):
-        api_ops.normalise("voxelize", {"voxel_size": (1, 0, 1)})
+        ops.normalise("voxelize", {"voxel_size": (1, 0, 1)})
     with pytest.raises(ValueError, match=r"^bits must be 4 or 8"):
-        api_ops.normalise("quantize_weight", {"bits": 3, "group_size": 64})
+        ops.normalise("quantize_weight", {"bits": 3, "group_size": 64})
     with pytest.raises(ValueError, match=r"^mode must be one of 'max', 'avg', 'sum'"):
-        api_ops.normalise("pool3d", {"mode": "median", "kernel_size": 2})
+        ops.normalise("pool3d", {"mode": "median", "kernel_size": 2})
 
 
 def test_unknown_and_missing_keywords_get_one_clear_message() -> None:
     with pytest.raises(TypeError) as info:
-        api_ops.normalise("conv3d", {"kernel_sise": 3})
+        ops.normalise("conv3d", {"kernel_sise": 3})
     assert str(info.value) == (
         "conv3d: unexpected keyword 'kernel_sise' (did you mean 'kernel_size'?); its keywords "
         "are: kernel_size, stride, padding, dilation, coordinates"
@@ -120,31 +118,31 @@ def test_unknown_and_missing_keywords_get_one_clear_message() -> None:
     with pytest.raises(
         TypeError, match=r"^generative_conv_transpose3d: unexpected keyword 'padding'"
     ):
-        api_ops.normalise("generative_conv_transpose3d", {"kernel_size": 3, "padding": 1})
+        ops.normalise("generative_conv_transpose3d", {"kernel_size": 3, "padding": 1})
     with pytest.raises(TypeError) as missing:
-        api_ops.normalise("pool3d", {"kernel_size": 2})
+        ops.normalise("pool3d", {"kernel_size": 2})
     assert str(missing.value) == "pool3d: missing required keyword 'mode' (PoolMode or one of " + (
         ", ".join(repr(m.value) for m in PoolMode).replace(", ", " | ") + ")"
     )
 
 
 def test_help_text_shows_every_keyword_and_its_default() -> None:
-    for name, decl in api_ops.DECLARATIONS.items():
-        text = api_ops.help_text(name)
+    for name, decl in ops.DECLARATIONS.items():
+        text = ops.help_text(name)
         for key, attr, default in decl.attrs:
             when = "required" if default is REQUIRED else "default "
             assert f"    {key}: {attr.accepts} ({when}" in text, (name, key)
         for key in decl.runtime_keywords:
             assert f"    {key}: the runtime's" in text, (name, key)
-    assert "    stride: int or three ints, each >= 1 (default 1)." in api_ops.help_text("conv3d")
-    assert "(default 'inner')" in api_ops.help_text("sparse_cat")
+    assert "    stride: int or three ints, each >= 1 (default 1)." in ops.help_text("conv3d")
+    assert "(default 'inner')" in ops.help_text("sparse_cat")
 
 
 def test_mypy_flags_a_misspelt_or_mistyped_keyword(tmp_path: Path) -> None:
     flagged, report = flagged_lines(
         tmp_path,
         "from typing import Unpack\n"
-        "from lattice_contract.api_ops import Conv3dAttrs, Pool3dAttrs\n"
+        "from lattice_contract.frontend.ops import Conv3dAttrs, Pool3dAttrs\n"
         "def conv(x: int, **attrs: Unpack[Conv3dAttrs]) -> None: ...\n"
         "def pool(x: int, **attrs: Unpack[Pool3dAttrs]) -> None: ...\n"
         "conv(1, kernel_size=3, stride=(1, 2, 1))\n"

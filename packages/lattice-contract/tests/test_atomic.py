@@ -19,15 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from lattice_contract import atomic
-from lattice_contract.atomic import (
+from lattice_contract.artifact import (
     WriterLockedError,
+    atomic,
+    atomic_bundle_write,
     atomic_write_file,
     path_lock,
     recover_interrupted,
 )
-from lattice_contract.atomic_testing import kill_when_paused
-from lattice_contract.bundle import atomic_bundle_write
+from lattice_contract.testing import kill_when_paused
 
 WEIGHT_BYTES = 2 << 20
 
@@ -38,8 +38,8 @@ CHILD = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from lattice_contract import atomic
-    from lattice_contract.bundle import atomic_bundle_write
+    from lattice_contract.artifact import atomic
+    from lattice_contract.artifact.bundle import atomic_bundle_write
 
     target, mode, step, marker = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     size = int(sys.argv[5])
@@ -253,7 +253,7 @@ COMPANION_CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from lattice_contract import atomic
+    from lattice_contract.artifact import atomic
 
     target, companion, mode, step, marker = (Path(a) for a in sys.argv[1:6])
     step = str(step)

@@ -24,7 +24,7 @@ from lattice_contract.builder import (
     mlir_symbol,
     tensor_type,
 )
-from lattice_contract.schema import AttrKind, SchemaEnum
+from lattice_contract.dialect import AttrKind, SchemaEnum
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from builder_recipes import (
@@ -476,10 +476,8 @@ def test_builder_values_carry_the_plans_one_type_model() -> None:
     """A builder value's type is the plan's ValueType; without its facts it is the import's."""
     from dataclasses import replace
 
-    from lattice_contract.plan import RuntimePlan
-    from lattice_contract.plan_records import NO_FACTS
-    from lattice_contract.plan_records import ValueType as PlanValueType
-    from lattice_contract.verify import require_native
+    from lattice_contract.plan import NO_FACTS, RuntimePlan, require_native
+    from lattice_contract.plan import ValueType as PlanValueType
 
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=4, dtype="f32", stride=2)

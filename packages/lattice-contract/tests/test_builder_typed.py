@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 from lattice_contract import SCHEMA
-from lattice_contract.builder import BuilderError, MLIRModuleBuilder
-from lattice_contract.builder_codegen import TARGET, render_methods
-from lattice_contract.builder_methods import GeneratedOps
-from lattice_contract.mypy_testing import flagged_lines
+from lattice_contract.builder import BuilderError, GeneratedOps, MLIRModuleBuilder
+from lattice_contract.codegen import TARGET, render_methods
+from lattice_contract.testing import flagged_lines
 
 
 def test_regenerating_the_methods_gives_the_checked_in_text():
     assert TARGET.read_text(encoding="utf-8") == render_methods(), (
-        "builder_methods.py is stale: run python -m lattice_contract.builder_codegen"
+        "builder_methods.py is stale: run python -m lattice_contract.codegen.builder_methods"
     )
 
 
@@ -40,7 +39,7 @@ def test_a_misspelt_keyword_still_gets_the_builders_suggestion_at_run_time():
 def test_mypy_flags_a_misspelt_keyword(tmp_path: Path):
     flagged, report = flagged_lines(
         tmp_path,
-        "from lattice_contract.builder import MLIRModuleBuilder\n"
+        "from lattice_contract.builder.module import MLIRModuleBuilder\n"
         "b = MLIRModuleBuilder()\n"
         "x = b.add_sparse_input('x', channels=4, dtype='f32')\n"
         "w = b.weight(storage_key='w', layout='conv3d_o_xyz_i', dtype='f32',"

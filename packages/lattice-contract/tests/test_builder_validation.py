@@ -15,7 +15,7 @@ from lattice_contract.builder import (
     Value,
     tensor_type,
 )
-from lattice_contract.schema import Join, PoolMode
+from lattice_contract.dialect import Join, PoolMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from builder_recipes import (

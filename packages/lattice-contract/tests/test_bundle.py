@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from lattice_contract.bundle import (
+from lattice_contract.artifact import (
     BundleError,
     atomic_bundle_write,
     check_bundle_dir,

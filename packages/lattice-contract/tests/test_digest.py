@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 from lattice_contract import SCHEMA, SCHEMA_DIGEST, schema_digest
-from lattice_contract.digest import canonical_json, canonical_schema
-from lattice_contract.schema import (
+from lattice_contract.dialect import (
     AttrSpec,
     DialectSchema,
     OpDef,
@@ -25,6 +24,8 @@ from lattice_contract.schema import (
     TypeDef,
     TypeKind,
     WeightFamily,
+    canonical_json,
+    canonical_schema,
     weight_of,
 )
 

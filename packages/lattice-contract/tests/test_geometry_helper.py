@@ -1,4 +1,4 @@
-"""lattice_contract.geometry against the relations written out from their definitions.
+"""lattice_contract.dialect.geometry against the relations written out from their definitions.
 
 Each relation is enumerated by brute force over a small box of input
 coordinates and every tap (per axis, straight from docs/semantics.md), and the
@@ -10,9 +10,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from lattice_contract import geometry
-from lattice_contract.kernel import Triple, kernel_taps
-from lattice_contract.options import Window
+from lattice_contract.dialect import Triple, Window, geometry, kernel_taps
 
 CASES: list[tuple[Triple, Triple, Triple, Triple]] = [
     ((3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1)),

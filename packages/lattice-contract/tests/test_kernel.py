@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lattice_contract.kernel import (
+from lattice_contract.dialect import (
     OCTREE_CHILD_OFFSETS,
     as_triple,
     centred_offset,

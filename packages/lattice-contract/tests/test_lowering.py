@@ -12,7 +12,8 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import pytest
 from lattice_contract import SCHEMA
-from lattice_contract.lowering import (
+from lattice_contract.dialect import Conv3d
+from lattice_contract.runtime import (
     ExecutionContext,
     LoweringError,
     LoweringRegistry,
@@ -24,7 +25,6 @@ from lattice_contract.lowering import (
     linear_weight,
     resolve_weight,
 )
-from lattice_contract.schema import Conv3d
 
 CONV_ATTRS = "kernel_size, stride, padding, dilation, accumulation"
 

@@ -6,9 +6,11 @@ import math
 from typing import Any
 
 import pytest
-from lattice_contract.options import (
+from lattice_contract.dialect import (
     GROUP_SIZES,
     QUANT_BITS,
+    Join,
+    PoolMode,
     Window,
     as_enum,
     check_quantization,
@@ -17,7 +19,6 @@ from lattice_contract.options import (
     positive_int,
     window,
 )
-from lattice_contract.schema import Join, PoolMode
 
 
 def test_as_enum_takes_member_or_value() -> None:

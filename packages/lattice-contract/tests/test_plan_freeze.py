@@ -21,9 +21,14 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from lattice_contract.plan import PlanError, PlanOperation, RuntimePlan
-from lattice_contract.schema import AttrKind
-from lattice_contract.typecheck import PlanTypeError, typecheck_plan
+from lattice_contract.dialect import AttrKind
+from lattice_contract.plan import (
+    PlanError,
+    PlanOperation,
+    PlanTypeError,
+    RuntimePlan,
+    typecheck_plan,
+)
 
 Payload = dict[str, Any]
 PACKING = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}

@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lattice_contract import verify
 from lattice_contract.builder import MLIRModuleBuilder
-from lattice_contract.plan import RuntimePlan
-from lattice_contract.typecheck import typecheck_plan
+from lattice_contract.plan import RuntimePlan, typecheck_plan, verify
 
 
 def _module() -> MLIRModuleBuilder:

@@ -17,18 +17,17 @@ from typing import Any
 import numpy as np
 import pytest
 from lattice_contract import SCHEMA
-from lattice_contract.lowering import ExecutionContext, LoweringError
-from lattice_contract.runtime_lowerings import (
+from lattice_contract.runtime import (
+    RUNTIME_OP_NAMES,
     STANDARD_TABLE,
+    ExecutionContext,
+    LoweringError,
+    RuntimeAdapter,
     StandardLowerings,
     lowering_needs,
-    standard_lowerings,
-)
-from lattice_contract.runtime_ops import (
-    RUNTIME_OP_NAMES,
-    RuntimeAdapter,
     missing_runtime_ops,
     runtime_ops_problems,
+    standard_lowerings,
 )
 
 

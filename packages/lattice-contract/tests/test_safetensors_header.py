@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lattice_contract.bundle import BundleError
-from lattice_contract.safetensors_header import (
+from lattice_contract.artifact import (
     MAX_HEADER_BYTES,
+    BundleError,
     WeightFileError,
     check_safetensors_bytes,
     check_safetensors_file,

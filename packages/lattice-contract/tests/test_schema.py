@@ -6,14 +6,16 @@ import keyword
 import re
 
 import pytest
-from lattice_contract.constants import INPUT_ROLES, OUTPUT_ROLES, SPARSE_INPUT_ROLES
-from lattice_contract.schema import (
+from lattice_contract.dialect import (
     ENUMS,
     FLOAT_DTYPES,
+    INPUT_ROLES,
     INT_DTYPES,
+    OUTPUT_ROLES,
     PACKED_DTYPE_OF_BITS,
     PACKED_DTYPES,
     SCHEMA,
+    SPARSE_INPUT_ROLES,
     AttrKind,
     PackingBits,
     TypeKind,

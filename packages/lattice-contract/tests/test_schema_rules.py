@@ -1,6 +1,6 @@
 """The rule layer: every rule declared once, documented, and shown failing with its ID.
 
-Rules live in :mod:`lattice_contract.schema_rules`; ops declare theirs in the
+Rules live in :mod:`lattice_contract.dialect.rules`; ops declare theirs in the
 schema.  These tests hold the declarations to their promises: each rule has
 its line in ``docs/dialect.md``, each rule the native verifier evaluates has
 an invalid lit file named after it whose expected diagnostic carries the
@@ -19,18 +19,19 @@ from pathlib import Path
 import pytest
 from lattice_contract import SCHEMA, SCHEMA_DIGEST
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value
-from lattice_contract.digest import canonical_json
-from lattice_contract.schema import ChannelRule, WeightFamily
-from lattice_contract.schema_rules import (
+from lattice_contract.codegen import render_all
+from lattice_contract.dialect import (
     DIALECT_RULES,
     INT32_MAX,
     RULES,
+    ChannelRule,
     RuleCheck,
     RuleKind,
+    WeightFamily,
+    canonical_json,
     geometry_int32_problem,
     rule_tag,
 )
-from lattice_contract.tablegen import render_all
 
 REPO = Path(__file__).resolve().parents[3]
 INVALID = REPO / "packages" / "lattice-mlir" / "test" / "invalid"

@@ -6,7 +6,7 @@ import gc
 import weakref
 
 import numpy as np
-from lattice_contract.shared_kernel_map import TapPairs, cached_relation, target_key
+from lattice_contract.frontend import TapPairs, cached_relation, target_key
 
 
 class _Support:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lattice_contract.shared_order import canonical_order, morton_keys
+from lattice_contract.frontend import canonical_order, morton_keys
 
 
 def _code(row: list[int]) -> int:

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 from lattice_contract import SCHEMA
-from lattice_contract.plan import PlanError, RuntimePlan
-from lattice_contract.typecheck import PlanTypeError, ValueType, typecheck_plan
+from lattice_contract.plan import PlanError, PlanTypeError, RuntimePlan, ValueType, typecheck_plan
 
 ALL_PRIMITIVES = frozenset(SCHEMA.primitives)
 PACK4 = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}

@@ -62,10 +62,10 @@ def _use_instrumented_native() -> None:
 _use_instrumented_native()
 with atheris.instrument_imports():
     import lattice_contract.plan
-    import lattice_contract.typecheck
+    import lattice_contract.plan.typecheck
     import lattice_mlir
 
-from lattice_contract.schema import SCHEMA, AttrKind  # noqa: E402 (after the native module is chosen)
+from lattice_contract.dialect import SCHEMA, AttrKind  # noqa: E402 (after the native module is chosen)
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE.parent
@@ -206,7 +206,7 @@ def freeze(payload: object) -> None:
     """Freeze and type-check a payload; the contract's PlanError is the only allowed error."""
     try:
         plan = lattice_contract.plan.RuntimePlan.from_native(payload)  # type: ignore[arg-type]
-        lattice_contract.typecheck.typecheck_plan(plan)
+        lattice_contract.plan.typecheck.typecheck_plan(plan)
     except lattice_contract.plan.PlanError:
         pass  # a verdict, not a failure
 

@@ -1,6 +1,6 @@
 //===- LatticeSchemaLookup.cpp - lookups over the generated schema tables -===//
 //
-// Linear lookups over the tables lattice_contract.tablegen generates (a few
+// Linear lookups over the tables lattice_contract.codegen.tablegen generates (a few
 // dozen entries each; the verifier caches what it looks up per op).
 //
 //===----------------------------------------------------------------------===//

@@ -1,7 +1,7 @@
 //===- LatticeVerifyGenerated.cpp - the generated per-op rules ------------===//
 //
 // The standard rule kinds each op declares in the schema (RuleUse tables the
-// generator emits, lattice_contract.schema_rules.RuleCheck): absent
+// generator emits, lattice_contract.dialect.rules.RuleCheck): absent
 // attributes, stride divisibility, target strides, same stride, same shape,
 // dense weights, the weight op's layout and packing, and the int32 geometry
 // bound.  Every diagnostic is a RuleDiagnostic of the use's rule.  Like the

@@ -2,7 +2,7 @@
 
 ``dialect_ops()`` reads what ODS compiled (registered op names, inherent
 attribute names, operand/result count traits), so these tests fail when the
-native build drifts from ``lattice_contract.schema`` (for example a stale
+native build drifts from ``lattice_contract.dialect.schema`` (for example a stale
 build after a schema change).
 """
 

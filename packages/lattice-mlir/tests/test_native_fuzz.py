@@ -56,7 +56,7 @@ def test_dictionary_is_generated_from_the_schema(tmp_path: Path) -> None:
         import fuzz_native
     finally:
         sys.path.remove(str(FUZZ_DIR))
-    from lattice_contract.schema import SCHEMA
+    from lattice_contract.dialect import SCHEMA
 
     tokens = set(fuzz_native.dictionary_tokens())
     for op in SCHEMA.ops.values():

@@ -24,8 +24,7 @@ import lattice_mlir
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lattice_contract.plan import PlanError, RuntimePlan
-from lattice_contract.typecheck import typecheck_plan
+from lattice_contract.plan import PlanError, RuntimePlan, typecheck_plan
 
 MODULES = ("unet_block", "weight_packed", "call", "voxelize", "global_pool", "sparse_cat")
 

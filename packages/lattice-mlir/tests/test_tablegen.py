@@ -1,4 +1,4 @@
-"""lattice_contract.tablegen: the generator of the C++ dialect's TableGen.
+"""lattice_contract.codegen.tablegen: the generator of the C++ dialect's TableGen.
 
 Checks that the generated text covers every schema element, that the module
 runs with nothing but the contract's ``src/`` on the path (as the CMake build
@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from lattice_contract import SCHEMA, SCHEMA_DIGEST, tablegen
-from lattice_contract.schema import AttrKind
+from lattice_contract import SCHEMA, SCHEMA_DIGEST
+from lattice_contract.codegen import tablegen
+from lattice_contract.dialect import AttrKind
 
 CONTRACT_SRC = Path(tablegen.__file__).resolve().parents[1]
 
@@ -74,7 +75,7 @@ def test_cli_runs_from_src_alone_and_is_idempotent(tmp_path: Path) -> None:
         "-I",
         "-c",
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from lattice_contract.tablegen import main; sys.exit(main(sys.argv[2:]))",
+        "from lattice_contract.codegen.tablegen import main; sys.exit(main(sys.argv[2:]))",
         str(CONTRACT_SRC),
         "--out-dir",
         str(tmp_path),
@@ -87,7 +88,7 @@ def test_cli_runs_from_src_alone_and_is_idempotent(tmp_path: Path) -> None:
     assert tablegen.write_all(tmp_path) == []  # unchanged content: nothing rewritten
     assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == stamps
     run = subprocess.run(
-        [sys.executable, "-m", "lattice_contract.tablegen", "--print-digest"],
+        [sys.executable, "-m", "lattice_contract.codegen.tablegen", "--print-digest"],
         env={**env},
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import mlx.core as mx
 import numpy as np
 import pytest
-from lattice_contract.schema import BinaryOp, Join
+from lattice_contract.dialect import BinaryOp, Join
 from mlx_lattice import SparseTensor
 from mlx_lattice.ops.algebra import sparse_binary, sparse_cat, sparse_reindex
 

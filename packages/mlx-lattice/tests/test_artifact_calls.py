@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import lattice_contract.execute as execute
+import lattice_contract.runtime.execute as execute
 import mlx.core as mx
 import numpy as np
 import pytest

@@ -160,7 +160,7 @@ def test_validation_through_lattice_opt(monkeypatch: pytest.MonkeyPatch) -> None
     ):
         lattice_graph_status(_graph(), lattice_opt="/nonexistent")
     monkeypatch.setenv(LATTICE_OPT_ENV, "/nonexistent/lattice-opt")
-    monkeypatch.setattr("lattice_contract.verify.native_module", lambda: None)
+    monkeypatch.setattr("lattice_contract.plan.verify.native_module", lambda: None)
     with pytest.raises(ArtifactCapabilityError, match=LATTICE_OPT_ENV):
         lattice_graph_status(_graph())
     monkeypatch.setenv(LATTICE_OPT_ENV, tool)

@@ -122,7 +122,7 @@ def test_scales_that_do_not_fit_the_packing_name_the_storage_key(tmp_path: Path)
     The rejection must be a contract error naming the weight and the shape it
     needs, not a bare ValueError from deep inside the runtime's packed type.
     """
-    from lattice_contract.lowering import WeightContractError
+    from lattice_contract.runtime import WeightContractError
 
     rng = np.random.default_rng(5)
     c_in, c_out = 64, 8

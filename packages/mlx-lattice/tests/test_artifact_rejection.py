@@ -19,8 +19,7 @@ import pytest
 from artifact_support import weight
 from lattice_contract import SCHEMA
 from lattice_contract.builder import MLIRModuleBuilder
-from lattice_contract.execute import compile_plan
-from lattice_contract.lowering import LoweringRegistry, WeightContractError
+from lattice_contract.runtime import LoweringRegistry, WeightContractError, compile_plan
 from mlx_lattice.artifact import (
     BundleError,
     PlanError,
@@ -363,8 +362,7 @@ def _registry_with(op: str, function: Any) -> LoweringRegistry:
 
 
 def test_lowering_output_types_are_checked() -> None:
-    from lattice_contract.execute import run_program
-    from lattice_contract.lowering import LoweringError
+    from lattice_contract.runtime import LoweringError, run_program
 
     native = native_module()
     assert native is not None

@@ -18,7 +18,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 import torch
-from lattice_contract.schema import Rounding
+from lattice_contract.dialect import Rounding
 from mlx_lattice.ops.cast import cast
 from numpy.typing import NDArray
 

@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from lattice_conformance.scenes import batched, make_scene
-from lattice_contract.coord_range import Int32CoordinateError
+from lattice_contract.dialect import Int32CoordinateError
 from mlx_lattice import SparseTensor, cuda, ops
 from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
 

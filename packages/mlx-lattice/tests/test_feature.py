@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from lattice_contract.schema import ActivationKind, GeluApprox
+from lattice_contract.dialect import ActivationKind, GeluApprox
 from mlx_lattice.ops.feature import (
     activation,
     batch_norm,

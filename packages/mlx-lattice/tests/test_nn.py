@@ -10,7 +10,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 import torch
-from lattice_contract.schema import ActivationKind
+from lattice_contract.dialect import ActivationKind
 from mlx_lattice import SparseTensor, nn, ops
 from mlx_lattice.ops.quant import QuantizedWeight
 

@@ -22,11 +22,16 @@ import numpy as np
 import pytest
 import torch
 import torch_lattice
-from lattice_contract import nn_activations, nn_convs
-from lattice_contract.mypy_testing import flagged_lines
-from lattice_contract.nn_layers import Layer
-from lattice_contract.nn_names import DECLARED_LAYERS, NN_NAMES, RUNTIME_LAYER_NAMES
-from lattice_contract.schema import ActivationKind
+from lattice_contract.dialect import ActivationKind
+from lattice_contract.frontend import (
+    DECLARED_LAYERS,
+    NN_NAMES,
+    RUNTIME_LAYER_NAMES,
+    Layer,
+    nn_activations,
+    nn_convs,
+)
+from lattice_contract.testing import flagged_lines
 from mlx.nn.layers.base import Module as MLXModule
 from mlx.nn.utils import value_and_grad as mlx_value_and_grad
 from mlx.utils import tree_flatten

@@ -9,7 +9,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
-from lattice_contract.schema import Interpolation, VoxelReduction
+from lattice_contract.dialect import Interpolation, VoxelReduction
 from mlx_lattice import SparseTensor
 from mlx_lattice.ops.points import devoxelize, voxelize
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lattice_contract.schema import PoolMode
+from lattice_contract.dialect import PoolMode
 from mlx_lattice import SparseTensor, ops
 from mlx_sparse_oracle import (
     logical_rows,

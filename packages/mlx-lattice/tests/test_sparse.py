@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lattice_contract.geometry import CoordinateSpanError
-from lattice_contract.mypy_testing import flagged_lines
+from lattice_contract.dialect import CoordinateSpanError
+from lattice_contract.testing import flagged_lines
 from mlx_lattice import SparseTensor, canonical_order, inverse_permutation, ops
 
 GOOD = np.array([[0, 0, 0, 0], [0, 2, 4, 6], [1, 2, 2, 2]], dtype=np.int32)

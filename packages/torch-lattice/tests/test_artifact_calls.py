@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 from lattice_contract.builder import MLIRModuleBuilder
-from lattice_contract.lowering import WeightContractError
-from lattice_contract.verify import native_module
+from lattice_contract.plan import native_module
+from lattice_contract.runtime import WeightContractError
 from safetensors.torch import save_file
 from torch_lattice import SparseTensor, ops
 from torch_lattice.artifact import (

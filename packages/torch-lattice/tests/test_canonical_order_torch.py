@@ -1,7 +1,7 @@
 """torch's device canonical order against the contract's NumPy reference.
 
 ``torch_lattice.canonical_order`` runs on the tensor's device (GPU included);
-``lattice_contract.shared_order`` is the one definition.  Both must give the
+``lattice_contract.frontend.row_order`` is the one definition.  Both must give the
 same permutation and the same Morton key halves, at the int32 limits too.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lattice_contract import shared_order
+from lattice_contract.frontend import row_order
 from torch_lattice import canonical_order
 from torch_lattice.coords import morton_keys
 
@@ -34,8 +34,8 @@ def _coords(seed: int) -> torch.Tensor:
 def test_device_order_equals_the_reference(device: str, seed: int) -> None:
     coords = _coords(seed)
     got = canonical_order(coords.to(device)).cpu().numpy()
-    np.testing.assert_array_equal(got, shared_order.canonical_order(coords.numpy()))
+    np.testing.assert_array_equal(got, row_order.canonical_order(coords.numpy()))
     high, low = morton_keys(coords.to(device))
-    _, ref_high, ref_low = shared_order.morton_keys(coords.numpy())
+    _, ref_high, ref_low = row_order.morton_keys(coords.numpy())
     np.testing.assert_array_equal(high.cpu().numpy().astype(np.uint64), ref_high)
     np.testing.assert_array_equal(low.cpu().numpy().astype(np.uint64), ref_low)

@@ -596,7 +596,7 @@ def test_drop_and_kernels_on_one_key_is_refused(gen):
 
 
 # A child converts over an existing pair and is killed with SIGKILL at one step
-# of lattice_contract.atomic's swap.
+# of lattice_contract.artifact.atomic's swap.
 KILLED_CONVERSION = """
 from torch_lattice.convert import convert_checkpoint
 convert_checkpoint(*sys.argv[1:4])
@@ -604,7 +604,7 @@ convert_checkpoint(*sys.argv[1:4])
 
 
 def _converted_pair(dst: Path) -> tuple[dict[str, Any], str]:
-    from lattice_contract.atomic import fingerprint
+    from lattice_contract.artifact import fingerprint
 
     manifest = json.loads(dst.with_suffix(".manifest.json").read_text())
     return manifest, fingerprint(dst)
@@ -616,8 +616,8 @@ def _converted_pair(dst: Path) -> tuple[dict[str, Any], str]:
 def test_weights_and_manifest_stay_a_pair_when_killed(
     tmp_path: Path, gen: torch.Generator, step: str, survivor: str
 ) -> None:
-    from lattice_contract.atomic import recover_interrupted
-    from lattice_contract.atomic_testing import kill_writer_at
+    from lattice_contract.artifact import recover_interrupted
+    from lattice_contract.testing import kill_writer_at
 
     spec = _write_spec(tmp_path, {"a.kernel": {"framework": "torchsparse-2.1", "kernel_size": 3}})
     sources = {}

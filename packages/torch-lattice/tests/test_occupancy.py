@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lattice_contract.shared_order import morton_keys
+from lattice_contract.frontend import morton_keys
 from torch_lattice.occupancy import (
     downsample_occupancy,
     expand_occupancy,

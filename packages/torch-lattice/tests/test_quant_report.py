@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from lattice_contract.export_report import METADATA_KEY, QuantizationReport, format_report
+from lattice_contract.artifact import METADATA_KEY, QuantizationReport, format_report
 from safetensors import safe_open
 from torch_lattice import SparseTensor, canonical_order, nn
 from torch_lattice.artifact import load_lattice_program

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import torch
-from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
+from lattice_contract.dialect import INT32_MAX, INT32_MIN, Int32CoordinateError
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch_lattice import SparseTensor, ops
 from torch_lattice.ops.conv import schedule

@@ -202,7 +202,7 @@ def test_pool_transpose_is_the_avg_pool_over_the_transposed_map(
     kw: dict[str, Any], with_target: bool
 ) -> None:
     """``pool_transpose3d`` (reference: ops/upsample.py) is ``sparse_pool("transpose", avg)``."""
-    from lattice_contract.schema import PoolMode
+    from lattice_contract.dialect import PoolMode
     from torch_lattice.triton.pool import sparse_pool
 
     fine = _input(6, torch.float32, channels=3)

@@ -1,6 +1,6 @@
 """lattice_conformance: proof that the torch and MLX runtimes agree on an artifact."""
 
-from lattice_contract.version import distribution_version
+from lattice_contract.artifact import distribution_version
 
 __all__ = ["__version__"]
 

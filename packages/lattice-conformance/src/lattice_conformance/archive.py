@@ -54,9 +54,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import safetensors.numpy as stnp
-from lattice_contract.atomic import atomic_write_file
-from lattice_contract.constants import GRAPH_FILE, WEIGHT_FILE
-from lattice_contract.safetensors_header import WeightFileError, check_safetensors_bytes
+from lattice_contract.artifact import WeightFileError, atomic_write_file, check_safetensors_bytes
+from lattice_contract.dialect import GRAPH_FILE, WEIGHT_FILE
 
 from lattice_conformance.safe_extract import (
     ArchiveLimits,

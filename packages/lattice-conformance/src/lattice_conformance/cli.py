@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from lattice_contract.version import version_report
+from lattice_contract.artifact import version_report
 
 _LATTICE = {
     "demo": ("lattice_conformance.demo", "export, verify, run and replay the shipped example"),

@@ -60,8 +60,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from lattice_contract.atomic import WriterLockedError, atomic_write_file
-from lattice_contract.verify import ArtifactCapabilityError
+from lattice_contract.artifact import WriterLockedError, atomic_write_file
+from lattice_contract.plan import ArtifactCapabilityError
 
 from lattice_conformance.ply import PlyFormatError, read_ply
 

@@ -17,7 +17,7 @@ feature op on a sparse value is wrapped in a ``sparse.decompose`` /
 Edges carry the static facts of the value they stand for: for sparse values
 the feature dtype, channel count and stride, for tensors the shape.  Those
 come from replaying the plan through the contract's
-:class:`~lattice_contract.builder.MLIRModuleBuilder`, which is where stride
+:class:`~lattice_contract.builder.module.MLIRModuleBuilder`, which is where stride
 and channel inference is defined once; if a graph uses something the replay
 cannot follow, the edges fall back to the MLIR result types.
 
@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value
-from lattice_contract.execute import compile_plan
-from lattice_contract.lowering import ResolvedWeight
 from lattice_contract.plan import PlanOperation, RuntimePlan
+from lattice_contract.runtime import ResolvedWeight, compile_plan
 from mlx_lattice.artifact.backend import MLX_BACKEND
 from mlx_lattice.artifact.io import load_lattice_artifact
 from mlx_lattice.artifact.lowerings import MLX_LOWERINGS

@@ -2,7 +2,7 @@
 
 Physical row order is not part of the lattice contract, so sparse outputs are
 first put in canonical order (batch, then the Morton code of x, y, z; the
-contract's ``lattice_contract.shared_order``) on both sides.  Coordinates
+contract's ``lattice_contract.frontend.row_order``) on both sides.  Coordinates
 must then be equal exactly: a wrong support is a wrong answer whatever the
 features say.  Features are compared in
 float64 and summarised as absolute and relative error statistics.
@@ -19,8 +19,8 @@ from typing import Any, Final, TypedDict
 
 import numpy as np
 import numpy.typing as npt
-from lattice_contract.shared_order import canonical_order as canonical_order
-from lattice_contract.shared_order import morton_keys as morton_keys
+from lattice_contract.frontend import canonical_order as canonical_order
+from lattice_contract.frontend import morton_keys as morton_keys
 
 from lattice_conformance.archive import SparseArrays
 

@@ -31,7 +31,7 @@ A graph whose numbers would differ is refused: a generative transposed
 convolution whose stride is smaller than its kernel on some axis has taps
 that meet on one output, and upstream emits a duplicate row for each where
 Lattice sums them into one.  Refusals (:class:`MigrationError`) say why and
-write nothing.  DST is written through :mod:`lattice_contract.atomic` (the
+write nothing.  DST is written through :mod:`lattice_contract.artifact.atomic` (the
 writer lock, a complete synced sibling swapped in with
 ``renameat2(RENAME_EXCHANGE)``, leftovers of interrupted runs cleaned up),
 weights and fixture tensors are copied byte for byte, and a JSON manifest of
@@ -56,23 +56,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lattice_contract.atomic import (
+from lattice_contract.artifact import (
+    BundleError,
     Companion,
     WriterLockedError,
     atomic_write_dir,
     atomic_write_file,
+    check_bundle_dir,
     path_lock,
     recover_interrupted,
 )
-from lattice_contract.bundle import BundleError, check_bundle_dir
-from lattice_contract.constants import (
+from lattice_contract.dialect import (
     GRAPH_FILE,
     KNOWN_PRODUCER_DIGESTS,
+    SCHEMA_DIGEST,
     SPARSE_ABI_SUFFIXES,
     SPARSE_INPUT_ROLES,
     WEIGHT_FILE,
 )
-from lattice_contract.digest import SCHEMA_DIGEST
 
 from lattice_conformance.safe_extract import FixtureArchiveError
 from lattice_conformance.upstream_tensors import UpstreamTensorError, rename_entries

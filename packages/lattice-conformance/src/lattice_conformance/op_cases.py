@@ -3,7 +3,7 @@
 Each case builds a small artifact with the contract's ``MLIRModuleBuilder``
 (no exporter involved), holds its inputs and weights as NumPy arrays, and
 says what the program must return in terms of the runtime's own functional
-ops (the :class:`~lattice_contract.runtime_ops.RuntimeOps` both runtimes
+ops (the :class:`~lattice_contract.runtime.ops.RuntimeOps` both runtimes
 satisfy) or, where an op has a plain definition, in NumPy.  A runtime's test
 (``test_artifact_ops.py`` of ``mlx_lattice`` and of ``torch_lattice``)
 supplies a :class:`CaseRuntime` -- how to make its arrays, sparse values,
@@ -73,7 +73,7 @@ class CaseRuntime(Protocol):
     def ops(self) -> Any:
         """The runtime's ops module (``mlx_lattice.ops``, ``torch_lattice.ops``).
 
-        Both satisfy :class:`~lattice_contract.runtime_ops.RuntimeOps`; the cases
+        Both satisfy :class:`~lattice_contract.runtime.ops.RuntimeOps`; the cases
         call them as users do, leaning on their public defaults.
         """
         ...

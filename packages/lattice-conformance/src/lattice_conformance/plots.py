@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from lattice_contract.atomic import atomic_write_file
+from lattice_contract.artifact import atomic_write_file
 
 if TYPE_CHECKING:
     from lattice_conformance.replay import ReplayResult

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from lattice_contract.atomic import atomic_write_file
+from lattice_contract.artifact import atomic_write_file
 from plyfile import PlyData, PlyElement, PlyParseError
 
 __all__ = ["PlyFormatError", "read_ply", "write_ply"]

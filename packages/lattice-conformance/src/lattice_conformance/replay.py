@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
-from lattice_contract.atomic import WriterLockedError, atomic_write_file, fingerprint
-from lattice_contract.constants import WEIGHT_FILE
+from lattice_contract.artifact import WriterLockedError, atomic_write_file, fingerprint
+from lattice_contract.dialect import WEIGHT_FILE
 
 from lattice_conformance.archive import (
     FixtureArchiveError,
@@ -193,7 +193,7 @@ class ReplayResult:
 def _versions(runtime: str) -> dict[str, str]:
     from importlib import metadata
 
-    from lattice_contract.version import DISTRIBUTIONS, distribution_version
+    from lattice_contract.artifact import DISTRIBUTIONS, distribution_version
 
     packages = ["lattice_conformance", "lattice_contract"]
     packages += ["mlx_lattice"] if runtime == "mlx" else ["torch_lattice"]
@@ -448,7 +448,7 @@ def format_table(result: ReplayResult) -> str:
 
 
 def write_json_atomic(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
-    """Write JSON to ``path`` atomically (:func:`lattice_contract.atomic.atomic_write_file`)."""
+    """Write JSON to ``path`` atomically (:func:`~lattice_contract.artifact.atomic_write_file`)."""
     text = json.dumps(payload, indent=2, allow_nan=False) + "\n"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return atomic_write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -159,7 +159,7 @@ def fixtures_from_torch_model(
 def torch_producer(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Provenance for the manifest: runtime, versions, device."""
     import torch
-    from lattice_contract.version import DISTRIBUTIONS, distribution_version
+    from lattice_contract.artifact import DISTRIBUTIONS, distribution_version
 
     info = {
         "runtime": "torch_lattice",

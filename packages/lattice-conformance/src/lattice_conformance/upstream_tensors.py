@@ -4,7 +4,7 @@ Upstream's producer writes ``inputs.safetensors`` and ``expected.safetensors``
 from torch, so an entry may be bfloat16, which ``safetensors.numpy`` cannot
 load (NumPy has no bf16).  These files are hostile input like any weight
 file: the header goes through the contract's reader policy
-(:func:`lattice_contract.safetensors_header.check_safetensors_file`: bounded
+(:func:`lattice_contract.artifact.safetensors_header.check_safetensors_file`: bounded
 header, entries tiling the data exactly, dimensions in range) before a byte
 of data is read, and the data are then viewed in place with NumPy:
 
@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from lattice_contract.safetensors_header import (
+from lattice_contract.artifact import (
     SafetensorsLayout,
     WeightFileError,
     check_safetensors_file,

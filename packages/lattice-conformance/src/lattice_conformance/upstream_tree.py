@@ -45,7 +45,7 @@ from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
-from lattice_contract.constants import GRAPH_FILE, KNOWN_PRODUCER_DIGESTS, WEIGHT_FILE
+from lattice_contract.dialect import GRAPH_FILE, KNOWN_PRODUCER_DIGESTS, WEIGHT_FILE
 
 from lattice_conformance.archive import ArchiveLimits, FixtureArchiveError, SparseArrays
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse

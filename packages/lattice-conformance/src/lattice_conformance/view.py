@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from lattice_contract.bundle import BundleError
-from lattice_contract.verify import ArtifactCapabilityError
+from lattice_contract.artifact import BundleError
+from lattice_contract.plan import ArtifactCapabilityError
 
 from lattice_conformance.archive import FixtureArchiveError
 from lattice_conformance.artifact_source import open_artifact_source

@@ -4,26 +4,27 @@ Standard library only.  Backends import from here; this package imports no
 backend.
 """
 
+from lattice_contract.artifact import __version__
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value, ValueType
-from lattice_contract.constants import (
+from lattice_contract.dialect import (
     CURRENT_IR_VERSION,
     GRAPH_FILE,
     INPUT_ROLES,
     OUTPUT_ROLES,
+    SCHEMA,
+    SCHEMA_DIGEST,
     WEIGHT_FILE,
-)
-from lattice_contract.digest import SCHEMA_DIGEST, schema_digest
-from lattice_contract.kernel import (
+    DialectSchema,
+    OpDef,
     as_triple,
     centred_tap_offsets,
     kernel_taps,
     kernel_volume,
+    schema_digest,
     subm_offsets,
     tap_index,
     tap_offsets,
 )
-from lattice_contract.schema import SCHEMA, DialectSchema, OpDef
-from lattice_contract.version import __version__
 
 __all__ = [
     "CURRENT_IR_VERSION",

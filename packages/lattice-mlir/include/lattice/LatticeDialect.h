@@ -1,7 +1,7 @@
 //===- LatticeDialect.h - the lattice MLIR dialect --------------*- C++ -*-===//
 //
 // Declarations of the lattice dialect.  Every op, attribute, enum and type is
-// generated: lattice_contract.tablegen turns the Python schema into
+// generated: lattice_contract.codegen.tablegen turns the Python schema into
 // LatticeDialect.td, mlir-tblgen turns that into the *.inc files included
 // here.  Hand-written code adds only verification rules and the importer.
 //
@@ -32,7 +32,7 @@
 namespace mlir::lattice {
 
 /// The trailing part every rule diagnostic ends with: "; <fix> [rule <id>]"
-/// (the fix and ID from the generated rule table, lattice_contract.schema_rules).
+/// (the fix and ID from the generated rule table, lattice_contract.dialect.rules).
 std::string ruleSuffix(schema::RuleId id);
 
 /// Every keyword of a generated enum, in declaration order ("a, b, c").

@@ -1,6 +1,6 @@
 //===- LatticeSchemaTables.h - layouts of the generated schema tables -*- C++ -*-===//
 //
-// The record types of the tables lattice_contract.tablegen generates
+// The record types of the tables lattice_contract.codegen.tablegen generates
 // (LatticeSchema.cpp.inc defines them) and the lookups over them
 // (LatticeSchemaLookup.cpp).  Included by the generated LatticeSchema.h after
 // the enums it declares from the schema (TypeKind, AttrKind, StrideRule,

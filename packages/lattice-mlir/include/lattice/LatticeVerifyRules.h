@@ -1,7 +1,7 @@
 //===- LatticeVerifyRules.h - the verifier's rule layers --------*- C++ -*-===//
 //
 // The lattice op verifier evaluates the schema's rules
-// (lattice_contract.schema_rules) in three layers, each diagnostic tagged
+// (lattice_contract.dialect.rules) in three layers, each diagnostic tagged
 // with its rule ID through RuleDiagnostic:
 //
 //  * generic rules, for every op, from the generated schema tables

@@ -17,7 +17,7 @@ import os
 
 os.environ.setdefault("MLX_ENABLE_TF32", "0")
 
-from lattice_contract.version import distribution_version  # after the TF32 default above
+from lattice_contract.artifact import distribution_version  # after the TF32 default above
 
 from mlx_lattice import nn, ops
 from mlx_lattice.sparse import SparseTensor, canonical_order, inverse_permutation

@@ -1,10 +1,10 @@
-"""The int32 coordinate rule (:mod:`lattice_contract.coord_range`) on MLX arrays."""
+"""The int32 coordinate rule (:mod:`lattice_contract.dialect.coord_range`) on MLX arrays."""
 
 from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
+from lattice_contract.dialect import INT32_MAX, INT32_MIN, Int32CoordinateError
 
 __all__ = ["check_emitted"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.geometry import (
+from lattice_contract.dialect import (
     SPAN_CELL_LIMIT,
     CoordinateSpanError,
     coordinate_span_error,
@@ -45,7 +45,7 @@ def scalar_int(value: mx.array) -> int:
 
 
 CoordinateRangeError = CoordinateSpanError
-"""The contract's span error (:mod:`lattice_contract.geometry`), under this runtime's old name."""
+"""The contract's span error (:mod:`lattice_contract.dialect.geometry`) under an old name."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class KeySpace:
 
         The margin is dropped (not the whole request) when the padded box
         would not fit in 62-bit keys; a box that does not fit without it is the
-        contract's :class:`~lattice_contract.geometry.CoordinateSpanError`.
+        contract's :class:`~lattice_contract.dialect.geometry.CoordinateSpanError`.
         """
         for pad in (margin, 0) if margin else (0,):
             lo = (int(low[0]), *(int(v) - pad for v in low[1:]))

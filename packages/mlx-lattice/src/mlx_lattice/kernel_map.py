@@ -9,12 +9,12 @@ pass that reads the same support with the same geometry reuses one map.
 
 A cache key names a target support by a weak reference, as torch's cache
 does, through the contract's one relation cache
-(:mod:`lattice_contract.shared_kernel_map`): a cached map never keeps
+(:mod:`lattice_contract.frontend.kernel_map`): a cached map never keeps
 another support alive, so supports form no reference cycle.
 
 Geometry (docs/semantics.md), per axis, in logical units (physical / stride),
 with K taps, dilation d, op stride s and padding p, and the two offset rules of
-:mod:`lattice_contract.kernel` (centred ``off_c(k)``: ``(k - K//2) d`` for odd
+:mod:`lattice_contract.dialect.kernel` (centred ``off_c(k)``: ``(k - K//2) d`` for odd
 K, ``k d`` for even K; indexed: ``k d``):
 
 * submanifold: output rows = input rows, tap k reads ``c + (k - (K-1)//2) d``;
@@ -26,7 +26,7 @@ K, ``k d`` for even K; indexed: ``k d``):
 * transposed: ``o = c s - p + k d`` (generative is the case p = 0, d = 1);
 * target forms: the same relations, evaluated only at a given output support.
 
-Tap numbering comes from :mod:`lattice_contract.kernel` and nowhere else.
+Tap numbering comes from :mod:`lattice_contract.dialect.kernel` and nowhere else.
 """
 
 from __future__ import annotations
@@ -37,10 +37,8 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract import geometry
-from lattice_contract.kernel import Triple, subm_offsets, tap_index
-from lattice_contract.options import Window
-from lattice_contract.shared_kernel_map import TapPairs, cached_relation, target_key
+from lattice_contract.dialect import Triple, Window, geometry, subm_offsets, tap_index
+from lattice_contract.frontend import TapPairs, cached_relation, target_key
 
 from mlx_lattice.coord_range import check_emitted
 from mlx_lattice.coords import KeySpace, SupportCache, SupportIndex, flat_nonzero
@@ -51,7 +49,7 @@ class KernelMap(TapPairs[mx.array]):
     """Input/output row pairs of one op, grouped by tap, as int32 MLX arrays.
 
     The table's form and its accessors are the contract's
-    (:class:`~lattice_contract.shared_kernel_map.TapPairs`): pairs of tap k are
+    (:class:`~lattice_contract.frontend.kernel_map.TapPairs`): pairs of tap k are
     ``in_idx[starts[k]:starts[k+1]]`` / ``out_idx[starts[k]:starts[k+1]]``, and
     the ``identity_tap``'s pairs (every row onto itself) are not stored.
     Memory: two int32 per pair.
@@ -264,7 +262,7 @@ def _generate(
     in_rows = flat % n
     taps = flat // n
     # In int64: near the int32 limits c*s + k*d (or c + p) is not an int32, and
-    # must be refused (lattice_contract.coord_range), never wrapped.
+    # must be refused (lattice_contract.dialect.coord_range), never wrapped.
     table = mx.array([(0, *shift) for shift in shifts], dtype=mx.int64)
     s = mx.array((1, *op_stride), dtype=mx.int64)
     base = logical[in_rows].astype(mx.int64)

@@ -2,8 +2,8 @@
 
 What the hierarchy is, the child bit order (``x + 2y + 4z``, as upstream) and why
 canonical order refines level by level are explained once in
-:mod:`lattice_contract.shared_occupancy`, which also holds the public functions'
-steps, checks and messages (:class:`~lattice_contract.shared_occupancy.OccupancyOps`).
+:mod:`lattice_contract.frontend.occupancy`, which also holds the public functions'
+steps, checks and messages (:class:`~lattice_contract.frontend.occupancy.OccupancyOps`).
 This module supplies the array primitives those steps call and binds the
 public functions to them, so both runtimes give identical rows, codes and orders.
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract import shared_occupancy as shared
-from lattice_contract.kernel import kernel_taps
-from lattice_contract.shared_occupancy import CHILD_TAPS as CHILD_TAPS
-from lattice_contract.shared_occupancy import TAP_BITS as _TAP_BITS
+from lattice_contract.dialect import kernel_taps
+from lattice_contract.frontend import CHILD_TAPS as CHILD_TAPS
+from lattice_contract.frontend import TAP_BITS as _TAP_BITS
+from lattice_contract.frontend import occupancy as shared
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import canonical_order
@@ -33,7 +33,7 @@ __all__ = list(shared.RUNTIME_NAMES)
 
 
 class OccupancyHierarchy(shared.OccupancyHierarchy[mx.array]):
-    """:class:`lattice_contract.shared_occupancy.OccupancyHierarchy` of this runtime's arrays."""
+    """:class:`lattice_contract.frontend.occupancy.OccupancyHierarchy` of this runtime's arrays."""
 
 
 def _same_as_previous(rows: mx.array) -> mx.array:
@@ -45,7 +45,7 @@ def _same_as_previous(rows: mx.array) -> mx.array:
 
 
 class _MLXOccupancy(shared.OccupancyOps[mx.array, Any, OccupancyHierarchy]):
-    """The MLX primitives of :class:`~lattice_contract.shared_occupancy.OccupancyOps`."""
+    """The MLX primitives of :class:`~lattice_contract.frontend.occupancy.OccupancyOps`."""
 
     array_type = mx.array
     array_word = "mlx.core.array"

@@ -16,10 +16,8 @@ from typing import Any, overload
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract import shared_order, sparse_errors
-from lattice_contract.kernel import Triple
-from lattice_contract.shared_names import given_features
-from lattice_contract.shared_sparse import SparseTensorBase
+from lattice_contract.dialect import Triple
+from lattice_contract.frontend import SparseTensorBase, given_features, row_order, sparse_errors
 
 from mlx_lattice.coords import SupportCache, SupportIndex, scalar_int
 
@@ -70,10 +68,10 @@ class SparseTensor(SparseTensorBase[mx.array, mx.Dtype]):
 
     ``features`` and ``with_features`` are the same as ``feats`` and
     ``with_feats``, and the constructors take ``features=`` for ``feats``:
-    the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
+    the contract's (and spconv's) spelling (:mod:`lattice_contract.frontend.feature_names`).
     The rules of the parts and the plain views (``coords``, ``feats``,
     ``stride``, ``num_rows``, ``num_channels``, ``dtype``) are the contract's
-    (:class:`~lattice_contract.shared_sparse.SparseTensorBase`), shared with torch.
+    (:class:`~lattice_contract.frontend.sparse_tensor.SparseTensorBase`), shared with torch.
     """
 
     __slots__ = ("_cache",)
@@ -291,14 +289,14 @@ def canonical_order(coords: Any) -> mx.array:
     ``coords[perm]`` is in canonical order.  Conformance aligns sparse results
     this way before comparing coordinates, since physical row order is not
     part of the contract.  This is the contract's NumPy reference
-    (:func:`lattice_contract.shared_order.canonical_order`), run on the host:
+    (:func:`lattice_contract.frontend.row_order.canonical_order`), run on the host:
     MLX has no stable multi-key sort, and this is a comparison utility, not a
     per-layer step.
     """
     host = np.asarray(_as_mx(coords, "coords") if not isinstance(coords, np.ndarray) else coords)
     if host.ndim != 2 or host.shape[1] != 4:
         raise ValueError(f"coords must have shape (N, 4), got {host.shape}")
-    return mx.array(shared_order.canonical_order(host).astype(np.int32))
+    return mx.array(row_order.canonical_order(host).astype(np.int32))
 
 
 def inverse_permutation(perm: Any) -> mx.array:

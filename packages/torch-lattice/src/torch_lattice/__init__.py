@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lattice_contract.version import distribution_version
+from lattice_contract.artifact import distribution_version
 
 from torch_lattice import nn, ops
 from torch_lattice._algebra import cat

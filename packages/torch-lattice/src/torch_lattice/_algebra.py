@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lattice_contract.schema import BinaryOp, Join
+from lattice_contract.dialect import BinaryOp, Join
 
 from torch_lattice import ops
 from torch_lattice.sparse import SparseTensor

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from lattice_contract.coord_range import Int32CoordinateError
+from lattice_contract.dialect import Int32CoordinateError
 
 __all__ = ["Tracer", "active_tracer", "traced", "tracing"]
 

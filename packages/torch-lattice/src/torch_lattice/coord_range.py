@@ -1,9 +1,9 @@
-"""The int32 coordinate rule (:mod:`lattice_contract.coord_range`) on torch tensors."""
+"""The int32 coordinate rule (:mod:`lattice_contract.dialect.coord_range`) on torch tensors."""
 
 from __future__ import annotations
 
 import torch
-from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
+from lattice_contract.dialect import INT32_MAX, INT32_MIN, Int32CoordinateError
 
 from torch_lattice.sparse import Support, Triple
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from lattice_contract.geometry import SPAN_CELL_LIMIT, coordinate_span_error, span_cells
+from lattice_contract.dialect import SPAN_CELL_LIMIT, coordinate_span_error, span_cells
 
 __all__ = [
     "CoordinateTable",
@@ -101,7 +101,7 @@ class Packing:
         The batch axis is not padded (offsets never move along it).  The margin
         is dropped when the padded box would not fit in 62-bit keys; a box that
         does not fit without it is the contract's
-        :class:`~lattice_contract.geometry.CoordinateSpanError`.
+        :class:`~lattice_contract.dialect.geometry.CoordinateSpanError`.
         """
         for pad in (margin, 0) if margin else (0,):
             lo4 = (int(lo[0]), *(int(v) - pad for v in lo[1:]))

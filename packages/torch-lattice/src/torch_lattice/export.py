@@ -4,7 +4,7 @@
 once, in eval mode and without autograd, while a tracer
 (:mod:`torch_lattice._trace`) observes every public functional op the model
 calls.  Each observed call becomes one op of an
-:class:`~lattice_contract.builder.MLIRModuleBuilder` (the exporter never
+:class:`~lattice_contract.builder.module.MLIRModuleBuilder` (the exporter never
 formats MLIR text itself):
 
 * values are followed by object identity: the example inputs become entry
@@ -35,7 +35,7 @@ and norm vectors are never packed.  ``report.quantization`` then holds what
 quantization costs: the artifact's outputs against the *float* eager model
 (max and p99 absolute error, argmax agreement per output), also stored in the
 artifact's safetensors header for ``lattice inspect``
-(:mod:`lattice_contract.export_report`).
+(:mod:`lattice_contract.artifact.export_report`).
 
 Nothing is written until the artifact has proven itself: the graph is
 verified by the native MLIR dialect, its plan frozen and type-checked,
@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from lattice_contract.artifact import METADATA_KEY, QuantizationReport
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, tensor_type
-from lattice_contract.export_report import METADATA_KEY, QuantizationReport
 
 from torch_lattice._progress import StageBar
 from torch_lattice._trace import tracing

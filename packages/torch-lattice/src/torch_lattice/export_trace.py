@@ -6,7 +6,7 @@ values by object identity (entry arguments, op results, the ``feats`` and
 ``coords`` of a traced sparse value through one ``lattice.sparse.decompose``),
 binds parameters and buffers as ``lattice.weight`` ops under their
 ``state_dict`` names (packing conv and linear weights when asked to), and
-emits each op through :class:`~lattice_contract.builder.MLIRModuleBuilder`.
+emits each op through :class:`~lattice_contract.builder.module.MLIRModuleBuilder`.
 A value that did not come from a traced op is an :class:`ExportError` naming
 the module that produced it.  See :mod:`torch_lattice.export` for the whole
 export.
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value
-from lattice_contract.schema import SCHEMA, OpDef, TypeKind, WeightFamily
+from lattice_contract.dialect import SCHEMA, OpDef, TypeKind, WeightFamily
 
 from torch_lattice.artifact.backend import dtype_name
 from torch_lattice.ops.quant import QuantizedWeight, quantize_weight

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lattice_contract.atomic import atomic_write_file
+from lattice_contract.artifact import atomic_write_file
 from safetensors.torch import load_file, save_file
 
 from torch_lattice import nn, ops

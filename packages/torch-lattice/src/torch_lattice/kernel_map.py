@@ -1,13 +1,13 @@
 """Kernel maps: which (input row, output row) pairs each kernel tap connects.
 
 A :class:`KernelMap` is the rulebook of one convolution or pooling geometry:
-per tap (in ``lattice_contract.kernel`` row order) two int64 index vectors of
+per tap (in ``lattice_contract.dialect.kernel`` row order) two int64 index vectors of
 equal length, stored back to back, so it holds O(pairs) integers and nothing
 else.  Maps are built vectorised on the tensor's device and cached on the
 input support under ``(kind, kernel, stride, dilation, padding, target)``.
 
 Relations (per axis, logical units; docs/semantics.md), with the two offset
-rules of :mod:`lattice_contract.kernel` (centred ``off_c(k)``: ``(k - K//2)*d``
+rules of :mod:`lattice_contract.dialect.kernel` (centred ``off_c(k)``: ``(k - K//2)*d``
 for odd K, ``k*d`` for even K; indexed: ``k*d``):
 
 - ``conv``      (``conv3d``/``pool3d``) ``c = o*s + off_c(k) - p``; the output
@@ -33,10 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from lattice_contract import geometry
-from lattice_contract.kernel import kernel_volume, subm_offsets
-from lattice_contract.options import Window
-from lattice_contract.shared_kernel_map import TapPairs, cached_relation, target_key
+from lattice_contract.dialect import Window, geometry, kernel_volume, subm_offsets
+from lattice_contract.frontend import TapPairs, cached_relation, target_key
 
 from torch_lattice.coord_range import check_emitted
 from torch_lattice.coords import Packing, bounds
@@ -62,7 +60,7 @@ class KernelMap(TapPairs[torch.Tensor]):
     """Pairs per tap: ``in_idx[starts[k]:starts[k+1]]`` feed ``out_idx[...]`` through tap k.
 
     The table's form and its accessors are the contract's
-    (:class:`~lattice_contract.shared_kernel_map.TapPairs`); ``identity_tap``
+    (:class:`~lattice_contract.frontend.kernel_map.TapPairs`); ``identity_tap``
     names a tap whose pairs are exactly (i, i) for every row (the centre of an
     odd submanifold kernel); its pairs are not stored and the executor applies
     it as one dense matmul.

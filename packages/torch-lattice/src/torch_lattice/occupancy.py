@@ -1,7 +1,7 @@
 """Occupancy hierarchies of voxel clouds on torch (CPU or CUDA), as geometry codecs code them.
 
 The steps, checks and messages of every public function live once in
-:class:`lattice_contract.shared_occupancy.OccupancyOps`, whose module also
+:class:`lattice_contract.frontend.occupancy.OccupancyOps`, whose module also
 explains the hierarchy, the child bit order (x fastest, as upstream) and why
 canonical order refines from level to level without sorting again.  Here are
 only the tensor primitives those steps call (shifts, segment sums, masks, all
@@ -12,10 +12,10 @@ runtime binds the same steps to its arrays, so the two agree row for row.
 from __future__ import annotations
 
 import torch
-from lattice_contract import shared_occupancy as shared
-from lattice_contract.kernel import kernel_taps
-from lattice_contract.shared_occupancy import CHILD_TAPS as CHILD_TAPS
-from lattice_contract.shared_occupancy import TAP_BITS as _TAP_BITS
+from lattice_contract.dialect import kernel_taps
+from lattice_contract.frontend import CHILD_TAPS as CHILD_TAPS
+from lattice_contract.frontend import TAP_BITS as _TAP_BITS
+from lattice_contract.frontend import occupancy as shared
 
 from torch_lattice.coords import canonical_order
 
@@ -23,7 +23,7 @@ __all__ = list(shared.RUNTIME_NAMES)
 
 
 class OccupancyHierarchy(shared.OccupancyHierarchy[torch.Tensor]):
-    """:class:`lattice_contract.shared_occupancy.OccupancyHierarchy` of this runtime's arrays."""
+    """:class:`lattice_contract.frontend.occupancy.OccupancyHierarchy` of this runtime's arrays."""
 
 
 def _same_as_previous(rows: torch.Tensor) -> torch.Tensor:
@@ -35,7 +35,7 @@ def _same_as_previous(rows: torch.Tensor) -> torch.Tensor:
 
 
 class _TorchOccupancy(shared.OccupancyOps[torch.Tensor, torch.Tensor, OccupancyHierarchy]):
-    """The torch primitives of :class:`~lattice_contract.shared_occupancy.OccupancyOps`."""
+    """The torch primitives of :class:`~lattice_contract.frontend.occupancy.OccupancyOps`."""
 
     array_type = torch.Tensor
     array_word = "torch.Tensor"

@@ -6,7 +6,7 @@ exactly what its weights say).  That check is ~0 by construction and cannot
 tell a user whether int4 flips their predictions.  This module measures the
 other thing -- the artifact's outputs against the float eager model -- and
 names every conv/linear weight left dense, as a
-:class:`~lattice_contract.export_report.QuantizationReport` and one
+:class:`~lattice_contract.artifact.export_report.QuantizationReport` and one
 :class:`DenseWeightWarning` per weight.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from lattice_contract.export_report import (
+from lattice_contract.artifact import (
     DenseWeight,
     OutputError,
     QuantizationReport,

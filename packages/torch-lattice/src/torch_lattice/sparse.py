@@ -18,9 +18,7 @@ from collections.abc import Sequence
 from typing import Any, overload
 
 import torch
-from lattice_contract import sparse_errors
-from lattice_contract.shared_names import given_features
-from lattice_contract.shared_sparse import SparseTensorBase
+from lattice_contract.frontend import SparseTensorBase, given_features, sparse_errors
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import CoordinateTable, canonical_order, inverse_permutation
@@ -118,10 +116,10 @@ class SparseTensor(SparseTensorBase[torch.Tensor, torch.dtype]):
 
     ``features`` and ``with_features`` are the same as ``feats`` and
     ``with_feats``, and the constructors take ``features=`` for ``feats``:
-    the contract's (and spconv's) spelling (:mod:`lattice_contract.shared_names`).
+    the contract's (and spconv's) spelling (:mod:`lattice_contract.frontend.feature_names`).
     The rules of the parts and the plain views (``coords``, ``feats``,
     ``stride``, ``num_rows``, ``num_channels``, ``dtype``) are the contract's
-    (:class:`~lattice_contract.shared_sparse.SparseTensorBase`), shared with MLX;
+    (:class:`~lattice_contract.frontend.sparse_tensor.SparseTensorBase`), shared with MLX;
     the coordinates and stride are the :class:`Support`'s, held here too so
     that each view is one attribute read.
     """

@@ -9,7 +9,7 @@ which needs the native ``lattice_mlir`` module
 ones of :mod:`lattice_contract.plan`, re-exported here.
 """
 
-from lattice_contract.runtime_artifact import ARTIFACT_NAMES
+from lattice_contract.runtime import ARTIFACT_NAMES
 
 from mlx_lattice.artifact.io import BundleError as BundleError
 from mlx_lattice.artifact.io import LatticeArtifact as LatticeArtifact

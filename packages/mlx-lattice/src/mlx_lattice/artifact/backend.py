@@ -1,11 +1,11 @@
-"""The MLX adapter of the shared artifact runtime (:mod:`lattice_contract.runtime_ops`).
+"""The MLX adapter of the shared artifact runtime (:mod:`lattice_contract.runtime.ops`).
 
 Everything an artifact needs that is not MLX-specific -- the lowerings, bundle
 rules, verification, call binding -- lives in the contract.  This module
 holds only what MLX does its own way: its dtypes, how ``mx.load`` and
 ``mx.save_safetensors`` read and write weights (MLX dimensions are 32-bit),
 and the two array calls of the ``argmax`` and ``gather_rows`` primitives.
-``mlx_lattice.ops`` itself is the :class:`~lattice_contract.runtime_ops.RuntimeOps`
+``mlx_lattice.ops`` itself is the :class:`~lattice_contract.runtime.ops.RuntimeOps`
 the standard lowerings call (checked by mypy at the adapter's ``ops`` assignment).
 """
 
@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.runtime_ops import RuntimeAdapter
+from lattice_contract.runtime import RuntimeAdapter
 
 from mlx_lattice import ops as mlx_ops
 

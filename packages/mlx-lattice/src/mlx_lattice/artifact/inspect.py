@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import mlx.core as mx
-from lattice_contract.constants import WEIGHT_FILE
-from lattice_contract.execute import compile_plan
-from lattice_contract.export_report import METADATA_KEY, QuantizationReport, format_report
-from lattice_contract.lowering import ResolvedWeight
+from lattice_contract.artifact import METADATA_KEY, QuantizationReport, format_report
+from lattice_contract.dialect import WEIGHT_FILE
 from lattice_contract.plan import RuntimePlan
+from lattice_contract.runtime import ResolvedWeight, compile_plan
 
 from mlx_lattice.artifact.backend import MLX_BACKEND, dtype_name
 from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact

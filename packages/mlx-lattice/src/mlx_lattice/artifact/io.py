@@ -3,16 +3,16 @@
 This layer moves exchange media only: it neither verifies nor executes the
 graph (see :mod:`mlx_lattice.artifact.validation` and
 :mod:`mlx_lattice.artifact.runtime`).  Loading enforces the bundle rules of
-:mod:`lattice_contract.bundle` and the shared safetensors reader policy
+:mod:`lattice_contract.artifact.bundle` and the shared safetensors reader policy
 before ``mx.load`` maps the payload; saving is atomic.  Both are the shared
-:class:`~lattice_contract.runtime_artifact.ArtifactRuntime`'s, bound to MLX.
+:class:`~lattice_contract.runtime.artifact_runtime.ArtifactRuntime`'s, bound to MLX.
 """
 
 from __future__ import annotations
 
-from lattice_contract.bundle import BundleError as BundleError
-from lattice_contract.runtime_artifact import ARTIFACT_IO_NAMES
-from lattice_contract.safetensors_header import WeightFileError as WeightFileError
+from lattice_contract.artifact import BundleError as BundleError
+from lattice_contract.artifact import WeightFileError as WeightFileError
+from lattice_contract.runtime import ARTIFACT_IO_NAMES
 
 from mlx_lattice.artifact.runtime import RUNTIME
 from mlx_lattice.artifact.runtime import LatticeArtifact as LatticeArtifact

@@ -1,8 +1,8 @@
 """MLX lowerings of every lattice op: the contract's standard table bound to MLX.
 
 The lowerings themselves are written once, in
-:mod:`lattice_contract.runtime_lowerings`, over the
-:class:`~lattice_contract.runtime_ops.RuntimeOps` that ``mlx_lattice.ops``
+:mod:`lattice_contract.runtime.standard_lowerings`, over the
+:class:`~lattice_contract.runtime.ops.RuntimeOps` that ``mlx_lattice.ops``
 satisfies; :data:`MLX_LOWERINGS` is that table bound to
 :data:`~mlx_lattice.artifact.backend.MLX_BACKEND`, with the ``argmax`` and
 ``gather_rows`` primitives.
@@ -10,7 +10,7 @@ satisfies; :data:`MLX_LOWERINGS` is that table bound to
 
 from __future__ import annotations
 
-from lattice_contract.runtime_lowerings import standard_lowerings
+from lattice_contract.runtime import standard_lowerings
 
 from mlx_lattice.artifact.backend import MLX_BACKEND
 

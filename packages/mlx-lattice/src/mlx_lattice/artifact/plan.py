@@ -10,10 +10,13 @@ from lattice_contract.plan import (
     PlanError,
     PlanOperation,
     PlanOutput,
+    PlanTypeError,
     RuntimePlan,
+    TypedPlan,
     TypeInfo,
+    ValueType,
+    typecheck_plan,
 )
-from lattice_contract.typecheck import PlanTypeError, TypedPlan, ValueType, typecheck_plan
 
 __all__ = [
     "LogicalInput",

@@ -4,13 +4,13 @@
 an artifact's graph, freezes it (:meth:`RuntimePlan.from_native`), type-checks
 it, resolves every weight against the safetensors entries and binds every op
 to its MLX lowering.  The resulting :class:`LatticeProgram` is then called
-like a function (see :func:`lattice_contract.execute.bind_call` for the call
+like a function (see :func:`lattice_contract.runtime.execute.bind_call` for the call
 forms).  Without the native module there is no way to execute an artifact:
 the functions here raise :class:`ArtifactCapabilityError` instead of falling
 back to any other graph runtime.
 
 Loading, saving, validation and compilation are the shared
-:class:`~lattice_contract.runtime_artifact.ArtifactRuntime` bound to the MLX
+:class:`~lattice_contract.runtime.artifact_runtime.ArtifactRuntime` bound to the MLX
 adapter (:data:`RUNTIME`); this module publishes its methods under the names
 ``mlx_lattice.artifact`` has always used.
 """
@@ -20,18 +20,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import mlx.core as mx
-from lattice_contract.execute import LatticeProgramBase, compile_plan
-from lattice_contract.execute import ProgramCallError as ProgramCallError
+from lattice_contract.plan import ArtifactCapabilityError as ArtifactCapabilityError
 from lattice_contract.plan import RuntimePlan
-from lattice_contract.runtime_artifact import (
+from lattice_contract.runtime import (
     ARTIFACT_PROGRAM_NAMES,
     ArtifactRuntime,
     LatticeArtifactBase,
+    LatticeProgramBase,
+    compile_plan,
 )
-from lattice_contract.runtime_artifact import (
+from lattice_contract.runtime import ProgramCallError as ProgramCallError
+from lattice_contract.runtime import (
     native_artifact_execution_available as native_artifact_execution_available,
 )
-from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
 
 from mlx_lattice.artifact.backend import MLX_BACKEND
 from mlx_lattice.artifact.lowerings import MLX_LOWERINGS
@@ -61,7 +62,7 @@ class LatticeProgram(LatticeProgramBase):
 
     One output is returned as itself, several as a tuple in output order.  The
     ABI properties and call glue come from
-    :class:`~lattice_contract.execute.LatticeProgramBase`.
+    :class:`~lattice_contract.runtime.execute.LatticeProgramBase`.
     """
 
     def __init__(self, plan: RuntimePlan, weights: Mapping[str, mx.array]) -> None:

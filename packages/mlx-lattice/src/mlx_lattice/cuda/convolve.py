@@ -20,8 +20,7 @@ import weakref
 from collections.abc import Callable
 
 import mlx.core as mx
-from lattice_contract.coord_range import Int32CoordinateError
-from lattice_contract.kernel import Triple
+from lattice_contract.dialect import Int32CoordinateError, Triple
 
 from mlx_lattice.cuda import kernels, maps
 from mlx_lattice.sparse import SparseTensor

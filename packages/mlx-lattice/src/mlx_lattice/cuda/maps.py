@@ -27,7 +27,7 @@ generic path's key order; row order is not part of the contract
 table.  Their row count is the only value read back inside a layer, together
 with the int32 range flag: when an emitted coordinate leaves int32 the
 generic builder is called to raise the contract's
-:class:`~lattice_contract.coord_range.Int32CoordinateError` with its full
+:class:`~lattice_contract.dialect.coord_range.Int32CoordinateError` with its full
 message.  Memory: ``V * M`` int32 per map (and as many for its
 adjoint, built only when a gradient needs it).
 """
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.kernel import Triple, centred_tap_offsets, subm_offsets, tap_offsets
+from lattice_contract.dialect import Triple, centred_tap_offsets, subm_offsets, tap_offsets
 
 from mlx_lattice import kernel_map as generic
 from mlx_lattice.coords import SupportCache

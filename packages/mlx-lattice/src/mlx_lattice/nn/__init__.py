@@ -6,7 +6,7 @@ artifact's ``weights.safetensors`` loads with
 :meth:`~mlx_lattice.nn.LatticeModule.load_state_dict` unchanged.
 """
 
-from lattice_contract.nn_names import NN_NAMES
+from lattice_contract.frontend import NN_NAMES
 
 from mlx_lattice.nn.conv import Conv3d as Conv3d
 from mlx_lattice.nn.conv import ConvTranspose3d as ConvTranspose3d
@@ -60,6 +60,6 @@ from mlx_lattice.nn.module import Sequential as Sequential
 from mlx_lattice.nn.module import WeightedModule as WeightedModule
 from mlx_lattice.nn.module import map_features as map_features
 
-# The names both runtimes share are listed once (lattice_contract.nn_names);
+# The names both runtimes share are listed once (lattice_contract.frontend.nn_names);
 # these are MLX's own: its module bases and the feature-row helper.
 __all__ = [*NN_NAMES, "LatticeModule", "WeightedModule", "map_features"]

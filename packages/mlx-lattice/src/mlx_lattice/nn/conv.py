@@ -11,8 +11,8 @@ then runs the quantized matmul tap by tap.  The weight-normalised convs
 weight, and the contract forbids packed weights on their ops.
 
 What a module stores, its constructor, docstring, repr and op call are
-declared once for both runtimes in :mod:`lattice_contract.nn_convs` and
-:mod:`lattice_contract.nn_layers`; this file creates the MLX parameters.
+declared once for both runtimes in :mod:`lattice_contract.frontend.nn_convs` and
+:mod:`lattice_contract.frontend.nn_layers`; this file creates the MLX parameters.
 MLX takes no factory keywords (``device=``, ``dtype=``): its arrays live in
 unified memory, and a model changes dtype with ``set_dtype``.
 """
@@ -22,8 +22,7 @@ from __future__ import annotations
 from typing import Never
 
 import mlx.core as mx
-from lattice_contract import nn_convs
-from lattice_contract.shared_nn import ConvParams
+from lattice_contract.frontend import ConvParams, nn_convs
 
 from mlx_lattice.nn.module import WeightedModule
 

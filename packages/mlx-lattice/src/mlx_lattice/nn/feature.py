@@ -7,14 +7,14 @@ Linear ``weight`` ``(C_out, C_in)`` / ``bias``; BatchNorm ``weight``, ``bias``,
 ``running_mean``, ``running_var`` (frozen: inference statistics); LayerNorm
 ``weight``, ``bias``; RMSNorm ``weight``; Embedding ``weight``
 ``(num_embeddings, C)``.  All but BatchNorm are declared once for both
-runtimes (:mod:`lattice_contract.nn_features`); the MLX classes create the
+runtimes (:mod:`lattice_contract.frontend.nn_features`); the MLX classes create the
 arrays.
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
-from lattice_contract import nn_features
+from lattice_contract.frontend import nn_features
 
 from mlx_lattice.nn.module import (
     Features,

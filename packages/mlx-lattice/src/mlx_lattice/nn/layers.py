@@ -1,8 +1,8 @@
 """The MLX modules of every parameter-free layer declared in the contract.
 
 Each layer -- its constructor, docstring, repr and op call -- is declared once
-for both runtimes (:mod:`lattice_contract.nn_layers`,
-:mod:`lattice_contract.nn_activations`); a class here puts
+for both runtimes (:mod:`lattice_contract.frontend.nn_layers`,
+:mod:`lattice_contract.frontend.nn_activations`); a class here puts
 :class:`~mlx_lattice.nn.module.LatticeModule` behind it, which supplies the
 MLX functional ops and runs ``forward`` when the module is called.  These
 modules have no parameters.
@@ -10,7 +10,7 @@ modules have no parameters.
 
 from __future__ import annotations
 
-from lattice_contract import nn_activations, nn_layers
+from lattice_contract.frontend import nn_activations, nn_layers
 
 from mlx_lattice.nn.module import LatticeModule
 

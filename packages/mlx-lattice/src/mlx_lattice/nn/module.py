@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.runtime_ops import RuntimeOps
+from lattice_contract.runtime import RuntimeOps
 from mlx.nn.layers.base import Module
 from mlx.utils import tree_flatten
 
@@ -65,7 +65,7 @@ class LatticeModule(Module):
     """``mlx.nn.Module`` with flat, torch-compatible ``state_dict`` / ``load_state_dict``.
 
     It is also the MLX side of the layers declared once for both runtimes
-    (:mod:`lattice_contract.nn_layers`): a declared layer's ``forward``,
+    (:mod:`lattice_contract.frontend.nn_layers`): a declared layer's ``forward``,
     ``extra_repr`` and constructor become the module's, and this base
     supplies the runtime hooks (the MLX functional ops, feature-row mapping).
     Calling a module runs its ``forward``, as torch's modules do; modules

@@ -3,13 +3,13 @@
 Sparse convolutions and pooling take and return :class:`~mlx_lattice.SparseTensor`;
 feature-only ops take and return dense ``(rows, channels)`` arrays.  The public
 names, each op's keywords with their defaults and its help text are declared
-once for both runtimes in :mod:`lattice_contract.api_ops`; this package holds
+once for both runtimes in :mod:`lattice_contract.frontend.ops`; this package holds
 the MLX array code.
 """
 
 from typing import TYPE_CHECKING
 
-from lattice_contract.api_ops import OP_NAMES
+from lattice_contract.frontend import OP_NAMES
 
 from mlx_lattice.ops.algebra import sparse_binary as sparse_binary
 from mlx_lattice.ops.algebra import sparse_cat as sparse_cat

@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import mlx.core as mx
-from lattice_contract.coord_range import Int32CoordinateError
-from lattice_contract.geometry import transposed_stride
-from lattice_contract.kernel import Triple
+from lattice_contract.dialect import Int32CoordinateError, Triple, transposed_stride
 
 from mlx_lattice.coords import SupportCache
 from mlx_lattice.kernel_map import KernelMap, target_transpose_map, transpose_support

@@ -20,11 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.schema import Join
+from lattice_contract.dialect import Join
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import SparseTensor
@@ -49,7 +48,7 @@ def _require_sparse(value: object, op: str, name: str) -> SparseTensor:
 def _check_pair(lhs: object, rhs: object, op: str) -> tuple[SparseTensor, SparseTensor]:
     a = _require_sparse(lhs, op, "lhs")
     b = _require_sparse(rhs, op, "rhs")
-    shared_errors.check_aligned_pair(op, a.stride, b.stride, a.dtype, b.dtype)
+    op_errors.check_aligned_pair(op, a.stride, b.stride, a.dtype, b.dtype)
     return a, b
 
 
@@ -138,7 +137,7 @@ def _sparse_binary(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     a_in, b_in = _check_pair(lhs, rhs, "sparse_binary")
     fn, how = _BINARY[attrs["op"]], attrs["join"]
     if a_in.num_channels != b_in.num_channels:
-        raise shared_errors.channel_count_mismatch(
+        raise op_errors.channel_count_mismatch(
             "sparse_binary", a_in.num_channels, b_in.num_channels
         )
     base, a, b, coords, keep = _join_features(
@@ -165,9 +164,7 @@ def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
     src = _require_sparse(input, "sparse_reindex", "input")
     dst = _require_sparse(target, "sparse_reindex", "target")
     if src.stride != dst.stride:
-        raise shared_errors.stride_mismatch(
-            "sparse_reindex", "input", src.stride, "target", dst.stride
-        )
+        raise op_errors.stride_mismatch("sparse_reindex", "input", src.stride, "target", dst.stride)
     if src.num_rows == 0:
         return dst.with_feats(mx.full((dst.num_rows, src.num_channels), fill, dtype=src.dtype))
     found, row = lookup_rows(src, dst.logical_coords)

@@ -12,7 +12,7 @@ Formats: binary32 (``float32``), binary16 (``float16``) and bfloat16.  f16 and
 bf16 convert to each other through binary32, which holds both exactly, so the
 single rounding happens in the final narrowing step.
 
-NaN policy: the contract's (:mod:`lattice_contract.shared_float`): every NaN
+NaN policy: the contract's (:mod:`lattice_contract.frontend.float_formats`): every NaN
 becomes the target's canonical quiet NaN with the input's sign, whatever its
 payload, on every conversion (a same-type cast included), as on torch.
 """
@@ -22,15 +22,16 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.schema import Rounding
-from lattice_contract.shared_float import (
+from lattice_contract.dialect import Rounding
+from lattice_contract.frontend import (
     FLOAT_FORMATS,
+    Attrs,
     FloatFormat,
     cast_source_error,
     cast_target_error,
+    implement,
 )
+from lattice_contract.frontend import signatures as sig
 
 __all__ = ["FLOAT_DTYPES", "cast", "float_dtype"]
 

@@ -19,14 +19,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.coord_range import Int32CoordinateError
-from lattice_contract.geometry import forward_stride, transposed_stride
-from lattice_contract.kernel import Triple, kernel_volume
-from lattice_contract.options import Window
+from lattice_contract.dialect import (
+    Int32CoordinateError,
+    Triple,
+    Window,
+    forward_stride,
+    kernel_volume,
+    transposed_stride,
+)
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from mlx_lattice import cuda
 from mlx_lattice.kernel_map import (
@@ -93,9 +96,9 @@ def _tap_weights(
         product = quantized
     elif isinstance(weight, mx.array):
         if weight.dtype not in (mx.float32, mx.float16, mx.bfloat16):
-            raise shared_errors.weight_dtype(op, weight.dtype)
+            raise op_errors.weight_dtype(op, weight.dtype)
         if weight.ndim != 5 or tuple(weight.shape[1:]) != (*kernel_size, c_in):
-            raise shared_errors.conv_weight_shape(op, weight.shape, kernel_size, c_in)
+            raise op_errors.conv_weight_shape(op, weight.shape, kernel_size, c_in)
         c_out = weight.shape[0]
         per_tap = weight.reshape(c_out, volume, c_in).transpose(1, 2, 0).astype(mx.float32)
 
@@ -174,7 +177,7 @@ def apply_kernel_map(
 def _target(value: object, op: str, stride: Triple, rule: str) -> SparseTensor:
     target = sparse_input(value, op, "coordinates")
     if target.stride != stride:
-        raise shared_errors.target_stride_mismatch(op, target.stride, stride, rule)
+        raise op_errors.target_stride_mismatch(op, target.stride, stride, rule)
     return target
 
 

@@ -1,6 +1,6 @@
 """``elementwise`` on MLX: a deterministic unary transform of an f32 feature matrix.
 
-Kinds are :data:`lattice_contract.op_rules.ELEMENTWISE_KINDS`: ``exp`` and
+Kinds are :data:`lattice_contract.dialect.extra_semantics.ELEMENTWISE_KINDS`: ``exp`` and
 ``round`` (round half to even, as ``mx.round``).  The contract types this op
 on rank-2 f32 only; other dtypes are refused rather than silently promoted.
 """
@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.shared_errors import check_elementwise
+from lattice_contract.frontend import Attrs, check_elementwise, implement
+from lattice_contract.frontend import signatures as sig
 
 __all__ = ["elementwise"]
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.op_rules import embedding_index_error
+from lattice_contract.dialect import embedding_index_error
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import signatures as sig
 
 from mlx_lattice.coords import scalar_int
 
@@ -26,7 +25,7 @@ _INDEX_DTYPES = (mx.int32, mx.int64)
 
 def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> mx.array:
     """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
-    shared_errors.check_index_array(op, indices, mx.array)
+    op_errors.check_index_array(op, indices, mx.array)
     assert isinstance(indices, mx.array)
     bad = (indices < 0) | (indices >= rows)
     if indices.size and bool(mx.any(bad).item()):
@@ -36,7 +35,7 @@ def check_indices(indices: object, rows: int, op: str = "embedding_lookup") -> m
 
 
 def _embedding_lookup(indices: Any, weight: mx.array, attrs: Attrs) -> mx.array:
-    shared_errors.check_embedding_table(weight, mx.array, _FLOATS)
+    op_errors.check_embedding_table(weight, mx.array, _FLOATS)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight[rows]
 

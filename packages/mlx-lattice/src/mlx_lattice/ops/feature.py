@@ -19,10 +19,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.schema import ActivationKind, GeluApprox
+from lattice_contract.dialect import ActivationKind, GeluApprox
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import signatures as sig
 
 if TYPE_CHECKING:
     from mlx_lattice.ops.quant import QuantizedWeight
@@ -42,7 +41,7 @@ _FLOATS = (mx.float32, mx.float16, mx.bfloat16)
 def features_array(x: object, op: str, *, min_ndim: int = 1) -> mx.array:
     """Check that ``x`` is a dense float MLX array with channels on its last axis."""
     if hasattr(x, "feats") and hasattr(x, "coords"):
-        raise shared_errors.dense_op_on_sparse(op)
+        raise op_errors.dense_op_on_sparse(op)
     if not isinstance(x, mx.array):
         raise TypeError(f"{op} expects an mx.array of features, got {type(x).__name__}")
     if x.dtype not in _FLOATS:
@@ -59,7 +58,7 @@ def channel_vector(value: object, channels: int, op: str, name: str) -> mx.array
     if value.dtype not in _FLOATS:
         raise TypeError(f"{op}: {name} must be a float array, got {value.dtype}")
     if tuple(value.shape) != (channels,):
-        raise shared_errors.channel_vector_shape(op, name, value.shape, channels)
+        raise op_errors.channel_vector_shape(op, name, value.shape, channels)
     return value.astype(mx.float32)
 
 
@@ -77,7 +76,7 @@ def _linear(x: mx.array, weight: Any, bias: Any, attrs: Attrs) -> mx.array:
                 "linear: weight must be a float mx.array (C_out, C_in) or a QuantizedWeight"
             )
         if weight.ndim != 2 or weight.shape[1] != c_in:
-            raise shared_errors.linear_weight_shape(weight.shape, c_in)
+            raise op_errors.linear_weight_shape(weight.shape, c_in)
         out = mx.matmul(x.astype(mx.float32), weight.astype(mx.float32).T)
     if bias is not None:
         out = out + channel_vector(bias, out.shape[-1], "linear", "bias")

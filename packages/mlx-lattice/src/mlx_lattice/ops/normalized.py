@@ -19,11 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.kernel import Triple, kernel_volume
+from lattice_contract.dialect import Triple, kernel_volume
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from mlx_lattice.kernel_map import (
     KernelMap,
@@ -48,7 +47,7 @@ __all__ = [
 
 def _refuse_packed(weight: object, op: str) -> None:
     if isinstance(weight, QuantizedWeight):
-        raise shared_errors.packed_on_normalized(op)
+        raise op_errors.packed_on_normalized(op)
 
 
 def _normalized(

@@ -1,7 +1,7 @@
 """MLX array code of ``voxelize`` and ``devoxelize`` (upstream's points-to-voxels forms).
 
 What they compute, and their keywords, are declared with torch's in
-:mod:`lattice_contract.api_ops` (``help(mlx_lattice.ops.voxelize)``).  Occupied
+:mod:`lattice_contract.frontend.ops` (``help(mlx_lattice.ops.voxelize)``).  Occupied
 cells are deduplicated by sorting packed keys (:class:`mlx_lattice.coords.KeySpace`).
 """
 
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import implement
-from lattice_contract.schema import Interpolation, VoxelReduction
-from lattice_contract.shared_points import DevoxelizeInputs, PointPrologue, VoxelizeInputs
+from lattice_contract.dialect import Interpolation, VoxelReduction
+from lattice_contract.frontend import DevoxelizeInputs, PointPrologue, VoxelizeInputs, implement
+from lattice_contract.frontend import signatures as sig
 
 from mlx_lattice.coords import CoordinateRangeError, KeySpace, scalar_int
 from mlx_lattice.ops.algebra import lookup_rows

@@ -15,12 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.coord_range import Int32CoordinateError
-from lattice_contract.options import resolve_batch_size
-from lattice_contract.schema import PoolMode
+from lattice_contract.dialect import Int32CoordinateError, PoolMode, resolve_batch_size
+from lattice_contract.frontend import Attrs, implement
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from mlx_lattice.kernel_map import GeneratedSupport, KernelMap, conv_support, full_conv_support
 from mlx_lattice.ops.conv import chunks, sparse_input

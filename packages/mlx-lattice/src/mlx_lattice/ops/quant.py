@@ -23,13 +23,12 @@ import math
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_quant import PackedWeight
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.options import (
+from lattice_contract.dialect import (
     GROUP_SIZES,
     QUANT_BITS,
 )
+from lattice_contract.frontend import Attrs, PackedWeight, implement
+from lattice_contract.frontend import signatures as sig
 
 __all__ = [
     "GROUP_SIZES",
@@ -43,7 +42,7 @@ _SCALE_DTYPES = (mx.float16, mx.bfloat16, mx.float32)
 
 
 class QuantizedWeight(PackedWeight[mx.array]):
-    """A packed affine int4 / int8 weight on MLX (:class:`lattice_contract.api_quant.PackedWeight`).
+    """A packed affine int4 / int8 weight on MLX (:class:`~lattice_contract.frontend.PackedWeight`).
 
     Tap ``k``'s rows go to ``mx.quantized_matmul`` directly.
     """

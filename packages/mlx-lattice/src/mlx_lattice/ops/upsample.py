@@ -1,7 +1,7 @@
 """Upsampling onto finer supports on MLX: ``pool_transpose3d`` and ``trilinear_upsample3d``.
 
 Both are weighted means over the pairs of a transposed relation
-(``o = c*s - p + k*d``), weighted as :func:`lattice_contract.op_rules.resampling`
+(``o = c*s - p + k*d``), weighted as :func:`lattice_contract.dialect.extra_semantics.resampling`
 says, on the transposed kernel maps of :mod:`mlx_lattice.kernel_map`; sums
 run in f32 chunk by chunk and are stored in the input dtype.
 """
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.op_rules import resampling
+from lattice_contract.dialect import resampling
+from lattice_contract.frontend import Attrs, implement
+from lattice_contract.frontend import signatures as sig
 
 from mlx_lattice.kernel_map import KernelMap
 from mlx_lattice.ops._transposed import transposed_output

@@ -12,9 +12,9 @@ from lattice_contract.plan import PlanArgument as PlanArgument
 from lattice_contract.plan import PlanError as PlanError
 from lattice_contract.plan import PlanOperation as PlanOperation
 from lattice_contract.plan import PlanOutput as PlanOutput
+from lattice_contract.plan import PlanTypeError as PlanTypeError
 from lattice_contract.plan import RuntimePlan as RuntimePlan
-from lattice_contract.runtime_artifact import ARTIFACT_NAMES
-from lattice_contract.typecheck import PlanTypeError as PlanTypeError
+from lattice_contract.runtime import ARTIFACT_NAMES
 
 from torch_lattice.artifact.backend import TORCH_BACKEND as TORCH_BACKEND
 from torch_lattice.artifact.backend import TorchBackend as TorchBackend

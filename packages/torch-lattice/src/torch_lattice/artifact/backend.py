@@ -1,4 +1,4 @@
-"""The torch adapter of the shared artifact runtime (:mod:`lattice_contract.runtime_ops`).
+"""The torch adapter of the shared artifact runtime (:mod:`lattice_contract.runtime.ops`).
 
 Everything an artifact needs that is not torch-specific -- the lowerings,
 bundle rules, verification, call binding -- lives in the contract.  This
@@ -6,7 +6,7 @@ module holds only what torch does its own way: its dtypes, how
 ``safetensors.torch`` reads and writes weights (on the CPU, detached and
 contiguous), and the two tensor calls of the ``argmax`` and ``gather_rows``
 primitives.  ``torch_lattice.ops`` itself is the
-:class:`~lattice_contract.runtime_ops.RuntimeOps` the standard lowerings call
+:class:`~lattice_contract.runtime.ops.RuntimeOps` the standard lowerings call
 (checked by mypy at the adapter's ``ops`` assignment).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
-from lattice_contract.runtime_ops import RuntimeAdapter
+from lattice_contract.runtime import RuntimeAdapter
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 

@@ -1,8 +1,8 @@
 """Torch lowerings of every lattice op: the contract's standard table bound to torch.
 
 The lowerings themselves are written once, in
-:mod:`lattice_contract.runtime_lowerings`, over the
-:class:`~lattice_contract.runtime_ops.RuntimeOps` that ``torch_lattice.ops``
+:mod:`lattice_contract.runtime.standard_lowerings`, over the
+:class:`~lattice_contract.runtime.ops.RuntimeOps` that ``torch_lattice.ops``
 satisfies, so an artifact computes exactly what the eager model computes with
 the same functional ops.  Packed (``i4``/``i8``) weights arrive as
 :class:`~torch_lattice.ops.quant.QuantizedWeight`; ``torch_lattice.ops``
@@ -11,7 +11,7 @@ dequantizes them in its compute dtype.
 
 from __future__ import annotations
 
-from lattice_contract.runtime_lowerings import standard_lowerings
+from lattice_contract.runtime import standard_lowerings
 
 from torch_lattice.artifact.backend import TORCH_BACKEND
 

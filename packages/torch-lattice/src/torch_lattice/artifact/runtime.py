@@ -3,7 +3,7 @@
 The path is the same as on MLX: the native module parses and verifies
 ``graph.mlir`` with real MLIR and returns the plan payload;
 :meth:`~lattice_contract.plan.RuntimePlan.from_native` freezes it;
-:func:`lattice_contract.execute.compile_plan` type-checks it, requires a
+:func:`lattice_contract.runtime.execute.compile_plan` type-checks it, requires a
 lowering for every schema op and resolves the weights; the shared
 interpreter then runs the standard lowerings bound to torch
 (:mod:`torch_lattice.artifact.lowerings`).  Python never reads MLIR text, and
@@ -11,7 +11,7 @@ there is no fallback interpreter: without the native module, compiling
 raises :class:`ArtifactCapabilityError`.
 
 Loading, saving, validation and compilation are the shared
-:class:`~lattice_contract.runtime_artifact.ArtifactRuntime` bound to the
+:class:`~lattice_contract.runtime.artifact_runtime.ArtifactRuntime` bound to the
 torch adapter (:data:`RUNTIME`); what this module adds is the device.
 """
 
@@ -22,26 +22,27 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from lattice_contract.execute import LatticeProgramBase, compile_plan
-from lattice_contract.execute import ProgramCallError as ProgramCallError
+from lattice_contract.plan import ArtifactCapabilityError as ArtifactCapabilityError
+from lattice_contract.plan import LatticeMLIRStatus as LatticeMLIRStatus
+from lattice_contract.plan import LatticeValidationError as LatticeValidationError
 from lattice_contract.plan import RuntimePlan
-from lattice_contract.runtime_artifact import (
+from lattice_contract.plan import native_module as native_module
+from lattice_contract.runtime import (
     ARTIFACT_PROGRAM_NAMES,
     ARTIFACT_VERIFY_NAMES,
     ArtifactRuntime,
     LatticeArtifactBase,
+    LatticeProgramBase,
+    compile_plan,
 )
-from lattice_contract.runtime_artifact import import_lattice_plan as import_lattice_plan
-from lattice_contract.runtime_artifact import (
+from lattice_contract.runtime import ProgramCallError as ProgramCallError
+from lattice_contract.runtime import import_lattice_plan as import_lattice_plan
+from lattice_contract.runtime import (
     lattice_graph_operation_names as lattice_graph_operation_names,
 )
-from lattice_contract.runtime_artifact import (
+from lattice_contract.runtime import (
     native_artifact_execution_available as native_artifact_execution_available,
 )
-from lattice_contract.verify import ArtifactCapabilityError as ArtifactCapabilityError
-from lattice_contract.verify import LatticeMLIRStatus as LatticeMLIRStatus
-from lattice_contract.verify import LatticeValidationError as LatticeValidationError
-from lattice_contract.verify import native_module as native_module
 
 from torch_lattice.artifact.backend import TORCH_BACKEND
 from torch_lattice.artifact.lowerings import LOWERINGS
@@ -85,7 +86,7 @@ class LatticeProgram(LatticeProgramBase):
     device first.  One returned value is unwrapped; several come back as a
     tuple in ``output_names`` order.  Execution runs without autograd.  The
     ABI properties and call glue come from
-    :class:`~lattice_contract.execute.LatticeProgramBase`.
+    :class:`~lattice_contract.runtime.execute.LatticeProgramBase`.
     """
 
     def __init__(

@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lattice_contract.atomic import Companion, WriterLockedError, atomic_write_file
-from lattice_contract.version import version_report
+from lattice_contract.artifact import (
+    Companion,
+    WriterLockedError,
+    atomic_write_file,
+    version_report,
+)
 
 from .layouts import convert_kernel
 from .spec import ConversionError, KernelSpec
@@ -183,7 +187,7 @@ def convert_checkpoint(
     """Convert ``src`` into the safetensors file ``dst`` and write the manifest.
 
     Everything is checked before anything is written.  The manifest is the
-    destination's companion (:mod:`lattice_contract.atomic`): it records the
+    destination's companion (:mod:`lattice_contract.artifact.atomic`): it records the
     destination's SHA-256 as ``destination_sha256`` and is staged before the
     destination is swapped, so a writer killed at any point leaves a manifest
     that describes the weights beside it (or the previous pair).

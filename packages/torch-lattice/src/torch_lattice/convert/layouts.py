@@ -1,7 +1,7 @@
 """Each framework's kernel layout and tap order, and the rewrite to Lattice's.
 
 Lattice has one weight layout, ``conv3d_o_xyz_i`` = ``(C_out, Kx, Ky, Kz,
-C_in)`` with the taps flattened z fastest (``lattice_contract.kernel``).
+C_in)`` with the taps flattened z fastest (``lattice_contract.dialect.kernel``).
 Every source kernel is first brought to ``(K, C_in, C_out)`` rows in the
 source's own tap order, then its rows are permuted into canonical order.
 
@@ -30,7 +30,7 @@ import math
 from typing import Any
 
 import torch
-from lattice_contract.kernel import Triple, kernel_taps
+from lattice_contract.dialect import Triple, kernel_taps
 
 from .spec import ConversionError, KernelDeclaration
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lattice_contract.kernel import Triple, as_triple
+from lattice_contract.dialect import Triple, as_triple
 
 __all__ = [
     "FRAMEWORKS",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from lattice_contract.atomic import atomic_write_file
+from lattice_contract.artifact import atomic_write_file
 
 __all__ = [
     "PointCloud",
@@ -384,7 +384,7 @@ def write_semantic_kitti(
     word = (inst.to(torch.int64) << 16) | (labels.to(torch.int64) & 0xFFFF)
     signed = torch.where(word >= 2**31, word - 2**32, word).to(torch.int32)
     label.parent.mkdir(parents=True, exist_ok=True)
-    # Each file complete or untouched (lattice_contract.atomic), labels first: a
+    # Each file complete or untouched (lattice_contract.artifact.atomic), labels first: a
     # new frame interrupted between the two has labels but no scan, which no
     # reader lists (they walk the scans).
     _write_bytes(label, _host_to_little(signed))

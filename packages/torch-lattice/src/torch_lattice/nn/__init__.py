@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lattice_contract.nn_names import NN_NAMES
+from lattice_contract.frontend import NN_NAMES
 
 from torch_lattice.nn.conv import Conv3d as Conv3d
 from torch_lattice.nn.conv import ConvTranspose3d as ConvTranspose3d
@@ -55,6 +55,6 @@ from torch_lattice.nn.layers import TrilinearUpsample3d as TrilinearUpsample3d
 from torch_lattice.nn.layers import Voxelize as Voxelize
 from torch_lattice.nn.sync_batchnorm import SyncBatchNorm as SyncBatchNorm
 
-# The names both runtimes share are listed once (lattice_contract.nn_names);
+# The names both runtimes share are listed once (lattice_contract.frontend.nn_names);
 # these two are torch's own (training-only modules).
 __all__ = [*NN_NAMES, "Dropout", "SyncBatchNorm"]

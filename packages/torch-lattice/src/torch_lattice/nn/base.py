@@ -1,6 +1,6 @@
 """The torch side of the layers declared once for both runtimes.
 
-:mod:`lattice_contract.nn_layers` declares each module's constructor, repr,
+:mod:`lattice_contract.frontend.nn_layers` declares each module's constructor, repr,
 docstring and op call; a ``torch_lattice.nn`` class puts :class:`Module`
 behind the declared layer.  ``torch.nn.Module.__call__`` then runs the
 layer's ``forward`` with every hook (the exporter's tracer included), and
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, overload
 
 import torch
-from lattice_contract.runtime_ops import RuntimeOps
+from lattice_contract.runtime import RuntimeOps
 
 from torch_lattice import ops
 from torch_lattice.nn._amp import run_autocast

@@ -4,7 +4,7 @@ The parameter names are the artifact's storage keys (``<module path>.weight``,
 ``<module path>.bias``), so a state_dict maps one-to-one onto
 ``weights.safetensors`` and onto the ``mlx_lattice.nn`` mirror.  What a
 module stores, its constructor, docstring, repr and op call are declared
-once for both runtimes in :mod:`lattice_contract.nn_convs`; this file
+once for both runtimes in :mod:`lattice_contract.frontend.nn_convs`; this file
 creates the torch parameters, on the ``device`` and in the ``dtype`` the
 constructor's factory keywords name (as ``torch.nn.Conv3d``'s).
 
@@ -18,8 +18,7 @@ cannot be exported with packed weights: the normaliser needs the dense values.
 from __future__ import annotations
 
 import torch
-from lattice_contract import nn_convs
-from lattice_contract.shared_nn import ConvParams
+from lattice_contract.frontend import ConvParams, nn_convs
 
 from torch_lattice.nn.base import Weighted
 

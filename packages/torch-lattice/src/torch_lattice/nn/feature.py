@@ -7,7 +7,7 @@ Parameter and buffer names are artifact storage keys: ``Linear.weight/bias``,
 ``BatchNorm.weight/bias/running_mean/running_var``, ``LayerNorm.weight/bias``,
 ``RMSNorm.weight``, ``Embedding.weight`` (num_embeddings, C).  ``Linear``,
 the norms and ``Embedding`` are declared once for both runtimes
-(:mod:`lattice_contract.nn_features`): this file creates their torch
+(:mod:`lattice_contract.frontend.nn_features`): this file creates their torch
 parameters.  ``BatchNorm`` (which trains), ``Dropout`` and ``Sequential`` are
 torch's own.
 """
@@ -18,7 +18,7 @@ from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
-from lattice_contract import nn_features
+from lattice_contract.frontend import nn_features
 
 from torch_lattice import ops
 from torch_lattice.nn.base import Module, Weighted, on_feats

@@ -1,8 +1,8 @@
 """The torch modules of every parameter-free layer declared in the contract.
 
 Each layer -- its constructor, docstring, repr and op call -- is declared once
-for both runtimes (:mod:`lattice_contract.nn_layers`,
-:mod:`lattice_contract.nn_activations`); a class here puts
+for both runtimes (:mod:`lattice_contract.frontend.nn_layers`,
+:mod:`lattice_contract.frontend.nn_activations`); a class here puts
 :class:`~torch_lattice.nn.base.Module` behind it, which supplies the torch
 functional ops (``torch.nn.Module.__call__`` runs the layer's ``forward``,
 hooks included).  These modules have no parameters.
@@ -10,7 +10,7 @@ hooks included).  These modules have no parameters.
 
 from __future__ import annotations
 
-from lattice_contract import nn_activations, nn_layers
+from lattice_contract.frontend import nn_activations, nn_layers
 
 from torch_lattice.nn.base import Module
 

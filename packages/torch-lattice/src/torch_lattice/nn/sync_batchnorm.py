@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from lattice_contract import nn_features
+from lattice_contract.frontend import nn_features
 
 from torch_lattice.nn.feature import BatchNorm
 

@@ -1,7 +1,7 @@
 """Functional sparse ops of the lattice contract, on torch with autograd.
 
 Names, keywords, defaults and help text are those of ``mlx_lattice.ops``,
-declared once for both runtimes in :mod:`lattice_contract.api_ops`; each
+declared once for both runtimes in :mod:`lattice_contract.frontend.ops`; each
 public op is also wrapped by :func:`torch_lattice._trace.traced` so the
 exporter can record it.  This package holds the torch array code.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lattice_contract.api_ops import OP_NAMES
+from lattice_contract.frontend import OP_NAMES
 
 from torch_lattice.ops.algebra import sparse_binary as sparse_binary
 from torch_lattice.ops.algebra import sparse_cat as sparse_cat

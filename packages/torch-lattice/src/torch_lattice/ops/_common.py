@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract import shared_errors
-from lattice_contract.options import as_enum
-from lattice_contract.options import int_triple as triple
+from lattice_contract.dialect import as_enum
+from lattice_contract.dialect import int_triple as triple
+from lattice_contract.frontend import op_errors
 
 from torch_lattice.sparse import FLOAT_DTYPES, SparseTensor
 
@@ -33,7 +33,7 @@ def require_sparse(value: Any, op: str, name: str = "input") -> SparseTensor:
 def require_features(value: Any, op: str, name: str = "x") -> torch.Tensor:
     """A rank-2 float tensor of features, or a clear error."""
     if isinstance(value, SparseTensor):
-        raise shared_errors.dense_op_on_sparse(op)
+        raise op_errors.dense_op_on_sparse(op)
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
     if value.ndim != 2:
@@ -53,7 +53,7 @@ def channel_vector(value: Any, channels: int, op: str, name: str) -> torch.Tenso
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
     if tuple(value.shape) != (channels,):
-        raise shared_errors.channel_vector_shape(op, name, value.shape, channels)
+        raise op_errors.channel_vector_shape(op, name, value.shape, channels)
     if not value.is_floating_point():
         raise TypeError(f"{op}: {name} must be floating point, got {value.dtype}")
     return value

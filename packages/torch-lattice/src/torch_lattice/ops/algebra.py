@@ -16,11 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.schema import BinaryOp, Join
+from lattice_contract.dialect import BinaryOp, Join
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import compute_dtype, require_sparse
@@ -32,7 +31,7 @@ __all__ = ["sparse_binary", "sparse_cat", "sparse_reindex"]
 def _check_pair(lhs: Any, rhs: Any, op: str) -> tuple[SparseTensor, SparseTensor]:
     a = require_sparse(lhs, op, "lhs")
     b = require_sparse(rhs, op, "rhs")
-    shared_errors.check_aligned_pair(op, a.stride, b.stride, a.dtype, b.dtype)
+    op_errors.check_aligned_pair(op, a.stride, b.stride, a.dtype, b.dtype)
     if a.device != b.device:
         raise ValueError(f"{op}: operands are on {a.device} and {b.device}")
     return a, b
@@ -112,7 +111,7 @@ def _sparse_binary(lhs: Any, rhs: Any, attrs: Attrs) -> SparseTensor:
     a, b = _check_pair(lhs, rhs, "sparse_binary")
     kind, j = attrs["op"], attrs["join"]
     if a.num_channels != b.num_channels:
-        raise shared_errors.channel_count_mismatch("sparse_binary", a.num_channels, b.num_channels)
+        raise op_errors.channel_count_mismatch("sparse_binary", a.num_channels, b.num_channels)
     aligned = _Aligned(a, b, j)
     left, right = aligned.sides(float(attrs["lhs_fill"]), float(attrs["rhs_fill"]))
     dtype = compute_dtype(a.dtype)
@@ -143,7 +142,7 @@ def _sparse_reindex(input: Any, target: Any, attrs: Attrs) -> SparseTensor:
     x = require_sparse(input, "sparse_reindex")
     t = require_sparse(target, "sparse_reindex", "target")
     if x.stride != t.stride:
-        raise shared_errors.stride_mismatch("sparse_reindex", "input", x.stride, "target", t.stride)
+        raise op_errors.stride_mismatch("sparse_reindex", "input", x.stride, "target", t.stride)
     if x.device != t.device:
         raise ValueError(f"sparse_reindex: input is on {x.device}, target on {t.device}")
     rows = _rows_of(x.support, t.support)

@@ -12,7 +12,7 @@ subnormal results and the carry into the next binade:
 Overflow follows IEEE 754: nearest modes and the directed mode that points
 away from zero give infinity; the others give the largest finite value.
 Every NaN becomes the target's canonical quiet NaN with the input's sign (the
-contract's NaN policy, :mod:`lattice_contract.shared_float`, the same bits as
+contract's NaN policy, :mod:`lattice_contract.frontend.float_formats`, the same bits as
 on MLX); infinities and signed zeros are preserved.
 """
 
@@ -21,15 +21,16 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.schema import Rounding
-from lattice_contract.shared_float import (
+from lattice_contract.dialect import Rounding
+from lattice_contract.frontend import (
     FLOAT_FORMATS,
+    Attrs,
     FloatFormat,
     cast_source_error,
     cast_target_error,
+    implement,
 )
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.geometry import forward_stride, transposed_stride
+from lattice_contract.dialect import forward_stride, transposed_stride
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
@@ -519,19 +518,19 @@ def _check_weight(
             raise ValueError(f"{op}: {error}") from None
     elif isinstance(weight, torch.Tensor):
         if not weight.is_floating_point():
-            raise shared_errors.weight_dtype(op, weight.dtype)
+            raise op_errors.weight_dtype(op, weight.dtype)
         dense = weight
     else:
         raise TypeError(
             f"{op}: weight must be a torch.Tensor or QuantizedWeight, got {type(weight).__name__}"
         )
     if dense.ndim != 5 or tuple(dense.shape[1:4]) != kernel or dense.shape[4] != c_in:
-        raise shared_errors.conv_weight_shape(op, dense.shape, kernel, c_in)
+        raise op_errors.conv_weight_shape(op, dense.shape, kernel, c_in)
     if bias is not None:
         if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
             raise TypeError(f"{op}: bias must be a float tensor of shape (C_out,) or None")
         if tuple(bias.shape) != (dense.shape[0],):
-            raise shared_errors.channel_vector_shape(op, "bias", bias.shape, dense.shape[0])
+            raise op_errors.channel_vector_shape(op, "bias", bias.shape, dense.shape[0])
     return dense, bias
 
 
@@ -555,7 +554,7 @@ def _check_target(
 ) -> SparseTensor:
     checked = require_sparse(target, op, "coordinates")
     if checked.stride != expected:
-        raise shared_errors.target_stride_mismatch(op, checked.stride, expected, rule)
+        raise op_errors.target_stride_mismatch(op, checked.stride, expected, rule)
     if checked.device != x.device:
         raise ValueError(f"{op}: the target is on {checked.device}, the input on {x.device}")
     return checked

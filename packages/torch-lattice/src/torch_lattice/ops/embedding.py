@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.op_rules import embedding_index_error
+from lattice_contract.dialect import embedding_index_error
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.sparse import FLOAT_DTYPES
@@ -26,7 +25,7 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 
 def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torch.Tensor:
     """A rank-1 int32/int64 index vector with every entry in ``[0, rows)``, or a clear error."""
-    shared_errors.check_index_array(op, indices, torch.Tensor)
+    op_errors.check_index_array(op, indices, torch.Tensor)
     assert isinstance(indices, torch.Tensor)
     bad = (indices < 0) | (indices >= rows)
     if bool(bad.any()):
@@ -36,7 +35,7 @@ def check_indices(indices: Any, rows: int, op: str = "embedding_lookup") -> torc
 
 
 def _embedding_lookup(indices: Any, weight: torch.Tensor, attrs: Attrs) -> torch.Tensor:
-    shared_errors.check_embedding_table(weight, torch.Tensor, FLOAT_DTYPES)
+    op_errors.check_embedding_table(weight, torch.Tensor, FLOAT_DTYPES)
     rows = check_indices(indices, int(weight.shape[0]))
     return weight.index_select(0, rows.to(device=weight.device))
 

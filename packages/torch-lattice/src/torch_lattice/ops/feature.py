@@ -14,10 +14,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.schema import ActivationKind, GeluApprox
+from lattice_contract.dialect import ActivationKind, GeluApprox
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import (
@@ -43,7 +42,7 @@ def _linear(x: torch.Tensor, weight: Any, bias: Any, attrs: Attrs) -> torch.Tens
     else:
         raise TypeError("linear: weight must be a float tensor or a QuantizedWeight")
     if w.ndim != 2 or w.shape[1] != x.shape[1]:
-        raise shared_errors.linear_weight_shape(w.shape, int(x.shape[1]))
+        raise op_errors.linear_weight_shape(w.shape, int(x.shape[1]))
     if w.device != x.device:
         raise ValueError(f"linear: weight is on {w.device}, features on {x.device}")
     out = x.to(dtype) @ w.t()

@@ -28,11 +28,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract import shared_errors
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.op_rules import transposed_stride
+from lattice_contract.dialect import transposed_stride
+from lattice_contract.frontend import Attrs, implement, op_errors
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
@@ -63,7 +62,7 @@ def _dense_weight(
     weight: Any, bias: Any, kernel: tuple[int, int, int], x: SparseTensor, op: str
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(weight, QuantizedWeight):
-        raise shared_errors.packed_on_normalized(op)
+        raise op_errors.packed_on_normalized(op)
     return _check_weight(weight, bias, kernel, x.num_channels, op)
 
 

@@ -1,4 +1,4 @@
-"""``voxelize`` and ``devoxelize`` on torch tensors; their rules: :mod:`lattice_contract.api_ops`.
+"""``voxelize`` and ``devoxelize`` on torch tensors; rules: :mod:`lattice_contract.frontend.ops`.
 
 Cells are found through packed int64 keys (:class:`torch_lattice.coords.Packing`)
 and one ``torch.unique``; interpolation weights are gathered per corner.
@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import implement
-from lattice_contract.schema import Interpolation, VoxelReduction
-from lattice_contract.shared_points import DevoxelizeInputs, PointPrologue, VoxelizeInputs
+from lattice_contract.dialect import Interpolation, VoxelReduction
+from lattice_contract.frontend import DevoxelizeInputs, PointPrologue, VoxelizeInputs, implement
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.coords import Packing, bounds

@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract import api_ops as api
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.options import resolve_batch_size
-from lattice_contract.schema import PoolMode
+from lattice_contract.dialect import PoolMode, resolve_batch_size
+from lattice_contract.frontend import Attrs, implement
+from lattice_contract.frontend import ops as api
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import KernelMap, conv_map, full_conv_map

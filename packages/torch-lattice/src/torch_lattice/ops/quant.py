@@ -30,14 +30,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_quant import PackedWeight
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.options import (
+from lattice_contract.dialect import (
     GROUP_SIZES,
     QUANT_BITS,
     check_logical_shape,
 )
+from lattice_contract.frontend import Attrs, PackedWeight, implement
+from lattice_contract.frontend import signatures as sig
 
 __all__ = ["GROUP_SIZES", "QUANT_BITS", "QuantizedWeight", "dequantize", "quantize_weight"]
 
@@ -54,7 +53,7 @@ def _int64_to_words(values: torch.Tensor) -> torch.Tensor:
 
 
 class QuantizedWeight(PackedWeight[torch.Tensor]):
-    """A packed affine weight on torch (see :class:`~lattice_contract.api_quant.PackedWeight`).
+    """A packed affine weight on torch (see :class:`~lattice_contract.frontend.quant.PackedWeight`).
 
     Decoded with integer tensor ops on any device (:meth:`tap_matrices`).
     """

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from lattice_contract import api_signatures as sig
-from lattice_contract.api_signatures import Attrs, implement
-from lattice_contract.op_rules import resampling, transposed_stride
+from lattice_contract.dialect import resampling, transposed_stride
+from lattice_contract.frontend import Attrs, implement
+from lattice_contract.frontend import signatures as sig
 
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import KernelMap, target_transpose_map, transpose_map

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 import torch.nn.modules.module as torch_module
-from lattice_contract.schema_types import ActivationKind
+from lattice_contract.dialect import ActivationKind
 
 from torch_lattice._trace import active_tracer
 from torch_lattice.nn import (

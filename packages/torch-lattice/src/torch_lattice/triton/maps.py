@@ -28,8 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from lattice_contract.coord_range import INT32_MAX, INT32_MIN, Int32CoordinateError
-from lattice_contract.kernel import centred_tap_offsets, kernel_volume, subm_offsets, tap_offsets
+from lattice_contract.dialect import (
+    INT32_MAX,
+    INT32_MIN,
+    Int32CoordinateError,
+    centred_tap_offsets,
+    kernel_volume,
+    subm_offsets,
+    tap_offsets,
+)
 
 from torch_lattice.coords import Packing
 from torch_lattice.sparse import Support

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
-from lattice_contract.schema import PoolMode
+from lattice_contract.dialect import PoolMode
 
 from torch_lattice.sparse import SparseTensor, Support
 from torch_lattice.triton.conv import SUPPORTED_DTYPES

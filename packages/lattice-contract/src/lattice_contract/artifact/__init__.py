@@ -1,0 +1,81 @@
+"""What an artifact is on disk: the bundle layout, the weight file's header, atomic writes.
+
+Above :mod:`lattice_contract.dialect`.  :mod:`.bundle` says what a
+``model.lattice/`` directory may hold, :mod:`.safetensors_header` reads an
+untrusted ``weights.safetensors`` header, :mod:`.atomic` writes every output
+of every command so that the destination is never half-written,
+:mod:`.export_report` is the quantization report, :mod:`.version` the
+release versions stamped into artifacts.
+"""
+
+from __future__ import annotations
+
+from lattice_contract.artifact import atomic
+from lattice_contract.artifact.atomic import (
+    Companion,
+    WriterLockedError,
+    atomic_write_dir,
+    atomic_write_file,
+    fingerprint,
+    path_lock,
+    recover_interrupted,
+)
+from lattice_contract.artifact.bundle import (
+    BundleError,
+    atomic_bundle_write,
+    check_bundle_dir,
+    flatten_bundle_weights,
+)
+from lattice_contract.artifact.export_report import (
+    METADATA_KEY,
+    DenseWeight,
+    OutputError,
+    QuantizationReport,
+    format_report,
+)
+from lattice_contract.artifact.safetensors_header import (
+    FLOAT_DTYPES,
+    MAX_HEADER_BYTES,
+    SafetensorsLayout,
+    WeightFileError,
+    check_safetensors_bytes,
+    check_safetensors_file,
+    non_finite_error,
+)
+from lattice_contract.artifact.version import (
+    DISTRIBUTIONS,
+    __version__,
+    distribution_version,
+    version_report,
+)
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "FLOAT_DTYPES",
+    "MAX_HEADER_BYTES",
+    "METADATA_KEY",
+    "BundleError",
+    "Companion",
+    "DenseWeight",
+    "OutputError",
+    "QuantizationReport",
+    "SafetensorsLayout",
+    "WeightFileError",
+    "WriterLockedError",
+    "__version__",
+    "atomic",
+    "atomic_bundle_write",
+    "atomic_write_dir",
+    "atomic_write_file",
+    "check_bundle_dir",
+    "check_safetensors_bytes",
+    "check_safetensors_file",
+    "distribution_version",
+    "fingerprint",
+    "flatten_bundle_weights",
+    "format_report",
+    "non_finite_error",
+    "path_lock",
+    "recover_interrupted",
+    "version_report",
+]
