@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from lattice_contract import SCHEMA, SCHEMA_DIGEST
-from lattice_contract.codegen import tablegen
+import lattice_contract.codegen.tablegen as tablegen
 from lattice_contract.dialect import AttrKind
 
 CONTRACT_SRC = Path(tablegen.__file__).resolve().parents[1]
