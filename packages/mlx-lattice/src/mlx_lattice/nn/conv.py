@@ -166,7 +166,7 @@ class NormalizedSubmConv3d(nn_convs.NormalizedSubmConv3d[Never, Never], _Normali
         """Normalised convolution of ``x`` on its own rows."""
         return ops.normalized_subm_conv3d(
             x,
-            self.weight_operand(),
+            self.weight,
             self.bias_operand(),
             kernel_size=self.kernel_size,
             dilation=self.dilation,
@@ -179,7 +179,7 @@ class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d[Never, Never]
         """Normalised transposed convolution of ``x``."""
         return ops.normalized_conv_transpose3d(
             x,
-            self.weight_operand(),
+            self.weight,
             self.bias_operand(),
             kernel_size=self.kernel_size,
             stride=self.stride,
@@ -192,11 +192,11 @@ class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d[Never, Never]
 class TargetNormalizedConvTranspose3d(
     nn_convs.TargetNormalizedConvTranspose3d[Never, Never], NormalizedConvTranspose3d
 ):
-    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:  # type: ignore[override]
         """Normalised transposed convolution of ``x`` at ``target``'s rows."""
         return ops.normalized_conv_transpose3d(
             x,
-            self.weight_operand(),
+            self.weight,
             self.bias_operand(),
             kernel_size=self.kernel_size,
             stride=self.stride,
@@ -214,7 +214,7 @@ class NormalizedGenerativeConvTranspose3d(
         """Normalised support expansion of ``x``."""
         return ops.normalized_generative_conv_transpose3d(
             x,
-            self.weight_operand(),
+            self.weight,
             self.bias_operand(),
             kernel_size=self.kernel_size,
             stride=self.stride,

@@ -74,7 +74,7 @@ class autocast_operands(Generic[T]):
 
     def __enter__(self) -> tuple[T, torch.Tensor, torch.Tensor | None]:
         if self._off is not None:
-            self._off.__enter__()
+            self._off.__enter__()  # type: ignore[no-untyped-call]
         return self._operands
 
     def __exit__(self, *exc: object) -> None:

@@ -184,7 +184,7 @@ class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d[Device, DType
 class TargetNormalizedConvTranspose3d(
     nn_convs.TargetNormalizedConvTranspose3d[Device, DType], NormalizedConvTranspose3d
 ):
-    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:  # type: ignore[override]
         """Normalised transposed convolution of ``x`` at ``target``'s rows."""
         with autocast_operands(x, self.weight, self.bias) as (x, weight, bias):
             return ops.normalized_conv_transpose3d(

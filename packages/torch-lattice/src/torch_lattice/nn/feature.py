@@ -56,11 +56,12 @@ class Linear(nn_features.Linear, Weighted):
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
         """Project a dense tensor's rows, or a sparse value's features."""
-        return on_feats(x, self._project)
 
-    def _project(self, f: torch.Tensor) -> torch.Tensor:
-        with autocast_operands(f, self.weight, self.bias) as (f, weight, bias):
-            return ops.linear(f, weight, bias)
+        def project(f: torch.Tensor) -> torch.Tensor:
+            with autocast_operands(f, self.weight, self.bias) as (f, weight, bias):
+                return ops.linear(f, weight, bias)
+
+        return on_feats(x, project)
 
 
 class BatchNorm(torch.nn.Module):
