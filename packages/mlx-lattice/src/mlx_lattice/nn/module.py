@@ -72,6 +72,14 @@ class LatticeModule(Module):
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # mlx.nn ships no annotations
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run ``forward``: a user's module may be written torch-style (the library's own
+        modules define ``__call__``, as ``mlx.nn``'s layers do)."""
+        forward: Callable[..., Any] | None = getattr(self, "forward", None)
+        if forward is None:
+            raise NotImplementedError(f"{type(self).__name__} defines neither __call__ nor forward")
+        return forward(*args, **kwargs)
+
     def extra_repr(self) -> str:
         """The text inside the module's repr (``mlx.nn.Module`` reads ``_extra_repr``)."""
         return ""
