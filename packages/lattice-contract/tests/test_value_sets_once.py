@@ -88,7 +88,7 @@ def test_the_value_sets_are_the_schemas() -> None:
 
 def test_the_group_size_tuple_is_written_once() -> None:
     found = [
-        f"{rel}:{node.lineno}"
+        f"{rel}:{getattr(node, 'lineno', 0)}"
         for rel, tree in _sources()
         for node in ast.walk(tree)
         if _int_literal(node) == GROUP_SIZES
@@ -109,7 +109,7 @@ def test_value_sets_are_tested_for_membership_only_in_values_py() -> None:
                 continue
             for op, right in zip(node.ops, node.comparators, strict=True):
                 if isinstance(op, (ast.In, ast.NotIn)) and ast.unparse(right) in VALUE_SET_NAMES:
-                    found.append(f"{rel}:{node.lineno}")
+                    found.append(f"{rel}:{getattr(node, 'lineno', 0)}")
     assert found and all(f.startswith(str(DIALECT / "values.py")) for f in found), found
 
 
@@ -119,7 +119,7 @@ def test_the_output_stride_is_written_out_only_in_geometry_py() -> None:
         for node in ast.walk(tree):
             op = _axis_by_axis(node)
             if op in (ast.Mult, ast.FloorDiv):
-                found.setdefault(op.__name__, []).append(f"{rel}:{node.lineno}")
+                found.setdefault(op.__name__, []).append(f"{rel}:{getattr(node, 'lineno', 0)}")
     geometry = str(DIALECT / "geometry.py")
     # forward_stride (t * s) and transposed_stride (t // s), once each, plus the routed copies
     assert [w for w in found.get("Mult", []) if not w.startswith(geometry)] == [], found

@@ -19,6 +19,7 @@ compare -- instead of two copies drifting apart.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from enum import Enum
 from typing import NamedTuple, TypeVar
@@ -142,7 +143,8 @@ def check_group_size(value: object, name: str = "group_size") -> int:
             f"{name} must be one of {', '.join(map(str, GROUP_SIZES))} "
             f"(what MLX's affine quantization supports), got {value!r}"
         )
-    return int(value)  # type: ignore[call-overload]
+    assert isinstance(value, numbers.Integral)  # what is_int accepted
+    return int(value)
 
 
 def is_quant_bits(value: object) -> bool:
@@ -157,7 +159,8 @@ def check_quant_bits(value: object, name: str = "bits") -> int:
             f"{name} must be {' or '.join(map(str, QUANT_BITS))} "
             f"({' / '.join(PACKED_DTYPE_OF_BITS)} packing), got {value!r}"
         )
-    return int(value)  # type: ignore[call-overload]
+    assert isinstance(value, numbers.Integral)  # what is_int accepted
+    return int(value)
 
 
 def check_quantization(bits: object, group_size: object) -> tuple[int, int]:
