@@ -28,6 +28,7 @@ CONSUMERS = [
     ROOT / "packages/mlx-lattice/src",
     ROOT / "packages/torch-lattice/src",
     ROOT / "packages/lattice-conformance/src",
+    ROOT / "packages/lattice-tools/src",
 ]
 
 
@@ -59,7 +60,9 @@ def test_the_contract_is_layered_into_subpackages() -> None:
         "runtime",
         "testing",
     }
-    loose = sorted(p.name for p in CONTRACT.glob("*.py") if p.name != "__init__.py")
+    loose = sorted(
+        p.name for p in CONTRACT.glob("*.py") if p.name not in {"__init__.py", "_moved.py"}
+    )
     assert loose == [], f"modules outside any subpackage: {loose}"
 
 
@@ -142,3 +145,13 @@ def test_every_path_the_architecture_map_names_exists() -> None:
     assert len(paths) >= 20, "docs/architecture.md names the files a maintainer edits"
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert missing == [], f"docs/architecture.md names paths that do not exist: {missing}"
+
+
+def test_old_flat_paths_import_the_moved_module_and_say_where() -> None:
+    from lattice_contract._moved import MOVED
+
+    for old, new in MOVED.items():
+        sys.modules.pop(f"lattice_contract.{old}", None)
+        with pytest.warns(DeprecationWarning, match=f"moved to lattice_contract.{new}"):
+            alias = importlib.import_module(f"lattice_contract.{old}")
+        assert alias is importlib.import_module(f"lattice_contract.{new}")
