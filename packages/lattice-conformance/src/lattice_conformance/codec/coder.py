@@ -32,7 +32,8 @@ def _constriction() -> Any:
 def quant_from_counts(n1: np.ndarray, n: np.ndarray) -> np.ndarray:
     """``round(n1 * 2^16 / n)`` clipped to ``[1, 2^16 - 1]``, in integers only."""
     n = np.maximum(n, 1)
-    return np.clip((n1 * PONE + n // 2) // n, 1, PONE - 1).astype(np.int64)
+    out: np.ndarray = np.clip((n1 * PONE + n // 2) // n, 1, PONE - 1).astype(np.int64)
+    return out
 
 
 def bern_bits(y: np.ndarray, q: np.ndarray) -> float:

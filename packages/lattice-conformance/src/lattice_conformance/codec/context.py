@@ -55,7 +55,7 @@ def bit_contexts(
     """
     o = ((k >> 0) & 1, (k >> 1) & 1, (k >> 2) & 1)
     s = tuple(2 * v - 1 for v in o)
-    occ = nbr >= 0
+    occ = (nbr >= 0).astype(np.int64)
     fc = np.zeros(len(nbr), np.int64)
     for a in range(3):
         d = [0, 0, 0]

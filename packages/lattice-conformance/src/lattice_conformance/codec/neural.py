@@ -112,9 +112,9 @@ class NeuralModel:
                 mx.array(coords), mx.ones((len(rows), 1), dtype=mx.float32), stride=2
             )
             c = SparseTensor.trusted(mx.array(dummy), mx.ones((1, 1), dtype=mx.float32), stride=1)
-            out = impl.call_with_trusted_sparse_inputs(p, c)[0]
-            mx.eval(out.coords, out.feats)
-            return np.asarray(out.coords)[:, 1:].astype(np.int64), np.asarray(out.feats)[:, 0]
+            res = impl.call_with_trusted_sparse_inputs(p, c)[0]
+            mx.eval(res.coords, res.feats)
+            return np.asarray(res.coords)[:, 1:].astype(np.int64), np.asarray(res.feats)[:, 0]
         import torch
         from torch_lattice.sparse import SparseTensor as TorchSparse
 
@@ -122,10 +122,10 @@ class NeuralModel:
         torch.set_num_threads(1)  # deterministic and, on a shared CPU, far faster
         try:
             with torch.no_grad():
-                p = TorchSparse.trusted(
+                tp = TorchSparse.trusted(
                     torch.from_numpy(coords), torch.ones((len(rows), 1)), stride=2
                 )
-                out = impl.candidate_logits(p)
+                out = impl.candidate_logits(tp)
                 return out.coords[:, 1:].numpy().astype(np.int64), out.feats[:, 0].numpy()
         finally:
             torch.set_num_threads(threads)

@@ -35,7 +35,7 @@ OFFSETS = np.array(
 )
 
 
-def off_index(d: tuple[int, int, int] | list[int]) -> int:
+def off_index(d: tuple[int, ...] | list[int]) -> int:
     """Column of :func:`neighbours` for the offset ``d``."""
     return (d[0] + 1) * 9 + (d[1] + 1) * 3 + (d[2] + 1)
 
@@ -92,7 +92,8 @@ def expand_level(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """Children (Morton keys, in order) of ``parents`` given their child masks."""
     occ = ((codes.astype(np.int64)[:, None] >> TAP_BITS[None, :]) & 1).astype(bool)
     cand = (parents[:, None] << np.uint64(3)) | np.arange(8, dtype=np.uint64)[None, :]
-    return cand[occ]
+    children: np.ndarray = cand[occ]
+    return children
 
 
 def octree_stream(codes: list[np.ndarray]) -> bytes:
@@ -111,4 +112,5 @@ def neighbours(xyz: np.ndarray, level: int) -> np.ndarray:
     shift = (OFFSETS[:, 0] * side + OFFSETS[:, 1]) * side + OFFSETS[:, 2]
     q = key[:, None] + shift[None, :]
     pos = np.minimum(np.searchsorted(skey, q), len(skey) - 1)
-    return np.where(skey[pos] == q, order[pos], -1)
+    found: np.ndarray = np.where(skey[pos] == q, order[pos], -1)
+    return found
