@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lattice_conformance.codec import format as fmt
-from lattice_conformance.codec.coder import Coder, bern_bits
+from lattice_conformance.codec.coder import Coder, Recorder, bern_bits
 from lattice_conformance.codec.context import (
     Tables,
     adaptive_pass,
@@ -34,6 +34,7 @@ from lattice_conformance.codec.neural import (
     NeuralModel,
     level_crc,
 )
+from lattice_conformance.codec.phases import PhaseTables, code_level_phases, halve_phases
 from lattice_conformance.codec.octree import (
     MAX_LEVELS,
     build_octree,
@@ -120,6 +121,17 @@ def _code_level(
     return known, bits
 
 
+def _side_cost(fixes: tuple[np.ndarray, np.ndarray] | None) -> float:
+    """Bits of a neural level's side information: CRC, fix count, fixes."""
+    if fixes is None:
+        return 8.0 * 5
+    idx = fixes[0]
+    deltas = np.diff(np.r_[0, idx])
+    # an index delta takes one varint byte, plus one per 7 bits above the first 7
+    delta_bytes = len(deltas) + sum(int((deltas >= 1 << (7 * j)).sum()) for j in range(1, 9))
+    return 8.0 * (4 + 1 + delta_bytes + len(idx))
+
+
 def encode_voxels(
     voxels: np.ndarray,
     levels: int,
@@ -127,15 +139,24 @@ def encode_voxels(
     *,
     cross_check: NeuralModel | None = None,
     allow_lzma: bool = True,
+    methods_allowed: tuple[str, ...] | None = None,
 ) -> EncodeResult:
     """Encode integer voxels ``(N, 3)`` in ``[0, 2^levels)`` (duplicates collapse).
 
     ``model`` enables the neural methods; ``cross_check`` (the same artifact on
     the other runtime) makes the encoder compare both runtimes' quantised
     logits and store the few that differ, so the file decodes on either.
+    ``methods_allowed`` restricts the per-level choice (names of
+    :data:`format.METHOD_NAMES`; ``None``: all the available ones), e.g. to
+    measure one model alone.
     """
     if not 1 <= levels <= MAX_LEVELS:
         raise ValueError(f"levels must be in [1, {MAX_LEVELS}], got {levels}")
+    allowed = set(fmt.METHOD_NAMES.values()) if methods_allowed is None else set(methods_allowed)
+    if unknown := allowed - set(fmt.METHOD_NAMES.values()):
+        raise ValueError(f"unknown methods {sorted(unknown)}; use {sorted(fmt.METHOD_NAMES.values())}")
+    if "context" not in allowed:
+        raise ValueError("the context method cannot be excluded (it is the fallback of every level)")
     vox = np.asarray(voxels)
     if vox.ndim != 2 or vox.shape[1] != 3:
         raise ValueError(f"voxels must have shape (N, 3), got {vox.shape}")
@@ -147,23 +168,36 @@ def encode_voxels(
     coder = Coder()
     ctx_tables: Tables = [None] * 8
     hyb_tables: Tables = [None] * 8
+    ph_tables: PhaseTables = [None] * 8
     methods: list[int] = []
     side = io.BytesIO()
     report: list[dict[str, float]] = []
     fixes_total = 0
     total_bits = 0.0
+    digest_paid = False
     for lv in range(levels):
         m = len(codes[lv])
         rows = morton_decode(keys[lv], lv)
         nbr = neighbours(rows, lv)
         cands: dict[int, float] = {}
-        saved = (list(ctx_tables), list(hyb_tables))
+        recs: dict[int, Recorder] = {}
+        after: dict[int, tuple[Tables, Tables]] = {}
+        # The context and phase tables after a level do not depend on the
+        # method that coded it (both sides update them from the level's codes).
+        ctx_after = list(ctx_tables)
+        recs[fmt.METHOD_CONTEXT] = Recorder()
         _, cands[fmt.METHOD_CONTEXT] = _code_level(
-            None, fmt.METHOD_CONTEXT, nbr, codes[lv], None, list(ctx_tables), [], m
+            recs[fmt.METHOD_CONTEXT], fmt.METHOD_CONTEXT, nbr, codes[lv], None, ctx_after, [], m
         )
+        ph_after = list(ph_tables)
+        if "phases" in allowed:
+            recs[fmt.METHOD_PHASES] = Recorder()
+            _, cands[fmt.METHOD_PHASES] = code_level_phases(
+                recs[fmt.METHOD_PHASES], rows, nbr, codes[lv], ph_after
+            )
         li = None
         fixes: tuple[np.ndarray, np.ndarray] | None = None
-        if model is not None and m:
+        if model is not None and m and allowed & {"neural", "hybrid"}:
             li = model.logit_levels(rows)
             if cross_check is not None:
                 other = cross_check.logit_levels(rows)
@@ -172,20 +206,30 @@ def encode_voxels(
                     li = np.minimum(li, other)
                 fixes = (idx, li.ravel()[idx])
             for meth in (fmt.METHOD_NEURAL, fmt.METHOD_HYBRID):
+                if fmt.METHOD_NAMES[meth] not in allowed:
+                    continue
+                recs[meth] = Recorder()
+                hyb = list(hyb_tables)
                 _, cands[meth] = _code_level(
-                    None, meth, nbr, codes[lv], li, list(ctx_tables), list(hyb_tables), m
+                    recs[meth], meth, nbr, codes[lv], li, list(ctx_tables), hyb, m
                 )
-        fix_cost = 0.0 if fixes is None else 8.0 * (4 + 1 + 4 * len(fixes[0]))
-        choice = min(cands, key=lambda k: cands[k] + (fix_cost if k else 0.0))
-        ctx_tables, hyb_tables = saved[0], saved[1]
-        _, bits = _code_level(coder, choice, nbr, codes[lv], li, ctx_tables, hyb_tables, m)
-        total_bits += bits
-        ctx_tables = halve(ctx_tables)
+                after[meth] = ([], hyb)
+        # The choice counts what each method adds to the header: a neural
+        # level's CRC and fixes, and the model digest once.
+        extra = _side_cost(fixes) + (0.0 if digest_paid else 8.0 * 32)
+        cost = {k: v + (extra if k in fmt.MODEL_METHODS else 0.0) for k, v in cands.items()}
+        choice = min(cost, key=lambda k: (cost[k], k))
+        recs[choice].replay(coder)
+        total_bits += cands[choice]
+        if choice == fmt.METHOD_HYBRID:
+            hyb_tables = after[choice][1]
+        ctx_tables, ph_tables = halve(ctx_after), halve_phases(ph_after)
         hyb_tables = halve(hyb_tables)
         methods.append(choice)
         report.append({fmt.METHOD_NAMES[k]: v for k, v in cands.items()})
-        if choice != fmt.METHOD_CONTEXT:
+        if choice in fmt.MODEL_METHODS:
             assert li is not None
+            digest_paid = True
             side.write(struct.pack("<I", level_crc(li)))
             idx, val = fixes if fixes is not None else (np.zeros(0, np.int64),) * 2
             fixes_total += len(idx)
@@ -219,9 +263,10 @@ def _octree_file(
     head = io.BytesIO()
     head.write(fmt.MAGIC + bytes([fmt.FORMAT_VERSION, fmt.MODE_OCTREE, levels]))
     fmt.write_varint(head, count)
-    uses_model = any(m != fmt.METHOD_CONTEXT for m in methods)
-    head.write(model.digest if (uses_model and model is not None) else bytes(32))
     head.write(bytes(methods))
+    if any(m in fmt.MODEL_METHODS for m in methods):
+        assert model is not None
+        head.write(model.digest)
     return head.getvalue() + side + words
 
 
@@ -255,13 +300,13 @@ def _parse(data: bytes) -> tuple[Header, io.BytesIO]:
     voxels = fmt.read_varint(buf)
     if mode == fmt.MODE_LZMA:
         return Header(version, "lzma", levels, voxels, None, []), buf
-    digest = fmt.read_exact(buf, 32, "model digest")
     methods = list(fmt.read_exact(buf, levels, "method flags"))
     if any(m not in fmt.METHOD_NAMES for m in methods):
         raise fmt.CodecFormatError(f"unknown level method in {methods} (corrupt file?)")
     names = [fmt.METHOD_NAMES[m] for m in methods]
-    uses = any(m != fmt.METHOD_CONTEXT for m in methods)
-    return Header(version, "octree", levels, voxels, digest if uses else None, names), buf
+    uses = any(m in fmt.MODEL_METHODS for m in methods)
+    digest = fmt.read_exact(buf, 32, "model digest") if uses else None
+    return Header(version, "octree", levels, voxels, digest, names), buf
 
 
 def read_header(data: bytes) -> Header:
@@ -301,7 +346,7 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
     methods = [next(k for k, v in fmt.METHOD_NAMES.items() if v == n) for n in head.methods]
     sides: list[tuple[int, np.ndarray, np.ndarray]] = []
     for meth in methods:
-        if meth == fmt.METHOD_CONTEXT:
+        if meth not in fmt.MODEL_METHODS:
             continue
         (crc,) = struct.unpack("<I", fmt.read_exact(buf, 4, "level checksum"))
         n = fmt.read_varint(buf)
@@ -319,13 +364,15 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
     coder = Coder(np.frombuffer(rest, dtype="<u4").astype(np.uint32))
     ctx_tables: Tables = [None] * 8
     hyb_tables: Tables = [None] * 8
+    ph_tables: PhaseTables = [None] * 8
+    last_phases = max((i for i, m in enumerate(methods) if m == fmt.METHOD_PHASES), default=-1)
     side_iter = iter(sides)
     for lv, meth in enumerate(methods):
         m = len(parents)
         rows = morton_decode(parents, lv)
         nbr = neighbours(rows, lv)
         li = None
-        if meth != fmt.METHOD_CONTEXT:
+        if meth in fmt.MODEL_METHODS:
             crc, idx, val = next(side_iter)
             assert model is not None
             li = model.logit_levels(rows) if m else np.zeros((0, 8), np.int64)
@@ -340,8 +387,14 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
                     "encoder's (checksum mismatch); decode with the runtime the file was "
                     "encoded with, or re-encode with --cross-check"
                 )
-        codes, _ = _code_level(coder, meth, nbr, None, li, ctx_tables, hyb_tables, m)
-        ctx_tables = halve(ctx_tables)
+        if meth == fmt.METHOD_PHASES:
+            codes, _ = code_level_phases(coder, rows, nbr, None, ph_tables)
+            _code_level(None, fmt.METHOD_CONTEXT, nbr, codes, None, ctx_tables, [], m)
+        else:
+            codes, _ = _code_level(coder, meth, nbr, None, li, ctx_tables, hyb_tables, m)
+            if lv < last_phases:  # a later level needs the phase model's statistics
+                code_level_phases(None, rows, nbr, codes, ph_tables)
+        ctx_tables, ph_tables = halve(ctx_tables), halve_phases(ph_tables)
         hyb_tables = halve(hyb_tables)
         parents = expand_level(parents, codes.astype(np.uint8))
     return _finish(parents, head), head.levels

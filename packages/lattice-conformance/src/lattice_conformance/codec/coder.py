@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PONE", "Coder", "bern_bits", "quant_from_counts"]
+__all__ = ["PONE", "Coder", "Recorder", "bern_bits", "quant_from_counts"]
 
 PBITS = 16
 PONE = 1 << PBITS
@@ -64,19 +64,32 @@ class Coder:
         assert self.dec is not None
         return np.asarray(self.dec.decode(model, p), dtype=np.int64)
 
-    def uniform(self, v: np.ndarray | None, size: np.ndarray) -> np.ndarray:
-        """Code or decode integers ``v[i]`` uniform in ``[0, size[i])``."""
-        if len(size) == 0:
-            return np.zeros(0, np.int64)
-        model = self._model.Uniform()
-        if self.enc is not None:
-            assert v is not None
-            self.enc.encode(v.astype(np.int32), model, size.astype(np.int32))
-            return v.astype(np.int64)
-        assert self.dec is not None
-        return np.asarray(self.dec.decode(model, size.astype(np.int32)), dtype=np.int64)
-
     def words(self) -> bytes:
         """The finished stream (encoder), little-endian 32-bit words."""
         assert self.enc is not None
         return bytes(np.asarray(self.enc.get_compressed(), dtype="<u4").tobytes())
+
+
+class Recorder(Coder):
+    """Records the encoder's calls instead of coding them.
+
+    The encoder estimates every method of a level by running it with a
+    recorder, then replays the chosen method's calls into the real coder, so
+    the chosen method is not computed twice.
+    """
+
+    def __init__(self) -> None:
+        self.enc = None
+        self.dec = None
+        self.calls: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def bern(self, y: np.ndarray | None, q: np.ndarray) -> np.ndarray:
+        assert y is not None, "a recorder only encodes"
+        if len(q):
+            self.calls.append((y.astype(np.int64), q.astype(np.int64)))
+        return y.astype(np.int64)
+
+    def replay(self, coder: Coder) -> None:
+        """Code the recorded calls, in order, with ``coder``."""
+        for y, q in self.calls:
+            coder.bern(y, q)

@@ -28,7 +28,15 @@ import numpy as np
 from lattice_conformance.codec.coder import Coder, bern_bits, quant_from_counts
 from lattice_conformance.codec.octree import off_index
 
-__all__ = ["Tables", "adaptive_pass", "bit_contexts", "context_size", "update_tables"]
+__all__ = [
+    "Tables",
+    "adaptive_pass",
+    "bit_contexts",
+    "chunk_bounds",
+    "context_size",
+    "halve",
+    "update_tables",
+]
 
 CHUNK_FRACTIONS = np.array([0, 1, 2, 4, 8, 16, 32, 64]) / 64
 
@@ -81,7 +89,8 @@ def bit_contexts(
     return ctx, forced
 
 
-def _chunks(m: int) -> np.ndarray:
+def chunk_bounds(m: int) -> np.ndarray:
+    """Chunk edges of a pass of ``m`` bits (1/64, 1/64, 2/64, ... 32/64 of it)."""
     return np.unique(np.floor(CHUNK_FRACTIONS * m).astype(np.int64))
 
 
@@ -101,7 +110,7 @@ def adaptive_pass(
     cn = total.copy()
     out = np.zeros(len(ctx), np.int64)
     bits = 0.0
-    b = _chunks(len(ctx))
+    b = chunk_bounds(len(ctx))
     for lo, hi in itertools.pairwise(b):
         c = ctx[lo:hi]
         q = quant_from_counts(2 * c1[c] + 1, 2 * cn[c] + 2)

@@ -8,8 +8,9 @@ Layout (all integers little-endian)::
     levels     u8       L (grid 2^L per axis)
     voxels     varint   number of voxels (checked after decoding)
   mode 0:
-    digest     32 bytes SHA-256 of the model artifact (all zero: no model needed)
-    methods    L bytes  per level: 0 context-adaptive, 1 neural, 2 neural + adaptive
+    methods    L bytes  per level: 0 context-adaptive, 1 neural, 2 neural + adaptive,
+                        3 parity phases with backoff
+    digest     32 bytes SHA-256 of the model artifact (only when a level uses 1 or 2)
     per level with method 1 or 2:
       crc      u32      CRC-32 of the level's quantised logits (after the fixes below)
       fixes    varint n, then n x (varint index delta, i8 value): quantised logits
@@ -28,8 +29,14 @@ __all__ = ["FORMAT_VERSION", "MAGIC", "CodecFormatError", "read_varint", "write_
 MAGIC = b"LGCC"
 FORMAT_VERSION = 1
 
-METHOD_CONTEXT, METHOD_NEURAL, METHOD_HYBRID = 0, 1, 2
-METHOD_NAMES = {METHOD_CONTEXT: "context", METHOD_NEURAL: "neural", METHOD_HYBRID: "hybrid"}
+METHOD_CONTEXT, METHOD_NEURAL, METHOD_HYBRID, METHOD_PHASES = 0, 1, 2, 3
+METHOD_NAMES = {
+    METHOD_CONTEXT: "context",
+    METHOD_NEURAL: "neural",
+    METHOD_HYBRID: "hybrid",
+    METHOD_PHASES: "phases",
+}
+MODEL_METHODS = frozenset({METHOD_NEURAL, METHOD_HYBRID})  # the levels that need the model
 MODE_OCTREE, MODE_LZMA = 0, 1
 
 
