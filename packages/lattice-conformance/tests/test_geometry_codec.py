@@ -103,7 +103,7 @@ def test_lzma_mode_round_trip_and_is_chosen_when_smaller() -> None:
 def test_payload_within_half_a_percent_of_the_estimate() -> None:
     vox = _shell(7, 30_000, 3)
     result = encode_voxels(vox, 7, allow_lzma=False)
-    header = 4 + 3 + 3 + 32 + 7  # magic, version/mode/levels, voxels varint, digest, methods
+    header = 4 + 3 + 3 + 7  # magic, version/mode/levels, voxels varint, methods (no model)
     payload_bits = 8 * (len(result.data) - header)
     assert abs(payload_bits - result.estimate_bits) <= 0.005 * result.estimate_bits
 
@@ -153,6 +153,38 @@ def test_neural_file_needs_the_right_model(models: dict[str, NeuralModel], tmp_p
     (fake / "weights.safetensors").write_bytes((MODEL / "weights.safetensors").read_bytes() + b" ")
     with pytest.raises(CodecFormatError, match="needs the model with digest"):
         decode_voxels(data, NeuralModel(fake, "torch"))
+
+
+def _box(levels: int) -> np.ndarray:
+    """The surface of an axis-aligned box: the faces the parity-phase model is for."""
+    g = np.arange(3, (1 << levels) - 5)
+    a, b = np.meshgrid(g, g, indexing="ij")
+    a, b = a.ravel(), b.ravel()
+    lo, hi = np.full_like(a, 3), np.full_like(a, (1 << levels) - 6)
+    faces = [np.c_[lo, a, b], np.c_[hi, a, b], np.c_[a, lo, b], np.c_[a, hi, b]]
+    return np.unique(np.concatenate([*faces, np.c_[a, b, lo], np.c_[a, b, hi]]), axis=0)
+
+
+def test_phase_method_round_trip_on_axis_aligned_faces() -> None:
+    vox = _box(6)
+    result = encode_voxels(vox, 6, allow_lzma=False)
+    assert "phases" in result.methods and "context" in result.methods, result.methods
+    assert _same(decode_voxels(result.data)[0], vox)
+    only_ctx = encode_voxels(vox, 6, allow_lzma=False, methods_allowed=("context",))
+    assert len(result.data) < len(only_ctx.data)
+
+
+def test_never_more_than_a_few_bytes_above_context_only() -> None:
+    # The choice counts the header, so adding methods never costs more than
+    # the range coder's last word.
+    for vox, levels in ((_wires(7, 3_000, 2), 7), (_faces(8), 8), (_plane(6, 4_000, 4), 6)):
+        full = encode_voxels(vox, levels, allow_lzma=False)
+        only_ctx = encode_voxels(vox, levels, allow_lzma=False, methods_allowed=("context",))
+        assert len(full.data) <= len(only_ctx.data) + 4
+    with pytest.raises(ValueError, match="left out"):
+        encode_voxels(_faces(8), 8, methods_allowed=("phases",))
+    with pytest.raises(ValueError, match="unknown methods"):
+        encode_voxels(_faces(8), 8, methods_allowed=("context", "zip"))
 
 
 def test_bad_files_are_refused() -> None:

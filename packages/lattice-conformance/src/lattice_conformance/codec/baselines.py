@@ -10,13 +10,19 @@
 from __future__ import annotations
 
 import lzma
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lattice_conformance.codec.octree import build_octree, octree_stream
 
-__all__ = ["baselines"]
+if TYPE_CHECKING:
+    from lattice_conformance.codec.neural import NeuralModel
+
+__all__ = ["DRACO_MISSING", "baselines", "codec_measurement", "format_bits_per_voxel"]
+
+DRACO_MISSING = "n/a (DracoPy not installed: pip install DracoPy)"
 
 
 def _order0_bits(stream: bytes) -> float:
@@ -58,3 +64,63 @@ def baselines(voxels: np.ndarray, levels: int) -> dict[str, Any]:
         "draco_bytes": draco,
         "draco_lossless": lossless,
     }
+
+
+def codec_measurement(
+    voxels: np.ndarray,
+    levels: int,
+    model: NeuralModel | None = None,
+    *,
+    cross_check: NeuralModel | None = None,
+) -> dict[str, Any]:
+    """Encode, decode (checked) and time the codec, with every baseline, in bits per voxel.
+
+    The one place both commands (``geometry-codec encode`` and
+    ``geometry-profile``) get the numbers they print next to each other.
+    The codec's torch model runs with one thread (see :class:`NeuralModel`).
+    """
+    from lattice_conformance.codec.codec import decode_voxels, encode_voxels
+
+    vox = np.unique(np.asarray(voxels, dtype=np.int64).reshape(-1, 3), axis=0)
+    start = time.perf_counter()
+    result = encode_voxels(vox, levels, model, cross_check=cross_check)
+    encode_s = time.perf_counter() - start
+    start = time.perf_counter()
+    back, _ = decode_voxels(result.data, model)
+    decode_s = time.perf_counter() - start
+    if not np.array_equal(np.unique(back, axis=0), vox):
+        raise RuntimeError("the codec did not decode the voxel set it encoded (a codec bug)")
+    base = baselines(vox, levels)
+    n = max(len(vox), 1)
+    draco = base["draco_bytes"]
+    return {
+        "voxels": len(vox),
+        "bytes": len(result.data),
+        "mode": result.mode,
+        "methods": result.methods,
+        "logit_fixes": result.fixes,
+        "bits_per_voxel": 8 * len(result.data) / n,
+        "xz_bits_per_voxel": 8 * base["xz_bytes"] / n,
+        "order0_bits_per_voxel": base["order0_bits"] / n,
+        "octree_bits_per_voxel": 8 * base["octree_bytes"] / n,
+        "draco_bits_per_voxel": None if draco is None else 8 * draco / n,
+        "draco_lossless": base["draco_lossless"],
+        "encode_s": encode_s,
+        "decode_s": decode_s,
+        "encode_voxels_per_s": len(vox) / encode_s if encode_s else None,
+        "decode_voxels_per_s": len(vox) / decode_s if decode_s else None,
+        "data": result.data,
+    }
+
+
+def format_bits_per_voxel(m: dict[str, Any]) -> str:
+    """The comparison line(s) of a :func:`codec_measurement`."""
+    draco = m["draco_bits_per_voxel"]
+    return (
+        f"bits per occupied voxel: coded {m['bits_per_voxel']:.3f}  "
+        f"xz -9e {m['xz_bits_per_voxel']:.3f}  order-0 {m['order0_bits_per_voxel']:.3f}  "
+        f"octree {m['octree_bits_per_voxel']:.3f}  draco "
+        + (DRACO_MISSING if draco is None else f"{draco:.3f}")
+        + f"\nencode {m['encode_s']:.2f} s ({m['encode_voxels_per_s'] or 0:.0f} voxels/s), "
+        f"decode {m['decode_s']:.2f} s ({m['decode_voxels_per_s'] or 0:.0f} voxels/s)"
+    )

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from lattice_contract.artifact import WriterLockedError, atomic_write_file
 
-from lattice_conformance.codec.baselines import baselines
-from lattice_conformance.codec.codec import decode_voxels, encode_voxels
+from lattice_conformance.codec.baselines import codec_measurement, format_bits_per_voxel
+from lattice_conformance.codec.codec import decode_voxels
 from lattice_conformance.codec.format import CodecFormatError
 from lattice_conformance.codec.neural import NeuralModel
 from lattice_conformance.ply import PlyFormatError, read_ply, write_ply
@@ -87,45 +87,25 @@ def _encode(args: argparse.Namespace) -> dict[str, Any]:
         if model is None:
             raise _Fail("--cross-check needs --model")
         other = NeuralModel(args.model, "mlx" if args.runtime == "torch" else "torch")
-    start = time.perf_counter()
-    result = encode_voxels(vox, args.levels, model, cross_check=other)
-    enc_s = time.perf_counter() - start
-    _write(args.output, result.data)
-    n = max(len(vox), 1)
-    base = baselines(vox, args.levels)
-    report = {
-        "input": str(args.input),
-        "output": str(args.output),
-        "levels": args.levels,
-        "voxels": len(vox),
-        "bytes": len(result.data),
-        "mode": result.mode,
-        "methods": result.methods,
-        "logit_fixes": result.fixes,
-        "bits_per_voxel": 8 * len(result.data) / n,
-        "xz_bits_per_voxel": 8 * base["xz_bytes"] / n,
-        "order0_bits_per_voxel": base["order0_bits"] / n,
-        "octree_bits_per_voxel": 8 * base["octree_bytes"] / n,
-        "draco_bits_per_voxel": None
-        if base["draco_bytes"] is None
-        else 8 * base["draco_bytes"] / n,
-        "draco_lossless": base["draco_lossless"],
-        "encode_s": enc_s,
-        "encode_voxels_per_s": len(vox) / enc_s if enc_s else None,
-        "runtime": args.runtime if model is not None else None,
-        "torch_threads": 1,
-    }
-    draco = report["draco_bits_per_voxel"]
+    # One implementation of the comparison for both commands: encode, decode
+    # (checked, so a file is only written once it is known to decode), the
+    # baselines on the same voxel set, the wall times.
+    measured = codec_measurement(vox, args.levels, model, cross_check=other)
+    data = measured.pop("data")
+    _write(args.output, data)
+    measured.update(
+        input=str(args.input),
+        output=str(args.output),
+        levels=args.levels,
+        runtime=args.runtime if model is not None else None,
+        torch_threads=1,
+    )
     print(
         f"{args.input} -> {args.output}: {len(vox)} voxels at level {args.levels}, "
-        f"{len(result.data)} bytes ({result.mode}; levels: {' '.join(result.methods)})\n"
-        f"bits per occupied voxel: ours {report['bits_per_voxel']:.3f}  "
-        f"xz -9e {report['xz_bits_per_voxel']:.3f}  order-0 {report['order0_bits_per_voxel']:.3f}"
-        f"  octree {report['octree_bits_per_voxel']:.3f}  draco "
-        + ("n/a (DracoPy not installed)" if draco is None else f"{draco:.3f}")
-        + f"\nencode {enc_s:.2f} s ({len(vox) / max(enc_s, 1e-9):.0f} voxels/s)"
+        f"{len(data)} bytes ({measured['mode']}; levels: {' '.join(measured['methods'])})\n"
+        + format_bits_per_voxel(measured)
     )
-    return report
+    return measured
 
 
 def _decode(args: argparse.Namespace) -> dict[str, Any]:

@@ -34,7 +34,6 @@ from lattice_conformance.codec.neural import (
     NeuralModel,
     level_crc,
 )
-from lattice_conformance.codec.phases import PhaseTables, code_level_phases, halve_phases
 from lattice_conformance.codec.octree import (
     MAX_LEVELS,
     build_octree,
@@ -43,6 +42,7 @@ from lattice_conformance.codec.octree import (
     neighbours,
     octree_stream,
 )
+from lattice_conformance.codec.phases import PhaseTables, code_level_phases, halve_phases
 
 __all__ = ["EncodeResult", "decode_voxels", "encode_voxels", "read_header"]
 
@@ -154,9 +154,10 @@ def encode_voxels(
         raise ValueError(f"levels must be in [1, {MAX_LEVELS}], got {levels}")
     allowed = set(fmt.METHOD_NAMES.values()) if methods_allowed is None else set(methods_allowed)
     if unknown := allowed - set(fmt.METHOD_NAMES.values()):
-        raise ValueError(f"unknown methods {sorted(unknown)}; use {sorted(fmt.METHOD_NAMES.values())}")
+        names = sorted(fmt.METHOD_NAMES.values())
+        raise ValueError(f"unknown methods {sorted(unknown)}; use some of {names}")
     if "context" not in allowed:
-        raise ValueError("the context method cannot be excluded (it is the fallback of every level)")
+        raise ValueError("the context method cannot be left out (every level's fallback)")
     vox = np.asarray(voxels)
     if vox.ndim != 2 or vox.shape[1] != 3:
         raise ValueError(f"voxels must have shape (N, 3), got {vox.shape}")
