@@ -122,6 +122,9 @@ def test_never_above_lzma_or_order0(cloud: np.ndarray, levels: int) -> None:
     assert _same(decode_voxels(result.data)[0], cloud)
 
 
+MODEL_ONLY = ("context", "neural", "hybrid")  # the parity phases would win these small clouds
+
+
 @pytest.fixture(scope="module")
 def models() -> dict[str, NeuralModel]:
     return {r: NeuralModel(MODEL, r) for r in ("torch", "mlx")}
@@ -134,8 +137,10 @@ def test_neural_round_trip_across_runtimes(
 ) -> None:
     vox = _shell(6, 6_000, 5)
     other = models["mlx" if enc == "torch" else "torch"]
-    result = encode_voxels(vox, 6, models[enc], cross_check=other, allow_lzma=False)
-    assert any(m != "context" for m in result.methods), result.level_bits
+    result = encode_voxels(
+        vox, 6, models[enc], cross_check=other, allow_lzma=False, methods_allowed=MODEL_ONLY
+    )
+    assert {"neural", "hybrid"} & set(result.methods), result.level_bits
     head = read_header(result.data)
     assert head.digest == models[enc].digest
     assert _same(decode_voxels(result.data, models[dec])[0], vox)
@@ -144,7 +149,7 @@ def test_neural_round_trip_across_runtimes(
 @pytest.mark.slow
 def test_neural_file_needs_the_right_model(models: dict[str, NeuralModel], tmp_path: Path) -> None:
     vox = _shell(6, 6_000, 6)
-    data = encode_voxels(vox, 6, models["torch"], allow_lzma=False).data
+    data = encode_voxels(vox, 6, models["torch"], allow_lzma=False, methods_allowed=MODEL_ONLY).data
     with pytest.raises(CodecFormatError, match="pass the model artifact"):
         decode_voxels(data)
     fake = tmp_path / "other.lattice"
