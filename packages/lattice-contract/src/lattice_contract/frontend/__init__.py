@@ -85,11 +85,14 @@ from lattice_contract.frontend.signatures import (
 from lattice_contract.frontend.sparse_errors import (
     ARRAY_TYPES,
 )
+from lattice_contract.frontend.upstream_ops import UPSTREAM_OP_NAMES, UpstreamOps
 from lattice_contract.frontend.sparse_tensor import (
     SparseTensorBase,
 )
 
 __all__ = [
+    "UPSTREAM_OP_NAMES",
+    "UpstreamOps",
     "ARRAY_TYPES",
     "CHILD_TAPS",
     "DECLARED_LAYERS",
