@@ -231,7 +231,9 @@ def compile_plan(
                 operation=op,
                 lowering=lowering,
                 operands=tuple(operands),
-                attrs=MappingProxyType(attrs),
+                attrs=MappingProxyType(
+                    {k: v for k, v in attrs.items() if k not in lowering.omitted}
+                ),
                 weights=MappingProxyType(step_weights),
                 release=release,
                 result_types=tuple(typed[label] for label in op.results),
