@@ -26,7 +26,9 @@ def _blocks() -> list[str]:
     path = upstream_root() / "README.upstream.md"
     assert path.is_file(), f"upstream README not found at {path} (set LATTICE_UPSTREAM)"
     blocks = re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 7, f"expected the 7 Python blocks of mlx-lattice 0.6's README, got {len(blocks)}"
+    assert len(blocks) == 7, (
+        f"expected the 7 Python blocks of mlx-lattice 0.6's README, got {len(blocks)}"
+    )
     return blocks
 
 

@@ -162,7 +162,7 @@ def test_bare_target_coordinates_at_stride_two_say_why_they_are_refused(
     x = random_sparse(rng, rows=60, channels=4)
     w = mx.zeros((5, 2, 2, 2, 4))
     lattice_units = _coords([[0, 1, 1, 1], [1, 2, 0, 1]])
-    with pytest.raises(ValueError, match="Lattice coordinates are physical.*lattice units"):
+    with pytest.raises(ValueError, match=r"Lattice coordinates are physical.*lattice units"):
         ops.conv3d(x, w, kernel_size=2, stride=2, coordinates=lattice_units)
 
 
@@ -176,7 +176,7 @@ def test_quantized_conv_from_conv_is_the_conv_quantized(rng: np.random.Generator
     assert not dense.quantized and q.quantized and (q.bits, q.group_size) == (4, 32)
     dense.quantize(bits=4, group_size=32)
     assert np.array_equal(np_of(q(x).feats), np_of(dense(x).feats))
-    with pytest.raises(TypeError, match="dense mlx_lattice.nn.Conv3d"):
+    with pytest.raises(TypeError, match=r"dense mlx_lattice\.nn\.Conv3d"):
         nn.QuantizedConv3d.from_conv(dense)
 
 

@@ -64,7 +64,7 @@ def test_a_payload_without_types_freezes_to_the_same_plan() -> None:
     without = {k: v for k, v in payload.items() if k != "types"}
     assert RuntimePlan.from_native(without) == with_types
     broken = dict(without, args=[dict(without["args"][0], type="tensor<4x?!>")])
-    with pytest.raises(PlanError, match="no 'types' table and type 'tensor<4x.*not a canonical"):
+    with pytest.raises(PlanError, match=r"no 'types' table and type 'tensor<4x.*not a canonical"):
         RuntimePlan.from_native(broken)
 
 
@@ -100,7 +100,7 @@ def test_the_documented_lowering_example_runs_as_written(
     assert calls == [(2, 2, 2)]
     assert np.array_equal(np_of(got.feats), np_of(setup["want"].feats))
     # a second extension for the same op must say so: no silent shadowing
-    with pytest.raises(LoweringError, match="already has a lowering.*replace=True"):
+    with pytest.raises(LoweringError, match=r"already has a lowering.*replace=True"):
         artifact_lowering(op="conv3d")(conv3d_from_artifact)
     artifact_lowering(op="conv3d", replace=True)(conv3d_from_artifact)
 

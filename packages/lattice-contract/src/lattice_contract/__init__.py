@@ -15,7 +15,8 @@ backend.  It is a stack of subpackages, each importing only those below it
 
 Each subpackage's ``__init__`` is its face; the names below are the everyday
 few (with mlx-lattice 0.6's spellings of the constants), and
-:mod:`lattice_contract.mlir` is 0.6's graph-builder API over the builder.  The flat module paths of 0.2 (``lattice_contract.schema``, ...) still
+:mod:`lattice_contract.mlir` is 0.6's graph-builder API over the builder.
+The flat module paths of 0.2 (``lattice_contract.schema``, ...) still
 import, with a DeprecationWarning naming the new path.
 """
 

@@ -60,12 +60,10 @@ class MLIRModuleBuilder(_Builder):
             if name is None:
                 raise BuilderError("argument: a tensor argument needs a name")
             return self.add_input(name, tensor_type(list(type.shape), type.dtype))
-        raise BuilderError(
-            f"argument: type must be a SparseTensorType or TensorType, got {type!r}"
-        )
+        raise BuilderError(f"argument: type must be a SparseTensorType or TensorType, got {type!r}")
 
     def return_(self, *values: Value, names: Sequence[str] | None = None) -> None:
-        """Return ``values`` from ``@forward``, named ``names`` (default ``output``, ``output1``...)."""
+        """Return ``values`` from ``@forward`` as ``names`` (default ``output``, ``output1``...)."""
         if not values:
             raise BuilderError("return_: give at least one value to return")
         if names is None:

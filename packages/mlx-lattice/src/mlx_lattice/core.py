@@ -74,12 +74,14 @@ class KernelSpec:
 def _rows(coords: Any, name: str) -> mx.array:
     c = coords if isinstance(coords, mx.array) else mx.array(np.asarray(coords))
     if c.dtype != mx.int32 or c.ndim != 2 or c.shape[1] != 4:
-        raise ValueError(f"{name} must be int32 coordinates of shape (N, 4), got {c.dtype} {c.shape}")
+        raise ValueError(
+            f"{name} must be int32 coordinates of shape (N, 4), got {c.dtype} {c.shape}"
+        )
     return c
 
 
 def _space(*sets: mx.array) -> KeySpace:
-    return KeySpace.of(mx.concatenate(sets, axis=0), margin=0)
+    return KeySpace.of(mx.concatenate(list(sets), axis=0), margin=0)
 
 
 def coordinate_lookup(support: Any, queries: Any) -> mx.array:
@@ -132,7 +134,11 @@ def sparse_quantize(
 
 
 def _batch(batch_indices: Any, n: int) -> mx.array:
-    b = batch_indices if isinstance(batch_indices, mx.array) else mx.array(np.asarray(batch_indices))
+    b = (
+        batch_indices
+        if isinstance(batch_indices, mx.array)
+        else mx.array(np.asarray(batch_indices))
+    )
     if b.dtype != mx.int32 or tuple(b.shape) != (n,):
         raise ValueError(f"batch_indices must be int32 of shape ({n},), got {b.dtype} {b.shape}")
     return b

@@ -85,14 +85,12 @@ from lattice_contract.frontend.signatures import (
 from lattice_contract.frontend.sparse_errors import (
     ARRAY_TYPES,
 )
-from lattice_contract.frontend.upstream_ops import UPSTREAM_OP_NAMES, UpstreamOps
 from lattice_contract.frontend.sparse_tensor import (
     SparseTensorBase,
 )
+from lattice_contract.frontend.upstream_ops import UPSTREAM_OP_NAMES, UpstreamOps
 
 __all__ = [
-    "UPSTREAM_OP_NAMES",
-    "UpstreamOps",
     "ARRAY_TYPES",
     "CHILD_TAPS",
     "DECLARED_LAYERS",
@@ -104,6 +102,7 @@ __all__ = [
     "REQUIRED",
     "RUNTIME_LAYER_NAMES",
     "TAP_BITS",
+    "UPSTREAM_OP_NAMES",
     "Attrs",
     "ConvParams",
     "DevoxelizeInputs",
@@ -113,6 +112,7 @@ __all__ = [
     "PointPrologue",
     "SparseTensorBase",
     "TapPairs",
+    "UpstreamOps",
     "VoxelizeInputs",
     "cached_relation",
     "canonical_order",

@@ -58,9 +58,9 @@ from mlx_lattice.nn.layers import Voxelize as Voxelize
 from mlx_lattice.nn.module import LatticeModule as LatticeModule
 from mlx_lattice.nn.module import Sequential as Sequential
 from mlx_lattice.nn.module import WeightedModule as WeightedModule
+from mlx_lattice.nn.module import map_features as map_features
 from mlx_lattice.nn.quantized import QuantizedConv3d as QuantizedConv3d
 from mlx_lattice.nn.quantized import QuantizedLinear as QuantizedLinear
-from mlx_lattice.nn.module import map_features as map_features
 
 # The names both runtimes share are listed once (lattice_contract.frontend.nn_names);
 # these are MLX's own: its module bases, the feature-row helper and mlx-lattice 0.6's

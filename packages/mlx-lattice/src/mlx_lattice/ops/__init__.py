@@ -42,7 +42,6 @@ from mlx_lattice.ops.quant import QuantizedWeight as QuantizedWeight
 from mlx_lattice.ops.quant import quantize_weight as quantize_weight
 from mlx_lattice.ops.upsample import pool_transpose3d as pool_transpose3d
 from mlx_lattice.ops.upsample import trilinear_upsample3d as trilinear_upsample3d
-
 from mlx_lattice.ops.upstream import avg_pool3d as avg_pool3d
 from mlx_lattice.ops.upstream import elu as elu
 from mlx_lattice.ops.upstream import gelu as gelu

@@ -45,7 +45,6 @@ from torch_lattice.ops.quant import dequantize as dequantize
 from torch_lattice.ops.quant import quantize_weight as quantize_weight
 from torch_lattice.ops.upsample import pool_transpose3d as pool_transpose3d
 from torch_lattice.ops.upsample import trilinear_upsample3d as trilinear_upsample3d
-
 from torch_lattice.ops.upstream import avg_pool3d as avg_pool3d
 from torch_lattice.ops.upstream import elu as elu
 from torch_lattice.ops.upstream import gelu as gelu
