@@ -10,9 +10,8 @@ exactly as a quantized :class:`~mlx_lattice.nn.Conv3d` / :class:`~mlx_lattice.nn
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Self
-
-from lattice_contract.frontend.ops import IntOrTriple
 
 from mlx_lattice import ops
 from mlx_lattice.nn.conv import Conv3d
@@ -21,6 +20,8 @@ from mlx_lattice.nn.module import Features, map_features
 from mlx_lattice.sparse import SparseTensor
 
 __all__ = ["QuantizedConv3d", "QuantizedLinear"]
+
+IntOrTriple = int | Sequence[int]
 
 
 class QuantizedConv3d(Conv3d):
