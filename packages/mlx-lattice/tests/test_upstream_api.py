@@ -7,6 +7,9 @@ coordinates would compute something else is checked to fail loudly.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import mlx.core as mx
 import mlx_lattice
 import numpy as np
@@ -230,3 +233,13 @@ def test_core_coordinate_utilities() -> None:
     assert inverse.tolist() == [0, 1, 0]
     spec = core.KernelSpec.of(3, stride=2)
     assert spec.stride == (2, 2, 2) and len(spec.offsets()) == 27
+
+
+def test_the_docs_example_for_mlx_lattice_06_code_runs() -> None:
+    docs = Path(__file__).resolve().parents[3] / "docs" / "upstream.md"
+    text = docs.read_text(encoding="utf-8")
+    section = text.split("## Python code from mlx-lattice 0.6", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert blocks, "docs/upstream.md lost its runnable example"
+    for block in blocks:
+        exec(compile(block, str(docs), "exec"), {})
