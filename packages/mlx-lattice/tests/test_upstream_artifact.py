@@ -146,6 +146,14 @@ def test_typed_program_checker_names(setup: dict[str, Any]) -> None:
     assert plan.dtype(features_label) == "f32" == typed[features_label].dtype
     with pytest.raises(PlanError, match="no value is labelled 'v999'"):
         plan.dtype("v999")
+    assert plan.primitive(plan.ops[-1].results[0]) is None  # a conv, not a primitive
+    b = MLIRModuleBuilder()
+    t = b.add_input("t", "tensor<?x3xf32>")
+    b.add_output("best", b.call(inputs=[t], callee="argmax"))
+    called = RuntimePlan.from_native(lattice_mlir.import_plan(b.build()))
+    assert called.primitive(called.ops[-1].results[0]) == "argmax"
+    with pytest.raises(PlanError, match="no value is labelled"):
+        called.primitive("nope")
 
 
 def test_keywords_bind_by_abi_name_only(setup: dict[str, Any]) -> None:

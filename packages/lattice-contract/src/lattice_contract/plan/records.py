@@ -338,6 +338,18 @@ class RuntimePlan:
             raise PlanError(f"no value is labelled {label!r} in this plan; labels are {shown}")
         return self.type_info(defined[label]).dtype
 
+    def primitive(self, label: str) -> str | None:
+        """The registered primitive that computes ``label`` (``lattice.call``'s callee), or None.
+
+        The typed-program text's ``Program.primitive?``: an op that is not a
+        call has no primitive; an unknown label is a :class:`PlanError`.
+        """
+        self.dtype(label)  # refuses an unknown label, naming the valid ones
+        for op in self.ops:
+            if label in op.results and op.definition.name == "call":
+                return str(op.attrs["callee"])
+        return None
+
     def type_info(self, type_text: str) -> ValueType:
         """Structured form of a type text used by this plan."""
         try:
