@@ -119,6 +119,11 @@ def test_torch_has_the_same_names() -> None:
     assert set(ops.EXTRA_NAMES) <= set(tops.__all__)
     x = torch.linspace(-2, 2, 12).reshape(4, 3)
     assert torch.equal(tops.relu(x), tops.activation(x, kind="relu"))
+    points = torch.rand(50, 3)
+    got = tops.voxelize(points, torch.ones(50, 2), voxel_size=0.25)
+    zeros = torch.zeros(50, dtype=torch.int32)
+    want = tops.voxelize(points, torch.ones(50, 2), zeros, voxel_size=0.25)
+    assert torch.equal(got.coords, want.coords) and torch.equal(got.feats, want.feats)
 
 
 # -- points: an inferred single batch ----------------------------------------------
