@@ -3,7 +3,7 @@
 Usage::
 
     conformance geometry-profile --weights W --input cloud.ply [--levels 8]
-                                 [--device cpu|gpu] [--runtime mlx|torch]
+                                 [--device cpu|gpu|metal] [--runtime mlx|torch]
                                  [--repeat 5] [--warmup 1] [--threads 1]
                                  [--codec context|model|off] [--report r.json]
 
@@ -238,6 +238,28 @@ def _weights_file(weights: Path) -> Path:
     return found / "weights.safetensors" if found is not None else weights
 
 
+def _metal_device(runtime: str) -> str:
+    """``--device metal``: MLX's GPU when it is Metal, else an error that says there is none.
+
+    Metal is Apple's GPU API; MLX uses it on Apple silicon.  Elsewhere (an
+    NVIDIA machine, a CPU-only install) ``metal`` is refused rather than run
+    on another device under its name.
+    """
+    if runtime != "mlx":
+        raise GeometryProfileError(
+            f"--device metal runs MLX's Metal backend, not the {runtime} runtime; use "
+            "--runtime mlx, or --device gpu / cpu"
+        )
+    import mlx.core as mx
+
+    if not mx.metal.is_available():
+        raise GeometryProfileError(
+            "--device metal needs MLX's Metal backend (Apple silicon), and this machine has "
+            "none; use --device cpu, or --device gpu where MLX has a CUDA backend"
+        )
+    return "gpu"
+
+
 class _MLXProfiler:
     """Runs the verified artifact with mlx_lattice, one program call per level."""
 
@@ -413,8 +435,10 @@ def run_profile(
         raise GeometryProfileError(f"threads must be a positive int, got {threads!r}")
     if runtime not in ("mlx", "torch"):
         raise GeometryProfileError(f"runtime must be 'mlx' or 'torch', got {runtime!r}")
-    if device not in ("cpu", "gpu"):
-        raise GeometryProfileError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    if device not in ("cpu", "gpu", "metal"):
+        raise GeometryProfileError(f"device must be 'cpu', 'gpu' or 'metal', got {device!r}")
+    if device == "metal":
+        device = _metal_device(runtime)
     if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= 16:
         raise GeometryProfileError(f"levels must be an int in [1, 16], got {levels!r}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
@@ -548,7 +572,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--weights", required=True, type=Path, help="weights.safetensors or dir")
     parser.add_argument("--input", required=True, type=Path, help="point cloud (.ply)")
     parser.add_argument("--levels", type=int, default=DEFAULT_LEVELS, help="grid depth L")
-    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "gpu", "metal"),
+        default="cpu",
+        help="metal: MLX's Metal GPU (Apple silicon), mlx-lattice 0.6's spelling",
+    )
     parser.add_argument("--runtime", choices=("mlx", "torch"), default="mlx")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before them")

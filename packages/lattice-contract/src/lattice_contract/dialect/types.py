@@ -254,6 +254,17 @@ class Rounding(SchemaEnum):
     upward = "upward"
     downward = "downward"
 
+    @classmethod
+    def _missing_(cls, value: object) -> SchemaEnum | None:
+        """Python also takes ``"nearest"``, the typed-program text's name for IEEE's default.
+
+        A Python spelling only (like a member name): MLIR text and the schema
+        digest keep the precise keyword ``nearest_even``, which is what prints.
+        """
+        if value == "nearest":
+            return cls.nearest_even
+        return super()._missing_(value)
+
 
 ENUMS: tuple[type[SchemaEnum], ...] = (
     WeightFamily,
