@@ -25,6 +25,7 @@ from lattice_contract.dialect.constants import (
     SPARSE_INPUT_ROLES,
     WEIGHT_FILE,
 )
+from lattice_contract.dialect.grid_ops import DENSE_LAYOUTS
 from lattice_contract.dialect.coord_range import (
     INT32_MAX,
     INT32_MIN,
@@ -144,6 +145,7 @@ from lattice_contract.dialect.values import (
 )
 
 __all__ = [
+    "DENSE_LAYOUTS",
     "CURRENT_IR_VERSION",
     "DIALECT",
     "DIALECT_RULES",

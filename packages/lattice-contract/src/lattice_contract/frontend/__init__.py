@@ -12,6 +12,7 @@ common.  Each runtime implements its own behaviour on top of these.
 from __future__ import annotations
 
 from lattice_contract.frontend import (
+    grid,
     nn_activations,
     nn_convs,
     nn_features,
@@ -124,6 +125,7 @@ __all__ = [
     "nn_convs",
     "nn_features",
     "nn_layers",
+    "grid",
     "occupancy",
     "op_errors",
     "ops",

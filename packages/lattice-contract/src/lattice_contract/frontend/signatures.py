@@ -63,6 +63,7 @@ from lattice_contract.frontend.ops import (
     TrilinearUpsample3dAttrs,
     VoxelizeAttrs,
 )
+from lattice_contract.frontend.grid import SparseCropAttrs, SparseToDenseAttrs
 
 __all__ = ["OLD_SPELLINGS", "SIGNATURES", "Attrs", "implement", "public_signature", "trusted"]
 
@@ -276,6 +277,14 @@ class SparseReindex(Protocol[S]):
     def __call__(self, input: S, target: S, **attrs: Unpack[SparseReindexAttrs]) -> S: ...
 
 
+class SparseCrop(Protocol[S]):
+    def __call__(self, input: S, **attrs: Unpack[SparseCropAttrs]) -> S: ...
+
+
+class SparseToDense(Protocol[S, A_out]):
+    def __call__(self, input: S, **attrs: Unpack[SparseToDenseAttrs]) -> A_out: ...
+
+
 SIGNATURES: Mapping[str, type] = {
     "activation": Activation,
     "batch_norm": BatchNorm,
@@ -301,7 +310,9 @@ SIGNATURES: Mapping[str, type] = {
     "softmax": Softmax,
     "sparse_binary": SparseBinary,
     "sparse_cat": SparseCat,
+    "sparse_crop": SparseCrop,
     "sparse_reindex": SparseReindex,
+    "sparse_to_dense": SparseToDense,
     "subm_conv3d": SubmConv3d,
     "trilinear_upsample3d": TrilinearUpsample3d,
     "voxelize": Voxelize,
