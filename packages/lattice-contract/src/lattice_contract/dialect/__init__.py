@@ -25,7 +25,6 @@ from lattice_contract.dialect.constants import (
     SPARSE_INPUT_ROLES,
     WEIGHT_FILE,
 )
-from lattice_contract.dialect.grid_ops import DENSE_LAYOUTS
 from lattice_contract.dialect.coord_range import (
     INT32_MAX,
     INT32_MIN,
@@ -52,6 +51,7 @@ from lattice_contract.dialect.geometry import (
     forward_stride,
     span_cells,
 )
+from lattice_contract.dialect.grid_ops import DENSE_LAYOUTS
 from lattice_contract.dialect.kernel import (
     OCTREE_CHILD_OFFSETS,
     Triple,
@@ -145,8 +145,8 @@ from lattice_contract.dialect.values import (
 )
 
 __all__ = [
-    "DENSE_LAYOUTS",
     "CURRENT_IR_VERSION",
+    "DENSE_LAYOUTS",
     "DIALECT",
     "DIALECT_RULES",
     "ENUMS",

@@ -28,10 +28,11 @@ DECLARED_LAYERS: dict[str, type[nn_layers.Layer]] = {
 }
 """Every public layer declared in the contract, by the name both runtimes give it."""
 
-RUNTIME_LAYER_NAMES: tuple[str, ...] = ("BatchNorm", "Sequential")
+RUNTIME_LAYER_NAMES: tuple[str, ...] = ("BatchNorm", "HeightCompression", "Sequential", "ToDense")
 """Modules both runtimes offer but write wholly themselves: torch's ``BatchNorm`` trains
 (batch statistics, running updates) where MLX's is inference-only, and each ``Sequential``
-is its library's container."""
+is its library's container; the dense hand-off (``ToDense``, ``HeightCompression``) returns a
+dense array of each runtime's own type."""
 
 NN_NAMES: tuple[str, ...] = tuple(sorted([*DECLARED_LAYERS, *RUNTIME_LAYER_NAMES]))
 """The names both runtimes' ``nn`` packages export."""

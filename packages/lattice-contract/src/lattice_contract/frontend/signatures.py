@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, Unpack
 
 import lattice_contract.frontend.ops as ops
+from lattice_contract.frontend.grid import SparseCropAttrs, SparseToDenseAttrs
 from lattice_contract.frontend.op_attrs import REQUIRED, keyword_error, normalise_attrs
 from lattice_contract.frontend.ops import (
     ActivationAttrs,
@@ -63,7 +64,6 @@ from lattice_contract.frontend.ops import (
     TrilinearUpsample3dAttrs,
     VoxelizeAttrs,
 )
-from lattice_contract.frontend.grid import SparseCropAttrs, SparseToDenseAttrs
 
 __all__ = ["OLD_SPELLINGS", "SIGNATURES", "Attrs", "implement", "public_signature", "trusted"]
 

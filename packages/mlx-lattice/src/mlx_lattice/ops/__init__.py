@@ -22,14 +22,14 @@ from mlx_lattice.ops.conv import generative_conv_transpose3d as generative_conv_
 from mlx_lattice.ops.conv import subm_conv3d as subm_conv3d
 from mlx_lattice.ops.elementwise import elementwise as elementwise
 from mlx_lattice.ops.embedding import embedding_lookup as embedding_lookup
-from mlx_lattice.ops.grid import sparse_crop as sparse_crop
-from mlx_lattice.ops.grid import sparse_to_dense as sparse_to_dense
 from mlx_lattice.ops.feature import activation as activation
 from mlx_lattice.ops.feature import batch_norm as batch_norm
 from mlx_lattice.ops.feature import layer_norm as layer_norm
 from mlx_lattice.ops.feature import linear as linear
 from mlx_lattice.ops.feature import rms_norm as rms_norm
 from mlx_lattice.ops.feature import softmax as softmax
+from mlx_lattice.ops.grid import sparse_crop as sparse_crop
+from mlx_lattice.ops.grid import sparse_to_dense as sparse_to_dense
 from mlx_lattice.ops.normalized import normalized_conv_transpose3d as normalized_conv_transpose3d
 from mlx_lattice.ops.normalized import (
     normalized_generative_conv_transpose3d as normalized_generative_conv_transpose3d,

@@ -26,7 +26,9 @@ __all__ = ["sparse_crop", "sparse_to_dense"]
 
 def _require_sparse(value: Any, op: str) -> SparseTensor:
     if not isinstance(value, SparseTensor):
-        raise TypeError(f"{op}: input must be an mlx_lattice.SparseTensor, got {type(value).__name__}")
+        raise TypeError(
+            f"{op}: input must be an mlx_lattice.SparseTensor, got {type(value).__name__}"
+        )
     return value
 
 
