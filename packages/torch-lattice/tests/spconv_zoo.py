@@ -205,7 +205,7 @@ class UNetV2(VoxelBackBone8x):
         t = conv_t(lateral)
         x = t.replace_feature(torch.cat((bottom.features, t.features), 1))
         m = conv_m(x)
-        n, c = x.features.shape
+        n, _c = x.features.shape
         reduced = x.features.view(n, m.features.shape[1], -1).sum(2)
         return conv_inv(x.replace_feature(m.features + reduced))
 
@@ -338,7 +338,7 @@ def lidar_scan(
             corners = np.array(
                 [[x, y, z] for x in (0, W - 1) for y in (0, H - 1) for z in (0, D - 1)]
             )
-            extra = np.concatenate(extra + [corners])
+            extra = np.concatenate([*extra, corners])
             centre = (extra + 0.5) * vs + np.array([x0, y0, z0])
             ijk = np.concatenate([ijk, extra])
             feat = np.concatenate(

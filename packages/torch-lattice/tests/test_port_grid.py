@@ -1,4 +1,4 @@
-"""spconv's grid bounds and dense hand-off, ported: real spconv 2.3.8 (CPU, one thread) is the oracle.
+"""spconv's grid bounds and dense hand-off, ported; real spconv 2.3.8 (CPU, 1 thread) is the oracle.
 
 The models are OpenPCDet's ``VoxelBackBone8x``, CenterPoint's
 ``VoxelResBackBone8x`` (with height compression) and PartA2's ``UNetV2``

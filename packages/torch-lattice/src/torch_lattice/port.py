@@ -439,12 +439,11 @@ class _UNetV2(torch.nn.Module):
 
 
 _BACKBONE = ("conv_input", "conv1", "conv2", "conv3", "conv4", "conv_out")
-_UNET_DECODER = tuple(
-    f"{part}{level}"
-    for level in "4321"
-    for part in ("conv_up_t", "conv_up_m", "inv_conv")
-    if not (part == "inv_conv" and level == "1")
-) + ("conv5",)
+_UNET_DECODER = (
+    *(f"conv_up_{part}{level}" for level in "4321" for part in "tm"),
+    *(f"inv_conv{level}" for level in "432"),
+    "conv5",
+)
 
 
 class _SpconvPort:

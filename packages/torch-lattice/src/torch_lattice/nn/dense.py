@@ -45,7 +45,8 @@ class ToDense(torch.nn.Module):
         )
 
     def extra_repr(self) -> str:
-        return f"spatial_shape={self.spatial_shape}, batch_size={self.batch_size}, layout={self.layout!r}"
+        grid = f"spatial_shape={self.spatial_shape}, batch_size={self.batch_size}"
+        return f"{grid}, layout={self.layout!r}"
 
 
 class HeightCompression(ToDense):
