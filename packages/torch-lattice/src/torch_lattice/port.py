@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from lattice_contract.frontend.grid import spconv_conv_out, spconv_transpose_out
+from lattice_contract.frontend import spconv_conv_out, spconv_transpose_out
 
 from torch_lattice import nn, ops
 from torch_lattice.convert.layouts import convert_kernel

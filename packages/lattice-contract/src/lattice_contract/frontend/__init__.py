@@ -35,6 +35,12 @@ from lattice_contract.frontend.float_formats import (
     cast_source_error,
     cast_target_error,
 )
+from lattice_contract.frontend.grid import (
+    check_crop_box,
+    dense_axes,
+    spconv_conv_out,
+    spconv_transpose_out,
+)
 from lattice_contract.frontend.kernel_map import (
     TapPairs,
     cached_relation,
@@ -81,6 +87,7 @@ from lattice_contract.frontend.signatures import (
     OLD_SPELLINGS,
     Attrs,
     implement,
+    trusted,
 )
 from lattice_contract.frontend.sparse_errors import (
     ARRAY_TYPES,
@@ -115,7 +122,9 @@ __all__ = [
     "canonical_order",
     "cast_source_error",
     "cast_target_error",
+    "check_crop_box",
     "check_elementwise",
+    "dense_axes",
     "feature_keyword_aliases",
     "given_features",
     "grid",
@@ -132,5 +141,8 @@ __all__ = [
     "row_order",
     "signatures",
     "sparse_errors",
+    "spconv_conv_out",
+    "spconv_transpose_out",
     "target_key",
+    "trusted",
 ]

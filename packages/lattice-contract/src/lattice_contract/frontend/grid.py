@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Required, TypedDict
 
-from lattice_contract.dialect import DENSE_LAYOUTS, Triple, as_triple, int_triple
+from lattice_contract.dialect import DENSE_LAYOUTS, Triple, as_triple, dense_layout, int_triple
 from lattice_contract.frontend.op_attrs import REQUIRED, Attr
 
 __all__ = [
@@ -39,9 +39,7 @@ def _positive_int(value: object, name: str, op: str) -> int:
 
 
 def _layout(value: object, name: str, op: str) -> str:
-    if value not in DENSE_LAYOUTS:
-        raise ValueError(f"{op}: {name} must be one of {', '.join(DENSE_LAYOUTS)}, got {value!r}")
-    return str(value)
+    return dense_layout(value, op)
 
 
 class SparseCropAttrs(TypedDict, total=False):

@@ -28,11 +28,10 @@ DECLARED_LAYERS: dict[str, type[nn_layers.Layer]] = {
 }
 """Every public layer declared in the contract, by the name both runtimes give it."""
 
-RUNTIME_LAYER_NAMES: tuple[str, ...] = ("BatchNorm", "HeightCompression", "Sequential", "ToDense")
+RUNTIME_LAYER_NAMES: tuple[str, ...] = ("BatchNorm", "Sequential")
 """Modules both runtimes offer but write wholly themselves: torch's ``BatchNorm`` trains
 (batch statistics, running updates) where MLX's is inference-only, and each ``Sequential``
-is its library's container; the dense hand-off (``ToDense``, ``HeightCompression``) returns a
-dense array of each runtime's own type."""
+is its library's container."""
 
 NN_NAMES: tuple[str, ...] = tuple(sorted([*DECLARED_LAYERS, *RUNTIME_LAYER_NAMES]))
 """The names both runtimes' ``nn`` packages export."""

@@ -16,7 +16,7 @@ import mlx.core as mx
 import numpy as np
 from lattice_contract.frontend import Attrs, implement
 from lattice_contract.frontend import signatures as sig
-from lattice_contract.frontend.grid import check_crop_box, dense_axes
+from lattice_contract.frontend import check_crop_box, dense_axes
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import SparseTensor

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from lattice_contract.frontend import Attrs, implement
 from lattice_contract.frontend import signatures as sig
-from lattice_contract.frontend.grid import check_crop_box, dense_axes
+from lattice_contract.frontend import check_crop_box, dense_axes
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import require_sparse
