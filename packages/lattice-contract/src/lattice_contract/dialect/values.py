@@ -25,9 +25,12 @@ from enum import Enum
 from typing import NamedTuple, TypeVar
 
 from lattice_contract.dialect.coord_range import INT32_MAX, INT32_MIN
-from lattice_contract.dialect.grid_ops import DENSE_LAYOUTS
 from lattice_contract.dialect.kernel import Triple, as_triple, is_int
-from lattice_contract.dialect.schema import PACKED_DTYPE_OF_BITS, PACKING_GROUP_SIZES
+from lattice_contract.dialect.schema import (
+    DENSE_LAYOUTS,
+    PACKED_DTYPE_OF_BITS,
+    PACKING_GROUP_SIZES,
+)
 
 __all__ = [
     "GROUP_SIZES",
