@@ -383,11 +383,14 @@ class _BasicBlock(_Ported):
     def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(ops.sparse_binary(out, x, op="add"))
+        result: SparseTensor = self.relu(ops.sparse_binary(out, x, op="add"))
+        return result
 
 
 class _PairSum(torch.nn.Module):
     """Sum of adjacent channel groups, ``f.view(n, c, -1).sum(2)``, as a fixed linear."""
+
+    weight: torch.Tensor
 
     def __init__(self, c_in: int, c_out: int) -> None:
         super().__init__()

@@ -281,8 +281,8 @@ class SparseCrop(Protocol[S]):
     def __call__(self, input: S, **attrs: Unpack[SparseCropAttrs]) -> S: ...
 
 
-class SparseToDense(Protocol[S, A_out]):
-    def __call__(self, input: S, **attrs: Unpack[SparseToDenseAttrs]) -> A_out: ...
+class SparseToDense(Protocol[S_in, A_out]):
+    def __call__(self, input: S_in, **attrs: Unpack[SparseToDenseAttrs]) -> A_out: ...
 
 
 SIGNATURES: Mapping[str, type] = {

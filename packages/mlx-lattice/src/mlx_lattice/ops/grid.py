@@ -14,9 +14,8 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.frontend import Attrs, implement
+from lattice_contract.frontend import Attrs, check_crop_box, dense_axes, implement
 from lattice_contract.frontend import signatures as sig
-from lattice_contract.frontend import check_crop_box, dense_axes
 
 from mlx_lattice.coords import flat_nonzero
 from mlx_lattice.sparse import SparseTensor

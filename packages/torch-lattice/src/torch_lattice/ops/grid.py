@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lattice_contract.frontend import Attrs, implement
+from lattice_contract.frontend import Attrs, check_crop_box, dense_axes, implement
 from lattice_contract.frontend import signatures as sig
-from lattice_contract.frontend import check_crop_box, dense_axes
 
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import require_sparse
