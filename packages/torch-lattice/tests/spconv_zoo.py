@@ -55,6 +55,20 @@ def post_act_block(
     return spconv.SparseSequential(conv, _bn(c_out), nn.ReLU())
 
 
+def conv_out_block(c_in: int, last_pad: Any) -> spconv.SparseSequential:
+    """OpenPCDet's ``conv_out``: (3, 1, 1) stride (2, 1, 1) down to 128 channels, BN, ReLU."""
+    conv = spconv.SparseConv3d(
+        c_in,
+        128,
+        (3, 1, 1),
+        stride=(2, 1, 1),
+        padding=last_pad,
+        bias=False,
+        indice_key="spconv_down2",
+    )
+    return spconv.SparseSequential(conv, _bn(128), nn.ReLU())
+
+
 class SparseBasicBlock(spconv.SparseModule):
     """ResNet basic block of two 3x3x3 SubM convs sharing ``indice_key``; identity skip."""
 
@@ -103,19 +117,7 @@ class VoxelBackBone8x(nn.Module):
             b(64, 64, 3, "subm4", padding=1),
             b(64, 64, 3, "subm4", padding=1),
         )
-        self.conv_out = spconv.SparseSequential(
-            spconv.SparseConv3d(
-                64,
-                128,
-                (3, 1, 1),
-                stride=(2, 1, 1),
-                padding=last_pad,
-                bias=False,
-                indice_key="spconv_down2",
-            ),
-            _bn(128),
-            nn.ReLU(),
-        )
+        self.conv_out = conv_out_block(64, last_pad)
 
     def stages(self, x: spconv.SparseConvTensor) -> dict[str, spconv.SparseConvTensor]:
         out = {}
@@ -151,19 +153,7 @@ class VoxelResBackBone8x(VoxelBackBone8x):
             r(128, 128, "res4"),
             r(128, 128, "res4"),
         )
-        self.conv_out = spconv.SparseSequential(
-            spconv.SparseConv3d(
-                128,
-                128,
-                (3, 1, 1),
-                stride=(2, 1, 1),
-                padding=last_pad,
-                bias=False,
-                indice_key="spconv_down2",
-            ),
-            _bn(128),
-            nn.ReLU(),
-        )
+        self.conv_out = conv_out_block(128, last_pad)
 
 
 class HeightCompression(nn.Module):
