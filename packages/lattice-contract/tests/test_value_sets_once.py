@@ -76,6 +76,8 @@ def _axis_by_axis(node: ast.AST) -> type[ast.operator] | None:
             and isinstance(node.elt.left, ast.Name)
             and isinstance(node.elt.right, ast.Name)
             and _mentions_stride(gen.iter)
+            # a grid's shape in cells times its stride is a physical extent, no output stride
+            and "shape" not in ast.unparse(gen.iter)
         ):
             return type(node.elt.op)
     return None
@@ -135,6 +137,7 @@ def test_the_scan_sees_a_planted_copy() -> None:
         "ok = g in GROUP_SIZES\n"
         "out = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])\n"
         "back = tuple(t // s for t, s in zip(in_stride, op_stride))\n"
+        "box = tuple(n * t for n, t in zip(grid_shape, x.stride))\n"
     )
     nodes = list(ast.walk(planted))
     assert any(_int_literal(n) == GROUP_SIZES for n in nodes)
@@ -143,3 +146,5 @@ def test_the_scan_sees_a_planted_copy() -> None:
         for n in nodes
     )
     assert {_axis_by_axis(n) for n in nodes} >= {ast.Mult, ast.FloorDiv}
+    box = next(n for n in nodes if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "box")
+    assert _axis_by_axis(box.value.args[0]) is None  # type: ignore[attr-defined]

@@ -31,10 +31,12 @@ Lattice's ``(batch, x, y, z)`` physical coordinates; it exports with
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from lattice_contract.frontend import spconv_conv_out, spconv_transpose_out
 
 from torch_lattice import nn, ops
 from torch_lattice.convert.layouts import convert_kernel
@@ -74,6 +76,14 @@ def _attr(module: torch.nn.Module, name: str, default: Any = None) -> Any:
 
 def _per_axis(t: Triple, f: Callable[[int], int]) -> Triple:
     return (f(t[0]), f(t[1]), f(t[2]))
+
+
+def _per_axis_mul(a: Triple, b: Triple) -> Triple:
+    return (a[0] * b[0], a[1] * b[1], a[2] * b[2])
+
+
+def _per_axis_div(a: Triple, b: Triple) -> Triple:
+    return (a[0] // b[0], a[1] // b[1], a[2] // b[2])
 
 
 def _reorder(t: Triple, axes: str) -> Triple:
@@ -273,7 +283,12 @@ def _children(module: torch.nn.Module, path: str) -> Iterator[tuple[str, torch.n
 
 
 def from_spconv(
-    module: torch.nn.Module, *, version: str = "2.2", axes: str = "xyz"
+    module: torch.nn.Module,
+    *,
+    version: str = "2.2",
+    axes: str = "xyz",
+    spatial_shape: Any = None,
+    batch_size: int | None = None,
 ) -> torch.nn.Module:
     """Rebuild a spconv model as torch_lattice modules with converted weights.
 
@@ -284,17 +299,166 @@ def from_spconv(
     index columns is: OpenPCDet feeds ``(batch, z, y, x)`` indices, so its
     backbones port with ``axes="zyx"`` and the ported model takes ``(batch,
     x, y, z)`` coordinates.
+
+    ``spatial_shape`` is the ``SparseConvTensor``'s grid, in spconv's index
+    order (OpenPCDet's KITTI grid is ``[41, 1600, 1408]`` with ``axes="zyx"``).
+    spconv drops every output of a strided conv, pool or transposed conv that
+    falls outside the layer's output shape; with the grid the port emits
+    ``ops.sparse_crop`` after each such layer, so the ported model keeps
+    exactly spconv's rows.  Without it no bound is emitted and the port warns:
+    rows spconv drops at the grid's faces are kept and change their
+    neighbours.  ``batch_size`` (spconv's, a static count) is needed only by
+    ``ToDense`` / ``HeightCompression``.
     """
     if sorted(axes) != ["x", "y", "z"]:
         raise PortError(f"axes must be a permutation of 'xyz', got {axes!r}")
-    return _SpconvPort(version, axes).port(module, "")
+    if spatial_shape is None:
+        warnings.warn(
+            "from_spconv without spatial_shape= cannot guarantee spconv's rows: spconv drops the "
+            "outputs of strided, pooled and transposed convs that fall outside the grid, and "
+            "the ported model keeps them; pass the SparseConvTensor's spatial_shape",
+            UserWarning,
+            stacklevel=2,
+        )
+        shape = None
+    else:
+        shape = _triple(spatial_shape)
+        if min(shape) < 1:
+            raise PortError(f"spatial_shape must be positive, got {spatial_shape!r}")
+    port = _SpconvPort(version, axes, shape, batch_size)
+    ported = port.port(module, "")
+    if shape is None:
+        return ported
+    return _GridInput(ported, _reorder(shape, axes))
+
+
+class _GridInput(torch.nn.Module):
+    """The ported model behind a check that its input lies in the declared grid."""
+
+    def __init__(self, model: torch.nn.Module, shape: Triple) -> None:
+        super().__init__()
+        self.model = model
+        self.grid = shape
+
+    def forward(self, x: SparseTensor) -> Any:
+        space = x.coords[:, 1:]
+        bound = torch.tensor(self.grid, dtype=space.dtype, device=space.device)
+        outside = ((space < 0) | (space >= bound)).any(dim=1)
+        if bool(outside.any()):
+            row = int(outside.nonzero()[0].item())
+            raise ValueError(
+                f"input row {row} at {x.coords[row].tolist()} lies outside the grid "
+                f"{self.grid} (x, y, z) the model was ported for; spconv's layers are only "
+                "defined on it"
+            )
+        return self.model(x)
+
+
+class _Bounded(_Ported):
+    """A spconv layer that drops rows, followed by its grid bound (``sparse_crop``)."""
+
+    def __init__(self, layer: torch.nn.Module, upper: Triple) -> None:
+        super().__init__()
+        self.layer = layer
+        self.upper = upper
+
+    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
+        return ops.sparse_crop(_run(self.layer, x, ctx), lower=(0, 0, 0), upper=self.upper)
+
+
+class _BasicBlock(_Ported):
+    """OpenPCDet's ``SparseBasicBlock``: ``relu(bn2(conv2(relu(bn1(conv1(x))))) + x)``."""
+
+    def __init__(
+        self,
+        conv1: torch.nn.Module,
+        bn1: torch.nn.Module,
+        conv2: torch.nn.Module,
+        bn2: torch.nn.Module,
+    ) -> None:
+        super().__init__()
+        self.conv1, self.bn1, self.conv2, self.bn2 = conv1, bn1, conv2, bn2
+        self.relu = nn.ReLU()
+
+    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        result: SparseTensor = self.relu(ops.sparse_binary(out, x, op="add"))
+        return result
+
+
+class _PairSum(torch.nn.Module):
+    """Sum of adjacent channel groups, ``f.view(n, c, -1).sum(2)``, as a fixed linear."""
+
+    weight: torch.Tensor
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        group = c_in // c_out
+        weight = torch.zeros(c_out, c_in)
+        weight[torch.arange(c_in) // group, torch.arange(c_in)] = 1.0
+        self.register_buffer("weight", weight)
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return x.with_feats(ops.linear(x.feats, self.weight))
+
+
+class _URBlock(_Ported):
+    """PartA2's UR block: ``inv(m(cat(B, t(L))) + pairsum(cat(B, t(L))))``."""
+
+    def __init__(
+        self, t: torch.nn.Module, m: torch.nn.Module, inv: torch.nn.Module, reduce: torch.nn.Module
+    ) -> None:
+        super().__init__()
+        self.t, self.m, self.inv, self.reduce = t, m, inv, reduce
+
+    def run(self, lateral: SparseTensor, bottom: SparseTensor, ctx: Context) -> SparseTensor:
+        t = _run(self.t, lateral, ctx)
+        x = ops.sparse_cat(bottom, t, join="inner")
+        merged = ops.sparse_binary(_run(self.m, x, ctx), self.reduce(x), op="add")
+        return _run(self.inv, merged, ctx)
+
+
+class _UNetV2(torch.nn.Module):
+    """PartA2's ``UNetV2``: the VoxelBackBone8x encoder, four UR decoders; ``(conv_out, up1)``."""
+
+    def __init__(self, encoder: torch.nn.ModuleDict, decoder: torch.nn.ModuleDict) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def forward(self, x: SparseTensor) -> tuple[SparseTensor, SparseTensor]:
+        ctx: Context = {}
+        out: dict[str, SparseTensor] = {}
+        for name, stage in self.encoder.items():
+            x = _run(stage, x, ctx)
+            out[name] = x
+        up = out["conv4"]
+        for level in ("4", "3", "2", "1"):
+            block = self.decoder["up" + level]
+            assert isinstance(block, _URBlock)
+            up = block.run(out["conv" + level], up, ctx)
+        return out["conv_out"], up
+
+
+_BACKBONE = ("conv_input", "conv1", "conv2", "conv3", "conv4", "conv_out")
+_UNET_DECODER = (
+    *(f"conv_up_{part}{level}" for level in "4321" for part in "tm"),
+    *(f"inv_conv{level}" for level in "432"),
+    "conv5",
+)
 
 
 class _SpconvPort:
-    def __init__(self, version: str, axes: str) -> None:
+    def __init__(
+        self, version: str, axes: str, shape: Triple | None, batch_size: int | None
+    ) -> None:
         self.version = version
         self.axes = axes
         self.keys: dict[str, dict[str, Any]] = {}
+        self.shape = shape  # spconv's grid at the current layer, source axis order
+        self.stride: Triple = (1, 1, 1)  # Lattice stride at the current layer (x, y, z)
+        self.batch_size = batch_size
 
     def port(self, module: torch.nn.Module, path: str) -> torch.nn.Module:
         name = type(module).__name__
@@ -302,21 +466,25 @@ class _SpconvPort:
         if name in ("SparseSequential", "Sequential"):
             ported = [self.port(child, p) for p, child in _children(module, path)]
             return PortedSequential(*[m for m in ported if m is not None])
-        if all(hasattr(module, a) for a in ("conv_input", "conv1", "conv2", "conv3", "conv4")):
-            chain = ["conv_input", "conv1", "conv2", "conv3", "conv4", "conv_out"]
-            parts = [
-                self.port(_attr(module, a), _join(path, a))
-                for a in chain
-                if _attr(module, a) is not None
-            ]
-            return PortedSequential(*parts)
+        if all(hasattr(module, a) for a in _BACKBONE[:5]):
+            return self._backbone(module, path, where)
+        if name == "SparseBasicBlock":
+            return self._basic_block(module, path, where)
+        if name in ("ToDense", "HeightCompression"):
+            return self._dense(name, where)
         if name in ("SubMConv3d", "SparseConv3d", "SparseConvTranspose3d", "SparseInverseConv3d"):
             return self._conv(module, name, where)
         if name == "SparseMaxPool3d":
             k, s, p, d = (
                 self._geometry(module, a) for a in ("kernel_size", "stride", "padding", "dilation")
             )
-            return nn.FullMaxPool3d(k, stride=s, padding=p, dilation=d)
+            key = _attr(module, "indice_key")
+            if key is not None:
+                self.keys[key] = {"pool": True, **self._grid()}
+            pool = self._bound(
+                nn.FullMaxPool3d(k, stride=s, padding=p, dilation=d), module, s, conv=True
+            )
+            return pool if key is None else _Keyed(pool, key)
         if name == "BatchNorm1d":
             return _batch_norm(module, where)
         activation = _activation(module)
@@ -325,8 +493,103 @@ class _SpconvPort:
         raise PortError(
             f"{where}: spconv port does not know {name}; supported are SparseSequential trees of "
             "SubMConv3d, SparseConv3d, SparseConvTranspose3d, SparseInverseConv3d, "
-            "SparseMaxPool3d, BatchNorm1d and activations, and VoxelBackBone8x-style backbones"
+            "SparseMaxPool3d, BatchNorm1d, activations, SparseBasicBlock, ToDense and "
+            "HeightCompression, and VoxelBackBone8x / VoxelResBackBone8x / UNetV2 backbones"
         )
+
+    # -- the grid -----------------------------------------------------------------
+
+    def _grid(self) -> dict[str, Any]:
+        return {"shape": self.shape, "in_stride": self.stride}
+
+    def _bound(
+        self, layer: torch.nn.Module, module: torch.nn.Module, s: Triple, *, conv: bool
+    ) -> torch.nn.Module:
+        """Advance the grid over a row-dropping layer; wrap it in its bound when known."""
+        raw = [
+            _triple(_attr(module, a, 1 if a != "padding" else 0))
+            for a in ("kernel_size", "stride", "padding", "dilation")
+        ]
+        if conv:
+            self.stride = _per_axis_mul(self.stride, s)
+        else:
+            self.stride = _per_axis_div(self.stride, s)
+        if self.shape is None:
+            return layer
+        if conv:
+            self.shape = spconv_conv_out(self.shape, raw[0], raw[1], raw[2], raw[3])
+        else:
+            out_pad = _triple(_attr(module, "output_padding", 0))
+            self.shape = spconv_transpose_out(self.shape, raw[0], raw[1], raw[2], out_pad)
+        if min(self.shape) < 1:
+            raise PortError(f"{layer}: the grid shrinks to {self.shape}; spconv refuses it too")
+        upper = tuple(
+            n * t for n, t in zip(_reorder(self.shape, self.axes), self.stride, strict=True)
+        )
+        return _Bounded(layer, (upper[0], upper[1], upper[2]))
+
+    def _dense(self, name: str, where: str) -> torch.nn.Module:
+        if self.shape is None or self.batch_size is None:
+            raise PortError(
+                f"{where}: {name} writes a dense array of spconv's grid; pass spatial_shape= and "
+                "batch_size= to from_spconv"
+            )
+        if self.axes not in ("zyx", "xyz"):
+            raise PortError(f"{where}: {name} ports with axes 'zyx' or 'xyz', got {self.axes!r}")
+        grid = _reorder(self.shape, self.axes)
+        if name == "HeightCompression":
+            if self.axes != "zyx":
+                raise PortError(f"{where}: HeightCompression folds z, so port with axes='zyx'")
+            return nn.HeightCompression(grid, self.batch_size)
+        layout = "b_c_z_y_x" if self.axes == "zyx" else "b_c_x_y_z"
+        return nn.ToDense(grid, self.batch_size, layout=layout)
+
+    # -- OpenPCDet modules -------------------------------------------------------------
+
+    def _backbone(self, module: torch.nn.Module, path: str, where: str) -> torch.nn.Module:
+        names = {n for n, _ in module.named_children()}
+        decoder = names & set(_UNET_DECODER)
+        unknown = names - set(_BACKBONE) - set(_UNET_DECODER)
+        if unknown or (decoder and decoder != set(_UNET_DECODER)):
+            extra = sorted(unknown | (decoder if decoder != set(_UNET_DECODER) else set()))
+            raise PortError(
+                f"{where}: a {type(module).__name__} with {', '.join(extra)} is neither "
+                "VoxelBackBone8x (conv_input..conv4, conv_out) nor UNetV2; its forward cannot be "
+                "known, so it is refused rather than ported as a plain chain"
+            )
+        encoder = torch.nn.ModuleDict()
+        grids: dict[str, dict[str, Any]] = {}
+        for a in _BACKBONE:
+            child = _attr(module, a)
+            if child is not None:
+                encoder[a] = self.port(child, _join(path, a))
+                grids[a] = self._grid()
+        if not decoder:
+            return PortedSequential(*encoder.values())
+        blocks = torch.nn.ModuleDict()
+        for level in "4321":
+            here = grids["conv" + level]
+            self.shape, self.stride = here["shape"], here["in_stride"]
+            t = self.port(_attr(module, "conv_up_t" + level), _join(path, "conv_up_t" + level))
+            m_src = _attr(module, "conv_up_m" + level)
+            m = self.port(m_src, _join(path, "conv_up_m" + level))
+            last = "conv5" if level == "1" else "inv_conv" + level
+            inv = self.port(_attr(module, last), _join(path, last))
+            c_in = int(_attr(m_src[0], "in_channels"))
+            c_out = int(_attr(m_src[0], "out_channels"))
+            blocks["up" + level] = _URBlock(t, m, inv, _PairSum(c_in, c_out))
+        return _UNetV2(encoder, blocks)
+
+    def _basic_block(self, module: torch.nn.Module, path: str, where: str) -> torch.nn.Module:
+        if _attr(module, "downsample") is not None:
+            raise PortError(f"{where}: SparseBasicBlock with a downsample branch does not port")
+        parts = []
+        for a in ("conv1", "bn1", "conv2", "bn2"):
+            child = _attr(module, a)
+            if child is None:
+                raise PortError(f"{where}: SparseBasicBlock without {a}")
+            parts.append(self.port(child, _join(path, a)))
+        return _BasicBlock(*parts)
 
     def _geometry(self, module: torch.nn.Module, attr: str) -> Triple:
         return _reorder(_triple(_attr(module, attr)), self.axes)
@@ -350,6 +613,13 @@ class _SpconvPort:
                     "SparseConv3d with that key to go back to"
                 )
             paired = self.keys[key]
+            if paired.get("pool"):
+                raise PortError(
+                    f"{where}: SparseInverseConv3d back through the SparseMaxPool3d of indice_key "
+                    f"{key!r} does not port: its values differ from target_conv_transpose3d onto "
+                    "the pool's input (measured 0.59 max error); key it to a SparseConv3d"
+                )
+            self.shape, self.stride = paired["shape"], paired["in_stride"]  # the key's grid
             if one:  # spconv runs a 1x1x1 inverse conv as its matmul, on its own rows
                 conv = nn.SubmConv3d(c_in, c_out, 1, bias=bias)
                 return self._load(conv, module, where, subm=True)
@@ -372,13 +642,13 @@ class _SpconvPort:
             return self._load(conv, module, where, subm=True)
         if name == "SparseConvTranspose3d":
             conv = nn.ConvTranspose3d(c_in, c_out, k, stride=s, padding=p, dilation=d, bias=bias)
-            return self._load(conv, module, where)
+            return self._bound(self._load(conv, module, where), module, s, conv=False)
         conv = nn.FullConv3d(c_in, c_out, k, stride=s, padding=p, dilation=d, bias=bias)
         loaded = self._load(conv, module, where, stride=s)
-        if key is None:
-            return loaded
-        self.keys[key] = {"stride": s, "padding": p, "dilation": d}
-        return _Keyed(loaded, key)
+        if key is not None:
+            self.keys[key] = {"stride": s, "padding": p, "dilation": d, **self._grid()}
+        bounded = self._bound(loaded, module, s, conv=True)
+        return bounded if key is None else _Keyed(bounded, key)
 
     def _load(
         self,

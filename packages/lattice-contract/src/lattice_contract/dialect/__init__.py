@@ -53,6 +53,7 @@ from lattice_contract.dialect.geometry import (
     stride_divides,
     transposed_stride,
 )
+from lattice_contract.dialect.grid_ops import DENSE_LAYOUTS
 from lattice_contract.dialect.kernel import (
     OCTREE_CHILD_OFFSETS,
     Triple,
@@ -137,6 +138,7 @@ from lattice_contract.dialect.values import (
     check_logical_shape,
     check_quant_bits,
     check_quantization,
+    dense_layout,
     int_triple,
     is_group_size,
     is_quant_bits,
@@ -152,6 +154,7 @@ from lattice_contract.dialect.values import (
 
 __all__ = [
     "CURRENT_IR_VERSION",
+    "DENSE_LAYOUTS",
     "DIALECT",
     "DIALECT_RULES",
     "ENUMS",
@@ -227,6 +230,7 @@ __all__ = [
     "check_quant_bits",
     "check_quantization",
     "coordinate_span_error",
+    "dense_layout",
     "embedding_index_error",
     "enum_synonyms",
     "forward_stride",

@@ -42,6 +42,7 @@ from lattice_contract.dialect import (
     softmax_axis,
     voxel_grid,
 )
+from lattice_contract.frontend.grid import SparseCropAttrs, SparseToDenseAttrs
 from lattice_contract.frontend.nn_args import activation_params
 from lattice_contract.frontend.op_attrs import (
     REQUIRED,
@@ -528,7 +529,9 @@ _KEYWORDS: Mapping[str, tuple[type, tuple[str, ...]]] = MappingProxyType(
         "softmax": (SoftmaxAttrs, ()),
         "sparse_binary": (SparseBinaryAttrs, ()),
         "sparse_cat": (SparseCatAttrs, ()),
+        "sparse_crop": (SparseCropAttrs, ()),
         "sparse_reindex": (SparseReindexAttrs, ()),
+        "sparse_to_dense": (SparseToDenseAttrs, ()),
         "subm_conv3d": (SubmConv3dAttrs, ()),
         "trilinear_upsample3d": (TrilinearUpsample3dAttrs, _TARGETED),
         "voxelize": (VoxelizeAttrs, ()),

@@ -23,6 +23,8 @@ from mlx_lattice.nn.conv import TargetConvTranspose3d as TargetConvTranspose3d
 from mlx_lattice.nn.conv import (
     TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
 )
+from mlx_lattice.nn.dense import HeightCompression as HeightCompression
+from mlx_lattice.nn.dense import ToDense as ToDense
 from mlx_lattice.nn.feature import BatchNorm as BatchNorm
 from mlx_lattice.nn.feature import Embedding as Embedding
 from mlx_lattice.nn.feature import LayerNorm as LayerNorm

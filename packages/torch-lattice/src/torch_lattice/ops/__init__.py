@@ -30,6 +30,8 @@ from torch_lattice.ops.feature import layer_norm as layer_norm
 from torch_lattice.ops.feature import linear as linear
 from torch_lattice.ops.feature import rms_norm as rms_norm
 from torch_lattice.ops.feature import softmax as softmax
+from torch_lattice.ops.grid import sparse_crop as sparse_crop
+from torch_lattice.ops.grid import sparse_to_dense as sparse_to_dense
 from torch_lattice.ops.normalized import normalized_conv_transpose3d as normalized_conv_transpose3d
 from torch_lattice.ops.normalized import (
     normalized_generative_conv_transpose3d as normalized_generative_conv_transpose3d,
