@@ -81,6 +81,7 @@ from lattice_contract.frontend.signatures import (
     OLD_SPELLINGS,
     Attrs,
     implement,
+    trusted,
 )
 from lattice_contract.frontend.sparse_errors import (
     ARRAY_TYPES,
@@ -133,4 +134,5 @@ __all__ = [
     "signatures",
     "sparse_errors",
     "target_key",
+    "trusted",
 ]
