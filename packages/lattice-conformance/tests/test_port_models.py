@@ -55,7 +55,7 @@ def test_ported_sparse_resunet42_exports_and_replays_on_mlx(tmp_path: Path) -> N
     ts = _layers()
     torch.manual_seed(3)
     model = ts.randomise(ts.SparseResUNet42(width=0.25), 4)
-    ported = from_torchsparse(model, version="2.1").eval()
+    ported = from_torchsparse(model, version="2.1", types=ts.TYPES).eval()
     gen = torch.Generator().manual_seed(5)
     xyz = torch.randint(0, 32, (500, 3), generator=gen)
     coords = torch.unique(torch.cat([torch.zeros(500, 1, dtype=torch.long), xyz], 1), dim=0)

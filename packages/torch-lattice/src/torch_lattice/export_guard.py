@@ -100,15 +100,20 @@ class ControlFlowGuard(TorchFunctionMode):
         if active_tracer() is None:  # inside a recorded op: the op's own business
             return func(*args, **kwargs)
         decision = _DECIDING.get(func)
-        if decision is not None and args and isinstance(args[0], torch.Tensor):
-            if self._tainted(args[0]) and not _caller_is_library():
-                raise ExportError(
-                    f"{self.tracer.where()} uses {decision} on a tensor computed from the "
-                    "model's input: a Python branch, loop or count decided by the data is "
-                    "frozen by export (the artifact would take the same path for every "
-                    "input); express it with ops (masks, sparse ops) or move it out of "
-                    "forward"
-                )
+        if (
+            decision is not None
+            and args
+            and isinstance(args[0], torch.Tensor)
+            and self._tainted(args[0])
+            and not _caller_is_library()
+        ):
+            raise ExportError(
+                f"{self.tracer.where()} uses {decision} on a tensor computed from the "
+                "model's input: a Python branch, loop or count decided by the data is "
+                "frozen by export (the artifact would take the same path for every "
+                "input); express it with ops (masks, sparse ops) or move it out of "
+                "forward"
+            )
         out = func(*args, **kwargs)
         if any(self._tainted(t) for t in _tensors((args, kwargs))):
             for t in _tensors(out):
