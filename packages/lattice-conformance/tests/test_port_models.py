@@ -24,8 +24,7 @@ from mlx_lattice import SparseTensor as MxSparse
 from mlx_lattice import canonical_order as mx_canonical_order
 from mlx_lattice.artifact import load_lattice_program
 from torch_lattice.export import save_lattice_model_artifact
-from torch_lattice.port import from_torchsparse
-from torch_lattice.port_minkowski import from_minkowski
+from torch_lattice.port import from_minkowski, from_torchsparse
 
 _TORCH_TESTS = Path(__file__).resolve().parents[2] / "torch-lattice" / "tests"
 

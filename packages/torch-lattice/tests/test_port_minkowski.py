@@ -21,8 +21,7 @@ import pytest
 import torch
 from torch_lattice import SparseTensor, canonical_order
 from torch_lattice.export import save_lattice_model_artifact
-from torch_lattice.port import PortError
-from torch_lattice.port_minkowski import from_minkowski
+from torch_lattice.port import PortError, from_minkowski
 
 
 def _cloud(seed: int, extent: int = 20, rows: int = 500) -> SparseTensor:

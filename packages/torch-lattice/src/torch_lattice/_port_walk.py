@@ -77,6 +77,8 @@ class Transparent(Ported):
     casting the wrapper moves the layer (they share the dictionaries).
     """
 
+    inner: torch.nn.Module
+
     def __init__(self, inner: torch.nn.Module) -> None:
         super().__init__()
         self.__dict__["inner"] = inner

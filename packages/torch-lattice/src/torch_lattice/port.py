@@ -73,9 +73,10 @@ from torch_lattice._port_walk import (
 )
 from torch_lattice.convert.layouts import convert_kernel
 from torch_lattice.convert.spec import ConversionError, KernelDeclaration
+from torch_lattice.port_minkowski import from_minkowski
 from torch_lattice.sparse import SparseTensor
 
-__all__ = ["PortError", "PortedSequential", "from_spconv", "from_torchsparse"]
+__all__ = ["PortError", "PortedSequential", "from_minkowski", "from_spconv", "from_torchsparse"]
 
 Triple = tuple[int, int, int]
 _Ported = Ported
@@ -283,7 +284,8 @@ class _BasicBlock(_Ported):
     def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(ops.sparse_binary(out, x, op="add"))
+        result: SparseTensor = self.relu(ops.sparse_binary(out, x, op="add"))
+        return result
 
 
 class _PairSum(torch.nn.Module):
@@ -295,6 +297,8 @@ class _PairSum(torch.nn.Module):
         weight = torch.zeros(c_out, c_in)
         weight[torch.arange(c_in) // group, torch.arange(c_in)] = 1.0
         self.register_buffer("weight", weight, persistent=False)
+
+    weight: torch.Tensor
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         return x.with_feats(ops.linear(x.feats, self.weight))

@@ -19,7 +19,7 @@ ported by themselves (write the model with ``torch_lattice.cat`` /
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -112,7 +112,8 @@ class _ResidualBlock(Ported):
         out = run(m["norm2"], run(m["conv2"], out, ctx), ctx)  # type: ignore[arg-type]
         down = m.get("downsample")
         residual = x if down is None else run(down, x, ctx)
-        return self.relu(ops.sparse_binary(out, residual, op="add"))
+        result: SparseTensor = self.relu(ops.sparse_binary(out, residual, op="add"))
+        return result
 
 
 class _MinkowskiPort:
@@ -147,10 +148,11 @@ class _MinkowskiPort:
             bn = getattr(module, "bn", None)
             if not isinstance(bn, torch.nn.BatchNorm1d):
                 raise PortError(f"{where}: MinkowskiBatchNorm without its bn (BatchNorm1d)")
-            self.walk.kind(bn, f"{path}.bn")  # hooks on the inner norm are refused too
-            return PortedSequential({"bn": _batch_norm(bn, f"{path}.bn")})
+            norm: torch.nn.BatchNorm1d = bn
+            self.walk.kind(norm, f"{path}.bn")  # hooks on the inner norm are refused too
+            return PortedSequential({"bn": _batch_norm(norm, f"{path}.bn")})
         if kind == "BatchNorm1d":
-            return _batch_norm(module, where)
+            return _batch_norm(cast(torch.nn.BatchNorm1d, module), where)
         if kind in ("MinkowskiReLU", "ReLU"):
             return nn.ReLU()
         if kind == "LeakyReLU":
@@ -200,14 +202,17 @@ class _MinkowskiPort:
             pattern=where, framework="minkowski", kernel_size=k, stride=s
         )
         try:
-            kernel, _ = convert_kernel(where, module.kernel.detach(), declaration)  # type: ignore[operator]
+            source: torch.Tensor = getattr(module, "kernel")  # noqa: B009 - untyped framework
+            kernel, _ = convert_kernel(where, source.detach(), declaration)
         except ConversionError as exc:
             raise PortError(str(exc)) from None
+        source_bias = getattr(module, "bias", None)
+        bias = None if source_bias is None else source_bias.detach().reshape(-1)  # ME: (1, C)
         with torch.no_grad():
-            conv.weight.copy_(kernel)  # type: ignore[operator]
-            source_bias = getattr(module, "bias", None)
-            if source_bias is not None:
-                conv.bias.copy_(source_bias.detach().reshape(-1))  # type: ignore[union-attr]
+            for name, value in (("weight", kernel), ("bias", bias)):
+                if value is not None:
+                    target: torch.Tensor = getattr(conv, name)
+                    target.copy_(value)
         return conv
 
 
