@@ -208,3 +208,28 @@ def test_torchsparse_sequential_subclass_with_forward_is_refused() -> None:
     model = torch.nn.Sequential(Block(ts.Conv3d(4, 4, 3)))
     with pytest.raises(PortError, match=r"^0: .*Block subclasses torch.nn.modules.container"):
         from_torchsparse(model, types=ts.TYPES)
+
+
+def test_module_paths_reach_the_graph_and_the_runtime_diagnostics(tmp_path: Any) -> None:
+    from lattice_contract.plan import import_native_plan
+    from torch_lattice.artifact import load_lattice_artifact
+    from torch_lattice.export import save_lattice_model_artifact
+
+    model = zoo.randomise(
+        spconv.SparseSequential(
+            conv_input=spconv.SparseSequential(
+                spconv.SubMConv3d(4, 8, 3, bias=False), torch.nn.BatchNorm1d(8)
+            ),
+            down=spconv.SparseConv3d(8, 8, 3, stride=2, padding=1, bias=False),
+        ),
+        seed=4,
+    )
+    ported = from_spconv(model, spatial_shape=SHAPE).eval()
+    save_lattice_model_artifact(ported, _cloud(4), tmp_path / "named.lattice")
+    graph = load_lattice_artifact(tmp_path / "named.lattice").graph
+    assert 'loc("conv_input.0")' in graph and 'loc("down")' in graph
+    plan = import_native_plan(graph)
+    located = {op.location for op in plan.ops}
+    assert {"conv_input.0", "conv_input.1", "down"} <= located
+    conv = next(op for op in plan.ops if op.name == "lattice.subm_conv3d")
+    assert conv.describe().endswith(" at conv_input.0")
