@@ -88,3 +88,56 @@ TYPES: dict[type, str] = {
     BasicBlock: "BasicBlock",
 }
 """What each stand-in class is, for ``from_minkowski(..., types=TYPES)``."""
+
+
+class MinkUNet14(torch.nn.Module):
+    """ME's ``examples/minkunet.py`` ``MinkUNet14``: BasicBlock, one block per stage.
+
+    ``PLANES = (32, 64, 128, 256, 256, 128, 96, 96)``, ``INIT_DIM = 32``, a 5-wide
+    stem, k2s2 down and transposed convs, ``ME.cat(up, skip)`` at each decoder
+    stage, a 1x1x1 classifier with bias; ``width`` scales every plane count.
+    """
+
+    PLANES = (32, 64, 128, 256, 256, 128, 96, 96)
+    INIT_DIM = 32
+
+    def __init__(self, in_channels: int, out_channels: int, width: float = 1.0) -> None:
+        super().__init__()
+        p = [max(1, int(width * c)) for c in self.PLANES]
+        init = max(1, int(width * self.INIT_DIM))
+        self.inplanes = init
+        self.conv0p1s1 = MinkowskiConvolution(in_channels, init, kernel_size=5)
+        self.bn0 = MinkowskiBatchNorm(init)
+        for i, (name, planes) in enumerate(zip(("1", "2", "3", "4"), p[:4], strict=True)):
+            setattr(
+                self,
+                f"conv{name}p{2**i}s2",
+                MinkowskiConvolution(self.inplanes, self.inplanes, 2, 2),
+            )
+            setattr(self, f"bn{name}", MinkowskiBatchNorm(self.inplanes))
+            setattr(self, f"block{name}", self._make_layer(planes))
+        skips = [p[2], p[1], p[0], init]
+        for j, (name, planes) in enumerate(zip(("4", "5", "6", "7"), p[4:], strict=True)):
+            setattr(
+                self,
+                f"convtr{name}p{2 ** (4 - j)}s2",
+                MinkowskiConvolutionTranspose(self.inplanes, planes, 2, 2),
+            )
+            setattr(self, f"bntr{name}", MinkowskiBatchNorm(planes))
+            self.inplanes = planes + skips[j]
+            setattr(self, f"block{int(name) + 1}", self._make_layer(planes))
+        self.final = MinkowskiConvolution(p[7], out_channels, kernel_size=1, bias=True)
+        self.relu = MinkowskiReLU()
+
+    def _make_layer(self, planes: int) -> torch.nn.Sequential:
+        down = None
+        if self.inplanes != planes:
+            down = torch.nn.Sequential(
+                MinkowskiConvolution(self.inplanes, planes, 1), MinkowskiBatchNorm(planes)
+            )
+        block = BasicBlock(self.inplanes, planes, downsample=down)
+        self.inplanes = planes
+        return torch.nn.Sequential(block)
+
+
+TYPES[MinkUNet14] = "MinkUNet"

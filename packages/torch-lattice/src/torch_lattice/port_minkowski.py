@@ -46,7 +46,7 @@ Triple = tuple[int, int, int]
 _SUPPORTED = (
     "nn.Sequential trees of MinkowskiConvolution, MinkowskiConvolutionTranspose, "
     "MinkowskiGenerativeConvolutionTranspose, MinkowskiBatchNorm, MinkowskiReLU, torch "
-    "BatchNorm1d / ReLU / LeakyReLU, and BasicBlock (residual add)"
+    "BatchNorm1d / ReLU / LeakyReLU, BasicBlock (residual add) and MinkUNet (examples/minkunet.py)"
 )
 _SHAREABLE = frozenset({"MinkowskiReLU", "ReLU", "LeakyReLU", "Identity", "Dropout"})
 _MINKOWSKI_EXTRA = {"MinkowskiEngine.modules.resnet_block.BasicBlock": "BasicBlock"}
@@ -116,6 +116,60 @@ class _ResidualBlock(Ported):
         return result
 
 
+class _MinkUNet(torch.nn.Module):
+    """ME's ``MinkUNet`` (``examples/minkunet.py``): its ``forward``, with the source's names.
+
+    Stem, four ``conv -> bn -> relu -> block`` encoder stages, four
+    ``convtr -> bntr -> relu -> ME.cat(up, skip) -> block`` decoder stages (the
+    transposed conv returns onto the rows the encoder held at that stride, so
+    the concatenation pairs rows one to one), then ``final``.
+    """
+
+    def __init__(self, parts: dict[str, torch.nn.Module], where: str) -> None:
+        super().__init__()
+        for name, part in parts.items():
+            self.add_module(name, part)
+        self.relu = nn.ReLU()
+
+        def find(prefix: str) -> str:
+            hits = [n for n in parts if n.startswith(prefix) and n.endswith("s2")]
+            if len(hits) != 1:
+                raise PortError(f"{where}: a MinkUNet without exactly one {prefix}*s2 layer")
+            return hits[0]
+
+        self.down = [(find(f"conv{i}p"), f"bn{i}", f"block{i}") for i in range(1, 5)]
+        self.up = [(find(f"convtr{j}p"), f"bntr{j}", f"block{j + 1}") for j in range(4, 8)]
+        needed = {"conv0p1s1", "bn0", "final"} | {n for t in self.down + self.up for n in t}
+        missing = needed - set(parts)
+        extra = set(parts) - needed
+        if missing or extra:
+            raise PortError(
+                f"{where}: a MinkUNet with {sorted(missing)} missing and {sorted(extra)} extra "
+                "children is not ME's MinkUNet; its forward cannot be known"
+            )
+
+    def _step(self, name: str, x: SparseTensor, ctx: Context) -> SparseTensor:
+        out = run(self._modules[name], x, ctx)  # type: ignore[arg-type]
+        ctx.setdefault(("stride", out.stride), out)
+        return out
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        ctx: Context = {("stride", x.stride): x}
+        out = self.relu(self._step("bn0", self._step("conv0p1s1", x, ctx), ctx))
+        skips = [out]
+        for conv, bn, block in self.down:
+            out = self.relu(self._step(bn, self._step(conv, out, ctx), ctx))
+            out = self._step(block, out, ctx)
+            skips.append(out)
+        skips.pop()  # the bottom has no skip
+        for conv, bn, block in self.up:
+            out = self.relu(self._step(bn, self._step(conv, out, ctx), ctx))
+            out = ops.sparse_cat(out, skips.pop(), join="inner")
+            out = self._step(block, out, ctx)
+        result: SparseTensor = self._step("final", out, ctx)
+        return result
+
+
 class _MinkowskiPort:
     def __init__(self, walk: Walk) -> None:
         self.walk = walk
@@ -144,6 +198,10 @@ class _MinkowskiPort:
                 raise PortError(f"{where}: BasicBlock without {', '.join(sorted(missing))}")
             parts.pop("relu", None)
             return _ResidualBlock(parts)
+        if kind == "MinkUNet":
+            parts = {n: self.port(c, p) for n, p, c in source_children(module, path)}
+            parts.pop("relu", None)
+            return _MinkUNet(parts, where)
         if kind == "MinkowskiBatchNorm":
             bn = getattr(module, "bn", None)
             if not isinstance(bn, torch.nn.BatchNorm1d):
