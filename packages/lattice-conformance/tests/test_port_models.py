@@ -105,3 +105,28 @@ def test_ported_minkowski_net_exports_and_replays_on_mlx(tmp_path: Path) -> None
         MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy()))
     )
     assert _compare(want, got) < 1e-4
+
+
+def test_ported_minkunet14_replays_on_mlx(tmp_path: Path) -> None:
+    """ME's MinkUNet14 (stand-in classes, narrowed) ported, exported, replayed on MLX."""
+    me = _layers("minkowski_layers")
+    torch.manual_seed(8)
+    ported = from_minkowski(me.MinkUNet14(4, 19, width=0.125), types=me.TYPES).eval()
+    gen = torch.Generator().manual_seed(9)
+    xyz = torch.cat(
+        [
+            torch.tensor([[0, 9, 9], [31, 9, 9], [9, 0, 9], [9, 31, 9], [9, 9, 0], [9, 9, 31]]),
+            torch.randint(0, 32, (700, 3), generator=gen),
+        ]
+    )
+    batch = torch.randint(0, 2, (len(xyz), 1), generator=gen)
+    coords = torch.unique(torch.cat([batch, xyz], 1), dim=0).to(torch.int32)
+    x = torch_lattice.SparseTensor(coords, torch.randn(len(coords), 4, generator=gen))
+    path = tmp_path / "minkunet14.lattice"
+    save_lattice_model_artifact(ported, (x,), path)
+    with torch.no_grad():
+        want = ported(x)
+    got = load_lattice_program(path)(
+        MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy()))
+    )
+    assert _compare(want, got) < 1e-4
