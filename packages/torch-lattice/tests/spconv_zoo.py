@@ -374,3 +374,13 @@ def cube_scan(
     idx = torch.from_numpy(np.concatenate(out)).to(torch.int32)
     feats = torch.from_numpy(rng.normal(0, 1, (len(idx), 4))).to(torch.float32)
     return idx, feats
+
+
+PCDET_TYPES: dict[type, str] = {
+    SparseBasicBlock: "SparseBasicBlock",
+    VoxelBackBone8x: "VoxelBackBone8x",
+    VoxelResBackBone8x: "VoxelResBackBone8x",
+    UNetV2: "UNetV2",
+    HeightCompression: "HeightCompression",
+}
+"""OpenPCDet's classes as written here, for ``from_spconv(..., types=PCDET_TYPES)``."""

@@ -64,7 +64,9 @@ def _oracle(model: torch.nn.Module, idx: torch.Tensor, feats: torch.Tensor, shap
 
 
 def _ported(model: torch.nn.Module, shape: list[int], batch: int = 2) -> torch.nn.Module:
-    return from_spconv(model, axes="zyx", spatial_shape=shape, batch_size=batch).eval()
+    return from_spconv(
+        model, axes="zyx", spatial_shape=shape, batch_size=batch, types=zoo.PCDET_TYPES
+    ).eval()
 
 
 # -- the 64^3 example of the issue: fails without the bounds -----------------------------
@@ -92,14 +94,14 @@ def test_cube_64_margin_also_needs_bounds() -> None:
 
 def test_port_without_grid_warns() -> None:
     with pytest.warns(UserWarning, match="cannot guarantee spconv's rows"):
-        from_spconv(_model("plain"), axes="zyx")
+        from_spconv(_model("plain"), axes="zyx", types=zoo.PCDET_TYPES)
 
 
 def test_extra_stage_is_refused() -> None:
     model = _model("plain")
     model.conv5 = spconv.SparseSequential(spconv.SubMConv3d(128, 128, 3, indice_key="x"))
     with pytest.raises(PortError, match="conv5"):
-        from_spconv(model, axes="zyx", spatial_shape=[64, 64, 64])
+        from_spconv(model, axes="zyx", spatial_shape=[64, 64, 64], types=zoo.PCDET_TYPES)
 
 
 def test_input_outside_grid_is_an_error() -> None:
@@ -122,6 +124,7 @@ def _bev_case(kind: str, shape: list[int], seed: int) -> None:
         axes="zyx",
         spatial_shape=shape,
         batch_size=2,
+        types=zoo.PCDET_TYPES,
     ).eval()
     backbone = _ported(model, shape)
     x = _lattice_input(idx, feats)
@@ -190,7 +193,7 @@ def test_inverse_conv_after_keyed_pool_is_refused() -> None:
         spconv.SparseInverseConv3d(8, 8, 3, indice_key="pool", bias=False),
     )
     with pytest.raises(PortError, match="SparseMaxPool3d of indice_key 'pool'"):
-        from_spconv(model, spatial_shape=[16, 16, 16])
+        from_spconv(model, spatial_shape=[16, 16, 16], types=zoo.PCDET_TYPES)
 
 
 # -- the ops themselves ----------------------------------------------------------------------

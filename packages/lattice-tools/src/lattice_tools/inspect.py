@@ -35,7 +35,7 @@ import mlx.core as mx
 from lattice_conformance.archive import FixtureArchiveError
 from lattice_contract.artifact import METADATA_KEY, QuantizationReport, format_report
 from lattice_contract.dialect import WEIGHT_FILE
-from lattice_contract.plan import RuntimePlan
+from lattice_contract.plan import RuntimePlan, locate_plan
 from lattice_contract.runtime import ResolvedWeight, compile_plan
 from mlx_lattice.artifact.backend import MLX_BACKEND, dtype_name
 from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
@@ -143,7 +143,9 @@ def collect_artifact_report(path: str, *, lattice_opt: str | None = None) -> tup
         )
         return report, 0 if status is not None else 1
     try:
-        plan = RuntimePlan.from_native(native.import_plan(artifact.graph))
+        plan = locate_plan(
+            RuntimePlan.from_native(native.import_plan(artifact.graph)), artifact.graph
+        )
     except ValueError as exc:
         report["plan_error"] = str(exc)
         return report, 1
@@ -178,6 +180,8 @@ def _collect_plan(report: Report, plan: RuntimePlan, artifact: LatticeArtifact) 
             "operands": list(op.operands),
             "attrs": {k: _jsonable(v) for k, v in op.attrs.items() if k not in _SKIP_ATTRS},
         }
+        if op.location is not None:  # the source module path the exporter recorded
+            entry["location"] = op.location
         if op.definition.name == "weight":
             bound = weights.get(op.attrs["storage_key"])
             entry["weight"] = (

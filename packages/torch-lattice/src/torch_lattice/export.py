@@ -71,6 +71,7 @@ from torch_lattice.artifact.runtime import (
     import_lattice_plan,
 )
 from torch_lattice.export_compare import DEFAULT_TOLERANCES, OutputCheck, compare_outputs
+from torch_lattice.export_guard import ControlFlowGuard
 from torch_lattice.export_trace import ExportError, GraphTracer
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.quant_report import (
@@ -282,7 +283,13 @@ def _export(
     except BuilderError as exc:
         raise ExportError(f"cannot declare the inputs: {exc}") from None
 
-    with _eval_mode(model), torch.no_grad(), tracer.hooks(model), tracing(tracer):
+    with (
+        _eval_mode(model),
+        torch.no_grad(),
+        tracer.hooks(model),
+        tracing(tracer),
+        ControlFlowGuard(tracer),
+    ):
         eager = model(*inputs)
     outputs = _as_tuple(eager, "the model's output")
     out_names = _names(output_names, len(outputs), "y", "output_names")

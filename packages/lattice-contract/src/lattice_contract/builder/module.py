@@ -115,6 +115,7 @@ class BuiltOp:
     operands: tuple[Value, ...]
     results: tuple[Value, ...]
     attrs: Mapping[str, Any]
+    location: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,22 @@ class MLIRModuleBuilder(GeneratedOps):
         self._next_conflict = 0
         self._symbols: dict[str, str] = {}
         self._storage_keys: set[str] = set()
+        self._location: str | None = None
+
+    @property
+    def location(self) -> str | None:
+        """The source location (a module path) the next ops are written with, if any."""
+        return self._location
+
+    def set_location(self, location: str | None) -> None:
+        """Write the next ops with ``loc("location")`` (None: no location).
+
+        Locations name where an op came from (``conv_input.0``); they do not
+        change what the graph computes, and every MLIR verifier accepts them.
+        """
+        if location is not None and not isinstance(location, str):
+            raise BuilderError(f"set_location: expected a str or None, got {location!r}")
+        self._location = location or None
 
     # -- module ABI ---------------------------------------------------------
 
@@ -419,8 +436,11 @@ class MLIRModuleBuilder(GeneratedOps):
         else:
             outs = result_texts[0] if len(results) == 1 else "(" + ", ".join(result_texts) + ")"
             text += " : (" + ", ".join(operand_texts) + ") -> " + outs
+        if self._location is not None:
+            text += f" loc({mlir_string(self._location)})"
         self._lines.append(text)
-        self._ops.append(BuiltOp(op, tuple(used), values, MappingProxyType(dict(call.attrs))))
+        attrs = MappingProxyType(dict(call.attrs))
+        self._ops.append(BuiltOp(op, tuple(used), values, attrs, self._location))
         return values
 
     def _unique_name(self, name: str) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from lattice_contract.plan import verify
 from lattice_contract.plan.freeze import LEGACY_LAYOUTS
+from lattice_contract.plan.locations import locate_plan, op_locations
 from lattice_contract.plan.records import (
     ENTRY_NAME,
     NO_FACTS,
@@ -75,7 +76,9 @@ __all__ = [
     "ValueType",
     "graph_status_and_plan",
     "import_native_plan",
+    "locate_plan",
     "native_module",
+    "op_locations",
     "require_native",
     "typecheck_plan",
     "verify",

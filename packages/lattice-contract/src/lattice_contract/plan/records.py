@@ -252,6 +252,8 @@ class PlanOperation:
     attrs: Mapping[str, Any]
     operand_types: tuple[str, ...]
     result_types: tuple[str, ...]
+    location: str | None = None
+    """The source module path the exporter recorded (``loc("conv_input.0")``), if any."""
 
     def operand_groups(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """Assign the operand labels to the schema's operands in declaration order.
@@ -264,8 +266,9 @@ class PlanOperation:
         return group_operands(self.definition, len(self.operands), self.operands)
 
     def describe(self) -> str:
-        """``lattice.conv3d -> v3`` style label used in diagnostics."""
-        return f"{self.name} -> {', '.join(self.results) or '(no results)'}"
+        """``lattice.conv3d -> v3`` style label used in diagnostics (``at conv1.0`` when known)."""
+        text = f"{self.name} -> {', '.join(self.results) or '(no results)'}"
+        return text if self.location is None else f"{text} at {self.location}"
 
 
 @dataclass(frozen=True)
