@@ -300,8 +300,6 @@ class _PairSum(torch.nn.Module):
         weight[torch.arange(c_in) // group, torch.arange(c_in)] = 1.0
         self.register_buffer("weight", weight, persistent=False)
 
-    weight: torch.Tensor
-
     def forward(self, x: SparseTensor) -> SparseTensor:
         return x.with_feats(ops.linear(x.feats, self.weight))
 
