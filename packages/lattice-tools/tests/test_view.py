@@ -116,8 +116,8 @@ def test_page_renders_in_headless_chromium(tmp_path: Path, archive: Path) -> Non
 
 
 def test_view_errors_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert lattice_main(["view", str(tmp_path / "absent"), "--html", str(tmp_path / "x")]) == 1
-    assert "does not exist" in capsys.readouterr().err
+    assert lattice_main(["view", str(tmp_path / "absent"), "--html", str(tmp_path / "x")]) == 2
+    assert "missing path" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
     assert lattice_main(["view", str(tmp_path)]) == 2  # --html is required
 
