@@ -410,10 +410,17 @@ def _fmt(value: float | None) -> str:
 
 
 def format_table(result: ReplayResult) -> str:
-    """A fixed-width table of every case-output plus a summary line."""
+    """A fixed-width table of every case-output plus a summary line.
+
+    The case and output columns are as wide as the longest name, so names
+    that differ only at the end (``quantized_classifier_int4`` / ``_int8``)
+    stay apart however many cases a suite has.
+    """
+    case_w = max([4, *(len(c.name) for c in result.cases)])
+    out_w = max([6, *(len(o.name) for c in result.cases for o in c.outputs)])
     header = (
-        f"{'case':<24} {'output':<8} {'rows':>7} {'coords':<8} {'abs max':>9} {'abs p99':>9} "
-        f"{'rel max':>9} {'atol':>8} {'rtol':>8} {'ms':>8}  result"
+        f"{'case':<{case_w}} {'output':<{out_w}} {'rows':>7} {'coords':<8} {'abs max':>9} "
+        f"{'abs p99':>9} {'rel max':>9} {'atol':>8} {'rtol':>8} {'ms':>8}  result"
     )
     lines = [header, "-" * len(header)]
     for case in result.cases:
@@ -421,8 +428,8 @@ def format_table(result: ReplayResult) -> str:
         verdict = "PASS" if case.passed else "FAIL"
         if not case.outputs:
             lines.append(
-                f"{case.name[:24]:<24} {'-':<8} {'-':>7} {'-':<8} {'-':>9} {'-':>9} {'-':>9} "
-                f"{case.atol:8.1e} {case.rtol:8.1e} {ms}  {verdict}"
+                f"{case.name:<{case_w}} {'-':<{out_w}} {'-':>7} {'-':<8} {'-':>9} {'-':>9} "
+                f"{'-':>9} {case.atol:8.1e} {case.rtol:8.1e} {ms}  {verdict}"
             )
         for out in case.outputs:
             coords = "-"
@@ -432,7 +439,7 @@ def format_table(result: ReplayResult) -> str:
                 rows = str(out.coordinates.expected_rows)
             abs_e, rel_e = out.abs_error, out.rel_error
             lines.append(
-                f"{case.name[:24]:<24} {out.name[:8]:<8} {rows:>7} {coords:<8} "
+                f"{case.name:<{case_w}} {out.name:<{out_w}} {rows:>7} {coords:<8} "
                 f"{_fmt(abs_e.max if abs_e else None):>9} {_fmt(abs_e.p99 if abs_e else None):>9} "
                 f"{_fmt(rel_e.max if rel_e else None):>9} {case.atol:8.1e} {case.rtol:8.1e} "
                 f"{ms}  {'PASS' if out.passed else 'FAIL'}"
