@@ -41,7 +41,7 @@ from lattice_contract.artifact import (
     QuantizationReport,
     format_report,
 )
-from lattice_contract.dialect import WEIGHT_FILE
+from lattice_contract.dialect import REFERENCE_SYSTEM, WEIGHT_FILE, outside_reference
 from lattice_contract.plan import RuntimePlan
 from lattice_contract.runtime import ResolvedWeight, compile_plan
 from mlx_lattice.artifact.backend import MLX_BACKEND, dtype_name
@@ -154,6 +154,12 @@ def collect_artifact_report(path: str, *, lattice_opt: str | None = None) -> tup
     except ValueError as exc:
         report["plan_error"] = str(exc)
         return report, 1
+    outside = outside_reference(plan.ops)
+    report["reference_dialect"] = {
+        "system": REFERENCE_SYSTEM,
+        "within": not outside,
+        "outside": outside,
+    }
     ok = _collect_plan(report, plan, artifact)
     return report, 0 if ok and status is not None else 1
 
@@ -273,6 +279,16 @@ def render_text(report: Report) -> str:
         lines.append(f"verification: INVALID ({ver['via']})")
         lines.append(_indent(ver["diagnostics"]))
         return "\n".join(lines)
+    ref = report.get("reference_dialect")
+    if ref is not None:
+        if ref["within"]:
+            lines.append(
+                f"reference dialect: within {ref['system']}'s (runs there once its digest is "
+                "substituted)"
+            )
+        else:
+            lines.append(f"reference dialect: OUTSIDE {ref['system']}'s, because of")
+            lines.extend(f"  {item}" for item in ref["outside"])
     if "plan_error" in report:
         lines.append(f"plan: INVALID\n{_indent(report['plan_error'])}")
         return "\n".join(lines)

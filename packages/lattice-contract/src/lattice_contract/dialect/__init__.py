@@ -74,6 +74,12 @@ from lattice_contract.dialect.op_base import (
 from lattice_contract.dialect.ops import (
     Conv3d,
 )
+from lattice_contract.dialect.reference import (
+    LATTICE_ONLY,
+    REFERENCE_SYSTEM,
+    LatticeOnly,
+    outside_reference,
+)
 from lattice_contract.dialect.rules import (
     DIALECT_RULES,
     RULES,
@@ -163,6 +169,7 @@ __all__ = [
     "INT32_MIN",
     "INT_DTYPES",
     "KNOWN_PRODUCER_DIGESTS",
+    "LATTICE_ONLY",
     "NORMALIZED_EPS",
     "OCTREE_CHILD_OFFSETS",
     "OUTPUT_ROLES",
@@ -171,6 +178,7 @@ __all__ = [
     "PACKING_FIELDS",
     "PACKING_GROUP_SIZES",
     "QUANT_BITS",
+    "REFERENCE_SYSTEM",
     "RULES",
     "SCHEMA",
     "SCHEMA_DIGEST",
@@ -194,6 +202,7 @@ __all__ = [
     "Int32CoordinateError",
     "Interpolation",
     "Join",
+    "LatticeOnly",
     "Op",
     "OpDef",
     "PackingBits",
@@ -242,6 +251,7 @@ __all__ = [
     "octree_child_bit",
     "octree_tap_bits",
     "output_stride",
+    "outside_reference",
     "packed_geometry",
     "positive_float",
     "positive_int",
