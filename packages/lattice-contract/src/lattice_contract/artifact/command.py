@@ -107,7 +107,7 @@ class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__()
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> object:
         return sys.stderr
 
