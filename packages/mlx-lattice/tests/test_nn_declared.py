@@ -49,7 +49,13 @@ RUNTIMES: dict[str, tuple[ModuleType, type]] = {
     "torch": (tnn, torch.nn.Module),
 }
 OWN_NAMES = {
-    "mlx": {"LatticeModule", "WeightedModule", "map_features"},
+    "mlx": {
+        "LatticeModule",
+        "QuantizedConv3d",
+        "QuantizedLinear",
+        "WeightedModule",
+        "map_features",
+    },
     "torch": {"Dropout", "SyncBatchNorm"},
 }
 

@@ -30,6 +30,10 @@ _CONFORMANCE = {
         "lattice_conformance.geometry",
         "neural bpp estimate of the fixed occupancy-hierarchy model",
     ),
+    "geometry-codec": (
+        "lattice_conformance.codec.cli",
+        "lossless voxel-cloud codec: encode a PLY to a coded file, decode it back",
+    ),
 }
 
 

@@ -509,7 +509,7 @@ class GeneratedOps:
         self,
         *,
         input: Value,
-        rounding: str | Rounding,
+        rounding: str | Rounding | None = None,
         dtype: str,
         **unexpected: Never,
     ) -> Value:

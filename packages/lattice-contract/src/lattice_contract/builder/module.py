@@ -201,7 +201,7 @@ class MLIRModuleBuilder(GeneratedOps):
 
     def add_sparse_input(
         self,
-        name: str,
+        name: str | None,
         *,
         channels: int,
         dtype: str,
@@ -212,12 +212,27 @@ class MLIRModuleBuilder(GeneratedOps):
         Adds the three consecutive entry arguments ``<name>_coords``,
         ``<name>_features`` and ``<name>_active`` (roles sparse_coords,
         sparse_features, sparse_active) and emits the ``lattice.sparse.make``
-        that records ``stride``.
+        that records ``stride``.  ``name=None`` gives the bare names
+        ``coords``, ``features``, ``active``, allowed for a module's only
+        sparse input (a second sparse input is then refused, and vice versa).
         """
         taken = {a.abi_name for a in self._args}
-        self._check_abi_name("add_sparse_input", name, taken)
-        for suffix in SPARSE_ABI_SUFFIXES:
-            self._check_abi_name("add_sparse_input", name + suffix, taken)
+        sparse_before = [a.abi_name for a in self._args if a.role == SPARSE_INPUT_ROLES[0]]
+        bare = SPARSE_ABI_SUFFIXES[0].lstrip("_")
+        if name is None or bare in sparse_before:
+            if sparse_before:
+                raise BuilderError(
+                    "add_sparse_input: the bare names coords, features, active are for a "
+                    "module's only sparse input, and this module has another; give every "
+                    "sparse input a name"
+                )
+            name = None
+        else:
+            self._check_abi_name("add_sparse_input", name, taken)
+        prefix = "" if name is None else name
+        suffixes = [s.lstrip("_") if name is None else s for s in SPARSE_ABI_SUFFIXES]
+        for suffix in suffixes:
+            self._check_abi_name("add_sparse_input", prefix + suffix, taken)
         if not isinstance(channels, int) or isinstance(channels, bool) or channels <= 0:
             raise BuilderError(
                 f"add_sparse_input: channels {channels!r} is invalid; pass a positive int"
@@ -231,8 +246,8 @@ class MLIRModuleBuilder(GeneratedOps):
         make = SCHEMA.op("sparse.make")
         before = len(self._args)
         args = [
-            self._add_arg(name + suffix, vt, role)
-            for suffix, vt, role in zip(SPARSE_ABI_SUFFIXES, types, SPARSE_INPUT_ROLES, strict=True)
+            self._add_arg(prefix + suffix, vt, role)
+            for suffix, vt, role in zip(suffixes, types, SPARSE_INPUT_ROLES, strict=True)
         ]
         kwargs: dict[str, Any] = {o.name: v for o, v in zip(make.operands, args, strict=True)}
         try:

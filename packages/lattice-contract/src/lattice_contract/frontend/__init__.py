@@ -88,6 +88,7 @@ from lattice_contract.frontend.sparse_errors import (
 from lattice_contract.frontend.sparse_tensor import (
     SparseTensorBase,
 )
+from lattice_contract.frontend.upstream_ops import UPSTREAM_OP_NAMES, UpstreamOps
 
 __all__ = [
     "ARRAY_TYPES",
@@ -101,6 +102,7 @@ __all__ = [
     "REQUIRED",
     "RUNTIME_LAYER_NAMES",
     "TAP_BITS",
+    "UPSTREAM_OP_NAMES",
     "Attrs",
     "ConvParams",
     "DevoxelizeInputs",
@@ -110,6 +112,7 @@ __all__ = [
     "PointPrologue",
     "SparseTensorBase",
     "TapPairs",
+    "UpstreamOps",
     "VoxelizeInputs",
     "cached_relation",
     "canonical_order",

@@ -195,7 +195,7 @@ class Voxelize(Protocol[S_out, A_in]):
         self,
         points: A_in,
         features: A_in,
-        batch_indices: A_in,
+        batch_indices: A_in | None = None,
         active_rows: A_in | int | None = None,
         **attrs: Unpack[VoxelizeAttrs],
     ) -> S_out: ...
@@ -206,7 +206,7 @@ class Devoxelize(Protocol[S_in, A]):
         self,
         points: A,
         voxels: S_in,
-        batch_indices: A,
+        batch_indices: A | None = None,
         point_active_rows: A | int | None = None,
         **attrs: Unpack[DevoxelizeAttrs],
     ) -> A: ...

@@ -29,6 +29,7 @@ involved and what the producer has to change.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -334,6 +335,7 @@ def _plain_type(text: Any, entry: Any) -> ValueType | None:
 
 
 _ABSENT = object()
+_DERIVE = object()
 
 
 def _freeze_types(raw: Any) -> Mapping[str, ValueType]:
@@ -428,9 +430,62 @@ def _plan(
     )
 
 
+_TENSOR_TEXT = re.compile(r"tensor<((?:(?:\?|\d+)x)*)([a-z]+\d*)>")
+_SPARSE_TEXT = re.compile(
+    rf"!{DIALECT}\.sparse_tensor<rank = 3, coord = \w+, feature = \w+, dtype = (\w+)>"
+)
+_WEIGHT_TEXT = re.compile(rf"!{DIALECT}\.weight<(\w+), (\w+)>")
+
+
+def _derived_type(text: str) -> ValueType:
+    """The record of one canonical type text, for a payload that carries no ``types`` table.
+
+    Only the three forms the native printer writes are read -- a builtin
+    ranked tensor, ``!lattice.sparse_tensor<...>`` and ``!lattice.weight<...>``
+    -- and each must match whole; anything else is refused, never guessed.
+    """
+    if (m := _TENSOR_TEXT.fullmatch(text)) is not None:
+        dims = tuple(-1 if d == "?" else int(d) for d in m.group(1).split("x")[:-1])
+        return ValueType(kind="tensor", dtype=m.group(2), shape=dims, family=None)
+    if (m := _SPARSE_TEXT.fullmatch(text)) is not None:
+        return ValueType(kind="sparse", dtype=m.group(1), shape=None, family=None)
+    if (m := _WEIGHT_TEXT.fullmatch(text)) is not None:
+        return ValueType(kind="weight", dtype=m.group(2), shape=None, family=m.group(1))
+    raise PlanError(
+        f"the plan payload has no 'types' table and type {text!r} is not a canonical tensor, "
+        f"sparse or weight type; re-import the graph with lattice_mlir.import_plan"
+    )
+
+
+def _derived_types(payload: Mapping[str, Any]) -> Mapping[str, ValueType]:
+    """``types`` for a payload of the older shape (argument, op and output type texts only)."""
+    texts: set[str] = set()
+    for key in ("args", "outputs"):
+        for item in require_list(payload[key], f"plan {key!r}"):
+            texts.add(
+                require_str(
+                    require_mapping(item, f"a plan {key!r} entry").get("type"),
+                    f"a plan {key!r} type",
+                )
+            )
+    for op in require_list(payload["ops"], "plan 'ops'"):
+        entry = require_mapping(op, "a plan op")
+        for key in ("operand_types", "result_types"):
+            for text in require_list(entry.get(key), f"a plan op's {key}"):
+                texts.add(require_str(text, f"a plan op's {key} entry"))
+    return MappingProxyType({text: _derived_type(text) for text in sorted(texts)})
+
+
 def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
-    """Check a native importer payload against the schema and freeze it (``from_native``)."""
+    """Check a native importer payload against the schema and freeze it (``from_native``).
+
+    A payload without ``types`` (the shape the artifact API text describes:
+    labels, type texts, roles) is accepted: its type records are derived from
+    the canonical type texts (:func:`_derived_type`).
+    """
     payload = require_mapping(raw, "the native plan payload")
+    if "types" not in payload:
+        payload = {**payload, "types": _DERIVE}
     missing = [k for k in _PAYLOAD_KEYS if k not in payload]
     if missing:
         raise PlanError(
@@ -441,7 +496,10 @@ def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
     if unknown:
         raise PlanError(f"the native plan payload has unknown field(s) {', '.join(unknown)}")
     version, digest, name = _check_header(payload)
-    types = _freeze_types(payload["types"])
+    if payload["types"] is _DERIVE:
+        types = _derived_types(payload)
+    else:
+        types = _freeze_types(payload["types"])
     args = freeze_arguments(payload)
 
     defined: dict[str, str] = {arg.name: arg.type for arg in args}  # label -> type text

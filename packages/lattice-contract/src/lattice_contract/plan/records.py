@@ -18,7 +18,7 @@ weight's layout, logical shape and packing) rides along in its
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -310,6 +310,45 @@ class RuntimePlan:
         from lattice_contract.plan.freeze import freeze_plan  # the freezer builds these records
 
         return freeze_plan(raw)
+
+    def check(self, implemented_primitives: Iterable[str] = ()) -> Any:
+        """Type-check the plan: the typed-program text's ``Program.check``.
+
+        The same as :func:`lattice_contract.plan.typecheck_plan`: every op's
+        element-type signature, casts, registered primitives (``lattice.call``
+        of a primitive outside ``implemented_primitives`` is an error).
+        Returns the :class:`~lattice_contract.plan.typecheck.TypedPlan`;
+        raises :class:`~lattice_contract.plan.typecheck.PlanTypeError`.
+        """
+        from lattice_contract.plan.typecheck import typecheck_plan  # typecheck reads records
+
+        return typecheck_plan(self, implemented_primitives)
+
+    def dtype(self, label: str) -> str:
+        """Element type of one value, by its label: the typed-program text's ``Program.dtype``.
+
+        Labels are the plan's SSA ids (``PlanArgument.name``, op results);
+        an unknown label is a :class:`PlanError` that names the valid ones.
+        """
+        defined = {arg.name: arg.type for arg in self.args}
+        for op in self.ops:
+            defined.update(zip(op.results, op.result_types, strict=True))
+        if label not in defined:
+            shown = ", ".join(list(defined)[:8]) + (", ..." if len(defined) > 8 else "")
+            raise PlanError(f"no value is labelled {label!r} in this plan; labels are {shown}")
+        return self.type_info(defined[label]).dtype
+
+    def primitive(self, label: str) -> str | None:
+        """The registered primitive that computes ``label`` (``lattice.call``'s callee), or None.
+
+        The typed-program text's ``Program.primitive?``: an op that is not a
+        call has no primitive; an unknown label is a :class:`PlanError`.
+        """
+        self.dtype(label)  # refuses an unknown label, naming the valid ones
+        for op in self.ops:
+            if label in op.results and op.definition.name == "call":
+                return str(op.attrs["callee"])
+        return None
 
     def type_info(self, type_text: str) -> ValueType:
         """Structured form of a type text used by this plan."""

@@ -617,4 +617,5 @@ def standard_lowerings(adapter: RuntimeAdapter) -> LoweringRegistry:
             assert entry.op is not None
             registry.artifact_lowering(op=entry.op, weights=entry.weights)(method)
     registry.check_complete()
+    registry.mark_standard()
     return registry
