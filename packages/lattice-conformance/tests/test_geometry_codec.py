@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lattice_conformance.cli import conformance_main
 from lattice_conformance.codec import (
     CodecFormatError,
     NeuralModel,
@@ -15,7 +16,6 @@ from lattice_conformance.codec import (
     read_header,
 )
 from lattice_conformance.codec.baselines import baselines
-from lattice_conformance.cli import conformance_main
 from lattice_conformance.codec.cli import main as codec_main
 from lattice_conformance.ply import read_ply, write_ply
 
