@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lattice_conformance.cli import conformance_main
 from lattice_conformance.codec import (
     CodecFormatError,
     NeuralModel,
@@ -224,7 +225,9 @@ def test_cli_round_trip_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "xz -9e" in capsys.readouterr().out and report.is_file()
     assert codec_main(["decode", "--input", str(coded), "--output", str(back)]) == 0
     assert _same(read_ply(back).astype(np.int64), vox)
-    assert codec_main(["decode", "--input", str(ply), "--output", str(tmp_path / "x.ply")]) == 2
+    # Through the conformance command, which routes the log to stderr (as the console does).
+    bad = ["geometry-codec", "decode", "--input", str(ply), "--output", str(tmp_path / "x.ply")]
+    assert conformance_main(bad) == 2
     assert "magic" in capsys.readouterr().err
     assert not (tmp_path / "x.ply").exists()
     missing = ["encode", "--input", str(tmp_path / "nope.ply"), "--output", str(coded)]

@@ -97,10 +97,10 @@ def test_invalid_graph_and_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "verification: INVALID (lattice_mlir)" in out and "linear2" in out
     (path / "manifest.json").write_text("{}")
-    assert main([str(path)]) == 1
+    assert main([str(path)]) == 2  # not a readable bundle: an input error
     assert "legacy JSON manifest" in capsys.readouterr().out
-    assert main([str(tmp_path / "absent")]) == 1
-    assert "does not exist" in capsys.readouterr().out
+    assert main([str(tmp_path / "absent")]) == 2
+    assert "missing path" in capsys.readouterr().out
 
 
 def test_usage(capsys: pytest.CaptureFixture[str]) -> None:
@@ -134,5 +134,5 @@ def test_json_has_the_same_facts_as_the_text(
     assert report["unreferenced"] == ["stale"]
     assert report["compile_mlx"] == {"ok": True, "error": None}
     assert report["quantization_report"] is None  # written by hand, not by the exporter
-    assert main([str(tmp_path / "absent"), "--json"]) == 1
-    assert "does not exist" in json.loads(capsys.readouterr().out)["error"]
+    assert main([str(tmp_path / "absent"), "--json"]) == 2
+    assert "missing path" in json.loads(capsys.readouterr().out)["error"]
