@@ -34,7 +34,14 @@ def test_every_extra_names_a_real_op_and_value() -> None:
     assert "trilinear" in {v.value for v in Interpolation}
     # The SPEC's added ops are all listed.
     ops = {e.op for e in LATTICE_ONLY if e.kind == "op"}
-    assert {"lattice.cast", "lattice.call", "lattice.full_conv3d", "lattice.full_pool3d"} <= ops
+    assert {
+        "lattice.cast",
+        "lattice.call",
+        "lattice.full_conv3d",
+        "lattice.full_pool3d",
+        "lattice.sparse.crop",
+        "lattice.sparse.to_dense",
+    } <= ops
 
 
 def test_docs_table_is_the_list() -> None:

@@ -121,6 +121,20 @@ LATTICE_ONLY: tuple[LatticeOnly, ...] = (
         _always,
     ),
     LatticeOnly(
+        "op",
+        "lattice.sparse.crop",
+        "the op",
+        "no substitute: the reference dialect has no grid bounds (spconv's dropped rows)",
+        _always,
+    ),
+    LatticeOnly(
+        "op",
+        "lattice.sparse.to_dense",
+        "the op",
+        "no substitute: the reference dialect has no dense hand-off (return the sparse value)",
+        _always,
+    ),
+    LatticeOnly(
         "element type",
         "lattice.voxelize",
         "f16/bf16 features",
