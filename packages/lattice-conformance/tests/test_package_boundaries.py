@@ -30,6 +30,7 @@ ALLOWED: dict[str, tuple[set[str], set[str] | None]] = {
     "mlx-lattice": ({"latticekit-contract", "latticekit-mlir"}, {"mlx", "safetensors", "numpy"}),
     "torch-lattice": ({"latticekit-contract", "latticekit-mlir"}, {"torch", "safetensors"}),
     "lattice-conformance": (_PROJECT, None),
+    "lattice-tools": (_PROJECT | {"latticekit-conformance"}, None),
 }
 """Keyed by the folder under packages/; the sets hold distribution names."""
 
@@ -52,7 +53,7 @@ def _declared(dist: str) -> set[str]:
 def test_declared_dependencies_follow_the_arrows(dist: str) -> None:
     project_ok, third_party_ok = ALLOWED[dist]
     declared = _declared(dist)
-    project = declared & (_PROJECT | {"latticekit-conformance"})
+    project = declared & (_PROJECT | {"latticekit-conformance", "latticekit-tools"})
     assert project <= project_ok, f"{dist} declares project dependencies {project - project_ok}"
     if third_party_ok is not None:
         other = declared - project
@@ -96,3 +97,11 @@ def test_lattice_contract_imports_only_the_standard_library() -> None:
         and not name.startswith("_")
     }
     assert not foreign, f"lattice_contract pulled in {sorted(foreign)}"
+
+
+def test_lattice_conformance_never_imports_the_tools() -> None:
+    # The tools (the ``lattice`` command) are the top layer: conformance must
+    # stay installable and importable without them.
+    imported = _imported_after_walking("lattice_conformance")
+    assert "lattice_conformance" in imported
+    assert "lattice_tools" not in imported

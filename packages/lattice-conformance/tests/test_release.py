@@ -3,7 +3,7 @@
 Upstream publishes ``mlx-lattice``, ``torch-lattice`` and ``lattice-contract``
 on PyPI.  Had we kept those names, pip would have resolved a newer upstream
 release in place of ours; these tests pin what prevents it: every
-distribution has the ``latticekit-`` prefix, all five carry one version, each
+distribution has the ``latticekit-`` prefix, all six carry one version, each
 sibling requirement is ``==`` that version, and the packages and commands
 report the version that pip installed.
 """
@@ -25,6 +25,7 @@ FOLDERS = (
     "mlx-lattice",
     "torch-lattice",
     "lattice-conformance",
+    "lattice-tools",
 )
 
 
@@ -48,7 +49,7 @@ def test_names_are_ours_and_versions_agree() -> None:
     assert all(n.startswith("latticekit-") for n in names)
     assert not names & {"mlx-lattice", "torch-lattice", "lattice-contract", "lattice-mlir"}
     versions = {str(p["version"]) for p in projects.values()}
-    assert len(versions) == 1, f"the five distributions disagree on their version: {versions}"
+    assert len(versions) == 1, f"the six distributions disagree on their version: {versions}"
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
@@ -95,7 +96,7 @@ def test_dunder_version_is_the_installed_one(package: str) -> None:
 @pytest.mark.parametrize(
     ("entry", "prog"),
     [
-        ("lattice_conformance.cli:lattice_main", "lattice"),
+        ("lattice_tools.cli:lattice_main", "lattice"),
         ("lattice_conformance.cli:conformance_main", "conformance"),
         ("torch_lattice.convert:main", "convert-checkpoint"),
     ],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from lattice_contract import SCHEMA
 from lattice_contract.builder import BuilderError, GeneratedOps, MLIRModuleBuilder
-from lattice_contract.codegen import TARGET, render_methods
+from lattice_contract.codegen.builder_methods import TARGET, render_methods
 from lattice_contract.testing import flagged_lines
 
 

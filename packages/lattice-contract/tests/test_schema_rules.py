@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from lattice_contract import SCHEMA, SCHEMA_DIGEST
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value
-from lattice_contract.codegen import render_all
+from lattice_contract.codegen.tablegen import render_all
 from lattice_contract.dialect import (
     DIALECT_RULES,
     INT32_MAX,

@@ -15,12 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lattice_contract.codegen.tablegen as tablegen
 import pytest
 from lattice_contract import SCHEMA, SCHEMA_DIGEST
-from lattice_contract.codegen import tablegen
 from lattice_contract.dialect import AttrKind
 
-CONTRACT_SRC = Path(tablegen.__file__).resolve().parents[1]
+CONTRACT_SRC = Path(tablegen.__file__).resolve().parents[2]
 
 
 def test_td_declares_every_op_enum_and_type() -> None:

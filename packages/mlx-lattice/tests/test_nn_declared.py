@@ -1,21 +1,27 @@
-"""Both runtimes' nn modules from the one declaration in lattice_contract.nn_*.
+"""Both runtimes' nn modules from the one declaration in lattice_contract.frontend.nn_*.
 
 Every layer declared in the contract must appear in both runtimes as a real
 module class of that runtime (``mlx.nn.Module`` / ``torch.nn.Module``) built
 on the declaration, with the same docstring, constructor, repr and error
 words; each runtime exports exactly the contract's name list plus its own
-few; and a declared layer computes on MLX what it computes on torch.
+few; each runtime class computes in its own file, calling its own
+functional op (the contract holds no forward); and a declared layer
+computes on MLX what it computes on torch.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
+import pkgutil
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import lattice_contract.frontend
 import mlx.core as mx
 import mlx_lattice
 import numpy as np
@@ -281,6 +287,56 @@ def test_declared_layers_are_layers_only_through_a_runtime_base() -> None:
     declared: Any = DECLARED_LAYERS["MaxPool3d"]
     layer = declared(2)
     assert isinstance(layer, Layer) and not hasattr(layer, "_ops")
+
+
+# The method each runtime's module base runs when a module is called.
+CALL_METHOD = {"mlx": "__call__", "torch": "forward"}
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("name", sorted(DECLARED_LAYERS))
+def test_each_runtime_layer_computes_in_its_own_file(runtime: str, name: str) -> None:
+    """A reader of ``<runtime>/nn/<file>.py`` sees the layer's op call, in that file.
+
+    The class that gives the module its forward (MLX: ``__call__``) is defined
+    in the same runtime module as the layer's class, never in the contract,
+    and its body calls the runtime's functional op that the declaration names.
+    """
+    module, _ = RUNTIMES[runtime]
+    cls = getattr(module, name)
+    method = CALL_METHOD[runtime]
+    owner = next(c for c in cls.__mro__ if method in vars(c))
+    assert owner.__module__ == cls.__module__, (name, owner)
+    assert cls.__module__.startswith(f"{module.__name__}."), cls.__module__
+    source = inspect.getsource(vars(owner)[method])
+    assert re.search(rf"\bops\.{DECLARED_LAYERS[name].functional_op}\b", source), source
+    assert "_ops" not in source
+
+
+def _frontend_classes() -> list[type]:
+    found = []
+    package = lattice_contract.frontend
+    for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+        loaded = importlib.import_module(info.name)
+        found += [
+            value
+            for value in vars(loaded).values()
+            if inspect.isclass(value) and value.__module__ == info.name
+        ]
+    return found
+
+
+def test_the_contract_injects_no_ops_and_its_layers_have_no_forward() -> None:
+    """Shared as data and constructors: no layer computes, nothing calls back via ``_ops``."""
+    classes = _frontend_classes()
+    assert set(DECLARED_LAYERS.values()) <= set(classes)
+    for cls in classes:
+        for method in ("forward", "__call__"):
+            if method not in vars(cls):
+                continue
+            assert not issubclass(cls, Layer), f"{cls.__qualname__}.{method} in the contract"
+            assert "_ops" not in inspect.getsource(vars(cls)[method]), cls
+        assert "_ops" not in vars(cls), cls
 
 
 def test_mlx_parameter_handling_sees_through_the_declared_layers(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Point-cloud readers against files written independently of them.
 
 PLY files are written here byte by byte with ``struct`` (ASCII, binary
-little- and big-endian, with colours and a face element) and cross-checked
-with the conformance package's PLY reader; ``.npy`` files are written by
+little- and big-endian, with colours and a face element); this is the
+project's one PLY reader (``lattice_conformance.ply`` reads positions through
+it, and its tests feed it files that ``plyfile`` wrote); ``.npy`` files are written by
 NumPy; SemanticKITTI scans by ``ndarray.tofile`` and read back by
 ``np.fromfile``, so neither side of a round trip is only our own code.
 """
@@ -15,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from lattice_conformance.ply import read_ply as conformance_read_ply
 from torch_lattice.data import (
     SemanticKITTIScans,
     VoxelizedDataset,
@@ -75,11 +75,26 @@ def test_ply_vertex_properties(tmp_path: Path, fmt: str) -> None:
     assert got.dtype == torch.float32 and np.array_equal(got.numpy(), XYZ)
     assert props["red"].dtype == torch.uint8
     assert props["label"].tolist() == LABEL.tolist()  # unsigned 16-bit kept exact
-    np.testing.assert_array_equal(got.numpy(), conformance_read_ply(path).astype(np.float32))
     cloud = read_point_cloud(path)
     assert np.array_equal(cloud.points.numpy(), XYZ)
     assert cloud.labels is not None and cloud.labels.tolist() == LABEL.tolist()
     assert cloud.features is not None and cloud.features.tolist() == RGB.astype(float).tolist()
+
+
+@pytest.mark.parametrize("fmt", ["ascii", "binary_little_endian", "binary_big_endian"])
+def test_ply_with_no_vertices_reads_as_empty_columns(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "empty.ply"
+    header = f"ply\nformat {fmt} 1.0\nelement vertex 0\nproperty float x\nproperty float y\n"
+    path.write_bytes((header + "property float z\nproperty uchar red\nend_header\n").encode())
+    props = read_ply(path)
+    assert {name: tuple(t.shape) for name, t in props.items()} == {
+        "x": (0,),
+        "y": (0,),
+        "z": (0,),
+        "red": (0,),
+    }
+    assert props["x"].dtype == torch.float32 and props["red"].dtype == torch.uint8
+    assert read_point_cloud(path).points.shape == (0, 3)
 
 
 def test_ply_errors_name_the_problem(tmp_path: Path) -> None:

@@ -1,30 +1,22 @@
-"""The ``lattice`` and ``conformance`` command lines.
+"""The ``conformance`` command line, and the dispatcher the project's commands share.
 
 Each subcommand lives in its own module and exposes ``main(argv) -> int``;
 this file only dispatches, so subcommands import their heavy dependencies
-(MLX, torch) lazily and ``--help`` stays fast.
+(MLX, torch) lazily and ``--help`` stays fast.  The ``lattice`` command
+(``demo``, ``inspect``, ``migrate``, ``view``) is :mod:`lattice_tools.cli`'s,
+built on the same :func:`dispatch`.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from lattice_contract.artifact import version_report
 
-_LATTICE = {
-    "demo": ("lattice_conformance.demo", "export, verify, run and replay the shipped example"),
-    "inspect": (
-        "lattice_conformance.inspect_cmd",
-        "print an artifact's (or fixture archive's) ABI, ops and weights",
-    ),
-    "migrate": (
-        "lattice_conformance.migrate",
-        "migrate a known producer's bundle, fixture tree or graph.mlir (once, explicitly)",
-    ),
-    "view": ("lattice_conformance.view", "write an HTML page drawing an artifact's graph"),
-}
+__all__ = ["conformance_main", "dispatch"]
+
 _CONFORMANCE = {
     "replay": ("lattice_conformance.replay", "replay a fixture archive on MLX"),
     "geometry-profile": (
@@ -34,7 +26,14 @@ _CONFORMANCE = {
 }
 
 
-def _dispatch(prog: str, table: dict[str, tuple[str, str]], argv: Sequence[str] | None) -> int:
+def dispatch(prog: str, table: Mapping[str, tuple[str, str]], argv: Sequence[str] | None) -> int:
+    """Run ``prog``'s subcommand named by ``argv[0]``: ``table`` maps it to (module, help).
+
+    ``--version`` prints every installed Lattice distribution's version; no
+    argument, ``-h``/``--help`` or an unknown command prints the command list
+    (exit status 0 for a help request, 2 otherwise).  The subcommand's module
+    is imported only when it runs.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--version"]:
         print(version_report(prog))
@@ -55,11 +54,6 @@ def _dispatch(prog: str, table: dict[str, tuple[str, str]], argv: Sequence[str] 
     return result
 
 
-def lattice_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lattice``."""
-    return _dispatch("lattice", _LATTICE, argv)
-
-
 def conformance_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``conformance``."""
-    return _dispatch("conformance", _CONFORMANCE, argv)
+    return dispatch("conformance", _CONFORMANCE, argv)

@@ -1,10 +1,12 @@
-"""Point clouds in PLY files: read positions (ASCII or binary), write them back.
+"""Point clouds in PLY files: positions as a NumPy array, and a writer.
 
 Only what a geometry runner needs: the ``x``, ``y``, ``z`` properties of the
-``vertex`` element, as a float64 ``(P, 3)`` NumPy array.  Parsing is
-``plyfile``'s (ASCII, binary little endian and binary big endian, any numeric
-property type); this module adds the checks that turn a wrong file into a
-message naming the problem, and a writer for the clouds the examples ship.
+``vertex`` element, as a float64 ``(P, 3)`` NumPy array.  Parsing is the
+project's one PLY reader, :func:`torch_lattice.data.read_ply` (ASCII, binary
+little and big endian, every scalar property type, its bounds on declared
+counts against the file's size); this module turns its ``ValueError`` into
+:class:`PlyFormatError` and checks that the positions are there.  Writing is
+``plyfile``'s, for the clouds the examples ship.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import torch
 from lattice_contract.artifact import atomic_write_file
-from plyfile import PlyData, PlyElement, PlyParseError
+from plyfile import PlyData, PlyElement
+from torch_lattice.data import read_ply as read_ply_properties
 
 __all__ = ["PlyFormatError", "read_ply", "write_ply"]
 
@@ -30,35 +34,26 @@ def read_ply(path: str | os.PathLike[str]) -> np.ndarray:
     """The vertex positions of a PLY file: float64 ``(P, 3)`` in file order.
 
     Raises :class:`FileNotFoundError` for a missing file and
-    :class:`PlyFormatError` when the file is not PLY, has no ``vertex``
-    element, or lacks one of ``x``, ``y``, ``z``.  Other vertex properties
-    (colours, normals) are ignored.
+    :class:`PlyFormatError` when the file is not PLY, is truncated, has no
+    ``vertex`` element, or lacks one of ``x``, ``y``, ``z``.  Other vertex
+    properties (colours, normals) and elements after ``vertex`` (faces) are
+    ignored.
     """
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"PLY file {str(file)!r} does not exist")
     try:
-        data = PlyData.read(str(file))
-    except PlyParseError as exc:
-        raise PlyFormatError(f"{file}: not a readable PLY file ({exc})") from None
-    except (ValueError, EOFError, UnicodeDecodeError) as exc:
-        raise PlyFormatError(f"{file}: not a readable PLY file ({exc})") from None
-    names = [element.name for element in data.elements]
-    if "vertex" not in names:
-        raise PlyFormatError(
-            f"{file}: no 'vertex' element (elements: {names or 'none'}); a point cloud stores "
-            "its points as vertices with x, y, z properties"
-        )
-    vertex = data["vertex"]
-    props = [p.name for p in vertex.properties]
+        props = read_ply_properties(file)
+    except ValueError as exc:
+        why = str(exc).removeprefix(f"{file}: ")  # the reader names the file too
+        raise PlyFormatError(f"{file}: not a readable PLY file ({why})") from None
     missing = [axis for axis in ("x", "y", "z") if axis not in props]
     if missing:
         raise PlyFormatError(
-            f"{file}: the vertex element lacks {', '.join(missing)} (properties: {props}); "
+            f"{file}: the vertex element lacks {', '.join(missing)} (properties: {list(props)}); "
             "positions must be the x, y and z properties"
         )
-    columns = [np.asarray(vertex[axis], dtype=np.float64) for axis in ("x", "y", "z")]
-    return np.stack(columns, axis=1) if columns[0].size else np.zeros((0, 3))
+    return torch.stack([props[axis].to(torch.float64) for axis in ("x", "y", "z")], dim=1).numpy()
 
 
 def write_ply(

@@ -1,9 +1,24 @@
 """lattice_contract: the one definition of the lattice dialect and its artifact rules.
 
 Standard library only.  Backends import from here; this package imports no
-backend.
+backend.  It is a stack of subpackages, each importing only those below it
+(docs/architecture.md; import-linter checks it):
+
+* ``codegen``: the build-time generators (TableGen, C++ tables, builder methods);
+* ``runtime``: running a verified plan on a backend (lowerings, execution);
+* ``frontend``: what the runtimes' user APIs share (op and layer declarations,
+  sparse-value rules);
+* ``builder``: the textual MLIR builder;
+* ``plan``: the frozen execution plan and native verification;
+* ``artifact``: bundle layout, weight-file header, atomic writes;
+* ``dialect``: the schema, its rules and the value sets.
+
+Each subpackage's ``__init__`` is its face; the names below are the everyday
+few.  The flat module paths of 0.2 (``lattice_contract.schema``, ...) still
+import, with a DeprecationWarning naming the new path.
 """
 
+from lattice_contract import _moved
 from lattice_contract.artifact import __version__
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value, ValueType
 from lattice_contract.dialect import (
@@ -25,6 +40,8 @@ from lattice_contract.dialect import (
     tap_index,
     tap_offsets,
 )
+
+_moved.install()
 
 __all__ = [
     "CURRENT_IR_VERSION",

@@ -58,6 +58,7 @@ from typing import Any
 import torch
 from lattice_contract.artifact import METADATA_KEY, QuantizationReport
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, tensor_type
+from lattice_contract.dialect import check_quantization
 
 from torch_lattice._progress import StageBar
 from torch_lattice._trace import tracing
@@ -73,7 +74,7 @@ from torch_lattice.export_compare import DEFAULT_TOLERANCES, OutputCheck, compar
 from torch_lattice.export_trace import ExportError, GraphTracer
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.quant_report import (
-    GROUP_SIZES,
+    MAPPING_FORM,
     expand_quantize,
     measure_quantization,
     warn_dense_weights,
@@ -137,15 +138,13 @@ def _check_quantize(quantize: Mapping[str, Any] | None) -> dict[str, int] | None
         return None
     if not isinstance(quantize, Mapping) or set(quantize) != {"bits", "group_size"}:
         raise ExportError(
-            'quantize must be "int8", "int4" or a mapping {"bits": 4|8, "group_size": '
-            f"32|64|128}}, got {quantize!r}"
+            f'quantize must be "int8", "int4" or a mapping {MAPPING_FORM}, got {quantize!r}'
         )
-    bits, group = quantize["bits"], quantize["group_size"]
-    if bits not in (4, 8) or isinstance(bits, bool):
-        raise ExportError(f"quantize bits must be 4 or 8, got {bits!r}")
-    if group not in GROUP_SIZES or isinstance(group, bool):
-        raise ExportError(f"quantize group_size must be 32, 64 or 128, got {group!r}")
-    return {"bits": int(bits), "group_size": int(group)}
+    try:
+        bits, group = check_quantization(quantize["bits"], quantize["group_size"])
+    except ValueError as exc:
+        raise ExportError(f"quantize {exc}") from None
+    return {"bits": bits, "group_size": group}
 
 
 @contextmanager

@@ -23,13 +23,14 @@ from lattice_contract.artifact import (
     OutputError,
     QuantizationReport,
 )
+from lattice_contract.dialect import GROUP_SIZES, QUANT_BITS
 
 from torch_lattice.coords import canonical_order
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.sparse import SparseTensor
 
 __all__ = [
-    "GROUP_SIZES",
+    "MAPPING_FORM",
     "SHORTHANDS",
     "DenseWeightWarning",
     "expand_quantize",
@@ -45,6 +46,12 @@ SHORTHANDS: Mapping[str, Mapping[str, int]] = {
 sparse CNNs have narrow layers (32-96 channels) that a group of 64 or 128 would leave dense."""
 
 
+MAPPING_FORM = (
+    f'{{"bits": {"|".join(map(str, QUANT_BITS))}, "group_size": {"|".join(map(str, GROUP_SIZES))}}}'
+)
+"""How an error spells the mapping form of ``quantize`` (the dialect's value sets)."""
+
+
 class DenseWeightWarning(UserWarning):
     """A conv/linear weight stays dense in a quantized export (the message says why)."""
 
@@ -55,14 +62,10 @@ def expand_quantize(quantize: Mapping[str, int] | str | None) -> Mapping[str, An
         if quantize not in SHORTHANDS:
             raise ValueError(
                 f"quantize={quantize!r} is not a known shorthand; use one of "
-                f'{sorted(SHORTHANDS)} or {{"bits": 4|8, "group_size": 32|64|128}}'
+                f"{sorted(SHORTHANDS)} or {MAPPING_FORM}"
             )
         return SHORTHANDS[quantize]
     return quantize
-
-
-GROUP_SIZES = (32, 64, 128)
-"""Group sizes MLX's quantized kernels support (and so the exporter accepts)."""
 
 
 def _dense_reason(tensor: torch.Tensor, group_size: int) -> str:

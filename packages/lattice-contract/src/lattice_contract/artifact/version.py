@@ -15,8 +15,9 @@ DISTRIBUTIONS: dict[str, str] = {
     "mlx_lattice": "latticekit-mlx",
     "torch_lattice": "latticekit-torch",
     "lattice_conformance": "latticekit-conformance",
+    "lattice_tools": "latticekit-tools",
 }
-"""Import name -> distribution name of the five Lattice packages."""
+"""Import name -> distribution name of the six Lattice packages."""
 
 UNKNOWN = "0+unknown"
 """The version of a package imported from a source tree that pip never installed."""

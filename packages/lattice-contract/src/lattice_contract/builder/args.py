@@ -23,9 +23,8 @@ from lattice_contract.builder.text import (
 )
 from lattice_contract.dialect import (
     FLOAT_DTYPES,
-    INT32_MAX,
+    GROUP_SIZES,
     PACKING_FIELDS,
-    PACKING_GROUP_SIZES,
     AttrKind,
     AttrSpec,
     OpDef,
@@ -35,7 +34,9 @@ from lattice_contract.dialect import (
     TypeKind,
     WeightLayout,
     as_triple,
+    is_group_size,
     layout_family,
+    triple_violation,
 )
 
 # Keyword defaults for attributes users expect to omit.  Each must name an
@@ -142,10 +143,12 @@ def _normalize_attr(op: OpDef, name: str, spec: AttrSpec, raw: object) -> Any:
             value = as_triple(raw, name)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             fail(f"is {raw!r}", "pass an int or a sequence of three ints", "attr.triple")
-        if spec.minimum is not None and min(value) < spec.minimum:
-            fail(f"is {raw!r}", f"every component must be >= {spec.minimum}", "attr.minimum")
-        if max(value) > INT32_MAX:
-            fail(f"is {raw!r}", f"a component is above {INT32_MAX}", "geometry.int32")
+        minimum = None if spec.minimum is None else int(spec.minimum)
+        broken = triple_violation(value, minimum)
+        if broken == "attr.minimum":
+            fail(f"is {raw!r}", f"every component must be >= {spec.minimum}", broken)
+        if broken is not None:
+            fail(f"is {raw!r}", "a component is outside int32 (the coordinates' range)", broken)
         return value
     if kind is AttrKind.f64_triple:
         items = (raw, raw, raw) if isinstance(raw, int | float) else raw
@@ -256,14 +259,10 @@ def _normalize_packing(raw: object, fail: Callable[..., NoReturn]) -> Mapping[st
 
             out[name] = _enum_member(enum_type, item, field_fail).value
         else:
-            if (
-                not isinstance(item, int)
-                or isinstance(item, bool)
-                or item not in PACKING_GROUP_SIZES
-            ):
+            if not is_group_size(item):
                 fail(
                     f"field {name!r} is {item!r}",
-                    "pass one of " + ", ".join(map(str, PACKING_GROUP_SIZES)),
+                    "pass one of " + ", ".join(map(str, GROUP_SIZES)),
                     "weight.group_size",
                 )
             out[name] = item

@@ -54,6 +54,117 @@ class GeneratedOps:
         result = self._forward(op_name, args)
         return result if isinstance(result, tuple) else (result,)
 
+    def normalized_subm_conv3d(
+        self,
+        *,
+        input: Value,
+        weight: Value,
+        bias: Value | None = None,
+        kernel_size: int | Sequence[int],
+        dilation: int | Sequence[int] = 1,
+        eps: float,
+        accumulation: str | None = None,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.normalized_subm_conv3d``: Submanifold convolution normalised per row by the weight mass its support reaches."""
+        return self._emit_one("normalized_subm_conv3d", locals())
+
+    def normalized_conv_transpose3d(
+        self,
+        *,
+        input: Value,
+        weight: Value,
+        bias: Value | None = None,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        eps: float,
+        accumulation: str | None = None,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.normalized_conv_transpose3d``: Weight-normalised transposed convolution over the support its taps derive."""
+        return self._emit_one("normalized_conv_transpose3d", locals())
+
+    def target_normalized_conv_transpose3d(
+        self,
+        *,
+        input: Value,
+        target: Value,
+        weight: Value,
+        bias: Value | None = None,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        eps: float,
+        accumulation: str | None = None,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.target_normalized_conv_transpose3d``: Weight-normalised transposed convolution evaluated exactly at a target's rows."""
+        return self._emit_one("target_normalized_conv_transpose3d", locals())
+
+    def normalized_generative_conv_transpose3d(
+        self,
+        *,
+        input: Value,
+        weight: Value,
+        bias: Value | None = None,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        eps: float,
+        accumulation: str | None = None,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.normalized_generative_conv_transpose3d``: Weight-normalised support expansion: every tap of every input row, one row per output."""
+        return self._emit_one("normalized_generative_conv_transpose3d", locals())
+
+    def pool_transpose3d(
+        self,
+        *,
+        input: Value,
+        target: Value | None = None,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        accumulation: str | None = None,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.pool_transpose3d``: Mean of the coarse rows reaching each finer row by the transposed relation."""
+        return self._emit_one("pool_transpose3d", locals())
+
+    def trilinear_upsample3d(
+        self,
+        *,
+        input: Value,
+        target: Value | None = None,
+        stride: int | Sequence[int] = 1,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.trilinear_upsample3d``: Trilinear interpolation onto finer rows, renormalised over the coarse rows present."""
+        return self._emit_one("trilinear_upsample3d", locals())
+
+    def embedding_lookup(
+        self,
+        *,
+        indices: Value,
+        weight: Value,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.embedding_lookup``: Rows of a dense embedding table picked by an i32 index vector."""
+        return self._emit_one("embedding_lookup", locals())
+
+    def elementwise(
+        self,
+        *,
+        input: Value,
+        kind: str,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.elementwise``: Deterministic unary map of f32 features: exp, or round half to even."""
+        return self._emit_one("elementwise", locals())
+
     def sparse_make(
         self,
         *,
@@ -414,114 +525,3 @@ class GeneratedOps:
     ) -> Value:
         """``lattice.call``: Apply a registered primitive with an explicit element-type signature."""
         return self._emit_one("call", locals())
-
-    def normalized_subm_conv3d(
-        self,
-        *,
-        input: Value,
-        weight: Value,
-        bias: Value | None = None,
-        kernel_size: int | Sequence[int],
-        dilation: int | Sequence[int] = 1,
-        eps: float,
-        accumulation: str | None = None,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.normalized_subm_conv3d``: Submanifold convolution normalised per row by the weight mass its support reaches."""
-        return self._emit_one("normalized_subm_conv3d", locals())
-
-    def normalized_conv_transpose3d(
-        self,
-        *,
-        input: Value,
-        weight: Value,
-        bias: Value | None = None,
-        kernel_size: int | Sequence[int],
-        stride: int | Sequence[int] = 1,
-        padding: int | Sequence[int] = 0,
-        dilation: int | Sequence[int] = 1,
-        eps: float,
-        accumulation: str | None = None,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.normalized_conv_transpose3d``: Weight-normalised transposed convolution over the support its taps derive."""
-        return self._emit_one("normalized_conv_transpose3d", locals())
-
-    def target_normalized_conv_transpose3d(
-        self,
-        *,
-        input: Value,
-        target: Value,
-        weight: Value,
-        bias: Value | None = None,
-        kernel_size: int | Sequence[int],
-        stride: int | Sequence[int] = 1,
-        padding: int | Sequence[int] = 0,
-        dilation: int | Sequence[int] = 1,
-        eps: float,
-        accumulation: str | None = None,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.target_normalized_conv_transpose3d``: Weight-normalised transposed convolution evaluated exactly at a target's rows."""
-        return self._emit_one("target_normalized_conv_transpose3d", locals())
-
-    def normalized_generative_conv_transpose3d(
-        self,
-        *,
-        input: Value,
-        weight: Value,
-        bias: Value | None = None,
-        kernel_size: int | Sequence[int],
-        stride: int | Sequence[int] = 1,
-        eps: float,
-        accumulation: str | None = None,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.normalized_generative_conv_transpose3d``: Weight-normalised support expansion: every tap of every input row, one row per output."""
-        return self._emit_one("normalized_generative_conv_transpose3d", locals())
-
-    def pool_transpose3d(
-        self,
-        *,
-        input: Value,
-        target: Value | None = None,
-        kernel_size: int | Sequence[int],
-        stride: int | Sequence[int] = 1,
-        padding: int | Sequence[int] = 0,
-        dilation: int | Sequence[int] = 1,
-        accumulation: str | None = None,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.pool_transpose3d``: Mean of the coarse rows reaching each finer row by the transposed relation."""
-        return self._emit_one("pool_transpose3d", locals())
-
-    def trilinear_upsample3d(
-        self,
-        *,
-        input: Value,
-        target: Value | None = None,
-        stride: int | Sequence[int] = 1,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.trilinear_upsample3d``: Trilinear interpolation onto finer rows, renormalised over the coarse rows present."""
-        return self._emit_one("trilinear_upsample3d", locals())
-
-    def embedding_lookup(
-        self,
-        *,
-        indices: Value,
-        weight: Value,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.embedding_lookup``: Rows of a dense embedding table picked by an i32 index vector."""
-        return self._emit_one("embedding_lookup", locals())
-
-    def elementwise(
-        self,
-        *,
-        input: Value,
-        kind: str,
-        **unexpected: Never,
-    ) -> Value:
-        """``lattice.elementwise``: Deterministic unary map of f32 features: exp, or round half to even."""
-        return self._emit_one("elementwise", locals())

@@ -33,8 +33,11 @@ from lattice_contract.dialect import (
     Triple,
     WeightFamily,
     WeightLayout,
+    forward_stride,
     geometry_int32_problem,
     layout_family,
+    stride_divides,
+    transposed_stride,
 )
 from lattice_contract.plan import ValueFacts, ValueType
 
@@ -278,13 +281,13 @@ def _conv_like(
     else:
         s = call.attrs["stride"]
         if stride_rule == "multiply":
-            out_stride = (in_stride[0] * s[0], in_stride[1] * s[1], in_stride[2] * s[2])
+            out_stride = forward_stride(in_stride, s)
         else:
-            if any(t % k for t, k in zip(in_stride, s, strict=True)):
+            if not stride_divides(in_stride, s):
                 call.fail(
                     "stride.divides", "stride", f"{s} does not divide the input stride {in_stride}"
                 )
-            out_stride = (in_stride[0] // s[0], in_stride[1] // s[1], in_stride[2] // s[2])
+            out_stride = transposed_stride(in_stride, s, call.op.mlir_name)
     _check_target_and_geometry(call, in_stride, out_stride, target)
     return (_sparse_type(vt.dtype, out_stride, channels),)
 

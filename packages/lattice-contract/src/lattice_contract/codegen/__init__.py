@@ -8,18 +8,6 @@ regenerates :mod:`lattice_contract.builder.methods`.
 
 from __future__ import annotations
 
-from lattice_contract.codegen import tablegen
-from lattice_contract.codegen.builder_methods import (
-    TARGET,
-    render_methods,
-)
-from lattice_contract.codegen.tablegen import (
-    render_all,
-)
-
-__all__ = [
-    "TARGET",
-    "render_all",
-    "render_methods",
-    "tablegen",
-]
+# Nothing is imported here: each generator runs as ``python -m`` on its own
+# module, and importing them from the face would load them twice.
+__all__: list[str] = []

@@ -20,7 +20,7 @@ from pathlib import Path
 from lattice_contract.builder import MISSING, RESULT_TYPE_RULES, attr_default
 from lattice_contract.dialect import SCHEMA, AttrKind, AttrSpec, OpDef
 
-TARGET = Path(__file__).with_name("builder_methods.py")
+TARGET = Path(__file__).parents[1] / "builder" / "methods.py"
 
 _HEADER = '''"""Typed op methods of :class:`~lattice_contract.builder.module.MLIRModuleBuilder`.
 
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Never
 
 from lattice_contract.builder.text import Value
-from lattice_contract.dialect.schema import (
+from lattice_contract.dialect import (
 {enums}
 )
 

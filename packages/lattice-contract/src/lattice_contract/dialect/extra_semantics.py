@@ -16,7 +16,7 @@ numbers here, once, keeps the two runtimes' supports and weights identical.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from lattice_contract.dialect.kernel import Triple, kernel_taps
@@ -31,7 +31,6 @@ __all__ = [
     "check_elementwise_kind",
     "embedding_index_error",
     "resampling",
-    "transposed_stride",
     "trilinear_tap_weights",
     "trilinear_window",
 ]
@@ -95,20 +94,6 @@ def resampling(op: str, attrs: Mapping[str, Any]) -> Resampling:
         return Resampling(trilinear_window(s), trilinear_tap_weights(s), TRILINEAR_MIN_WEIGHT)
     window = Window(attrs["kernel_size"], attrs["stride"], attrs["padding"], attrs["dilation"])
     return Resampling(window, None, 1.0)
-
-
-def transposed_stride(input_stride: Sequence[int], op_stride: Sequence[int], op: str) -> Triple:
-    """Output stride ``t / s`` of a transposed or upsampling op; ValueError unless s divides t."""
-    if any(t % s for t, s in zip(input_stride, op_stride, strict=True)):
-        raise ValueError(
-            f"{op}: stride {tuple(op_stride)} must divide the input stride "
-            f"{tuple(input_stride)} on every axis (the output stride is input stride / stride)"
-        )
-    return (
-        input_stride[0] // op_stride[0],
-        input_stride[1] // op_stride[1],
-        input_stride[2] // op_stride[2],
-    )
 
 
 def embedding_index_error(position: int, index: int, rows: int) -> IndexError:

@@ -6,7 +6,10 @@ the formulas exist once (docs/semantics.md gives them per op):
 
 * the **output stride**: ``t * s`` for the forward family (``conv3d``,
   ``full_conv3d``, pools), ``t / s`` for the transposed family, which needs ``s``
-  to divide ``t`` (:func:`forward_stride`, :func:`transposed_stride`);
+  to divide ``t`` (:func:`forward_stride`, :func:`transposed_stride`,
+  :func:`stride_divides`, :func:`output_stride`).  This is the one Python
+  statement of the rule: the builder's result types, both runtimes and the
+  dense reference call it, and a test checks the C++ verifier against it;
 * the **tap shifts**, per tap in :mod:`lattice_contract.dialect.kernel` row order, that
   turn each relation into one addition per tap (:func:`centred_shifts`,
   :func:`full_shifts`, :func:`transposed_shifts`);
@@ -33,8 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lattice_contract.dialect.extra_semantics import transposed_stride
 from lattice_contract.dialect.kernel import Triple, centred_tap_offsets, tap_offsets
+from lattice_contract.dialect.types import StrideRule
 from lattice_contract.dialect.values import Window
 
 __all__ = [
@@ -50,7 +53,9 @@ __all__ = [
     "full_shifts",
     "indexed_equals_centred",
     "is_submanifold_relation",
+    "output_stride",
     "span_cells",
+    "stride_divides",
     "transposed_output_bounds",
     "transposed_shifts",
     "transposed_stride",
@@ -100,6 +105,46 @@ def forward_stride(input_stride: Sequence[int], op_stride: Sequence[int]) -> Tri
         input_stride[1] * op_stride[1],
         input_stride[2] * op_stride[2],
     )
+
+
+def stride_divides(input_stride: Sequence[int], op_stride: Sequence[int]) -> bool:
+    """Whether ``s`` divides ``t`` on every axis: the precondition of :func:`transposed_stride`."""
+    return not any(t % s for t, s in zip(input_stride, op_stride, strict=True))
+
+
+def transposed_stride(input_stride: Sequence[int], op_stride: Sequence[int], op: str) -> Triple:
+    """Output stride ``t / s`` of a transposed or upsampling op; ValueError unless s divides t."""
+    if not stride_divides(input_stride, op_stride):
+        raise ValueError(
+            f"{op}: stride {tuple(op_stride)} must divide the input stride "
+            f"{tuple(input_stride)} on every axis (the output stride is input stride / stride)"
+        )
+    return (
+        input_stride[0] // op_stride[0],
+        input_stride[1] // op_stride[1],
+        input_stride[2] // op_stride[2],
+    )
+
+
+def output_stride(
+    rule: StrideRule, input_stride: Sequence[int], op_stride: Sequence[int] | None, op: str
+) -> Triple:
+    """The output stride an op's schema :class:`StrideRule` gives from its input's stride.
+
+    ``multiply``: :func:`forward_stride`; ``divide``: :func:`transposed_stride`
+    (ValueError unless s divides t); ``input``: the input's own stride
+    (``op_stride`` unused).  The other rules (``attribute``, ``lhs``,
+    ``target``, ``none``) do not derive from an input and a stride: ValueError.
+    """
+    if rule is StrideRule.input:
+        return (int(input_stride[0]), int(input_stride[1]), int(input_stride[2]))
+    if rule not in (StrideRule.multiply, StrideRule.divide):
+        raise ValueError(f"{op}: stride rule {rule.value!r} does not follow from an input stride")
+    if op_stride is None:
+        raise ValueError(f"{op}: the {rule.value} stride rule needs a stride attribute")
+    if rule is StrideRule.multiply:
+        return forward_stride(input_stride, op_stride)
+    return transposed_stride(input_stride, op_stride, op)
 
 
 def centred_shifts(kernel_size: Triple, padding: Triple, dilation: Triple) -> list[Triple]:

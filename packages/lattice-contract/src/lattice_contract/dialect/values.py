@@ -1,4 +1,11 @@
-"""Checks of the plain-Python options every runtime's ops and modules accept.
+"""The one checking function of each value set: what builder, plan, exporter and runtimes call.
+
+Every value set the dialect declares -- group sizes and bit widths of packed
+weights, kernel/stride/padding/dilation triples, enum spellings, positive
+counts and reals -- has exactly one membership test here.  The textual
+builder, the plan freezer (whose re-check of a native payload is a wall, not a
+copy), the exporter and both runtimes call it and word their own errors, so a
+set cannot drift between them (a test greps the sources for copies).
 
 ``mlx_lattice`` and ``torch_lattice`` expose the same functional ops and nn
 modules, and their keyword options (enum values given as strings, channel
@@ -12,34 +19,41 @@ compare -- instead of two copies drifting apart.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from enum import Enum
 from typing import NamedTuple, TypeVar
 
-from lattice_contract.dialect.kernel import Triple, as_triple
-from lattice_contract.dialect.schema import PACKING_GROUP_SIZES
+from lattice_contract.dialect.coord_range import INT32_MAX, INT32_MIN
+from lattice_contract.dialect.kernel import Triple, as_triple, is_int
+from lattice_contract.dialect.schema import PACKED_DTYPE_OF_BITS, PACKING_GROUP_SIZES
 
 __all__ = [
     "GROUP_SIZES",
     "QUANT_BITS",
     "Window",
     "as_enum",
+    "check_group_size",
     "check_logical_shape",
+    "check_quant_bits",
     "check_quantization",
     "int_triple",
+    "is_group_size",
+    "is_quant_bits",
     "packed_geometry",
     "positive_float",
     "positive_int",
     "resolve_batch_size",
     "softmax_axis",
+    "triple_violation",
     "voxel_grid",
     "window",
 ]
 
 E = TypeVar("E", bound=Enum)
 
-QUANT_BITS: tuple[int, ...] = (4, 8)
-"""Bit widths of the packed affine weight format (int4, int8)."""
+QUANT_BITS: tuple[int, ...] = tuple(int(name.removeprefix("int")) for name in PACKED_DTYPE_OF_BITS)
+"""Bit widths of the packed affine weight format: the schema's packed ``PackingBits`` (4, 8)."""
 
 GROUP_SIZES: tuple[int, ...] = PACKING_GROUP_SIZES
 """Group sizes along C_in of the packed affine format (what MLX's ``mx.quantize`` supports);
@@ -70,14 +84,37 @@ def positive_int(value: object, name: str) -> int:
     return value
 
 
-def int_triple(value: int | Sequence[int], name: str, *, minimum: int) -> Triple:
-    """An int or three ints (one per axis), each at least ``minimum``.
+def triple_violation(triple: Triple, minimum: int | None) -> str | None:
+    """The dialect rule a triple of ints breaks, or None when it is in its value set.
 
-    ``minimum`` is 1 for kernel sizes, strides and dilations and 0 for padding.
+    ``minimum`` is the schema's bound (1 for kernel sizes, strides and
+    dilations, 0 for padding, None for none).  ``"attr.minimum"``: an entry is
+    below it; ``"geometry.int32"``: an entry leaves int32, the coordinates'
+    range, which no kernel size, stride, padding or dilation may exceed.
+    """
+    least = min(triple)
+    if minimum is not None and least < minimum:
+        return "attr.minimum"
+    if least < INT32_MIN or max(triple) > INT32_MAX:
+        return "geometry.int32"
+    return None
+
+
+def int_triple(value: int | Sequence[int], name: str, *, minimum: int) -> Triple:
+    """An int or three ints (one per axis), each at least ``minimum`` and within int32.
+
+    ``minimum`` is 1 for kernel sizes, strides and dilations and 0 for padding
+    (:func:`triple_violation` is the test).
     """
     out = as_triple(value, name)
-    if min(out) < minimum:
+    broken = triple_violation(out, minimum)
+    if broken == "attr.minimum":
         raise ValueError(f"{name} must be >= {minimum} on every axis, got {out}")
+    if broken is not None:
+        raise ValueError(
+            f"{name} must lie in [{INT32_MIN}, {INT32_MAX}] on every axis (coordinates are "
+            f"int32), got {out}"
+        )
     return out
 
 
@@ -94,20 +131,41 @@ def positive_float(value: object, name: str, op: str) -> float:
     return float(value)
 
 
+def is_group_size(value: object) -> bool:
+    """Whether ``value`` is a group size of the packed affine format (an int, not a bool)."""
+    return is_int(value) and value in GROUP_SIZES
+
+
+def check_group_size(value: object, name: str = "group_size") -> int:
+    """``value`` as a packed weight's group size, or a ValueError naming the choices."""
+    if not is_group_size(value):
+        raise ValueError(
+            f"{name} must be one of {', '.join(map(str, GROUP_SIZES))} "
+            f"(what MLX's affine quantization supports), got {value!r}"
+        )
+    assert isinstance(value, numbers.Integral)  # what is_int accepted
+    return int(value)
+
+
+def is_quant_bits(value: object) -> bool:
+    """Whether ``value`` is a bit width of the packed affine format (an int, not a bool)."""
+    return is_int(value) and value in QUANT_BITS
+
+
+def check_quant_bits(value: object, name: str = "bits") -> int:
+    """``value`` as a packed weight's bit width, or a ValueError naming the choices."""
+    if not is_quant_bits(value):
+        raise ValueError(
+            f"{name} must be {' or '.join(map(str, QUANT_BITS))} "
+            f"({' / '.join(PACKED_DTYPE_OF_BITS)} packing), got {value!r}"
+        )
+    assert isinstance(value, numbers.Integral)  # what is_int accepted
+    return int(value)
+
+
 def check_quantization(bits: object, group_size: object) -> tuple[int, int]:
     """``(bits, group_size)`` of the packed affine format, or a ValueError naming the choices."""
-    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in QUANT_BITS:
-        raise ValueError(f"bits must be 4 or 8 (int4 / int8 packing), got {bits!r}")
-    if (
-        isinstance(group_size, bool)
-        or not isinstance(group_size, int)
-        or group_size not in GROUP_SIZES
-    ):
-        raise ValueError(
-            f"group_size must be one of {', '.join(map(str, GROUP_SIZES))} "
-            f"(what MLX's affine quantization supports), got {group_size!r}"
-        )
-    return bits, group_size
+    return check_quant_bits(bits), check_group_size(group_size)
 
 
 class Window(NamedTuple):

@@ -80,6 +80,7 @@ from lattice_contract.frontend.signatures import (
     OLD_SPELLINGS,
     Attrs,
     implement,
+    trusted,
 )
 from lattice_contract.frontend.sparse_errors import (
     ARRAY_TYPES,
@@ -131,4 +132,5 @@ __all__ = [
     "signatures",
     "sparse_errors",
     "target_key",
+    "trusted",
 ]

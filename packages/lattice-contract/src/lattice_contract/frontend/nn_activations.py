@@ -5,19 +5,18 @@ Each named activation is a row of this table: its class name, the
 defaults (and which activation attribute each one sets), and its docstring.
 :class:`Activation` holds what every row shares: parsing the kind and the
 parameters (:func:`lattice_contract.frontend.nn_args.activation_params`, the same
-checks the functional ``activation`` makes), the repr and the op call.  The
-runtimes put their module base behind each row (see
-:mod:`lattice_contract.frontend.nn_layers`).
+checks the functional ``activation`` makes) and the repr.  Each runtime puts
+its module base behind each row and writes the one ``activation`` call in
+its ``Activation`` class (see :mod:`lattice_contract.frontend.nn_layers`).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from lattice_contract.dialect import ActivationKind, GeluApprox
 from lattice_contract.frontend.nn_args import activation_params
 from lattice_contract.frontend.nn_layers import Layer
-from lattice_contract.frontend.signatures import trusted
 
 __all__ = [
     "ELU",
@@ -41,6 +40,8 @@ class Activation(Layer):
     support; applied to a dense array it acts on each row.
     """
 
+    functional_op = "activation"
+
     def __init__(
         self,
         kind: ActivationKind | str,
@@ -53,21 +54,6 @@ class Activation(Layer):
         super().__init__()
         self.kind, self.approximate, self.alpha, self.beta, self.threshold = activation_params(
             kind, approximate, alpha, beta, threshold
-        )
-
-    def forward(self, x: Any) -> Any:
-        """The activation of a dense array's rows, or of a sparse value's features."""
-        op = trusted(self._ops.activation)  # checked in __init__ by the op's own check
-        return self._rows(
-            x,
-            lambda f: op(
-                f,
-                kind=self.kind,
-                approximate=self.approximate,
-                alpha=self.alpha,
-                beta=self.beta,
-                threshold=self.threshold,
-            ),
         )
 
     def extra_repr(self) -> str:

@@ -5,12 +5,13 @@ Every sparse conv module owns ``weight`` ``(C_out, Kx, Ky, Kz, C_in)`` (layout
 ``(C_out,)``; the names are the artifact's storage keys.  What the modules
 share is declared here (see :mod:`lattice_contract.frontend.nn_layers` for the
 pattern): each constructor (signature, defaults, checks), the repr, the
-docstring and the functional op each one calls with its keywords.  A
-runtime's conv base supplies two hooks: ``_create_parameters``, which makes
-``weight`` and ``bias`` with its array library (torch's take the factory
-keywords ``device=`` and ``dtype=``, see :class:`ParameterFactory`), and
-``_with_weights``: how the weight and bias reach the op (MLX: a packed
-``QuantizedWeight`` when quantized; torch: cast under autocast).
+docstring and the name of the functional op each one calls.  A runtime's
+conv base supplies ``_create_parameters``, which makes ``weight`` and
+``bias`` with its array library (torch's take the factory keywords
+``device=`` and ``dtype=``, see :class:`ParameterFactory`); each runtime
+class writes its own ``forward`` (MLX: ``__call__``), which passes the
+weight as its op takes it (MLX: a packed ``QuantizedWeight`` when
+quantized; torch: cast under autocast) with the layer's geometry.
 
 The signatures are the reference system's (upstream torch-lattice's conv
 modules): the geometry is positional, in ``torch.nn.Conv3d``'s order
@@ -93,7 +94,7 @@ def _factory_only(layer: Any, factory: Mapping[str, object]) -> None:
 
 
 class ConvLayer(Windowed, Weighted, Generic[DeviceT, DTypeT]):
-    """Shared state of every sparse conv: channel counts, geometry, the runtime's weight hook."""
+    """Shared state of every sparse conv: channel counts, geometry, parameter creation."""
 
     owns_parameters = False  # the constructor is declared here; the runtime only fills it
 
@@ -150,9 +151,7 @@ class Conv3d(ConvLayer[DeviceT, DTypeT]):
     :class:`FullConv3d`.
     """
 
-    def forward(self, x: Any) -> Any:
-        """Convolve the sparse value ``x``."""
-        return self._with_weights(x, lambda v, w, b: self._ops.conv3d(v, w, b, **self._window()))
+    functional_op = "conv3d"
 
 
 class FullConv3d(ConvLayer[DeviceT, DTypeT]):
@@ -162,25 +161,19 @@ class FullConv3d(ConvLayer[DeviceT, DTypeT]):
     grows even at stride 1.
     """
 
-    def forward(self, x: Any) -> Any:
-        """Convolve the sparse value ``x`` over its expanded support."""
-        return self._with_weights(
-            x, lambda v, w, b: self._ops.full_conv3d(v, w, b, **self._window())
-        )
+    functional_op = "full_conv3d"
 
 
 class TargetConv3d(ConvLayer[DeviceT, DTypeT]):
     """Sparse conv at a target's rows (``lattice.target_conv3d``); call ``m(x, target)``."""
 
-    def forward(self, x: Any, target: Any) -> Any:
-        """Convolve ``x`` at ``target``'s rows (a target only lends its rows)."""
-        return self._with_weights(
-            x, lambda v, w, b: self._ops.conv3d(v, w, b, **self._window(), coordinates=target)
-        )
+    functional_op = "conv3d"
 
 
 class SubmConv3d(ConvLayer[DeviceT, DTypeT]):
     """Submanifold conv (``lattice.subm_conv3d``): output rows are the input rows."""
+
+    functional_op = "subm_conv3d"
 
     _geometry_keys = ("kernel_size", "dilation")
 
@@ -199,24 +192,11 @@ class SubmConv3d(ConvLayer[DeviceT, DTypeT]):
             in_channels, out_channels, kernel_size, dilation=dilation, bias=bias, **factory
         )
 
-    def forward(self, x: Any) -> Any:
-        """Convolve ``x`` on its own rows."""
-        return self._with_weights(
-            x,
-            lambda v, w, b: self._ops.subm_conv3d(
-                v, w, b, kernel_size=self.kernel_size, dilation=self.dilation
-            ),
-        )
-
 
 class ConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
     """Transposed sparse conv over its derived support (``lattice.conv_transpose3d``)."""
 
-    def forward(self, x: Any) -> Any:
-        """Transposed convolution of ``x`` (output stride ``t / s``)."""
-        return self._with_weights(
-            x, lambda v, w, b: self._ops.conv_transpose3d(v, w, b, **self._window())
-        )
+    functional_op = "conv_transpose3d"
 
 
 class TargetConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
@@ -226,14 +206,7 @@ class TargetConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
     spconv's SparseInverseConv3d, the usual U-Net decoder step.
     """
 
-    def forward(self, x: Any, target: Any) -> Any:
-        """Transposed convolution of ``x`` at ``target``'s rows."""
-        return self._with_weights(
-            x,
-            lambda v, w, b: self._ops.conv_transpose3d(
-                v, w, b, **self._window(), coordinates=target
-            ),
-        )
+    functional_op = "conv_transpose3d"
 
 
 class GenerativeConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
@@ -241,6 +214,8 @@ class GenerativeConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
 
     Every tap of every input row is an output row (padding 0, dilation 1).
     """
+
+    functional_op = "generative_conv_transpose3d"
 
     _geometry_keys = ("kernel_size", "stride")
 
@@ -256,15 +231,6 @@ class GenerativeConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
     ) -> None:
         _factory_only(self, factory)
         super().__init__(in_channels, out_channels, kernel_size, stride, bias=bias, **factory)
-
-    def forward(self, x: Any) -> Any:
-        """Expand ``x``'s support tap by tap."""
-        return self._with_weights(
-            x,
-            lambda v, w, b: self._ops.generative_conv_transpose3d(
-                v, w, b, kernel_size=self.kernel_size, stride=self.stride
-            ),
-        )
 
 
 # --------------------------------------------------------------------------- normalised
@@ -293,6 +259,8 @@ class NormalizedSubmConv3d(NormalizedLayer[DeviceT, DTypeT]):
     A 1x1x1 kernel is an ordinary pointwise conv, as upstream's.
     """
 
+    functional_op = "normalized_subm_conv3d"
+
     _geometry_keys = ("kernel_size", "dilation")
 
     def __init__(
@@ -312,18 +280,11 @@ class NormalizedSubmConv3d(NormalizedLayer[DeviceT, DTypeT]):
         )
         self._set_eps(eps)
 
-    def forward(self, x: Any) -> Any:
-        """Normalised convolution of ``x`` on its own rows."""
-        return self._with_weights(
-            x,
-            lambda v, w, b: self._ops.normalized_subm_conv3d(
-                v, w, b, kernel_size=self.kernel_size, dilation=self.dilation, eps=self.eps
-            ),
-        )
-
 
 class NormalizedConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
     """Weight-normalised transposed conv over its derived support."""
+
+    functional_op = "normalized_conv_transpose3d"
 
     def __init__(
         self,
@@ -344,29 +305,15 @@ class NormalizedConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
         )
         self._set_eps(eps)
 
-    def forward(self, x: Any) -> Any:
-        """Normalised transposed convolution of ``x``."""
-        return self._normalized_transpose(x, None)
-
-    def _normalized_transpose(self, x: Any, target: Any) -> Any:
-        return self._with_weights(
-            x,
-            lambda v, w, b: self._ops.normalized_conv_transpose3d(
-                v, w, b, **self._window(), eps=self.eps, coordinates=target
-            ),
-        )
-
 
 class TargetNormalizedConvTranspose3d(NormalizedConvTranspose3d[DeviceT, DTypeT]):
     """Weight-normalised transposed conv at a target's rows: ``m(x, target)``."""
 
-    def forward(self, x: Any, target: Any) -> Any:  # type: ignore[override]
-        """Normalised transposed convolution of ``x`` at ``target``'s rows."""
-        return self._normalized_transpose(x, target)
-
 
 class NormalizedGenerativeConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
     """Weight-normalised support expansion ``o = c*s + k``."""
+
+    functional_op = "normalized_generative_conv_transpose3d"
 
     _geometry_keys = ("kernel_size", "stride")
 
@@ -384,12 +331,3 @@ class NormalizedGenerativeConvTranspose3d(NormalizedLayer[DeviceT, DTypeT]):
         _factory_only(self, factory)
         super().__init__(in_channels, out_channels, kernel_size, stride, bias=bias, **factory)
         self._set_eps(eps)
-
-    def forward(self, x: Any) -> Any:
-        """Normalised support expansion of ``x``."""
-        return self._with_weights(
-            x,
-            lambda v, w, b: self._ops.normalized_generative_conv_transpose3d(
-                v, w, b, kernel_size=self.kernel_size, stride=self.stride, eps=self.eps
-            ),
-        )

@@ -7,12 +7,11 @@ names follow torch and are the artifact's storage keys: Linear ``weight``
 ``weight``; Embedding ``weight`` ``(num_embeddings, C)``.  Each runtime
 writes the constructor (its library creates the parameters, with its own
 conventions such as torch's ``device=``/``dtype=``), calling ``_configure``
-for the checked sizes; the op call, repr and docstring are these.
+for the checked sizes, and its own ``forward`` (MLX: ``__call__``) with the
+op call; the checks, repr, docstring and op name are these.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from lattice_contract.dialect import positive_float, positive_int
 from lattice_contract.frontend.nn_args import linear_params
@@ -47,6 +46,8 @@ class Linear(Weighted):
     ``+-1/sqrt(C_in)``.
     """
 
+    functional_op = "linear"
+
     in_features: int
     out_features: int
 
@@ -54,10 +55,6 @@ class Linear(Weighted):
         """Check and store the feature counts; the init bound comes back."""
         self.in_features, self.out_features, bound = linear_params(in_features, out_features)
         return bound
-
-    def forward(self, x: Any) -> Any:
-        """Project a dense array's rows, or a sparse value's features."""
-        return self._rows(x, lambda f: self._with_weights(f, self._ops.linear))
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, bias={self._has_bias()}"
@@ -91,19 +88,13 @@ class _RowNorm(Weighted):
 class LayerNorm(_RowNorm):
     """Normalise each row over its channels, then ``* weight + bias`` (``lattice.layer_norm``)."""
 
-    def forward(self, x: Any) -> Any:
-        """Normalise a dense array's rows, or a sparse value's features."""
-        return self._rows(
-            x, lambda f: self._ops.layer_norm(f, self.weight, self.bias_operand(), eps=self.eps)
-        )
+    functional_op = "layer_norm"
 
 
 class RMSNorm(_RowNorm):
     """``x / sqrt(mean(x^2) + eps) * weight`` over each row's channels (``lattice.rms_norm``)."""
 
-    def forward(self, x: Any) -> Any:
-        """Normalise a dense array's rows, or a sparse value's features."""
-        return self._rows(x, lambda f: self._ops.rms_norm(f, self.weight, eps=self.eps))
+    functional_op = "rms_norm"
 
 
 class Embedding(Weighted):
@@ -114,6 +105,8 @@ class Embedding(Weighted):
     ``torch.nn.Embedding``.
     """
 
+    functional_op = "embedding_lookup"
+
     num_embeddings: int
     embedding_dim: int
 
@@ -122,10 +115,6 @@ class Embedding(Weighted):
         self.num_embeddings = positive_int(num_embeddings, "num_embeddings")
         self.embedding_dim = positive_int(embedding_dim, "embedding_dim")
         return self.num_embeddings, self.embedding_dim
-
-    def forward(self, indices: Any) -> Any:
-        """The table's rows at ``indices``."""
-        return self._ops.embedding_lookup(indices, self.weight)
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"

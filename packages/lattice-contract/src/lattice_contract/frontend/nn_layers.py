@@ -1,43 +1,24 @@
-"""The backend-neutral half of both runtimes' ``nn`` modules, declared once.
+"""The layers both runtimes' ``nn`` modules share, declared once as data and constructors.
 
 ``mlx_lattice.nn`` and ``torch_lattice.nn`` offer the same modules under the
-same names.  Everything a module does that needs no array library is
-declared here, once, as a *layer* class: its constructor (signature,
-defaults, attribute normalisation and the errors for bad arguments), its
-docstring, its repr text, and which functional op its ``forward`` calls with
-which keywords.  A runtime's public class is then a real class that puts its
-own ``Module`` base behind the layer::
+same names.  What a module is before any array exists is declared here, once,
+as a *layer* class: its constructor (signature, defaults, argument
+normalisation and the errors for bad arguments), the attributes it stores,
+its docstring, its repr text, and :attr:`Layer.functional_op`, the name of the
+functional op it computes with.  A layer class holds no ``forward``: each
+runtime's public class puts its own module base behind the layer and writes
+the call of its own functional op itself, in its own file::
 
-    class MaxPool3d(nn_layers.MaxPool3d, Module): ...
+    class MaxPool3d(nn_layers.MaxPool3d, Module):  # torch_lattice/nn/layers.py
+        def forward(self, x):
+            return ops.pool3d(x, mode=..., kernel_size=self.kernel_size, ...)
 
-and supplies only what differs between array libraries, through the hooks
-declared on :class:`Layer`:
-
-* ``_ops``: the runtime's functional ops, typed as the contract's
-  :class:`~lattice_contract.runtime.ops.RuntimeOps` (so mypy checks every
-  keyword a layer passes);
-* ``_rows(x, fn)``: apply a row-wise feature map to a dense array or to a
-  sparse value's features (keeping its support);
-* for layers with parameters (:class:`Weighted`: the convs of
-  :mod:`lattice_contract.frontend.nn_convs`, the feature layers of
-  :mod:`lattice_contract.frontend.nn_features`), ``_with_weights`` and
-  ``bias_operand``, and what creates the parameters: for the convs a
-  ``_create_parameters`` hook behind the declared constructor, for the
-  feature layers the constructor itself.
-
-The layer class comes first among the bases, so its ``__init__``,
-``forward`` and ``extra_repr`` are the module's; torch's
-``torch.nn.Module.__call__`` runs ``forward`` (hooks included), and the MLX
-base's ``__call__`` does the same.  The hooks are only *annotated* here,
-never defined, so the runtime base behind the layer provides them.
+(MLX's classes write ``__call__``, as ``mlx.nn``'s layers do.)  The layer
+class comes first among the bases, so its ``__init__`` and ``extra_repr``
+are the module's; the module base behind it initialises after it.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the injected ops; removed when layers own their forward
-    from lattice_contract.runtime.ops import RuntimeOps
 
 from collections.abc import Callable
 from typing import Any, ClassVar, TypedDict
@@ -58,7 +39,6 @@ from lattice_contract.dialect import (
 
 __all__ = [
     "AvgPool3d",
-    "Call",
     "Devoxelize",
     "FullAvgPool3d",
     "FullMaxPool3d",
@@ -86,19 +66,17 @@ FloatOrTriple = float | tuple[float, float, float]
 
 
 class Layer:
-    """Base of every declared layer: the runtime hooks it relies on.
+    """Base of every declared layer: argument storage, repr and docstring, no computation.
 
     A runtime's public class inherits the layer first and the runtime's
-    module base second; the base provides the hooks annotated here.
+    module base second, and writes its own ``forward`` / ``__call__``.
     ``__init_subclass__`` gives each runtime class the docstring of the layer
     it declares (``help()``, Sphinx and ``__doc__`` show the one text).
     """
 
-    _ops: ClassVar[RuntimeOps]
-    """The runtime's functional ops (its ``ops`` module)."""
-
-    _rows: Callable[[Any, Callable[[Any], Any]], Any]
-    """``_rows(x, fn)``: ``fn`` on a dense array, or on a sparse value's features."""
+    functional_op: ClassVar[str]
+    """The functional op the runtime's ``forward`` (MLX: ``__call__``) calls, by its
+    ``ops`` name; the shared bases (:class:`Weighted`, :class:`Windowed`) have none."""
 
     owns_parameters: ClassVar[bool] = False
     """Whether the runtime writes the constructor (it creates parameters with its library)."""
@@ -121,23 +99,17 @@ class Layer:
         return ""
 
 
-Call = Callable[[Any, Any, Any], Any]
-"""``call(input, weight, bias)``: a functional op with the layer's attributes bound."""
-
-
 class Weighted(Layer):
     """A layer with parameters: the runtime's constructor creates them with its library.
 
-    The declaration keeps what the parameters do: checked sizes, repr, op call.
+    The declaration keeps the checked sizes and the repr; the runtime's
+    forward passes the weight as its op takes it (MLX: a packed
+    ``QuantizedWeight`` when quantized; torch: cast under autocast).
     """
 
     owns_parameters = True
 
     weight: Any
-
-    _with_weights: Callable[[Any, Call], Any]
-    """``_with_weights(x, call)``: ``call(x, weight, bias)`` with the runtime's weight operands
-    (MLX: a packed ``QuantizedWeight`` when quantized; torch: cast under autocast)."""
 
     bias_operand: Callable[[], Any]
     """The ``bias`` parameter, or None when the module was made without one."""
@@ -200,14 +172,8 @@ class _Unweighted(Windowed):
 class _Pool3d(_Unweighted):
     """Local sparse pooling; ``stride`` defaults to ``kernel_size`` as in ``torch.nn`` pools."""
 
+    functional_op = "pool3d"
     mode: ClassVar[PoolMode]
-    full: ClassVar[bool] = False
-    """Whether the layer pools over the indexed relation (``lattice.full_pool3d``)."""
-
-    def forward(self, x: Any) -> Any:
-        """Pool ``x`` (a sparse value) window by window."""
-        op = self._ops.full_pool3d if self.full else self._ops.pool3d
-        return op(x, mode=self.mode.value, **self._window())
 
 
 class MaxPool3d(_Pool3d):
@@ -235,19 +201,19 @@ class SumPool3d(_Pool3d):
 class FullMaxPool3d(MaxPool3d):
     """spconv's max pool (``lattice.full_pool3d``): the indexed relation, growing support."""
 
-    full = True
+    functional_op = "full_pool3d"
 
 
 class FullAvgPool3d(AvgPool3d):
     """spconv-style mean pool (``lattice.full_pool3d``): the indexed relation."""
 
-    full = True
+    functional_op = "full_pool3d"
 
 
 class FullSumPool3d(SumPool3d):
     """spconv-style sum pool (``lattice.full_pool3d``): the indexed relation."""
 
-    full = True
+    functional_op = "full_pool3d"
 
 
 class GlobalPool(Layer):
@@ -259,16 +225,13 @@ class GlobalPool(Layer):
     gives an empty result.  A call may override it: ``m(x, batch_size=4)``.
     """
 
+    functional_op = "global_pool"
+
     def __init__(self, mode: PoolMode | str = PoolMode.avg, batch_size: int | None = -1) -> None:
         super().__init__()
         self.mode = as_enum(mode, PoolMode, "mode")
         self.batch_size = -1 if batch_size is None else batch_size
         resolve_batch_size(self.batch_size, None, "GlobalPool")
-
-    def forward(self, x: Any, batch_size: int | None = None) -> Any:
-        """Reduce ``x``'s rows per batch item."""
-        size = self.batch_size if batch_size is None else batch_size
-        return self._ops.global_pool(x, mode=self.mode.value, batch_size=size)
 
     def extra_repr(self) -> str:
         return f"mode={self.mode.value}, batch_size={self.batch_size}"
@@ -282,9 +245,7 @@ class PoolTranspose3d(_Unweighted):
     as ``m(x)`` its derived support.
     """
 
-    def forward(self, x: Any, target: Any = None) -> Any:
-        """Upsample ``x`` (onto ``target``'s rows when given)."""
-        return self._ops.pool_transpose3d(x, **self._window(), coordinates=target)
+    functional_op = "pool_transpose3d"
 
 
 class TrilinearUpsample3d(Layer):
@@ -293,13 +254,11 @@ class TrilinearUpsample3d(Layer):
     Called as ``m(x, target)`` it produces exactly the target's rows.
     """
 
+    functional_op = "trilinear_upsample3d"
+
     def __init__(self, stride: IntOrTriple) -> None:
         super().__init__()
         self.stride: Triple = window(1, stride).stride
-
-    def forward(self, x: Any, target: Any = None) -> Any:
-        """Upsample ``x`` (onto ``target``'s rows when given)."""
-        return self._ops.trilinear_upsample3d(x, stride=self.stride, coordinates=target)
 
     def extra_repr(self) -> str:
         return f"stride={self.stride}"
@@ -308,9 +267,7 @@ class TrilinearUpsample3d(Layer):
 class Softmax(Layer):
     """Softmax over the channels of each row (``lattice.softmax``)."""
 
-    def forward(self, x: Any) -> Any:
-        """Softmax of a dense array's rows, or of a sparse value's features."""
-        return self._rows(x, lambda f: self._ops.softmax(f, axis=-1))
+    functional_op = "softmax"
 
 
 # --------------------------------------------------------------------------- points
@@ -323,6 +280,8 @@ class Voxelize(Layer):
     result sits at ``stride`` (coordinates ``cell * stride``), rows in
     first-occurrence order.
     """
+
+    functional_op = "voxelize"
 
     def __init__(
         self,
@@ -337,19 +296,6 @@ class Voxelize(Layer):
         self.reduction = as_enum(reduction, VoxelReduction, "reduction")
         self.stride = as_triple(stride, "stride")
 
-    def forward(self, points: Any, features: Any, batch: Any, active_rows: Any = None) -> Any:
-        """Merge the active points into voxels."""
-        return self._ops.voxelize(
-            points,
-            features,
-            batch,
-            active_rows,
-            voxel_size=self.voxel_size,
-            origin=self.origin,
-            reduction=self.reduction.value,
-            stride=self.stride,
-        )
-
     def extra_repr(self) -> str:
         return f"voxel_size={self.voxel_size}, reduction={self.reduction.value}"
 
@@ -359,6 +305,8 @@ class Devoxelize(Layer):
 
     Nearest, linear or trilinear interpolation (``lattice.devoxelize``).
     """
+
+    functional_op = "devoxelize"
 
     def __init__(
         self,
@@ -370,18 +318,6 @@ class Devoxelize(Layer):
         super().__init__()
         self.voxel_size, self.origin = voxel_grid(voxel_size, origin, "Devoxelize")
         self.interpolation = as_enum(interpolation, Interpolation, "interpolation")
-
-    def forward(self, x: Any, points: Any, batch: Any, active_rows: Any = None) -> Any:
-        """Interpolate ``x``'s features at the active points."""
-        return self._ops.devoxelize(
-            points,
-            x,
-            batch,
-            active_rows,
-            voxel_size=self.voxel_size,
-            origin=self.origin,
-            interpolation=self.interpolation.value,
-        )
 
     def extra_repr(self) -> str:
         return f"voxel_size={self.voxel_size}, interpolation={self.interpolation.value}"
@@ -398,16 +334,12 @@ class SparseBinary(Layer):
     defaults to inner.
     """
 
+    functional_op = "sparse_binary"
+
     def __init__(self, op: BinaryOp | str, join: Join | str = Join.outer) -> None:
         super().__init__()
         self.op = as_enum(op, BinaryOp, "op")
         self.join = as_enum(join, Join, "join")
-
-    def forward(self, lhs: Any, rhs: Any) -> Any:
-        """Combine the aligned rows of ``lhs`` and ``rhs``."""
-        return self._ops.sparse_binary(
-            lhs, rhs, op=self.op.value, join=self.join.value, lhs_fill=0.0, rhs_fill=0.0
-        )
 
     def extra_repr(self) -> str:
         return f"op={self.op.value}, join={self.join.value}"
@@ -426,13 +358,11 @@ class SparseCat(Layer):
     Skip connections; a row missing on one side reads zeros there.
     """
 
+    functional_op = "sparse_cat"
+
     def __init__(self, join: Join | str = Join.outer) -> None:
         super().__init__()
         self.join = as_enum(join, Join, "join")
-
-    def forward(self, lhs: Any, rhs: Any) -> Any:
-        """Concatenate the aligned rows' channels."""
-        return self._ops.sparse_cat(lhs, rhs, join=self.join.value)
 
     def extra_repr(self) -> str:
         return f"join={self.join.value}"
@@ -441,23 +371,22 @@ class SparseCat(Layer):
 class SparseReindex(Layer):
     """``x``'s features moved onto a target's rows (zeros where absent): ``m(x, target)``."""
 
-    def forward(self, x: Any, target: Any) -> Any:
-        """Gather ``x``'s features at ``target``'s rows."""
-        return self._ops.sparse_reindex(x, target, fill=0.0)
+    functional_op = "sparse_reindex"
 
 
 def layer_classes(namespace: dict[str, Any]) -> dict[str, type[Layer]]:
     """The public module layers declared in a module's namespace, by name.
 
-    A module layer is a public :class:`Layer` subclass defined there with a
-    ``forward`` (the shared bases, such as :class:`Windowed`, have none).
+    A module layer is a public :class:`Layer` subclass defined there that
+    names its functional op (:attr:`Layer.functional_op`; the shared bases, such as
+    :class:`Windowed`, name none).
     """
     return {
         name: value
         for name, value in namespace.items()
         if isinstance(value, type)
         and issubclass(value, Layer)
-        and callable(getattr(value, "forward", None))
+        and isinstance(getattr(value, "functional_op", None), str)
         and not name.startswith("_")
         and value.__module__ == namespace.get("__name__")
     }

@@ -28,7 +28,9 @@ from lattice_contract.dialect import (
     AttrDef,
     AttrKind,
     WeightLayout,
+    is_group_size,
     rule_message,
+    triple_violation,
 )
 from lattice_contract.plan.payload import is_int, require_str, show
 from lattice_contract.plan.records import PlanError
@@ -62,7 +64,6 @@ LEGACY_LAYOUTS: Mapping[str, str] = MappingProxyType(
 _INT_RANGES: Mapping[AttrKind, tuple[int, int]] = MappingProxyType(
     {AttrKind.triple: (-(2**31), 2**31 - 1), AttrKind.i64: (-(2**63), 2**63 - 1)}
 )
-_TRIPLE_MIN, _TRIPLE_MAX = _INT_RANGES[AttrKind.triple]
 _I64_MIN, I64_MAX = _INT_RANGES[AttrKind.i64]
 _F32 = struct.Struct("<f")
 NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
@@ -112,6 +113,7 @@ class AttrRule(NamedTuple):
     name: str
     freeze: Callable[[AttrRule, Any, Where], Any]
     minimum: int | float | None
+    int_minimum: int | None  # ``minimum`` of a triple, as the int :func:`triple_violation` takes
     exclusive_minimum: bool
     values: frozenset[str] | None  # closed value set of an enum, string or i64 attribute
     required: bool
@@ -152,25 +154,22 @@ def _freeze_triple(rule: AttrRule, value: Any, where: Where) -> tuple[int, int, 
     if type(value) is list and len(value) == 3:
         a, b, c = value
         if type(a) is int and type(b) is int and type(c) is int:
-            low = rule.minimum
-            least = min(a, b, c)
-            if (
-                (low is None or least >= low)
-                and least >= _TRIPLE_MIN
-                and max(a, b, c) <= _TRIPLE_MAX
-            ):
-                return (a, b, c)
+            triple = (a, b, c)
+            if triple_violation(triple, rule.int_minimum) is None:
+                return triple
     what = _attr_prefix(rule, where)
     if not _three(value, is_int):
         raise refused(
             "attr.triple", f"{what} must be three integers (array<i64: a, b, c>), got {show(value)}"
         )
     triple = (int(value[0]), int(value[1]), int(value[2]))
-    if rule.minimum is not None and any(v < rule.minimum for v in triple):
+    broken = triple_violation(triple, rule.int_minimum)
+    if broken == "attr.minimum":
         raise refused(
             "attr.minimum", f"{what} must have every entry >= {rule.minimum}, got {show(triple)}"
         )
-    _check_int_range(what, AttrKind.triple, triple)
+    if broken is not None:
+        _check_int_range(what, AttrKind.triple, triple)
     return triple
 
 
@@ -299,7 +298,7 @@ def freeze_packing(what: Callable[[], str], value: Any) -> Mapping[str, Any]:
     for name, enum_type in PACKING_FIELDS:
         item = value[name]
         if enum_type is None:
-            if not is_int(item) or item not in GROUP_SIZES:
+            if not is_group_size(item):
                 raise refused(
                     "weight.group_size",
                     f"{what()}.{name} must be one of {', '.join(map(str, GROUP_SIZES))} (the "
@@ -319,7 +318,7 @@ def freeze_packing(what: Callable[[], str], value: Any) -> Mapping[str, Any]:
             f"{what()}.bits is {frozen['bits']!r}; a packing map describes packed storage "
             f"({', '.join(PACKED_DTYPE_OF_BITS)}), dense weights carry none"
         )
-    # Each of GROUP_SIZES is a multiple of 32 / bits: a group fills whole uint32 words.
+    # Each group size is a multiple of 32 / bits: a group fills whole uint32 words.
     return MappingProxyType(frozen)
 
 
@@ -353,6 +352,7 @@ def attr_rule(attr: AttrDef) -> AttrRule:
         attr.name,
         freeze,
         spec.minimum,
+        None if spec.minimum is None else int(spec.minimum),
         spec.exclusive_minimum,
         values,
         spec.required,

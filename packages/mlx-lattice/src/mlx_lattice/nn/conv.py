@@ -10,9 +10,11 @@ then runs the quantized matmul tap by tap.  The weight-normalised convs
 (``Normalized*``) refuse ``quantize()``: their normaliser needs the dense
 weight, and the contract forbids packed weights on their ops.
 
-What a module stores, its constructor, docstring, repr and op call are
-declared once for both runtimes in :mod:`lattice_contract.frontend.nn_convs` and
-:mod:`lattice_contract.frontend.nn_layers`; this file creates the MLX parameters.
+What a module stores, its constructor, docstring and repr are declared once
+for both runtimes in :mod:`lattice_contract.frontend.nn_convs`; this file
+creates the MLX parameters and writes each module's ``__call__``: one call
+of its :mod:`mlx_lattice.ops` function with the weight as the op takes it
+(packed or dense).
 MLX takes no factory keywords (``device=``, ``dtype=``): its arrays live in
 unified memory, and a model changes dtype with ``set_dtype``.
 """
@@ -24,7 +26,9 @@ from typing import Never
 import mlx.core as mx
 from lattice_contract.frontend import ConvParams, nn_convs
 
+from mlx_lattice import ops
 from mlx_lattice.nn.module import WeightedModule
+from mlx_lattice.sparse import SparseTensor
 
 NoFactory = nn_convs.ParameterFactory[Never, Never]
 """MLX's factory keywords: none (mypy refuses ``device=`` and ``dtype=`` here)."""
@@ -45,25 +49,100 @@ class _Conv(nn_convs.ConvLayer[Never, Never], WeightedModule):
             self.bias = mx.random.uniform(-bound, bound, (params.out_channels,))
 
 
-class Conv3d(nn_convs.Conv3d[Never, Never], _Conv): ...
+class Conv3d(nn_convs.Conv3d[Never, Never], _Conv):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Convolve the sparse value ``x``."""
+        return ops.conv3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
 
 
-class FullConv3d(nn_convs.FullConv3d[Never, Never], _Conv): ...
+class FullConv3d(nn_convs.FullConv3d[Never, Never], _Conv):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Convolve the sparse value ``x`` over its expanded support."""
+        return ops.full_conv3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
 
 
-class TargetConv3d(nn_convs.TargetConv3d[Never, Never], _Conv): ...
+class TargetConv3d(nn_convs.TargetConv3d[Never, Never], _Conv):
+    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        """Convolve ``x`` at ``target``'s rows (a target only lends its rows)."""
+        return ops.conv3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            coordinates=target,
+        )
 
 
-class ConvTranspose3d(nn_convs.ConvTranspose3d[Never, Never], _Conv): ...
+class ConvTranspose3d(nn_convs.ConvTranspose3d[Never, Never], _Conv):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Transposed convolution of ``x`` (output stride ``t / s``)."""
+        return ops.conv_transpose3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
 
 
-class TargetConvTranspose3d(nn_convs.TargetConvTranspose3d[Never, Never], _Conv): ...
+class TargetConvTranspose3d(nn_convs.TargetConvTranspose3d[Never, Never], _Conv):
+    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        """Transposed convolution of ``x`` at ``target``'s rows."""
+        return ops.conv_transpose3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            coordinates=target,
+        )
 
 
-class SubmConv3d(nn_convs.SubmConv3d[Never, Never], _Conv): ...
+class SubmConv3d(nn_convs.SubmConv3d[Never, Never], _Conv):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Convolve ``x`` on its own rows."""
+        return ops.subm_conv3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            dilation=self.dilation,
+        )
 
 
-class GenerativeConvTranspose3d(nn_convs.GenerativeConvTranspose3d[Never, Never], _Conv): ...
+class GenerativeConvTranspose3d(nn_convs.GenerativeConvTranspose3d[Never, Never], _Conv):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Expand ``x``'s support tap by tap."""
+        return ops.generative_conv_transpose3d(
+            x,
+            self.weight_operand(),
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+        )
 
 
 # --------------------------------------------------------------------------- normalised
@@ -82,17 +161,62 @@ class _Normalized(nn_convs.NormalizedLayer[Never, Never], _Conv):
         )
 
 
-class NormalizedSubmConv3d(nn_convs.NormalizedSubmConv3d[Never, Never], _Normalized): ...
+class NormalizedSubmConv3d(nn_convs.NormalizedSubmConv3d[Never, Never], _Normalized):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Normalised convolution of ``x`` on its own rows."""
+        return ops.normalized_subm_conv3d(
+            x,
+            self.weight,
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            dilation=self.dilation,
+            eps=self.eps,
+        )
 
 
-class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d[Never, Never], _Normalized): ...
+class NormalizedConvTranspose3d(nn_convs.NormalizedConvTranspose3d[Never, Never], _Normalized):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Normalised transposed convolution of ``x``."""
+        return ops.normalized_conv_transpose3d(
+            x,
+            self.weight,
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            eps=self.eps,
+        )
 
 
 class TargetNormalizedConvTranspose3d(
     nn_convs.TargetNormalizedConvTranspose3d[Never, Never], NormalizedConvTranspose3d
-): ...
+):
+    def __call__(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:  # type: ignore[override]
+        """Normalised transposed convolution of ``x`` at ``target``'s rows."""
+        return ops.normalized_conv_transpose3d(
+            x,
+            self.weight,
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            eps=self.eps,
+            coordinates=target,
+        )
 
 
 class NormalizedGenerativeConvTranspose3d(
     nn_convs.NormalizedGenerativeConvTranspose3d[Never, Never], _Normalized
-): ...
+):
+    def __call__(self, x: SparseTensor) -> SparseTensor:
+        """Normalised support expansion of ``x``."""
+        return ops.normalized_generative_conv_transpose3d(
+            x,
+            self.weight,
+            self.bias_operand(),
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            eps=self.eps,
+        )

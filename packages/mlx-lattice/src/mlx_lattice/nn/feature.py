@@ -8,7 +8,7 @@ Linear ``weight`` ``(C_out, C_in)`` / ``bias``; BatchNorm ``weight``, ``bias``,
 ``weight``, ``bias``; RMSNorm ``weight``; Embedding ``weight``
 ``(num_embeddings, C)``.  All but BatchNorm are declared once for both
 runtimes (:mod:`lattice_contract.frontend.nn_features`); the MLX classes create the
-arrays.
+arrays and write their ``__call__`` (one :mod:`mlx_lattice.ops` call).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from __future__ import annotations
 import mlx.core as mx
 from lattice_contract.frontend import nn_features
 
+from mlx_lattice import ops
 from mlx_lattice.nn.module import (
     Features,
     LatticeModule,
     WeightedModule,
     map_features,
 )
-from mlx_lattice.ops.feature import batch_norm
 
 
 class Linear(nn_features.Linear, WeightedModule):
@@ -33,6 +33,10 @@ class Linear(nn_features.Linear, WeightedModule):
         self.weight = mx.random.uniform(-bound, bound, (c_out, c_in))
         if bias:
             self.bias = mx.random.uniform(-bound, bound, (c_out,))
+
+    def __call__(self, x: Features) -> Features:
+        """Project a dense array's rows, or a sparse value's features (packed or dense weight)."""
+        return map_features(x, lambda f: ops.linear(f, self.weight_operand(), self.bias_operand()))
 
 
 class BatchNorm(LatticeModule):
@@ -53,7 +57,7 @@ class BatchNorm(LatticeModule):
     def __call__(self, x: Features) -> Features:
         return map_features(
             x,
-            lambda f: batch_norm(
+            lambda f: ops.batch_norm(
                 f, self.weight, self.bias, self.running_mean, self.running_var, eps=self.eps
             ),
         )
@@ -72,14 +76,28 @@ class LayerNorm(nn_features.LayerNorm, LatticeModule):
         if bias:
             self.bias = mx.zeros((c,))
 
+    def __call__(self, x: Features) -> Features:
+        """Normalise a dense array's rows, or a sparse value's features."""
+        return map_features(
+            x, lambda f: ops.layer_norm(f, self.weight, self.bias_operand(), eps=self.eps)
+        )
+
 
 class RMSNorm(nn_features.RMSNorm, LatticeModule):
     def __init__(self, num_features: int, eps: float = nn_features.RMS_NORM_EPS) -> None:
         super().__init__()
         self.weight = mx.ones((self._configure(num_features, eps),))
 
+    def __call__(self, x: Features) -> Features:
+        """Normalise a dense array's rows, or a sparse value's features."""
+        return map_features(x, lambda f: ops.rms_norm(f, self.weight, eps=self.eps))
+
 
 class Embedding(nn_features.Embedding, LatticeModule):
     def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()
         self.weight = mx.random.normal(self._configure(num_embeddings, embedding_dim))
+
+    def __call__(self, indices: mx.array) -> mx.array:
+        """The table's rows at ``indices``."""
+        return ops.embedding_lookup(indices, self.weight)

@@ -12,15 +12,13 @@ changing anything, so a mismatched checkpoint never half-loads.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from lattice_contract.runtime import RuntimeOps
 from mlx.nn.layers.base import Module
 from mlx.utils import tree_flatten
 
-from mlx_lattice import ops as mlx_ops
 from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
 from mlx_lattice.sparse import SparseTensor
 
@@ -64,25 +62,23 @@ def _to_mx(value: Any, key: str) -> mx.array:
 class LatticeModule(Module):
     """``mlx.nn.Module`` with flat, torch-compatible ``state_dict`` / ``load_state_dict``.
 
-    It is also the MLX side of the layers declared once for both runtimes
-    (:mod:`lattice_contract.frontend.nn_layers`): a declared layer's ``forward``,
-    ``extra_repr`` and constructor become the module's, and this base
-    supplies the runtime hooks (the MLX functional ops, feature-row mapping).
-    Calling a module runs its ``forward``, as torch's modules do; modules
-    written for MLX alone define ``__call__`` themselves.
+    It is also the MLX base behind the layers declared once for both
+    runtimes (:mod:`lattice_contract.frontend.nn_layers`): a declared layer's
+    constructor and ``extra_repr`` become the module's, and each
+    ``mlx_lattice.nn`` class writes its own ``__call__`` (one
+    :mod:`mlx_lattice.ops` call), as ``mlx.nn``'s layers do.
     """
-
-    _ops: ClassVar[RuntimeOps] = mlx_ops
-    forward: Callable[..., Any]
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # mlx.nn ships no annotations
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
-
-    def _rows(self, x: Any, fn: Callable[[Any], Any]) -> Any:
-        return map_features(x, fn)
+        """Run ``forward``: a user's module may be written torch-style (the library's own
+        modules define ``__call__``, as ``mlx.nn``'s layers do)."""
+        forward: Callable[..., Any] | None = getattr(self, "forward", None)
+        if forward is None:
+            raise NotImplementedError(f"{type(self).__name__} defines neither __call__ nor forward")
+        return forward(*args, **kwargs)
 
     def extra_repr(self) -> str:
         """The text inside the module's repr (``mlx.nn.Module`` reads ``_extra_repr``)."""
@@ -191,10 +187,6 @@ class WeightedModule(LatticeModule):
         return QuantizedWeight(
             self.weight, self.scales, self.biases, self.bits, self.group_size, self.logical_shape
         )
-
-    def _with_weights(self, x: Any, call: Callable[[Any, Any, Any], Any]) -> Any:
-        """``call(x, weight, bias)`` with the weight as the op takes it (packed or dense)."""
-        return call(x, self.weight_operand(), self.bias_operand())
 
     def _extra_repr(self) -> str:
         text = self.extra_repr()

@@ -198,12 +198,17 @@ def read_ply(path: PathLike) -> dict[str, torch.Tensor]:
     width = sum(f[1][1] for f in fields)
     if offset + count * width > len(data):
         raise ValueError(f"{source}: truncated PLY body ({count} vertices of {width} bytes)")
-    records = torch.frombuffer(bytearray(data[offset : offset + count * width]), dtype=torch.uint8)
-    records = records.view(count, width)
+    records = _from_bytes(data[offset : offset + count * width], torch.uint8).view(count, width)
     out = {}
     start = 0
     for name, (dtype, size, unsigned) in fields:
-        column = _columns(records[:, start : start + size], size, little).view(dtype).reshape(-1)
+        # A (0, width) slice has strides no dtype view accepts: an empty cloud
+        # gets its empty columns directly.
+        column = (
+            _columns(records[:, start : start + size], size, little).view(dtype).reshape(-1)
+            if count
+            else torch.empty(0, dtype=dtype)
+        )
         out[name] = _widen_unsigned(column, 8 * size) if unsigned and size > 1 else column
         start += size
     return out

@@ -12,16 +12,15 @@ casts are differentiable: gradients reach the f32 parameters in f32.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import torch
 
 from torch_lattice.sparse import SparseTensor
 
 T = TypeVar("T", SparseTensor, torch.Tensor)
-R = TypeVar("R")
 
 
 def autocast_dtype(x: SparseTensor | torch.Tensor) -> torch.dtype | None:
@@ -51,17 +50,33 @@ def autocast_off(x: SparseTensor | torch.Tensor) -> Iterator[None]:
         yield
 
 
-def run_autocast(
-    x: T,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    call: Callable[[T, torch.Tensor, torch.Tensor | None], R],
-) -> R:
-    """``call(x, weight, bias)``, in the autocast dtype when autocast is on for x's device."""
-    dtype = autocast_dtype(x)
-    if dtype is None:
-        return call(x, weight, bias)
-    w = cast_param(weight, dtype)
-    assert w is not None
-    with autocast_off(x):
-        return call(cast_input(x, dtype), w, cast_param(bias, dtype))
+class autocast_operands(Generic[T]):
+    """``with autocast_operands(x, weight, bias) as (x, weight, bias):`` the op's operands.
+
+    When autocast is on for ``x``'s device, the operands come out in the
+    autocast dtype and the block runs with autocast off (so the op's own f32
+    accumulation is not re-cast underneath it); otherwise they come out
+    unchanged and nothing is entered.  A conv's target value only lends its
+    rows, so it is not an operand here.
+    """
+
+    __slots__ = ("_off", "_operands")
+
+    def __init__(self, x: T, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        dtype = autocast_dtype(x)
+        self._off: torch.autocast | None = None
+        self._operands: tuple[T, torch.Tensor, torch.Tensor | None] = (x, weight, bias)
+        if dtype is not None:
+            w = cast_param(weight, dtype)
+            assert w is not None
+            self._operands = (cast_input(x, dtype), w, cast_param(bias, dtype))
+            self._off = torch.autocast(x.device.type, enabled=False)
+
+    def __enter__(self) -> tuple[T, torch.Tensor, torch.Tensor | None]:
+        if self._off is not None:
+            self._off.__enter__()  # type: ignore[no-untyped-call]
+        return self._operands
+
+    def __exit__(self, *exc: object) -> None:
+        if self._off is not None:
+            self._off.__exit__(*exc)

@@ -1,22 +1,20 @@
-"""The torch side of the layers declared once for both runtimes.
+"""The torch module bases under the layers declared once for both runtimes.
 
-:mod:`lattice_contract.frontend.nn_layers` declares each module's constructor, repr,
-docstring and op call; a ``torch_lattice.nn`` class puts :class:`Module`
-behind the declared layer.  ``torch.nn.Module.__call__`` then runs the
-layer's ``forward`` with every hook (the exporter's tracer included), and
+:mod:`lattice_contract.frontend.nn_layers` declares each module's
+constructor, repr and docstring; a ``torch_lattice.nn`` class puts
+:class:`Module` behind the declared layer and writes its own ``forward``,
+which calls :mod:`torch_lattice.ops` directly.  ``torch.nn.Module.__call__``
+runs that ``forward`` with every hook (the exporter's tracer included), and
 ``extra_repr`` is the layer's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, overload
+from typing import overload
 
 import torch
-from lattice_contract.runtime import RuntimeOps
 
-from torch_lattice import ops
-from torch_lattice.nn._amp import run_autocast
 from torch_lattice.sparse import SparseTensor
 
 
@@ -34,12 +32,7 @@ def on_feats(
 
 
 class Module(torch.nn.Module):
-    """``torch.nn.Module`` with the runtime hooks of a declared layer."""
-
-    _ops: ClassVar[RuntimeOps] = ops
-
-    def _rows(self, x: Any, fn: Callable[[Any], Any]) -> Any:
-        return on_feats(x, fn)
+    """``torch.nn.Module`` behind a declared layer: the bias lookup its repr reads."""
 
     def bias_operand(self) -> torch.Tensor | None:
         """The ``bias`` parameter, or None when the module was made without one."""
@@ -48,15 +41,11 @@ class Module(torch.nn.Module):
 
 
 class Weighted(Module):
-    """A module whose ``weight`` and optional ``bias`` its functional op takes (conv, linear)."""
+    """A module whose ``weight`` and optional ``bias`` its functional op takes (conv, linear).
+
+    Its ``forward`` runs the op through :func:`torch_lattice.nn._amp.run_autocast`, as
+    ``torch.nn.Conv3d`` and ``torch.nn.Linear`` follow ``torch.autocast``.
+    """
 
     weight: torch.nn.Parameter
-
-    def _with_weights(self, x: Any, call: Callable[[Any, Any, Any], Any]) -> Any:
-        """``call(x, weight, bias)``; under ``torch.autocast`` in the autocast dtype.
-
-        As ``torch.nn.Conv3d`` and ``torch.nn.Linear`` do (see
-        :mod:`torch_lattice.nn._amp`); a conv's target value only lends its
-        rows, so its features are left alone.
-        """
-        return run_autocast(x, self.weight, self.bias_operand(), call)
+    bias: torch.nn.Parameter | None

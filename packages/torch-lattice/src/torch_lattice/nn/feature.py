@@ -8,8 +8,8 @@ Parameter and buffer names are artifact storage keys: ``Linear.weight/bias``,
 ``RMSNorm.weight``, ``Embedding.weight`` (num_embeddings, C).  ``Linear``,
 the norms and ``Embedding`` are declared once for both runtimes
 (:mod:`lattice_contract.frontend.nn_features`): this file creates their torch
-parameters.  ``BatchNorm`` (which trains), ``Dropout`` and ``Sequential`` are
-torch's own.
+parameters and writes their ``forward`` (one :mod:`torch_lattice.ops` call).
+``BatchNorm`` (which trains), ``Dropout`` and ``Sequential`` are torch's own.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from lattice_contract.frontend import nn_features
 
 from torch_lattice import ops
+from torch_lattice.nn._amp import autocast_operands
 from torch_lattice.nn.base import Module, Weighted, on_feats
 from torch_lattice.sparse import SparseTensor
 
@@ -48,6 +49,19 @@ class Linear(nn_features.Linear, Weighted):
         torch.nn.init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        """Project a dense tensor's rows, or a sparse value's features."""
+
+        def project(f: torch.Tensor) -> torch.Tensor:
+            with autocast_operands(f, self.weight, self.bias) as (f, weight, bias):
+                return ops.linear(f, weight, bias)
+
+        return on_feats(x, project)
 
 
 class BatchNorm(torch.nn.Module):
@@ -218,6 +232,14 @@ class LayerNorm(nn_features.LayerNorm, Module):
         self.weight = torch.nn.Parameter(torch.ones(c, **factory))
         self.bias = torch.nn.Parameter(torch.zeros(c, **factory))
 
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        """Normalise a dense tensor's rows, or a sparse value's features."""
+        return on_feats(x, lambda f: ops.layer_norm(f, self.weight, self.bias, eps=self.eps))
+
 
 class RMSNorm(nn_features.RMSNorm, Module):
     def __init__(
@@ -230,6 +252,14 @@ class RMSNorm(nn_features.RMSNorm, Module):
         super().__init__()
         c = self._configure(num_features, eps)
         self.weight = torch.nn.Parameter(torch.ones(c, device=device, dtype=dtype))
+
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        """Normalise a dense tensor's rows, or a sparse value's features."""
+        return on_feats(x, lambda f: ops.rms_norm(f, self.weight, eps=self.eps))
 
 
 class Sequential(torch.nn.Sequential):
@@ -253,3 +283,7 @@ class Embedding(nn_features.Embedding, Module):
     def reset_parameters(self) -> None:
         """Standard normal entries (``torch.nn.Embedding``'s default)."""
         torch.nn.init.normal_(self.weight)
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        """The table's rows at ``indices``."""
+        return ops.embedding_lookup(indices, self.weight)

@@ -1,56 +1,148 @@
 """The torch modules of every parameter-free layer declared in the contract.
 
-Each layer -- its constructor, docstring, repr and op call -- is declared once
-for both runtimes (:mod:`lattice_contract.frontend.nn_layers`,
+Each layer's constructor, docstring and repr are declared once for both
+runtimes (:mod:`lattice_contract.frontend.nn_layers`,
 :mod:`lattice_contract.frontend.nn_activations`); a class here puts
-:class:`~torch_lattice.nn.base.Module` behind it, which supplies the torch
-functional ops (``torch.nn.Module.__call__`` runs the layer's ``forward``,
-hooks included).  These modules have no parameters.
+:class:`~torch_lattice.nn.base.Module` behind it and writes its ``forward``:
+one call of a :mod:`torch_lattice.ops` function with the layer's stored
+attributes (``torch.nn.Module.__call__`` runs it, hooks included).  These
+modules have no parameters.
 """
 
 from __future__ import annotations
 
-from lattice_contract.frontend import nn_activations, nn_layers
+from typing import ClassVar, overload
 
-from torch_lattice.nn.base import Module
+import torch
+from lattice_contract.dialect import PoolMode, Triple
+from lattice_contract.frontend import nn_activations, nn_layers, trusted
+
+from torch_lattice import ops
+from torch_lattice.nn.base import Module, on_feats
+from torch_lattice.sparse import SparseTensor
 
 # ----------------------------------------------------- pooling and upsampling
 
 
-class MaxPool3d(nn_layers.MaxPool3d, Module): ...
+class _Pool3d(Module):
+    """``ops.pool3d`` with the layer's mode and window (MaxPool3d, AvgPool3d, SumPool3d)."""
+
+    mode: ClassVar[PoolMode]
+    kernel_size: Triple
+    stride: Triple
+    padding: Triple
+    dilation: Triple
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        """Pool ``x`` (a sparse value) window by window."""
+        return ops.pool3d(
+            x,
+            mode=self.mode.value,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
 
 
-class AvgPool3d(nn_layers.AvgPool3d, Module): ...
+class _FullPool3d(Module):
+    """``ops.full_pool3d`` with the layer's mode and window (the ``Full*Pool3d`` layers)."""
+
+    mode: ClassVar[PoolMode]
+    kernel_size: Triple
+    stride: Triple
+    padding: Triple
+    dilation: Triple
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        """Pool ``x`` over the indexed relation (its support grows)."""
+        return ops.full_pool3d(
+            x,
+            mode=self.mode.value,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+        )
 
 
-class SumPool3d(nn_layers.SumPool3d, Module): ...
+class MaxPool3d(nn_layers.MaxPool3d, _Pool3d): ...
 
 
-class FullMaxPool3d(nn_layers.FullMaxPool3d, MaxPool3d): ...
+class AvgPool3d(nn_layers.AvgPool3d, _Pool3d): ...
 
 
-class FullAvgPool3d(nn_layers.FullAvgPool3d, AvgPool3d): ...
+class SumPool3d(nn_layers.SumPool3d, _Pool3d): ...
 
 
-class FullSumPool3d(nn_layers.FullSumPool3d, SumPool3d): ...
+# Each Full pool is its local pool's subclass (isinstance holds) with the full forward.
+class FullMaxPool3d(nn_layers.FullMaxPool3d, _FullPool3d, MaxPool3d): ...
 
 
-class GlobalPool(nn_layers.GlobalPool, Module): ...
+class FullAvgPool3d(nn_layers.FullAvgPool3d, _FullPool3d, AvgPool3d): ...
 
 
-class PoolTranspose3d(nn_layers.PoolTranspose3d, Module): ...
+class FullSumPool3d(nn_layers.FullSumPool3d, _FullPool3d, SumPool3d): ...
 
 
-class TrilinearUpsample3d(nn_layers.TrilinearUpsample3d, Module): ...
+class GlobalPool(nn_layers.GlobalPool, Module):
+    def forward(self, x: SparseTensor, batch_size: int | None = None) -> torch.Tensor:
+        """Reduce ``x``'s rows per batch item (``batch_size`` overrides the layer's)."""
+        size = self.batch_size if batch_size is None else batch_size
+        return ops.global_pool(x, mode=self.mode.value, batch_size=size)
+
+
+class PoolTranspose3d(nn_layers.PoolTranspose3d, Module):
+    def forward(self, x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
+        """Upsample ``x`` (onto ``target``'s rows when given)."""
+        return ops.pool_transpose3d(
+            x,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            coordinates=target,
+        )
+
+
+class TrilinearUpsample3d(nn_layers.TrilinearUpsample3d, Module):
+    def forward(self, x: SparseTensor, target: SparseTensor | None = None) -> SparseTensor:
+        """Upsample ``x`` (onto ``target``'s rows when given)."""
+        return ops.trilinear_upsample3d(x, stride=self.stride, coordinates=target)
 
 
 # ---------------------------------------------------- activations and softmax
 
 
-class Softmax(nn_layers.Softmax, Module): ...
+class Softmax(nn_layers.Softmax, Module):
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        """Softmax of a dense tensor's rows, or of a sparse value's features."""
+        return on_feats(x, lambda f: ops.softmax(f, axis=-1))
 
 
-class Activation(nn_activations.Activation, Module): ...
+class Activation(nn_activations.Activation, Module):
+    @overload
+    def forward(self, x: SparseTensor) -> SparseTensor: ...
+    @overload
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+    def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        """The activation of a dense tensor's rows, or of a sparse value's features."""
+        activation = trusted(ops.activation)  # the attributes were checked in __init__
+        return on_feats(
+            x,
+            lambda f: activation(
+                f,
+                kind=self.kind,
+                approximate=self.approximate,
+                alpha=self.alpha,
+                beta=self.beta,
+                threshold=self.threshold,
+            ),
+        )
 
 
 class ReLU(nn_activations.ReLU, Activation): ...
@@ -86,19 +178,65 @@ class Identity(nn_activations.Identity, Activation): ...
 # -------------------------------------------------- points and sparse algebra
 
 
-class Voxelize(nn_layers.Voxelize, Module): ...
+class Voxelize(nn_layers.Voxelize, Module):
+    def forward(
+        self,
+        points: torch.Tensor,
+        features: torch.Tensor,
+        batch: torch.Tensor,
+        active_rows: torch.Tensor | int | None = None,
+    ) -> SparseTensor:
+        """Merge the active points into voxels."""
+        return ops.voxelize(
+            points,
+            features,
+            batch,
+            active_rows,
+            voxel_size=self.voxel_size,
+            origin=self.origin,
+            reduction=self.reduction.value,
+            stride=self.stride,
+        )
 
 
-class Devoxelize(nn_layers.Devoxelize, Module): ...
+class Devoxelize(nn_layers.Devoxelize, Module):
+    def forward(
+        self,
+        x: SparseTensor,
+        points: torch.Tensor,
+        batch: torch.Tensor,
+        active_rows: torch.Tensor | int | None = None,
+    ) -> torch.Tensor:
+        """Interpolate ``x``'s features at the active points."""
+        return ops.devoxelize(
+            points,
+            x,
+            batch,
+            active_rows,
+            voxel_size=self.voxel_size,
+            origin=self.origin,
+            interpolation=self.interpolation.value,
+        )
 
 
-class SparseBinary(nn_layers.SparseBinary, Module): ...
+class SparseBinary(nn_layers.SparseBinary, Module):
+    def forward(self, lhs: SparseTensor, rhs: SparseTensor) -> SparseTensor:
+        """Combine the aligned rows of ``lhs`` and ``rhs`` (a missing row reads zeros)."""
+        return ops.sparse_binary(
+            lhs, rhs, op=self.op.value, join=self.join.value, lhs_fill=0.0, rhs_fill=0.0
+        )
 
 
 class SparseAdd(nn_layers.SparseAdd, SparseBinary): ...
 
 
-class SparseCat(nn_layers.SparseCat, Module): ...
+class SparseCat(nn_layers.SparseCat, Module):
+    def forward(self, lhs: SparseTensor, rhs: SparseTensor) -> SparseTensor:
+        """Concatenate the aligned rows' channels."""
+        return ops.sparse_cat(lhs, rhs, join=self.join.value)
 
 
-class SparseReindex(nn_layers.SparseReindex, Module): ...
+class SparseReindex(nn_layers.SparseReindex, Module):
+    def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
+        """Gather ``x``'s features at ``target``'s rows (zeros where absent)."""
+        return ops.sparse_reindex(x, target, fill=0.0)

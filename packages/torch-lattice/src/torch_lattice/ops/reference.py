@@ -4,8 +4,11 @@ These scatter a sparse value into a dense float64 grid, run PyTorch's dense
 ``conv3d`` / ``conv_transpose3d`` (or an explicit per-tap window for pooling)
 and read the result back at every output position some active input reaches.
 They share no code with the sparse kernels or kernel maps, only the index
-relations of docs/semantics.md, and they are meant for grids of a few thousand
-cells.  The centred ops (``conv3d``, ``pool3d``) are the dense ops with padding
+relations of docs/semantics.md and the dialect's one statement of the output
+stride (:func:`lattice_contract.dialect.forward_stride` /
+:func:`~lattice_contract.dialect.transposed_stride`, itself checked against the
+C++ verifier), and they are meant for grids of a few thousand cells.  The
+centred ops (``conv3d``, ``pool3d``) are the dense ops with padding
 ``centred_padding`` (``K//2*d + p`` on odd axes, ``p`` on even ones) read at
 the coarsened support (every ``floor(c / s)``), where rows no tap reaches read 0.
 """
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from lattice_contract.dialect import forward_stride, transposed_stride
 
 from torch_lattice.coords import canonical_order
 from torch_lattice.sparse import SparseTensor
@@ -107,7 +111,7 @@ def dense_conv3d(
     out = F.conv3d(grid, w, stride=s, padding=p, dilation=d)
     ones = torch.ones(1, 1, *k, dtype=torch.float64, device=grid.device)
     counts = F.conv3d(occ, ones, stride=s, padding=p, dilation=d)
-    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    out_stride = forward_stride(x.stride, s)
     return _read_back(out, counts, m, out_stride)
 
 
@@ -124,7 +128,7 @@ def dense_conv_transpose3d(
     ones = torch.ones(1, 1, *k, dtype=torch.float64, device=grid.device)
     counts = F.conv_transpose3d(occ, ones, stride=s, dilation=d)
     shift = [origin[a] * s[a] - p[a] for a in range(3)]
-    out_stride = (x.stride[0] // s[0], x.stride[1] // s[1], x.stride[2] // s[2])
+    out_stride = transposed_stride(x.stride, s, "conv_transpose3d")
     return _read_back(out, counts, shift, out_stride)
 
 
@@ -166,7 +170,7 @@ def dense_pool3d(
     """``full_pool3d``: the dense window reduction at every output some active input reaches."""
     m, _, _ = _conv_grid(_logical(x), k, s, d)
     out, count = _pool_grid(x, mode, k, s, p, d)
-    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    out_stride = forward_stride(x.stride, s)
     return _read_back(out, count, m, out_stride)
 
 
@@ -215,7 +219,7 @@ def dense_centred_conv3d(
     out = F.conv3d(grid, w, stride=s, padding=pad, dilation=d)
     ones = torch.ones(1, 1, *k, dtype=torch.float64, device=grid.device)
     counts = F.conv3d(occ, ones, stride=s, padding=pad, dilation=d)
-    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    out_stride = forward_stride(x.stride, s)
     return _read_at(out, counts, m, coarsened_rows(x, s), out_stride)
 
 
@@ -231,7 +235,7 @@ def dense_centred_pool3d(
     m, _, _ = _conv_grid(logical, k, s, d)
     out, count = _pool_grid(x, mode, k, s, pad, d)
     out = torch.where(count > 0, out, torch.zeros_like(out))
-    out_stride = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])
+    out_stride = forward_stride(x.stride, s)
     return _read_at(out, count, m, coarsened_rows(x, s), out_stride)
 
 

@@ -1,5 +1,10 @@
 """``lattice inspect PATH``: what an artifact takes, does, holds and whether it verifies.
 
+PATH is an artifact directory (``graph.mlir`` + ``weights.safetensors``) or a
+fixture archive; for an archive the report first says what the archive adds
+about its artifact (format version, producer, cases with their tolerances),
+or puts it under the key ``archive`` with ``--json``.
+
 Prints the call ABI (logical inputs with their ABI arrays and roles, outputs),
 the op list in program order with the shapes of the weights each op binds,
 the parameter count, a quantization summary (and, for an artifact the
@@ -27,11 +32,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import mlx.core as mx
+from lattice_conformance.archive import FixtureArchiveError
 from lattice_contract.artifact import METADATA_KEY, QuantizationReport, format_report
 from lattice_contract.dialect import WEIGHT_FILE
 from lattice_contract.plan import RuntimePlan
 from lattice_contract.runtime import ResolvedWeight, compile_plan
-
 from mlx_lattice.artifact.backend import MLX_BACKEND, dtype_name
 from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
 from mlx_lattice.artifact.lowerings import MLX_LOWERINGS
@@ -41,7 +46,15 @@ from mlx_lattice.artifact.validation import (
     native_module,
 )
 
-__all__ = ["collect_artifact_report", "inspect_artifact", "main", "render_text"]
+from lattice_tools.artifact_source import open_artifact_source
+
+__all__ = [
+    "build_parser",
+    "collect_artifact_report",
+    "inspect_artifact",
+    "main",
+    "render_text",
+]
 
 _SKIP_ATTRS = ("accumulation", "sym_name", "storage_key", "layout", "packing")
 
@@ -344,9 +357,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lattice inspect`` for artifact directories."""
+    """Entry point of ``lattice inspect`` (artifact directories and fixture archives)."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    return inspect_artifact(args.path, lattice_opt=args.lattice_opt, as_json=args.json)
+    try:
+        with open_artifact_source(args.path) as source:
+            report, status = collect_artifact_report(
+                str(source.artifact_dir), lattice_opt=args.lattice_opt
+            )
+    except FixtureArchiveError as exc:
+        report, status = {"artifact": args.path, "error": str(exc)}, 1
+        source = None
+    archive = source.archive if source is not None else None
+    if archive is not None:
+        report["artifact"] = f"{args.path} (artifact/ inside the fixture archive)"
+    if args.json:
+        report["archive"] = archive
+        report["exit_status"] = status
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return status
+    if archive is not None:
+        lines = [f"fixture archive: {args.path} (format version {archive['format_version']})"]
+        producer = archive["producer"]
+        if producer:
+            lines.append(
+                "  producer: " + ", ".join(f"{k} {v}" for k, v in sorted(producer.items()))
+            )
+        lines.append(f"  cases: {len(archive['cases'])}")
+        for case in archive["cases"]:
+            lines.append(
+                f"    {case['name']}: atol {case['atol']:g}, rtol {case['rtol']:g}, "
+                f"outputs {', '.join(case['outputs'])}"
+            )
+        print("\n".join(lines))
+    print(render_text(report), file=sys.stdout)
+    return status

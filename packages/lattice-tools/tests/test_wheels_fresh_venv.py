@@ -1,6 +1,6 @@
 """Built wheels work without a checkout: ``lattice demo``, ``lattice view``, ``conformance replay``.
 
-The five distributions (the native one included) are built into a wheel
+The six distributions (the native one included) are built into a wheel
 directory, then installed into a brand-new virtual environment with
 ``--no-index``, so every project package must come from those wheels and
 every other requirement from a local wheel cache: pip cannot reach for a
@@ -32,7 +32,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[3]
 PACKAGES = REPO / "packages"
-PURE = ("lattice-contract", "mlx-lattice", "torch-lattice", "lattice-conformance")
+PURE = ("lattice-contract", "mlx-lattice", "torch-lattice", "lattice-conformance", "lattice-tools")
 VERSION = tomllib.loads((PACKAGES / "lattice-contract" / "pyproject.toml").read_text())["project"][
     "version"
 ]
@@ -80,7 +80,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
     )
     built = sorted(p.name for p in out.glob("*.whl"))
-    assert len(built) == 5 and all(n.startswith("latticekit_") for n in built), built
+    assert len(built) == 6 and all(n.startswith("latticekit_") for n in built), built
     return out
 
 
@@ -103,7 +103,7 @@ def fresh_venv(wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(constraints),
             "--find-links",
             str(wheels),
-            f"latticekit-conformance=={VERSION}",
+            f"latticekit-tools=={VERSION}",
         ],
         cwd=REPO,
     )
@@ -124,7 +124,7 @@ def fresh_venv(wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(wheels),
             "--find-links",
             str(deps),
-            f"latticekit-conformance=={VERSION}",
+            f"latticekit-tools=={VERSION}",
         ],
         cwd=venv.parent,
         env=_clean_env(venv),
@@ -139,12 +139,13 @@ def test_installed_packages_are_ours_and_come_from_the_venv(fresh_venv: Path) ->
     _run([py, "-m", "pip", "check"], cwd=fresh_venv, env=env)
     listed = _run([py, "-m", "pip", "list", "--format=freeze"], cwd=fresh_venv, env=env)
     names = {line.split("==")[0].lower() for line in listed.splitlines() if "==" in line}
-    assert {f"latticekit-{p}" for p in ("contract", "mlir", "mlx", "torch", "conformance")} <= names
+    ours = ("contract", "mlir", "mlx", "torch", "conformance", "tools")
+    assert {f"latticekit-{p}" for p in ours} <= names
     assert not names & {"mlx-lattice", "torch-lattice", "lattice-contract", "lattice-mlir"}
     code = (
         "import importlib\n"
         "for n in ('lattice_contract', 'lattice_mlir', 'mlx_lattice', 'torch_lattice',\n"
-        "          'lattice_conformance'):\n"
+        "          'lattice_conformance', 'lattice_tools'):\n"
         "    m = importlib.import_module(n)\n"
         "    print(n, m.__version__, m.__file__)\n"
     )

@@ -44,10 +44,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-
 from lattice_conformance import segmentation as seg
 from lattice_conformance.archive import SparseArrays
-from lattice_conformance.demo_plot import Disagreement, row_disagreement
 from lattice_conformance.metrics import OutputResult, compare_dense, compare_sparse
 from lattice_conformance.replay import (
     ReplayResult,
@@ -56,6 +54,8 @@ from lattice_conformance.replay import (
     write_json_atomic,
 )
 from lattice_conformance.runners import MLXRunner, RunResult, RuntimeUnavailable, TorchRunner
+
+from lattice_tools.demo_plot import Disagreement, row_disagreement
 
 DEMO_REPORT_FORMAT: Final = "lattice-demo-report"
 DEMO_REPORT_VERSION: Final = 1
@@ -426,8 +426,9 @@ def _draw(
     variants: list[VariantResult],
     replays: dict[str, ReplayResult],
 ) -> Path:
-    from lattice_conformance.demo_plot import demo_figure
     from lattice_conformance.plots import save_figure
+
+    from lattice_tools.demo_plot import demo_figure
 
     xyz = (scene.coords[:, 1:] if kind == "voxels" else scene.points).astype(np.float32)
     title = f"Lattice demo: {name}, {len(xyz)} {kind}"

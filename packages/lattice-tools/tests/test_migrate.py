@@ -18,21 +18,22 @@ from pathlib import Path
 import lattice_mlir
 import numpy as np
 import pytest
-from lattice_conformance.cli import lattice_main
-from lattice_conformance.migrate import (
+from lattice_contract import SCHEMA_DIGEST
+from lattice_contract.artifact import atomic, check_bundle_dir, path_lock
+from lattice_contract.plan import LatticeValidationError, RuntimePlan
+from lattice_contract.testing import kill_writer_at
+from lattice_tools.cli import lattice_main
+from lattice_tools.migrate import (
     FIXTURE_CASE_FILES,
     MANIFEST_SCHEMA,
     MigrationError,
     migrate,
     migrate_graph,
 )
-from lattice_contract import SCHEMA_DIGEST
-from lattice_contract.artifact import atomic, check_bundle_dir, path_lock
-from lattice_contract.plan import LatticeValidationError, RuntimePlan
-from lattice_contract.testing import kill_writer_at
 from safetensors.numpy import load_file, save_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# upstream_data (where the upstream corpus and fixtures are) is the conformance tests' helper.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lattice-conformance" / "tests"))
 from upstream_data import UPSTREAM_DIGEST, upstream_root
 
 FIXTURES = upstream_root() / "fixtures"
@@ -317,7 +318,7 @@ def test_nothing_migrates_at_load_time(tmp_path: Path) -> None:
 # test hook; "fallback" forces the two-rename path used where RENAME_EXCHANGE
 # is unavailable).
 KILLED_MIGRATION = """
-from lattice_conformance.migrate import migrate
+from lattice_tools.migrate import migrate
 migrate(sys.argv[1], sys.argv[2], force=True)
 """
 

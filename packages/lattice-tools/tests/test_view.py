@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from lattice_conformance import segmentation as seg
-from lattice_conformance.artifact_source import open_artifact_source
-from lattice_conformance.cli import lattice_main
-from lattice_conformance.graph_model import load_graph_model
 from lattice_contract.plan import RuntimePlan
+from lattice_tools.artifact_source import open_artifact_source
+from lattice_tools.cli import lattice_main
+from lattice_tools.graph_model import load_graph_model
 from mlx_lattice.artifact.io import load_lattice_artifact
 from mlx_lattice.artifact.validation import native_module
 

@@ -17,8 +17,8 @@ import pytest
 import torch
 from lattice_conformance import segmentation as seg
 from lattice_conformance.archive import open_fixture_archive
-from lattice_conformance.cli import lattice_main
 from lattice_contract.artifact import format_report
+from lattice_tools.cli import lattice_main
 from torch_lattice import canonical_order
 from torch_lattice.artifact import load_lattice_program
 from torch_lattice.export import save_lattice_model_artifact

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from lattice_conformance.archive import SparseArrays
 from lattice_conformance.metrics import canonical_order
 from lattice_conformance.plots import (

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import lattice_mlir
 import pytest
-from lattice_conformance.migrate import MigrationError, migrate_graph
 from lattice_contract import SCHEMA_DIGEST
 from lattice_contract.plan import RuntimePlan, typecheck_plan
+from lattice_tools.migrate import MigrationError, migrate_graph
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# upstream_data (where the upstream corpus and fixtures are) is the conformance tests' helper.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lattice-conformance" / "tests"))
 from upstream_data import UPSTREAM_DIGEST, corpus
 
 VALID = {p.name: p for p in corpus("valid")}

@@ -1,7 +1,7 @@
 """``lattice view ARTIFACT --html out.html``: one self-contained page drawing the graph.
 
 The page holds everything it needs inline -- the folded graph model
-(:mod:`lattice_conformance.graph_model`) as JSON, the vendored dagre layout
+(:mod:`lattice_tools.graph_model`) as JSON, the vendored dagre layout
 library (``viewer/dagre.min.js``, MIT, see ``viewer/dagre.LICENSE.txt``), the
 drawing script and its style -- so it opens from disk, from a mail
 attachment or from a CI artefact, with no network and no server.  Ops are
@@ -23,18 +23,18 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from lattice_conformance.archive import FixtureArchiveError
 from lattice_contract.artifact import BundleError
 from lattice_contract.plan import ArtifactCapabilityError
 
-from lattice_conformance.archive import FixtureArchiveError
-from lattice_conformance.artifact_source import open_artifact_source
-from lattice_conformance.graph_model import GraphModel, load_graph_model
+from lattice_tools.artifact_source import open_artifact_source
+from lattice_tools.graph_model import GraphModel, load_graph_model
 
 __all__ = ["main", "render_html", "write_html"]
 
 
 def _asset(name: str) -> str:
-    return (resources.files("lattice_conformance") / "viewer" / name).read_text(encoding="utf-8")
+    return (resources.files("lattice_tools") / "viewer" / name).read_text(encoding="utf-8")
 
 
 def _inline_script(text: str) -> str:

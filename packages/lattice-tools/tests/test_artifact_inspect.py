@@ -7,11 +7,17 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from artifact_support import weight
 from lattice_contract.builder import MLIRModuleBuilder
+from lattice_tools.inspect import main
 from mlx_lattice.artifact import save_lattice_artifact
-from mlx_lattice.artifact.inspect import main
 from mlx_lattice.ops.quant import QuantizedWeight, quantize_weight
+
+
+def weight(rng: np.random.Generator, *shape: int, dtype: str = "f32") -> mx.array:
+    """A random weight of ``shape`` in ``dtype`` (scaled to keep sums moderate)."""
+    out = mx.array(rng.standard_normal(shape).astype(np.float32) * 0.3)
+    return out.astype(mx.float16 if dtype == "f16" else mx.float32)
+
 
 PACK = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}
 
@@ -70,7 +76,7 @@ def test_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_report_through_the_lattice_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from lattice_conformance.cli import lattice_main
+    from lattice_tools.cli import lattice_main
 
     assert lattice_main(["inspect", str(_bundle(tmp_path))]) == 0
     assert "compile (mlx): ok" in capsys.readouterr().out

@@ -56,6 +56,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from lattice_conformance.safe_extract import FixtureArchiveError
+from lattice_conformance.upstream_tensors import UpstreamTensorError, rename_entries
+from lattice_conformance.upstream_tree import CASE_FILES, MANIFEST, TREE_SCHEMA, tree_cases
 from lattice_contract.artifact import (
     BundleError,
     Companion,
@@ -74,10 +77,6 @@ from lattice_contract.dialect import (
     SPARSE_INPUT_ROLES,
     WEIGHT_FILE,
 )
-
-from lattice_conformance.safe_extract import FixtureArchiveError
-from lattice_conformance.upstream_tensors import UpstreamTensorError, rename_entries
-from lattice_conformance.upstream_tree import CASE_FILES, MANIFEST, TREE_SCHEMA, tree_cases
 
 __all__ = [
     "FIXTURE_TREE_SCHEMA",

@@ -21,10 +21,10 @@ import pytest
 import torch
 from lattice_conformance import segmentation as seg
 from lattice_conformance.archive import SparseArrays
-from lattice_conformance.cli import lattice_main
-from lattice_conformance.demo_plot import Disagreement, demo_figure, row_disagreement
 from lattice_conformance.metrics import OutputResult
 from lattice_conformance.plots import save_figure
+from lattice_tools.cli import lattice_main
+from lattice_tools.demo_plot import Disagreement, demo_figure, row_disagreement
 from torch_lattice import SparseTensor, nn
 from torch_lattice.export import save_lattice_model_artifact
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lattice_conformance import segmentation as seg
-from lattice_conformance.cli import lattice_main
 from lattice_conformance.ply import write_ply
 from lattice_conformance.replay import replay_archive
+from lattice_tools.cli import lattice_main
 
 REPO = Path(__file__).resolve().parents[3]
 
