@@ -49,20 +49,19 @@ for _name, _module in (("spconv", "spconv.pytorch"), ("spconv-triton", "spconv_t
         print(f"{_name}: not available ({type(err).__name__}: {err})")
 
 
-DEVICE = "cuda"
-START = time.perf_counter()
-"""Where everything runs; ``--dry-run`` sets ``cpu`` (Triton interpreter, tiny scene)."""
+DEVICE, START = "cuda", time.perf_counter()
+"""Where everything runs (``--dry-run``: ``cpu``, Triton interpreter, tiny scenes); the start."""
 
 
-def cuda_time(fn: Callable[[], Any], repeat: int = 10, warmup: int = 0) -> float:
+def cuda_time(fn: Callable[[], Any], repeat: int = 10) -> float:
     """Median seconds of ``fn``: CUDA-event rounds until the last 3 medians agree within 2%."""
-    del warmup  # kept for callers; stable_time warms until stable instead
     if DEVICE == "cpu":  # the dry run checks that everything runs, not how fast
         began = time.perf_counter()
         fn()
         return time.perf_counter() - began
-    seconds, rounds = stable_time(fn, repeat)
-    if rounds >= 30:
+    limit = int(os.environ.get("BENCH_MAX_ROUNDS", "30"))  # a short run caps the rounds
+    seconds, rounds = stable_time(fn, repeat, max_rounds=limit)
+    if rounds >= limit:
         print(f"    (not stable after {rounds} rounds: {seconds * 1e3:.3f} ms is the last median)")
     return seconds
 
@@ -507,9 +506,7 @@ products as three TF32 products (about f32's accuracy; the peers stay in plain f
 TF32 on in both; f16 autocast in both."""
 
 
-def _peer_tensor(
-    lib: ModuleType, feats: torch.Tensor, *, coords: torch.Tensor, shape: list[int]
-) -> Any:
+def _peer_tensor(lib: ModuleType, feats: torch.Tensor, *, coords: torch.Tensor, shape: Any) -> Any:
     """A peer library's sparse tensor of batch size 1 over ``coords``."""
     return lib.SparseConvTensor(feats, coords, shape, 1)
 
@@ -574,7 +571,8 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
 
 
 BREAKDOWN = True
-"""Print where the GPU time of our f32 / tf32x3 steps goes (``--no-breakdown``: not)."""
+"""Print where the GPU time of our fused fresh-map forward and of our f32 and amp steps
+goes (``--no-breakdown``: not)."""
 
 UNET_PEERS: list[str] = []
 """Peers whose MinkUNet runs (``--unet-peers``; spconv-triton compiles for minutes)."""
@@ -606,6 +604,10 @@ def _bench_net(
             _record(result, f"{name} fwd fused", cuda_time(lambda: fused(cached_in), 20))
             _record(result, f"{name} fwd+map fused", cuda_time(lambda: fused(wrap(half)), 20))
             _counts(result, f"{name} fwd+map fused", lambda: fused(wrap(half)))
+            if BREAKDOWN:
+                from profile_cuda import breakdown
+
+                breakdown(lambda: fused(wrap(half)), f"ours, fused forward, maps built ({SCENE})")
     net.float().train()
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
 
@@ -629,10 +631,10 @@ def _bench_net(
                 result[f"{name} train {setting} peak MiB"] = mib
                 print(f"    {name} train {setting}: peak {mib:.0f} MiB above the model")
                 print(f"RESULT {SCENE} {name} train {setting} peakMiB {mib:.1f}")
-            if name == "ours" and BREAKDOWN and setting in ("f32", "tf32x3"):
+            if name == "ours" and BREAKDOWN and setting in ("f32", "amp"):
                 from profile_cuda import breakdown  # this folder, on the path as the script's
 
-                breakdown(lambda: step(False), f"ours, training step ({setting})")
+                breakdown(one, f"ours, training step ({setting}, {SCENE})")
         except Exception as err:  # one setting a library cannot run: report it, go on
             result[f"{name} train {setting}"] = float("nan")
             if name == "ours":
@@ -726,8 +728,8 @@ def main() -> None:
     UNET_PEERS[:] = [p for p in PEERS if args.unet_peers is None or p in args.unet_peers]
     if args.dry_run:
         DEVICE = "cpu"
-        # Big enough that every level of the MinkUNet keeps several rows a channel
-        # (BatchNorm training needs two), small enough for the interpreter.
+        # Layers on a few hundred voxels of each scene; the MinkUNet on two small
+        # bars (dry_unet_coords), whose deepest level still has rows for BatchNorm.
         args.sizes = args.unet_sizes = [DRY_RUN_VOXELS]
         os.environ["TRITON_INTERPRET"] = "1"
     where = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
@@ -739,7 +741,22 @@ def main() -> None:
         raise SystemExit(1)
 
 
-DRY_RUN_VOXELS = 3000
+DRY_RUN_VOXELS = 300
+"""Voxels of each dry-run scene's layers (the interpreter took ~50 s for one 3000-voxel subm)."""
+
+
+def dry_unet_coords() -> torch.Tensor:
+    """Two 32 x 2 x 2 bars (one batch item, 256 voxels): the fourth k2s2 level keeps 2 rows
+    of each, so BatchNorm in training (which needs two rows a channel) runs at every level."""
+    bar = torch.stack(
+        torch.meshgrid(torch.arange(32), torch.arange(2), torch.arange(2), indexing="ij"), -1
+    ).reshape(-1, 3)
+    bars = torch.cat([bar, bar + torch.tensor([0, 20, 0])])
+    return torch.cat([torch.zeros(bars.shape[0], 1, dtype=bars.dtype), bars], 1).to(
+        device=DEVICE, dtype=torch.int32
+    )
+
+
 SCENE = "?"
 """The scene being measured, ``surface-N`` or ``lidar-N`` (in every RESULT line)."""
 
@@ -760,12 +777,15 @@ def run(args: argparse.Namespace) -> None:
     for kind in args.scenes:
         for n in args.sizes:
             coords = scene_coords(kind, n)
-            SCENE = f"{kind}-{n // 1000}k"
+            SCENE = f"{kind}-{n // 1000}k" if n >= 1000 else f"{kind}-{n}"
             shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
             print(f"\nscene {SCENE}: {coords.shape[0]} voxels, f16 layers", flush=True)
             if not args.no_layers:
                 bench_layers(coords, shape, bw, rate)
             if n in args.unet_sizes:
+                if DEVICE == "cpu":  # the dry run: a small MinkUNet input (see dry_unet_coords)
+                    coords = dry_unet_coords()
+                    shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
                 bench_unet(coords, shape, tuple(args.steps))
             print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
     from torch_lattice.triton import kernels
