@@ -623,8 +623,7 @@ def _bench_net(
         set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
         try:
             one = functools.partial(step, setting == "amp")
-            t = cuda_time(one, 10)
-            _record(result, f"{name} train {setting}", t)
+            _record(result, f"{name} train {setting}", cuda_time(one, 10))
             _counts(result, f"{name} train {setting}", one)
             if DEVICE == "cuda":
                 mib = peak_bytes(one) / 2**20
@@ -644,7 +643,7 @@ def _bench_net(
         finally:
             _tf32(False)
             set_f32_products("ieee")
-    if name == "ours":
+    if name == "ours" and DEVICE == "cuda":  # a dry run skips one more interpreted step
         result["ours flops"] = count_flops(lambda: step(False))
 
 
@@ -720,17 +719,18 @@ def main() -> None:
             i = sys.argv.index("--processes")
             argv = sys.argv[:i] + sys.argv[i + 2 :]
         raise SystemExit(aggregate(argv, args.processes))
-    if args.peers is not None:
-        for name in [p for p in PEERS if p not in args.peers]:
-            del PEERS[name]
+    for name in [p for p in PEERS if args.peers is not None and p not in args.peers]:
+        del PEERS[name]
     global BREAKDOWN, DEVICE
     BREAKDOWN = not args.no_breakdown and not args.dry_run
     UNET_PEERS[:] = [p for p in PEERS if args.unet_peers is None or p in args.unet_peers]
     if args.dry_run:
         DEVICE = "cpu"
-        # Layers on a few hundred voxels of each scene; the MinkUNet on two small
-        # bars (dry_unet_coords), whose deepest level still has rows for BatchNorm.
+        # Layers on a few hundred voxels of each scene; the MinkUNet once, on two small
+        # bars (dry_unet_coords), and only its f32 step unless --steps names others:
+        # an interpreted step takes minutes.
         args.sizes = args.unet_sizes = [DRY_RUN_VOXELS]
+        args.steps = args.steps if "--steps" in sys.argv else ["f32"]
         os.environ["TRITON_INTERPRET"] = "1"
     where = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
     print(f"torch {torch.__version__} on {where}; peers: {sorted(PEERS)}")
@@ -783,8 +783,8 @@ def run(args: argparse.Namespace) -> None:
             if not args.no_layers:
                 bench_layers(coords, shape, bw, rate)
             if n in args.unet_sizes:
-                if DEVICE == "cpu":  # the dry run: a small MinkUNet input (see dry_unet_coords)
-                    coords = dry_unet_coords()
+                if DEVICE == "cpu":  # the dry run: once, on a small input (dry_unet_coords)
+                    coords, args.unet_sizes = dry_unet_coords(), []
                     shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
                 bench_unet(coords, shape, tuple(args.steps))
             print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
