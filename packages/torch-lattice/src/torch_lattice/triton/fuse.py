@@ -83,7 +83,8 @@ f32, rsqrt, products); in a fresh-map inference forward, which is bound by
 host time per launch, they were a third of all launches.  The key holds every
 input's storage, dtype and version counter: an optimizer step, a
 ``load_state_dict``, ``.half()`` or ``.to()`` changes one of them and the next
-call folds again.
+call folds again.  A write through ``.data`` bumps no version counter and is
+not seen: update a fused model's batch norms under ``torch.no_grad()`` instead.
 """
 
 
