@@ -316,7 +316,6 @@ def test_epilogue_on_an_input_without_rows() -> None:
         kernels.launch_conv(x, w, slots, None, torch.float32, bias=shift, epilogue=epi)
 
 
-
 def test_folded_batch_norm_is_reused_until_its_state_changes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -356,3 +355,9 @@ def test_folded_batch_norm_is_reused_until_its_state_changes(
     fused.load_state_dict(state)
     same_as_reference()
     assert folds[0] == 9, "a loaded state dict refolds every batch norm"
+    for target in (model, fused):  # a new buffer tensor (it may reuse a freed address)
+        bn = target[4]
+        assert isinstance(bn, nn.BatchNorm)
+        bn.running_var = bn.running_var * 2 + 0.5
+    same_as_reference()
+    assert folds[0] == 10, "a reassigned buffer kept its batch norm's old fold"
