@@ -164,8 +164,7 @@ def test_neural_file_needs_the_right_model(models: dict[str, NeuralModel], tmp_p
 def _box(levels: int) -> np.ndarray:
     """The surface of an axis-aligned box: the faces the parity-phase model is for."""
     g = np.arange(3, (1 << levels) - 5)
-    a, b = np.meshgrid(g, g, indexing="ij")
-    a, b = a.ravel(), b.ravel()
+    a, b = (m.ravel() for m in np.meshgrid(g, g, indexing="ij"))
     lo, hi = np.full_like(a, 3), np.full_like(a, (1 << levels) - 6)
     faces = [np.c_[lo, a, b], np.c_[hi, a, b], np.c_[a, lo, b], np.c_[a, hi, b]]
     return np.unique(np.concatenate([*faces, np.c_[a, b, lo], np.c_[a, b, hi]]), axis=0)

@@ -208,7 +208,7 @@ class UNetV2(VoxelBackBone8x):
         out["up1"] = self._ur(c1, out["up2"], self.conv_up_t1, self.conv_up_m1, self.conv5)
         return out
 
-    def forward(self, x):  # type: ignore[override]
+    def forward(self, x):
         s = self.stages(x)
         return s["conv_out"], s["up1"]
 
@@ -227,6 +227,8 @@ def randomise(model: nn.Module, seed: int) -> nn.Module:
                 if m.bias is not None:
                     m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=gen))
             elif isinstance(m, nn.BatchNorm1d):
+                assert m.weight is not None and m.bias is not None
+                assert m.running_mean is not None and m.running_var is not None
                 c = m.num_features
                 m.weight.copy_(1 + 0.1 * torch.randn(c, generator=gen))
                 m.bias.copy_(0.1 * torch.randn(c, generator=gen))
@@ -318,17 +320,17 @@ def lidar_scan(
         keep = np.all((ijk >= 0) & (ijk < np.array([W, H, D - 1])), 1)
         ijk, feat = ijk[keep], pts[keep]
         if faces:
-            extra = []
+            sides = []
             for axis, size in enumerate((W, H, D)):
                 for side in (0, size - 1):
                     n = 60
                     f = np.stack([rng.integers(0, s, n) for s in (W, H, D)], 1)
                     f[:, axis] = side
-                    extra.append(f)
+                    sides.append(f)
             corners = np.array(
                 [[x, y, z] for x in (0, W - 1) for y in (0, H - 1) for z in (0, D - 1)]
             )
-            extra = np.concatenate([*extra, corners])
+            extra = np.concatenate([*sides, corners])
             centre = (extra + 0.5) * vs + np.array([x0, y0, z0])
             ijk = np.concatenate([ijk, extra])
             feat = np.concatenate(

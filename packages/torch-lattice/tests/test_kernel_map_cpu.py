@@ -29,7 +29,7 @@ def _coords(n: int, seed: int, shuffle: bool, span: int = 24) -> torch.Tensor:
 
 
 def _triples(kmap: km.KernelMap) -> set[tuple[int, int, int]]:
-    out = set()
+    out: set[tuple[int, int, int]] = set()
     for k in range(kmap.volume):
         a, b = kmap.tap(k)
         out.update((k, int(i), int(o)) for i, o in zip(a.tolist(), b.tolist(), strict=True))
@@ -47,7 +47,7 @@ def _check_sorted(kmap: km.KernelMap) -> None:
             assert bool(torch.all(a[1:] > a[:-1]))
 
 
-def _reference(monkeypatch: pytest.MonkeyPatch, build):  # type: ignore[no-untyped-def]
+def _reference(monkeypatch: pytest.MonkeyPatch, build):
     with monkeypatch.context() as m:
         m.setattr(km, "_tiled_map", lambda *a, **k: None)
         return build()
@@ -63,7 +63,7 @@ def test_subm_map_matches_table(
     n: int,
     shuffle: bool,
     kernel,
-    dilation,  # type: ignore[no-untyped-def]
+    dilation,
 ) -> None:
     coords = _coords(n, n + 11, shuffle)
     got = km.subm_map(Support(coords, (1, 1, 1)), kernel, dilation)
@@ -90,7 +90,7 @@ def test_conv_map_matches_table(
     shuffle: bool,
     kernel,
     stride,
-    padding,  # type: ignore[no-untyped-def]
+    padding,
 ) -> None:
     coords = _coords(800, 5, shuffle)
     d = (1, 1, 1)

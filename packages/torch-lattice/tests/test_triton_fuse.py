@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import torch
@@ -345,7 +346,7 @@ def test_folded_batch_norm_is_reused_until_its_state_changes(
     same_as_reference()
     assert folds[0] == 4, "a second forward folded its batch norms again"
     for target in (model, fused):  # an in-place update, as an optimizer step makes
-        bn = target[1]
+        bn = cast(Any, target)[1]
         assert isinstance(bn, nn.BatchNorm)
         _randomise(bn, torch.Generator().manual_seed(14))
     same_as_reference()
@@ -356,7 +357,7 @@ def test_folded_batch_norm_is_reused_until_its_state_changes(
     same_as_reference()
     assert folds[0] == 9, "a loaded state dict refolds every batch norm"
     for target in (model, fused):  # a new buffer tensor (it may reuse a freed address)
-        bn = target[4]
+        bn = cast(Any, target)[4]
         assert isinstance(bn, nn.BatchNorm)
         bn.running_var = bn.running_var * 2 + 0.5
     same_as_reference()
