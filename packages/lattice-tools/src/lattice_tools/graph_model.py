@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, Value
-from lattice_contract.plan import PlanOperation, RuntimePlan, locate_plan
+from lattice_contract.plan import PlanOperation, RuntimePlan
 from lattice_contract.runtime import ResolvedWeight, compile_plan
 from mlx_lattice.artifact.backend import MLX_BACKEND
 from mlx_lattice.artifact.io import load_lattice_artifact
@@ -365,6 +365,6 @@ def load_graph_model(path: str) -> GraphModel:
             "text); install latticekit-mlir"
         )
     artifact = load_lattice_artifact(path)
-    plan = locate_plan(RuntimePlan.from_native(native.import_plan(artifact.graph)), artifact.graph)
+    plan = RuntimePlan.from_native(native.import_plan(artifact.graph))
     weights = compile_plan(plan, MLX_LOWERINGS, MLX_BACKEND, artifact.weights).weights
     return graph_model(plan, weights)

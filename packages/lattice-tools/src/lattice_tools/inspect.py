@@ -42,7 +42,7 @@ from lattice_contract.artifact import (
     format_report,
 )
 from lattice_contract.dialect import REFERENCE_SYSTEM, WEIGHT_FILE, outside_reference
-from lattice_contract.plan import RuntimePlan, locate_plan
+from lattice_contract.plan import RuntimePlan
 from lattice_contract.runtime import ResolvedWeight, compile_plan
 from mlx_lattice.artifact.backend import MLX_BACKEND, dtype_name
 from mlx_lattice.artifact.io import LatticeArtifact, load_lattice_artifact
@@ -150,9 +150,7 @@ def collect_artifact_report(path: str, *, lattice_opt: str | None = None) -> tup
         )
         return report, 0 if status is not None else 1
     try:
-        plan = locate_plan(
-            RuntimePlan.from_native(native.import_plan(artifact.graph)), artifact.graph
-        )
+        plan = RuntimePlan.from_native(native.import_plan(artifact.graph))
     except ValueError as exc:
         report["plan_error"] = str(exc)
         return report, 1

@@ -27,6 +27,7 @@ from lattice_contract.dialect import DIALECT, TYPES, OpDef, WeightLayout
 
 __all__ = [
     "ENTRY_NAME",
+    "MAX_LOCATION_CHARS",
     "NO_FACTS",
     "LogicalInput",
     "PlanArgument",
@@ -43,6 +44,9 @@ __all__ = [
 
 ENTRY_NAME = "forward"
 """The only entry function name an executable artifact may have."""
+
+MAX_LOCATION_CHARS = 4096
+"""The longest source location (an op's module path) a plan takes: a diagnostic, not a payload."""
 
 
 class PlanError(ValueError):
@@ -253,7 +257,11 @@ class PlanOperation:
     operand_types: tuple[str, ...]
     result_types: tuple[str, ...]
     location: str | None = None
-    """The source module path the exporter recorded (``loc("conv_input.0")``), if any."""
+    """The source module path the exporter recorded (``loc("conv_input.0")``), if any.
+
+    Native MLIR reads it from the op's name location and the importer hands it
+    over in the plan payload; it never changes what the op computes.
+    """
 
     def operand_groups(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """Assign the operand labels to the schema's operands in declaration order.

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from lattice_contract.plan.locations import locate_plan
 from lattice_contract.plan.records import PlanError, RuntimePlan
 
 __all__ = [
@@ -202,7 +201,7 @@ def graph_status_and_plan(
     if not status.valid or payload is None:
         return LatticeMLIRStatus(False, diagnostics), None
     try:
-        plan = locate_plan(RuntimePlan.from_native(payload), graph)
+        plan = RuntimePlan.from_native(payload)
     except PlanError as exc:
         return LatticeMLIRStatus(False, str(exc)), None
     return LatticeMLIRStatus(True, diagnostics), plan
@@ -225,4 +224,4 @@ def import_native_plan(graph: str) -> RuntimePlan:
         raise LatticeValidationError(
             "MLIR rejected the lattice graph:\n" + str(diagnostics), str(diagnostics)
         ) from None
-    return locate_plan(RuntimePlan.from_native(payload), graph)
+    return RuntimePlan.from_native(payload)
