@@ -160,3 +160,18 @@ def test_module_paths_from_the_graph_reach_inspect_and_view(
     assert conv.module == "encoder.block0"  # the location, not the storage keys' "enc"
     linear = next(n for n in model.nodes if n.op == "lattice.linear")
     assert linear.module == ""  # no location, and its weight key "head" names no module
+
+
+def test_a_runtime_error_names_the_op_and_its_module_path(tmp_path: Path) -> None:
+    """A weight that does not fit its op is reported at the module path the graph records."""
+    from lattice_contract.runtime import WeightContractError
+    from mlx_lattice.artifact import compile_lattice_artifact, load_lattice_artifact
+
+    artifact = load_lattice_artifact(_bundle(tmp_path))
+    weights = dict(artifact.weights)
+    weights["enc.bias"] = mx.zeros((15,), dtype=mx.float16)
+    save_lattice_artifact(tmp_path / "bad.lattice", artifact.graph, weights)
+    with pytest.raises(
+        WeightContractError, match=r"op #3 \(lattice\.conv3d -> v3 at encoder\.block0\): bias"
+    ):
+        compile_lattice_artifact(load_lattice_artifact(tmp_path / "bad.lattice"))
