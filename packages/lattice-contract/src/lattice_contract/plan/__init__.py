@@ -36,11 +36,11 @@ from lattice_contract.plan.records import (
     PlanError,
     PlanOperation,
     PlanOutput,
-    RuntimePlan,
     TypeInfo,
     ValueFacts,
     ValueType,
 )
+from lattice_contract.plan.runtime_plan import RuntimePlan
 from lattice_contract.plan.typecheck import (
     PlanTypeError,
     TypedPlan,

@@ -66,7 +66,6 @@ from lattice_contract.plan.records import (
     PlanError,
     PlanOperation,
     PlanOutput,
-    RuntimePlan,
     ValueType,
 )
 
@@ -439,21 +438,21 @@ def _plan(
     ops: list[PlanOperation],
     returns: tuple[str, ...],
     outputs: tuple[PlanOutput, ...],
-) -> RuntimePlan:
-    """The frozen plan, once every argument's and output's type fits its role."""
+) -> dict[str, Any]:
+    """The frozen plan's fields, once every argument's and output's type fits its role."""
     check_role_types(args, outputs, types)
     version, digest, name = header
-    return RuntimePlan(
-        ir_version=version,
-        schema_digest=digest,
-        weight_file=WEIGHT_FILE,
-        name=name,
-        args=args,
-        ops=tuple(ops),
-        returns=returns,
-        outputs=outputs,
-        types=types,
-    )
+    return {
+        "ir_version": version,
+        "schema_digest": digest,
+        "weight_file": WEIGHT_FILE,
+        "name": name,
+        "args": args,
+        "ops": tuple(ops),
+        "returns": returns,
+        "outputs": outputs,
+        "types": types,
+    }
 
 
 _TENSOR_TEXT = re.compile(r"tensor<((?:(?:\?|\d+)x)*)([a-z]+\d*)>")
@@ -502,8 +501,10 @@ def _derived_types(payload: Mapping[str, Any]) -> Mapping[str, ValueType]:
     return MappingProxyType({text: _derived_type(text) for text in sorted(texts)})
 
 
-def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
-    """Check a native importer payload against the schema and freeze it (``from_native``).
+def freeze_plan(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a native importer payload against the schema; the frozen plan's fields.
+
+    :meth:`~lattice_contract.plan.RuntimePlan.from_native` builds the plan from them.
 
     A payload without ``types`` (the shape the artifact API text describes:
     labels, type texts, roles) is accepted: its type records are derived from
