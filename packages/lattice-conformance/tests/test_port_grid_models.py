@@ -23,6 +23,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
+import spconv.pytorch as spconv  # the oracle (requirements-dev): a missing oracle fails, not skips
 import torch
 import torch_lattice
 from mlx_lattice import SparseTensor as MxSparse
@@ -31,7 +32,6 @@ from torch_lattice.artifact import load_lattice_program as load_torch
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import from_spconv
 
-spconv = pytest.importorskip("spconv.pytorch", reason="spconv is the oracle of these tests")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _TORCH_TESTS = Path(__file__).resolve().parents[2] / "torch-lattice" / "tests"
@@ -90,7 +90,9 @@ def _case(kind: str, shape: list[int], seed: int, tmp_path: Path) -> dict[str, A
         want = model(spconv.SparseConvTensor(feats, idx, shape, 2))
         rows = 0 if kind == "unet" else int(want.indices.shape[0])  # rows under the BEV map
         want = want if kind == "unet" else zoo.HeightCompression()(want)
-    ported = from_spconv(source, axes="zyx", spatial_shape=shape, batch_size=2).eval()
+    ported = from_spconv(
+        source, axes="zyx", spatial_shape=shape, batch_size=2, types=zoo.PCDET_TYPES
+    ).eval()
     x = torch_lattice.SparseTensor(idx[:, [0, 3, 2, 1]].contiguous(), feats)
     path = tmp_path / f"{kind}.lattice"
     report = save_lattice_model_artifact(ported, x, path)
