@@ -209,6 +209,25 @@ almost every shape at K >= 864 (the output-major schedule's K is
 row count), and never for K <= 128.
 """
 
+_ROW_BLOCK = 8
+"""CPU GEMMs of fewer than ``_SMALL_M`` rows run on a multiple of this many rows.
+
+On an AMD EPYC host torch 2.13's MKL gives ``(M, K) @ (K, N)`` bits that
+depend on the thread count for M in 5-7, 9-11, 17-19 and 25-27 at every K
+from 16 to 128 tried (the remainder rows of its 8-row blocks go another way
+when threads are many); on M a multiple of 8 it agrees at 1, 2, 3, 4, 8 and
+16 threads.  Rows are independent in a product, so zero rows added below and
+cut off again change nothing else.
+"""
+
+_SMALL_M = 32
+"""Below this many rows a CPU GEMM is padded to a multiple of ``_ROW_BLOCK`` (see there)."""
+
+
+def _odd_rows(m: int) -> bool:
+    """Whether a CPU GEMM of ``m`` rows must be padded to stay thread-count invariant."""
+    return m < _SMALL_M and m % _ROW_BLOCK != 0
+
 
 def _fixed_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` with the K axis cut into ``_K_CHUNK`` pieces summed in a fixed order.
@@ -225,7 +244,12 @@ def _fixed_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     m, k = a.shape
     n = b.shape[1]
-    if k <= _K_CHUNK or a.is_cuda:
+    if a.is_cuda:
+        return a @ b
+    if _odd_rows(m):
+        pad = -m % _ROW_BLOCK
+        return _fixed_mm(torch.nn.functional.pad(a, (0, 0, 0, pad)), b)[:m]
+    if k <= _K_CHUNK:
         return a @ b
     if k <= 16 * _K_CHUNK:
         out = a[:, :_K_CHUNK] @ b[:_K_CHUNK]
@@ -391,7 +415,7 @@ def _apply_segmented(
             if b > a:
                 rows = slice(at, at + b - a)
                 torch.index_select(feats, 0, kmap.in_idx[a:b], out=gathered[rows])
-                if c_in <= _K_CHUNK:
+                if c_in <= _K_CHUNK and not _odd_rows(b - a):
                     torch.mm(gathered[rows], w[k], out=products[rows])
                 else:
                     products[rows] = _fixed_mm(gathered[rows], w[k])
@@ -408,7 +432,7 @@ def _apply_segmented(
             )
         else:
             sums = out.new_zeros(hi - lo, c_out)
-        if identity is not None and c_in <= _K_CHUNK:
+        if identity is not None and c_in <= _K_CHUNK and not _odd_rows(hi - lo):
             torch.addmm(sums, feats[lo:hi], w[identity], out=out[lo:hi])
         elif identity is not None:
             out[lo:hi] = sums + _fixed_mm(feats[lo:hi], w[identity])
