@@ -384,3 +384,31 @@ PCDET_TYPES: dict[type, str] = {
     HeightCompression: "HeightCompression",
 }
 """OpenPCDet's classes as written here, for ``from_spconv(..., types=PCDET_TYPES)``."""
+
+
+def replayed(path: Any, x: torch.Tensor | Any) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """An artifact's sparse outputs replayed by torch and MLX: ``(coords, feats)`` per output.
+
+    ``x`` is the ``torch_lattice.SparseTensor`` input; coordinates are
+    physical ``(b, x, y, z)`` as NumPy int64, features float64.  MLX is
+    skipped (absent from the result) where it does not import.
+    """
+    from torch_lattice.artifact import load_lattice_program as load_torch
+
+    def listed(out: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return [
+            (np.array(o.coords).astype(np.int64), np.array(o.feats).astype(np.float64))
+            for o in outs
+        ]
+
+    result = {"torch replay": listed(load_torch(path)(x))}
+    try:
+        import mlx.core as mx
+        from mlx_lattice import SparseTensor as MxSparse
+        from mlx_lattice.artifact import load_lattice_program as load_mlx
+    except ImportError:
+        return result
+    mx_in = MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy()))
+    result["mlx replay"] = listed(load_mlx(path)(mx_in))
+    return result

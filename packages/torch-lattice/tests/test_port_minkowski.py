@@ -18,8 +18,10 @@ import framework_reference as ref
 import minkowski_layers as me
 import numpy as np
 import pytest
+import spconv_zoo
 import torch
 from torch_lattice import SparseTensor, canonical_order
+from torch_lattice.convert import KernelSpec, convert_state_dict
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import PortError, from_minkowski
 
@@ -214,36 +216,64 @@ def _minkunet_reference(net: Any, x: SparseTensor) -> tuple[np.ndarray, np.ndarr
 
 
 def _scan(shape_zyx: list[int], seed: int) -> SparseTensor:
-    import spconv_zoo
-
     idx, feats = spconv_zoo.lidar_scan(shape_zyx, batch=2, seed=seed, faces=True)
     idx = torch.as_tensor(idx).to(torch.int32)
     coords = idx[:, [0, 3, 2, 1]].contiguous()  # (b, z, y, x) -> (b, x, y, z)
     return SparseTensor(coords, torch.as_tensor(feats, dtype=torch.float32))
 
 
-def _minkunet_case(shape_zyx: list[int], width: float, tmp_path: Path) -> tuple[int, float]:
+def _me_spec(net: torch.nn.Module) -> KernelSpec:
+    """The ``convert-checkpoint`` spec for ME's kernels and ``(1, C)`` biases, with the rename."""
+    kernels: dict[str, Any] = {}
+    for name, m in net.named_modules():
+        if isinstance(m, me.MinkowskiConvolution):
+            k = list(m.kernel_generator.kernel_size)
+            kernels[f"{name}.kernel"] = {"framework": "minkowski", "kernel_size": k}
+            if m.bias is not None:
+                kernels[f"{name}.bias"] = {"framework": "minkowski", "role": "bias"}
+    return KernelSpec.from_json(
+        {
+            "format": "lattice-kernel-spec",
+            "version": 2,
+            "kernels": kernels,
+            "rename": [[r"\.kernel$", ".weight"]],
+        }
+    )
+
+
+def _minkunet_case(shape_zyx: list[int], width: float, tmp_path: Path) -> dict[str, float]:
+    """MinkUNet14 through the port and through convert + strict load, exported and replayed."""
     torch.manual_seed(0)
     net = _randomise(me.MinkUNet14(4, 19, width=width), 3)
     ported = from_minkowski(net, types=me.TYPES).eval()
     assert "block5.0.downsample.1.bn.running_mean" in ported.state_dict()
+    loaded = from_minkowski(me.MinkUNet14(4, 19, width=width), types=me.TYPES)
+    converted = convert_state_dict(net.state_dict(), _me_spec(net)).tensors
+    assert converted["final.bias"].shape == (19,)  # ME's (1, C) bias, flattened
+    loaded.load_state_dict(converted, strict=True)
+    loaded.eval()
     x = _scan(shape_zyx, seed=1)
-    with torch.no_grad():
-        got = ported(x)
     want_c, want_f = _sorted(*_minkunet_reference(net, x))
-    got_c, got_f = _sorted(got.coords.numpy(), got.feats.double().numpy())
-    np.testing.assert_array_equal(got_c, want_c)
-    err = float(np.abs(got_f - want_f).max()) / max(1.0, float(np.abs(want_f).max()))
-    assert err < 1e-4, err
-    save_lattice_model_artifact(ported, x, tmp_path / "minkunet14.lattice")  # verify + self-check
-    return len(got_c), err
+    with torch.no_grad():
+        routes = {"port": ported(x), "convert+load": loaded(x)}
+    got = {k: [(v.coords.numpy(), v.feats.double().numpy())] for k, v in routes.items()}
+    path = tmp_path / "minkunet14.lattice"
+    save_lattice_model_artifact(ported, x, path)  # verify + self-check
+    got.update(spconv_zoo.replayed(path, x))
+    errors: dict[str, float] = {"rows": float(len(want_c))}
+    for route, ((c, f),) in got.items():
+        got_c, got_f = _sorted(c, f)
+        np.testing.assert_array_equal(got_c, want_c, err_msg=route)
+        errors[route] = float(np.abs(got_f - want_f).max()) / max(1.0, float(np.abs(want_f).max()))
+    assert max(v for k, v in errors.items() if k != "rows") < 1e-4, errors
+    return errors
 
 
 def test_minkunet14_small_scan(tmp_path: Path) -> None:
-    _minkunet_case([11, 24, 24], 0.125, tmp_path)
+    print(_minkunet_case([11, 24, 24], 0.125, tmp_path))
 
 
 @pytest.mark.slow
 def test_minkunet14_full_width_lidar_scan(tmp_path: Path) -> None:
-    rows, err = _minkunet_case([41, 200, 176], 1.0, tmp_path)
-    print(f"MinkUNet14 full width, [41, 200, 176] scan: {rows} rows, max rel error {err:.2e}")
+    errors = _minkunet_case([41, 200, 176], 1.0, tmp_path)
+    print(f"MinkUNet14 full width, [41, 200, 176] scan: {errors}")

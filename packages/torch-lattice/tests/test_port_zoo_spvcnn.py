@@ -27,8 +27,9 @@ import torch
 import torchsparse_layers as ts
 from framework_reference import _lookup
 from test_port import _Reference
+from test_port_zoo_torchsparse import checkpoint_spec
 from torch_lattice.artifact import load_lattice_program as load_torch
-from torch_lattice.convert import KernelSpec, convert_state_dict
+from torch_lattice.convert import convert_state_dict
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import PortError, from_torchsparse
 
@@ -103,27 +104,6 @@ def spvcnn_reference(m: ts.SPVCNN, c: Any, f: Any) -> Any:
     return _dense(m.classifier, z)
 
 
-def _checkpoint_spec(model: torch.nn.Module) -> KernelSpec:
-    """The TorchSparse 2.1 spec a user writes for ``convert-checkpoint`` (kernels by name)."""
-    return KernelSpec.from_json(
-        {
-            "format": "lattice-kernel-spec",
-            "version": 2,
-            "kernels": {
-                f"{n}.kernel": {
-                    "framework": "torchsparse",
-                    "version": "2.1",
-                    "kernel_size": list(m.kernel_size),
-                    "stride": list(m.stride),
-                }
-                for n, m in model.named_modules()
-                if isinstance(m, ts.Conv3d)
-            },
-            "rename": [[r"\.kernel$", ".weight"]],
-        }
-    )
-
-
 def _inputs(shape_zyx: list[int], seed: int) -> tuple[torch.Tensor, ...]:
     idx, feats = spconv_zoo.lidar_scan(shape_zyx, batch=2, seed=seed, faces=True)
     coords = torch.as_tensor(idx).to(torch.int32)[:, [0, 3, 2, 1]].contiguous()
@@ -146,7 +126,7 @@ def spvcnn_case(
         ts.randomise(t, 15)
     ported = from_torchsparse(model, version="2.1", types=ts.TYPES).eval()
     loaded = from_torchsparse(ts.SPVCNN(width=width), version="2.1", types=ts.TYPES)
-    converted = convert_state_dict(model.state_dict(), _checkpoint_spec(model)).tensors
+    converted = convert_state_dict(model.state_dict(), checkpoint_spec(model)).tensors
     loaded.load_state_dict(converted, strict=True)
     loaded.eval()
     coords, points, feats, batch = _inputs(shape_zyx, seed=3)

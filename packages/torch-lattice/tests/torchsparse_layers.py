@@ -147,9 +147,7 @@ class SPVCNN(torch.nn.Module):
     ``pres == vres``, as in SPVNAS's SemanticKITTI configuration.
     """
 
-    def __init__(
-        self, *, width: float = 1.0, in_channels: int = 4, num_classes: int = 19
-    ) -> None:
+    def __init__(self, *, width: float = 1.0, in_channels: int = 4, num_classes: int = 19) -> None:
         super().__init__()
         cs = [max(1, int(width * c)) for c in (32, 32, 64, 128, 256, 256, 128, 96, 96)]
         self.pres = self.vres = 0.05
@@ -181,9 +179,7 @@ class SPVCNN(torch.nn.Module):
             self.add_module(f"up{k + 1}", up)
         self.classifier = torch.nn.Sequential(torch.nn.Linear(cs[8], num_classes))
         self.point_transforms = torch.nn.ModuleList(
-            torch.nn.Sequential(
-                torch.nn.Linear(a, b), torch.nn.BatchNorm1d(b), torch.nn.ReLU(True)
-            )
+            torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.BatchNorm1d(b), torch.nn.ReLU(True))
             for a, b in ((cs[0], cs[4]), (cs[4], cs[6]), (cs[6], cs[8]))
         )
         self.dropout = torch.nn.Dropout(0.3, True)

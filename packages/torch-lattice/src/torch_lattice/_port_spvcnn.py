@@ -61,9 +61,7 @@ class SPVCNN(torch.nn.Module):
         return out
 
     @staticmethod
-    def _to_points(
-        x: SparseTensor, z: SparseTensor, pts: _Points
-    ) -> SparseTensor:
+    def _to_points(x: SparseTensor, z: SparseTensor, pts: _Points) -> SparseTensor:
         if x.stride == (1, 1, 1):
             return ops.sparse_reindex(x, z)
         s = float(x.stride[0])
@@ -76,9 +74,7 @@ class SPVCNN(torch.nn.Module):
         return ops.sparse_reindex(ops.voxelize(points, dense, batch, active, voxel_size=1.0), z)
 
     @staticmethod
-    def _to_voxels(
-        z: SparseTensor, x: SparseTensor, pts: _Points
-    ) -> SparseTensor:
+    def _to_voxels(z: SparseTensor, x: SparseTensor, pts: _Points) -> SparseTensor:
         if x.stride == (1, 1, 1):
             return ops.sparse_reindex(z, x)
         points, batch, active = pts
@@ -88,9 +84,7 @@ class SPVCNN(torch.nn.Module):
         )
         return ops.sparse_reindex(pooled, x)
 
-    def _mix(
-        self, x: SparseTensor, z: SparseTensor, k: int, pts: _Points
-    ) -> SparseTensor:
+    def _mix(self, x: SparseTensor, z: SparseTensor, k: int, pts: _Points) -> SparseTensor:
         transforms = self._part("point_transforms")
         assert isinstance(transforms, torch.nn.ModuleList)
         moved = self._to_points(x, z, pts)
