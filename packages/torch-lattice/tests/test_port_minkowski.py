@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import spconv_zoo
 import torch
-from torch_lattice import SparseTensor, canonical_order
+from torch_lattice import SparseTensor, canonical_order, nn, ops
 from torch_lattice.convert import KernelSpec, convert_state_dict
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import PortError, from_minkowski
@@ -170,6 +170,58 @@ def test_minkowski_refusals() -> None:
     conv.register_forward_hook(lambda m, i, o: o)
     with pytest.raises(PortError, match=r"^1: has a forward hook"):
         from_minkowski(torch.nn.Sequential(me.MinkowskiReLU(), conv), types=me.TYPES)
+
+
+class _UnionNet(torch.nn.Module):
+    """A user's ME model: ``MinkowskiUnion()(conv1(x), conv2(y))`` in its own forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = me.MinkowskiConvolution(4, 8, 3)
+        self.conv2 = me.MinkowskiConvolution(4, 8, 1, bias=True)
+        self.union = me.MinkowskiUnion()
+
+
+class _LatticeUnionNet(torch.nn.Module):
+    """The same model written as torch_lattice modules (the refusal's recipe)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.SubmConv3d(4, 8, 3, bias=False)
+        self.conv2 = nn.SubmConv3d(4, 8, 1, bias=True)
+
+    def forward(self, x: SparseTensor, y: SparseTensor) -> SparseTensor:
+        return ops.sparse_binary(self.conv1(x), self.conv2(y), op="add", join="outer")
+
+
+def test_minkowski_union_in_a_user_forward_is_refused_naming_the_module() -> None:
+    with pytest.raises(PortError, match=r"^1: MinkowskiUnion joins tensors .*join='outer'"):
+        from_minkowski(torch.nn.Sequential(me.MinkowskiReLU(), me.MinkowskiUnion()), types=me.TYPES)
+    with pytest.raises(PortError, match=r"^1: .*_UnionNet is a container with its own forward"):
+        from_minkowski(torch.nn.Sequential(me.MinkowskiReLU(), _UnionNet()), types=me.TYPES)
+
+
+def test_minkowski_union_model_written_in_lattice_loads_the_converted_checkpoint() -> None:
+    """The refusal's route: hand-written model + convert-checkpoint + strict load = ME's union."""
+    torch.manual_seed(4)
+    net = _UnionNet()
+    ours = _LatticeUnionNet()
+    ours.load_state_dict(convert_state_dict(net.state_dict(), _me_spec(net)).tensors, strict=True)
+    x, y = _cloud(5), _cloud(6)
+    a_c, a_f, _ = _conv(net.conv1, x.coords.numpy(), x.feats.double().numpy(), 1)
+    b_c, b_f, _ = _conv(net.conv2, y.coords.numpy(), y.feats.double().numpy(), 1)
+    b_f = b_f + net.conv2.bias.detach().double().numpy()
+    union_c = np.unique(np.concatenate([a_c, b_c]), axis=0)
+    want = np.zeros((len(union_c), 8))
+    for c, f in ((a_c, a_f), (b_c, b_f)):
+        np.add.at(want, ref._lookup(union_c, c), f)
+    with torch.no_grad():
+        got = ours(x, y)
+    got_c, got_f = _sorted(got.coords.numpy(), got.feats.double().numpy())
+    want_c, want_f = _sorted(union_c, want)
+    assert len(union_c) > max(len(a_c), len(b_c))  # the rows really differ
+    np.testing.assert_array_equal(got_c, want_c)
+    assert float(np.abs(got_f - want_f).max()) < 1e-4 * max(1.0, float(np.abs(want_f).max()))
 
 
 # ---------------------------------------------------------------------------
