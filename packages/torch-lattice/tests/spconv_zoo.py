@@ -248,6 +248,20 @@ def oracle_mode(model: nn.Module) -> nn.Module:
     return model
 
 
+def spconv_spec(model: nn.Module, axes: str) -> Any:
+    """The ``convert-checkpoint`` kernel spec a user writes for ``model``'s spconv 2.x weights."""
+    from torch_lattice.convert import KernelSpec
+
+    kernels: dict[str, Any] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, spconv.conv.SparseConvolution):
+            entry: dict[str, Any] = {"framework": "spconv", "version": "2.2", "axes": axes}
+            if all(k == 1 for k in module.kernel_size):
+                entry.update(stride=list(module.stride), subm=bool(module.subm))
+            kernels[f"{name}.weight"] = entry
+    return KernelSpec.from_json({"format": "lattice-kernel-spec", "version": 2, "kernels": kernels})
+
+
 # ---------------------------------------------------------------------------
 # LiDAR-like scans.
 
