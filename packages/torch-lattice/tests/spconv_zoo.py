@@ -409,12 +409,12 @@ def replayed(path: Any, x: torch.Tensor | Any) -> dict[str, list[tuple[np.ndarra
     """
     from torch_lattice.artifact import load_lattice_program as load_torch
 
+    def arr(a: Any) -> np.ndarray:
+        return a.detach().numpy() if isinstance(a, torch.Tensor) else np.array(memoryview(a))
+
     def listed(out: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        return [
-            (np.array(o.coords).astype(np.int64), np.array(o.feats).astype(np.float64))
-            for o in outs
-        ]
+        return [(arr(o.coords).astype(np.int64), arr(o.feats).astype(np.float64)) for o in outs]
 
     result = {"torch replay": listed(load_torch(path)(x))}
     try:
