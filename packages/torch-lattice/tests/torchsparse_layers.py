@@ -93,7 +93,7 @@ class SparseResBlock(torch.nn.Module):
         self.relu = ReLU(True)
 
 
-def stem(c_in: int, c: int) -> torch.nn.Sequential:
+def two_conv_stem(c_in: int, c: int) -> torch.nn.Sequential:
     """The two-conv stem of TorchSparse's MinkUNet and SPVNAS's SPVCNN."""
     return torch.nn.Sequential(
         Conv3d(c_in, c, 3), BatchNorm(c), ReLU(True), Conv3d(c, c, 3), BatchNorm(c), ReLU(True)
@@ -104,7 +104,7 @@ class SparseResUNet(torch.nn.Module):
     def __init__(self, stem: int, encoder: list[int], decoder: list[int], *, in_channels: int = 4):
         super().__init__()
         c = [stem, *encoder, *decoder]
-        self.stem = stem(in_channels, c[0])
+        self.stem = two_conv_stem(in_channels, c[0])
         self.encoders = torch.nn.ModuleList(
             torch.nn.Sequential(
                 SparseConvBlock(c[k], c[k], 2, stride=2),
@@ -151,7 +151,7 @@ class SPVCNN(torch.nn.Module):
         super().__init__()
         cs = [max(1, int(width * c)) for c in (32, 32, 64, 128, 256, 256, 128, 96, 96)]
         self.pres = self.vres = 0.05
-        self.stem = stem(in_channels, cs[0])
+        self.stem = two_conv_stem(in_channels, cs[0])
         for k in range(4):
             stage = torch.nn.Sequential(
                 SparseConvBlock(cs[k], cs[k], 2, stride=2),
