@@ -208,7 +208,7 @@ class UNetV2(VoxelBackBone8x):
         out["up1"] = self._ur(c1, out["up2"], self.conv_up_t1, self.conv_up_m1, self.conv5)
         return out
 
-    def forward(self, x):  # type: ignore[override]
+    def forward(self, x):
         s = self.stages(x)
         return s["conv_out"], s["up1"]
 
@@ -228,6 +228,7 @@ def randomise(model: nn.Module, seed: int) -> nn.Module:
                     m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=gen))
             elif isinstance(m, nn.BatchNorm1d):
                 c = m.num_features
+                assert m.running_mean is not None and m.running_var is not None
                 m.weight.copy_(1 + 0.1 * torch.randn(c, generator=gen))
                 m.bias.copy_(0.1 * torch.randn(c, generator=gen))
                 m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))
@@ -342,13 +343,13 @@ def lidar_scan(
             corners = np.array(
                 [[x, y, z] for x in (0, W - 1) for y in (0, H - 1) for z in (0, D - 1)]
             )
-            extra = np.concatenate([*extra, corners])
-            centre = (extra + 0.5) * vs + np.array([x0, y0, z0])
-            ijk = np.concatenate([ijk, extra])
+            edge = np.concatenate([*extra, corners])
+            centre = (edge + 0.5) * vs + np.array([x0, y0, z0])
+            ijk = np.concatenate([ijk, edge])
             feat = np.concatenate(
                 [
                     feat,
-                    np.concatenate([centre, rng.uniform(0, 1, (len(extra), 1))], 1).astype(
+                    np.concatenate([centre, rng.uniform(0, 1, (len(edge), 1))], 1).astype(
                         np.float32
                     ),
                 ]
@@ -400,7 +401,7 @@ PCDET_TYPES: dict[type, str] = {
 """OpenPCDet's classes as written here, for ``from_spconv(..., types=PCDET_TYPES)``."""
 
 
-def replayed(path: Any, x: torch.Tensor | Any) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+def replayed(path: Any, x: Any) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
     """An artifact's sparse outputs replayed by torch and MLX: ``(coords, feats)`` per output.
 
     ``x`` is the ``torch_lattice.SparseTensor`` input; coordinates are

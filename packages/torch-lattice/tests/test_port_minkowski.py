@@ -12,7 +12,7 @@ hold two batch items.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import framework_reference as ref
 import minkowski_layers as me
@@ -24,6 +24,8 @@ from torch_lattice import SparseTensor, canonical_order, nn, ops
 from torch_lattice.convert import KernelSpec, convert_state_dict
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import PortError, from_minkowski
+
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 
 
 def _cloud(seed: int, extent: int = 20, rows: int = 500) -> SparseTensor:
@@ -37,12 +39,13 @@ def _cloud(seed: int, extent: int = 20, rows: int = 500) -> SparseTensor:
     return SparseTensor(coords, torch.randn(len(coords), 4, generator=gen))
 
 
-def _randomise(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+def _randomise(model: ModuleT, seed: int) -> ModuleT:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm1d):
                 c = m.num_features
+                assert m.running_mean is not None and m.running_var is not None
                 m.weight.copy_(1 + 0.1 * torch.randn(c, generator=gen))
                 m.bias.copy_(0.1 * torch.randn(c, generator=gen))
                 m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))
@@ -109,13 +112,14 @@ def _reference(net: torch.nn.Sequential, x: SparseTensor) -> tuple[np.ndarray, n
     f = np.maximum(_bn(net[4], f), 0)
     f = _block(net[6], c1, f, t)
     _, f, _ = _conv(net[7], c1, f, t)
-    up = net[8]
+    up: Any = net[8]
     f = ref.transposed_conv(
         "minkowski", c1, f, _kernel(up), up.kernel_generator.kernel_size, c0, fine_tensor_stride=1
     )
     f = np.maximum(f, 0)
     _, f, _ = _conv(net[10], c0, f, 1)
-    return c0, f + net[10].bias.detach().double().numpy()
+    final: Any = net[10]
+    return c0, f + final.bias.detach().double().numpy()
 
 
 def _sorted(c: Any, f: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -210,6 +214,7 @@ def test_minkowski_union_model_written_in_lattice_loads_the_converted_checkpoint
     x, y = _cloud(5), _cloud(6)
     a_c, a_f, _ = _conv(net.conv1, x.coords.numpy(), x.feats.double().numpy(), 1)
     b_c, b_f, _ = _conv(net.conv2, y.coords.numpy(), y.feats.double().numpy(), 1)
+    assert net.conv2.bias is not None
     b_f = b_f + net.conv2.bias.detach().double().numpy()
     union_c = np.unique(np.concatenate([a_c, b_c]), axis=0)
     want = np.zeros((len(union_c), 8))

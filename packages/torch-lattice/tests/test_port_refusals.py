@@ -120,8 +120,9 @@ def test_shared_subm_conv_and_shared_relu_port_as_shared() -> None:
         spconv.SubMConv3d(4, 8, 3, bias=False), relu, conv, torch.nn.BatchNorm1d(8), relu, conv
     )
     ported = from_spconv(model, spatial_shape=SHAPE)
-    assert ported.inner.order == ["0", "1", "2", "3", "4", "5"]
-    assert ported.inner._modules["5"] is ported.inner._modules["2"]
+    inner: Any = ported.inner
+    assert inner.order == ["0", "1", "2", "3", "4", "5"]
+    assert inner._modules["5"] is inner._modules["2"]
     assert _against_spconv(model, seed=3) < 1e-5
 
 
