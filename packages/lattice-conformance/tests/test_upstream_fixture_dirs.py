@@ -48,7 +48,7 @@ def test_a_migrated_fixture_case_directory_loads_as_it_lies(tmp_path: Path, name
     inputs = {k: mx.array(v) for k, v in load_file(str(case_dir / "inputs.safetensors")).items()}
     out = program(**inputs)
     expected = load_file(str(case_dir / "expected.safetensors"))["output"]
-    np.testing.assert_allclose(np.asarray(out), expected, **tol)
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=tol["rtol"], atol=tol["atol"])
 
 
 def test_other_weight_files_beside_the_bundle_are_still_refused(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ SCHEMA_OPS = {op.python_name: op for op in SCHEMA.ops.values()}
 
 API_OWN_DEFAULTS = {
     ("batch_norm", "eps"),
-    ("cast", "rounding"),
     ("devoxelize", "interpolation"),
     ("global_pool", "batch_size"),
     ("layer_norm", "eps"),

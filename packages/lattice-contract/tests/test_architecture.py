@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp  # import-linter's import graph (requirements-dev)
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -111,6 +112,35 @@ def test_no_private_name_crosses_a_subpackage() -> None:
                 if n.startswith("_") and not n.startswith("__")
             )
     assert bad == [], "\n".join(bad)
+
+
+def test_no_module_import_cycle() -> None:
+    """No two contract modules reach each other (a face and its own modules excepted).
+
+    A subpackage's face imports its modules by construction; any other cycle,
+    however lazy (an import inside a function counts), means two modules that
+    cannot be read or changed one at a time.  Imports under ``TYPE_CHECKING``
+    are annotations only and are left out.
+    """
+    graph = grimp.build_graph("lattice_contract", exclude_type_checking_imports=True)
+    faces = {f"lattice_contract.{name}" for name in SUBPACKAGES} | {"lattice_contract"}
+    edges = {
+        m: {w for w in graph.find_modules_directly_imported_by(m) if w not in faces}
+        for m in graph.modules
+        if m not in faces
+    }
+    cycles = []
+    for start in sorted(edges):
+        seen, stack = {start}, [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in edges.get(node, ()):
+                if nxt == start:
+                    cycles.append(" -> ".join([*path, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert cycles == [], "\n".join(sorted(set(cycles))[:10])
 
 
 def _lint_imports(python_path: Path) -> subprocess.CompletedProcess[str]:

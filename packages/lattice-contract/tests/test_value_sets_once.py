@@ -22,12 +22,9 @@ from lattice_contract.dialect import GROUP_SIZES, PACKING_GROUP_SIZES, QUANT_BIT
 REPO = Path(__file__).resolve().parents[3]
 DIALECT = Path("packages/lattice-contract/src/lattice_contract/dialect")
 VALUE_SET_NAMES = {"GROUP_SIZES", "PACKING_GROUP_SIZES", "QUANT_BITS"}
-ROUTED_STRIDE_COPIES = {
-    "packages/torch-lattice/src/torch_lattice/port.py",
-    "packages/torch-lattice/src/torch_lattice/triton/maps.py",
-}
-"""Output strides still written out in files another change owns (each should call
-``lattice_contract.dialect.transposed_stride``); remove an entry when its copy goes."""
+ROUTED_STRIDE_COPIES: set[str] = set()
+"""Output strides still written out elsewhere (each should call
+``lattice_contract.dialect.transposed_stride``); none is left."""
 
 
 @functools.cache

@@ -273,9 +273,9 @@ LogicalResult verifyInputs(ModuleOp module, func::FuncOp entry) {
         for (unsigned k = 1; k < 3; ++k) {
           llvm::StringRef want = llvm::StringRef(schema::kSparseAbiSuffixes[k]).drop_front();
           if ((*names)[i + k] != want)
-            return module.emitError() << "lattice artifact: argument #" << i + k << " is named '"
-                                      << (*names)[i + k] << "' but the bare sparse input needs '"
-                                      << want << "'";
+            return module.emitError()
+                   << "lattice artifact: argument #" << i + k << " is named '" << (*names)[i + k]
+                   << "' but the bare sparse input needs '" << want << "'";
         }
         if (failed(verifySparseArgTypes(entry, i)))
           return failure();

@@ -51,8 +51,8 @@ LogicalResult verifyRules(SparseCropOp op) {
   for (int axis = 0; axis < 3; ++axis)
     if ((*lower)[axis] >= (*upper)[axis])
       return RuleDiagnostic(op, RuleId::crop_box)
-             << "box lower = " << verify::tripleText(*lower) << ", upper = "
-             << verify::tripleText(*upper) << " is empty on axis " << "xyz"[axis]
+             << "box lower = " << verify::tripleText(*lower)
+             << ", upper = " << verify::tripleText(*upper) << " is empty on axis " << "xyz"[axis]
              << "; every axis needs lower < upper";
   std::optional<Triple> stride = staticStrideOf(op.getInput());
   if (!stride)
@@ -101,7 +101,7 @@ LogicalResult verifyRules(SparseToDenseOp op) {
   auto expected = [&]() {
     std::string text = "(";
     for (size_t i = 0; i < want.size(); ++i) {
-      std::string dim = want[i] != C            ? std::to_string(want[i])
+      std::string dim = want[i] != C           ? std::to_string(want[i])
                         : layout == "b_cz_y_x" ? "C*" + std::to_string(z)
                                                : std::string("C");
       text += (i ? ", " : "") + dim;
@@ -125,8 +125,8 @@ LogicalResult verifyRules(SparseToDenseOp op) {
     if (got != want[i])
       return RuleDiagnostic(op, RuleId::dense_shape)
              << "result " << describeDtype(result) << " must have shape " << expected()
-             << " (layout " << layout << ", batch_size " << b << ", spatial_shape x, y, z = "
-             << verify::tripleText(*spatial) << ")";
+             << " (layout " << layout << ", batch_size " << b
+             << ", spatial_shape x, y, z = " << verify::tripleText(*spatial) << ")";
   }
   return success();
 }

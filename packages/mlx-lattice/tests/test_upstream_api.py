@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import mlx_lattice
@@ -81,7 +82,7 @@ def test_channels_and_replace_are_num_channels_and_with_feats(rng: np.random.Gen
     ],
 )
 def test_activation_names_are_activation(
-    rng: np.random.Generator, name: str, kind: str, attrs: dict[str, float]
+    rng: np.random.Generator, name: str, kind: str, attrs: dict[str, Any]
 ) -> None:
     x = random_sparse(rng, rows=50, channels=6)
     want = np_of(ops.activation(x.feats, kind=kind, **attrs))
@@ -116,7 +117,7 @@ def test_algebra_names_are_sparse_binary_and_cat(rng: np.random.Generator) -> No
 
 
 def test_torch_has_the_same_names() -> None:
-    assert set(ops.EXTRA_NAMES) <= set(tops.__all__)
+    assert set(ops.EXTRA_NAMES) <= set(vars(tops)["__all__"])
     x = torch.linspace(-2, 2, 12).reshape(4, 3)
     assert torch.equal(tops.relu(x), tops.activation(x, kind="relu"))
     points = torch.rand(50, 3)
@@ -159,7 +160,8 @@ def test_bare_target_coordinates_at_stride_one(rng: np.random.Generator) -> None
     x = random_sparse(rng, rows=60, channels=4)
     w = mx.array(rng.standard_normal((5, 3, 3, 3, 4)).astype(np.float32))
     target = SparseTensor(x.coords[:17], mx.zeros((17, 1)))
-    got = ops.conv3d(x, w, kernel_size=3, coordinates=x.coords[:17])
+    # upstream's spelling, a bare coordinate array (MLX accepts it at stride 1 only)
+    got = ops.conv3d(x, w, kernel_size=3, coordinates=x.coords[:17])  # type: ignore[arg-type]
     want = ops.conv3d(x, w, kernel_size=3, coordinates=target)
     assert np.array_equal(np_of(got.feats), np_of(want.feats))
 
@@ -171,7 +173,7 @@ def test_bare_target_coordinates_at_stride_two_say_why_they_are_refused(
     w = mx.zeros((5, 2, 2, 2, 4))
     lattice_units = _coords([[0, 1, 1, 1], [1, 2, 0, 1]])
     with pytest.raises(ValueError, match=r"Lattice coordinates are physical.*lattice units"):
-        ops.conv3d(x, w, kernel_size=2, stride=2, coordinates=lattice_units)
+        ops.conv3d(x, w, kernel_size=2, stride=2, coordinates=lattice_units)  # type: ignore[arg-type]
 
 
 # -- quantized modules and top-level names -----------------------------------------
@@ -197,7 +199,9 @@ def test_quantized_linear(rng: np.random.Generator) -> None:
     dense = nn.Linear(64, 32)
     q = nn.QuantizedLinear.from_linear(dense, bits=4)
     dense.quantize(bits=4)
-    assert np.array_equal(np_of(q(x.feats)), np_of(dense(x.feats)))
+    got, want = q(x.feats), dense(x.feats)
+    assert isinstance(got, mx.array) and isinstance(want, mx.array)
+    assert np.array_equal(np_of(got), np_of(want))
 
 
 def test_top_level_names() -> None:

@@ -227,8 +227,9 @@ def randomise(model: nn.Module, seed: int) -> nn.Module:
                 if m.bias is not None:
                     m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=gen))
             elif isinstance(m, nn.BatchNorm1d):
-                c = m.num_features
+                assert m.weight is not None and m.bias is not None
                 assert m.running_mean is not None and m.running_var is not None
+                c = m.num_features
                 m.weight.copy_(1 + 0.1 * torch.randn(c, generator=gen))
                 m.bias.copy_(0.1 * torch.randn(c, generator=gen))
                 m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))
@@ -333,23 +334,23 @@ def lidar_scan(
         keep = np.all((ijk >= 0) & (ijk < np.array([W, H, D - 1])), 1)
         ijk, feat = ijk[keep], pts[keep]
         if faces:
-            extra = []
+            sides = []
             for axis, size in enumerate((W, H, D)):
                 for side in (0, size - 1):
                     n = 60
                     f = np.stack([rng.integers(0, s, n) for s in (W, H, D)], 1)
                     f[:, axis] = side
-                    extra.append(f)
+                    sides.append(f)
             corners = np.array(
                 [[x, y, z] for x in (0, W - 1) for y in (0, H - 1) for z in (0, D - 1)]
             )
-            edge = np.concatenate([*extra, corners])
-            centre = (edge + 0.5) * vs + np.array([x0, y0, z0])
-            ijk = np.concatenate([ijk, edge])
+            extra = np.concatenate([*sides, corners])
+            centre = (extra + 0.5) * vs + np.array([x0, y0, z0])
+            ijk = np.concatenate([ijk, extra])
             feat = np.concatenate(
                 [
                     feat,
-                    np.concatenate([centre, rng.uniform(0, 1, (len(edge), 1))], 1).astype(
+                    np.concatenate([centre, rng.uniform(0, 1, (len(extra), 1))], 1).astype(
                         np.float32
                     ),
                 ]

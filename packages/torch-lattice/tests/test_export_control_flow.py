@@ -87,7 +87,8 @@ class _Top(torch.nn.Module):
         self.body = body
 
     def forward(self, x: Any) -> Any:
-        return self.body.stem(x)
+        body: Any = self.body
+        return body.stem(x)
 
 
 def test_static_branches_export(tmp_path: Path) -> None:

@@ -44,8 +44,9 @@ def _randomise(model: ModuleT, seed: int) -> ModuleT:
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm1d):
-                c = m.num_features
+                assert m.weight is not None and m.bias is not None
                 assert m.running_mean is not None and m.running_var is not None
+                c = m.num_features
                 m.weight.copy_(1 + 0.1 * torch.randn(c, generator=gen))
                 m.bias.copy_(0.1 * torch.randn(c, generator=gen))
                 m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))
@@ -104,7 +105,7 @@ def _net() -> torch.nn.Sequential:
     )
 
 
-def _reference(net: torch.nn.Sequential, x: SparseTensor) -> tuple[np.ndarray, np.ndarray]:
+def _reference(net: Any, x: SparseTensor) -> tuple[np.ndarray, np.ndarray]:
     c0, f = x.coords.numpy().astype(np.int64), x.feats.double().numpy()
     _, f, _ = _conv(net[0], c0, f, 1)
     f = np.maximum(_bn(net[1], f), 0)

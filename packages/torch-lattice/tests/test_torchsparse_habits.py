@@ -24,7 +24,7 @@ def _torchsparse_quantize(coords: np.ndarray, voxel_size: float, **flags: bool) 
     dims = shifted.max(0) + 1
     keys = (shifted[:, 0] * dims[1] + shifted[:, 1]) * dims[2] + shifted[:, 2]
     _, index, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    out = [vox[index]]
+    out: list[np.ndarray] = [vox[index]]
     if flags.get("return_index"):
         out.append(index)
     if flags.get("return_inverse"):

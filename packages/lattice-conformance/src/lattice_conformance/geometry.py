@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import platform
@@ -612,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             codec=args.codec,
         )
     except GeometryProfileError as exc:
-        print(f"conformance geometry-profile: error: {exc}", file=sys.stderr)
+        logging.getLogger(__name__).error("conformance geometry-profile: error: %s", exc)
         return 2
     print(_table(result))
     if args.report is not None:
@@ -620,6 +621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             atomic_write_file(args.report, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         except (OSError, WriterLockedError) as exc:
-            print(f"conformance geometry-profile: cannot write the report: {exc}", file=sys.stderr)
+            logging.getLogger(__name__).error(
+                "conformance geometry-profile: cannot write the report: %s", exc
+            )
             return 2
     return 0

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -60,6 +60,8 @@ from lattice_conformance.safe_extract import FixtureArchiveError
 from lattice_conformance.upstream_tensors import UpstreamTensorError, rename_entries
 from lattice_conformance.upstream_tree import CASE_FILES, MANIFEST, TREE_SCHEMA, tree_cases
 from lattice_contract.artifact import (
+    EXIT_OK,
+    EXIT_USAGE,
     BundleError,
     Companion,
     WriterLockedError,
@@ -89,6 +91,8 @@ __all__ = [
     "migrate",
     "migrate_graph",
 ]
+
+log = logging.getLogger(__name__)
 
 FIXTURE_TREE_SCHEMA = TREE_SCHEMA
 """``schema`` of an upstream fixture tree's ``manifest.json``."""
@@ -519,10 +523,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = migrate(args.src, args.dst, manifest=args.manifest, force=args.force)
     except MigrationError as exc:
-        print(f"lattice migrate: refused: {exc}", file=sys.stderr)
-        return 1
+        log.error("lattice migrate: refused: %s", exc)
+        return EXIT_USAGE
     except OSError as exc:
-        print(f"lattice migrate: {exc}", file=sys.stderr)
-        return 1
+        log.error("lattice migrate: %s", exc)
+        return EXIT_USAGE
     print(report.summary())
-    return 0
+    return EXIT_OK

@@ -17,18 +17,20 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import logging
 import os
-import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from lattice_conformance.archive import FixtureArchiveError
-from lattice_contract.artifact import BundleError
+from lattice_contract.artifact import EXIT_OK, EXIT_USAGE, BundleError
 from lattice_contract.plan import ArtifactCapabilityError
 
 from lattice_tools.artifact_source import open_artifact_source
 from lattice_tools.graph_model import GraphModel, load_graph_model
+
+log = logging.getLogger(__name__)
 
 __all__ = ["main", "render_html", "write_html"]
 
@@ -104,8 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         model = write_html(args.artifact, args.html)
     except (BundleError, FixtureArchiveError, ArtifactCapabilityError, ValueError, OSError) as exc:
-        print(f"lattice view: {exc}", file=sys.stderr)
-        return 1
+        log.error("lattice view: %s", exc)
+        return EXIT_USAGE
     ops = sum(n.kind == "op" for n in model.nodes)
-    print(f"lattice view: {ops} ops, {len(model.edges)} edges -> {args.html}")
-    return 0
+    log.info("lattice view: %d ops, %d edges -> %s", ops, len(model.edges), args.html)
+    return EXIT_OK

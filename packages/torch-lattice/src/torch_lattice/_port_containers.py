@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from lattice_contract.dialect import transposed_stride
 
 from torch_lattice import ops
 from torch_lattice._port_walk import Context, Ported, PortError, Transparent, run
@@ -150,7 +151,7 @@ class FineTarget(OntoTarget):
 
     def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
         _, step = self.target
-        fine = tuple(a // b for a, b in zip(x.stride, step, strict=True))
+        fine = transposed_stride(x.stride, step, f"{self.path} (a transposed conv)")
         target = ctx.get(("stride", fine))
         if target is None:
             raise PortError(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -161,6 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.report is not None:
             _write(args.report, (json.dumps(report, indent=2) + "\n").encode())
     except _Fail as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        logging.getLogger(__name__).error("%s: error: %s", PROG, exc)
         return 2
     return 0

@@ -26,6 +26,15 @@ from lattice_contract.artifact.bundle import (
     check_bundle_dir,
     flatten_bundle_weights,
 )
+from lattice_contract.artifact.command import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    configure_logging,
+    describe_path,
+    run_command,
+    split_verbosity,
+)
 from lattice_contract.artifact.export_report import (
     METADATA_KEY,
     DenseWeight,
@@ -51,6 +60,9 @@ from lattice_contract.artifact.version import (
 
 __all__ = [
     "DISTRIBUTIONS",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
     "FLOAT_DTYPES",
     "MAX_HEADER_BYTES",
     "METADATA_KEY",
@@ -70,6 +82,8 @@ __all__ = [
     "check_bundle_dir",
     "check_safetensors_bytes",
     "check_safetensors_file",
+    "configure_logging",
+    "describe_path",
     "distribution_version",
     "fingerprint",
     "flatten_bundle_weights",
@@ -77,5 +91,7 @@ __all__ = [
     "non_finite_error",
     "path_lock",
     "recover_interrupted",
+    "run_command",
+    "split_verbosity",
     "version_report",
 ]

@@ -83,7 +83,7 @@ from lattice_contract.dialect import (
     TypeConstraint,
     rule_tag,
 )
-from lattice_contract.plan import ValueType
+from lattice_contract.plan import MAX_LOCATION_CHARS, ValueType
 
 __all__ = [
     "BuilderError",
@@ -177,6 +177,11 @@ class MLIRModuleBuilder(GeneratedOps):
         """
         if location is not None and not isinstance(location, str):
             raise BuilderError(f"set_location: expected a str or None, got {location!r}")
+        if location is not None and len(location) > MAX_LOCATION_CHARS:
+            raise BuilderError(
+                f"set_location: a location of {len(location)} characters is too long; a plan "
+                f"takes at most {MAX_LOCATION_CHARS} (name the op by a shorter module path)"
+            )
         self._location = location or None
 
     # -- module ABI ---------------------------------------------------------

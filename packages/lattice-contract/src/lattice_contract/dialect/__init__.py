@@ -75,6 +75,12 @@ from lattice_contract.dialect.op_base import (
 from lattice_contract.dialect.ops import (
     Conv3d,
 )
+from lattice_contract.dialect.reference import (
+    LATTICE_ONLY,
+    REFERENCE_SYSTEM,
+    LatticeOnly,
+    outside_reference,
+)
 from lattice_contract.dialect.rules import (
     DIALECT_RULES,
     RULES,
@@ -166,6 +172,7 @@ __all__ = [
     "INT32_MIN",
     "INT_DTYPES",
     "KNOWN_PRODUCER_DIGESTS",
+    "LATTICE_ONLY",
     "NORMALIZED_EPS",
     "OCTREE_CHILD_OFFSETS",
     "OUTPUT_ROLES",
@@ -174,6 +181,7 @@ __all__ = [
     "PACKING_FIELDS",
     "PACKING_GROUP_SIZES",
     "QUANT_BITS",
+    "REFERENCE_SYSTEM",
     "RULES",
     "SCHEMA",
     "SCHEMA_DIGEST",
@@ -197,6 +205,7 @@ __all__ = [
     "Int32CoordinateError",
     "Interpolation",
     "Join",
+    "LatticeOnly",
     "Op",
     "OpDef",
     "PackingBits",
@@ -246,6 +255,7 @@ __all__ = [
     "octree_child_bit",
     "octree_tap_bits",
     "output_stride",
+    "outside_reference",
     "packed_geometry",
     "positive_float",
     "positive_int",

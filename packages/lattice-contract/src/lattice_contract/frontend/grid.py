@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Annotated, Required, TypedDict
 
 from lattice_contract.dialect import DENSE_LAYOUTS, Triple, as_triple, dense_layout, int_triple
-from lattice_contract.frontend.op_attrs import REQUIRED, Attr
+from lattice_contract.frontend.op_attrs import REQUIRED, Attr, IntOrTriple
 
 __all__ = [
     "SparseCropAttrs",
@@ -53,8 +53,8 @@ class SparseCropAttrs(TypedDict, total=False):
     an empty result is not.
     """
 
-    lower: Required[Annotated[Sequence[int], Attr("three ints (x, y, z)", _any_triple, REQUIRED)]]
-    upper: Required[Annotated[Sequence[int], Attr("three ints (x, y, z)", _any_triple, REQUIRED)]]
+    lower: Required[Annotated[IntOrTriple, Attr("three ints (x, y, z)", _any_triple, REQUIRED)]]
+    upper: Required[Annotated[IntOrTriple, Attr("three ints (x, y, z)", _any_triple, REQUIRED)]]
 
 
 class SparseToDenseAttrs(TypedDict, total=False):
@@ -70,7 +70,7 @@ class SparseToDenseAttrs(TypedDict, total=False):
     """
 
     spatial_shape: Required[
-        Annotated[Sequence[int], Attr("three ints >= 1 (X, Y, Z)", _positive_triple, REQUIRED)]
+        Annotated[IntOrTriple, Attr("three ints >= 1 (X, Y, Z)", _positive_triple, REQUIRED)]
     ]
     batch_size: Required[Annotated[int, Attr("int >= 1", _positive_int, REQUIRED)]]
     layout: Annotated[str, Attr(" | ".join(repr(v) for v in DENSE_LAYOUTS), _layout, "b_c_z_y_x")]

@@ -49,6 +49,7 @@ from lattice_contract.frontend.op_attrs import (
     SCHEMA_DEFAULT,
     Attr,
     AttrDecl,
+    IntOrTriple,
     Joint,
     enum_attr,
     finite_float_attr,
@@ -71,9 +72,6 @@ __all__ = [
     "normalise",
     "window",
 ]
-
-IntOrTriple = int | Sequence[int]
-"""A per-axis geometry keyword: one int for every axis, or three."""
 
 FloatOrTriple = float | Sequence[float]
 

@@ -27,20 +27,20 @@ from __future__ import annotations
 
 from lattice_contract.plan import verify
 from lattice_contract.plan.freeze import LEGACY_LAYOUTS
-from lattice_contract.plan.locations import locate_plan, op_locations
 from lattice_contract.plan.records import (
     ENTRY_NAME,
+    MAX_LOCATION_CHARS,
     NO_FACTS,
     LogicalInput,
     PlanArgument,
     PlanError,
     PlanOperation,
     PlanOutput,
-    RuntimePlan,
     TypeInfo,
     ValueFacts,
     ValueType,
 )
+from lattice_contract.plan.runtime_plan import RuntimePlan
 from lattice_contract.plan.typecheck import (
     PlanTypeError,
     TypedPlan,
@@ -59,6 +59,7 @@ from lattice_contract.plan.verify import (
 __all__ = [
     "ENTRY_NAME",
     "LEGACY_LAYOUTS",
+    "MAX_LOCATION_CHARS",
     "NO_FACTS",
     "ArtifactCapabilityError",
     "LatticeMLIRStatus",
@@ -76,9 +77,7 @@ __all__ = [
     "ValueType",
     "graph_status_and_plan",
     "import_native_plan",
-    "locate_plan",
     "native_module",
-    "op_locations",
     "require_native",
     "typecheck_plan",
     "verify",

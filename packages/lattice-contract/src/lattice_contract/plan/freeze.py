@@ -61,11 +61,11 @@ from lattice_contract.plan.payload import (
 )
 from lattice_contract.plan.records import (
     ENTRY_NAME,
+    MAX_LOCATION_CHARS,
     PlanArgument,
     PlanError,
     PlanOperation,
     PlanOutput,
-    RuntimePlan,
     ValueType,
 )
 
@@ -85,6 +85,7 @@ _PAYLOAD_KEYS = (
 )
 _TYPE_KINDS = ("sparse", "weight", "tensor")
 _OP_FIELDS = ("name", "operands", "results", "attrs", "operand_types", "result_types")
+_OP_OPTIONAL = ("location",)  # the op's source module path, when the graph names one
 
 # ---------------------------------------------------------------------------
 # Op rules.
@@ -197,8 +198,15 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
     ``defined`` maps each label defined so far to its type text; operands must
     be in it with the same type and results must not.  The results are added.
     """
-    try:  # six fields, each present: exactly the op fields (a key lookup is cheaper than a set)
-        if type(raw) is not dict or len(raw) != len(_OP_FIELDS):
+    try:  # the six op fields, each present, and maybe a location (a key lookup beats a set)
+        if type(raw) is not dict:
+            raise KeyError
+        size = len(raw)
+        if size == len(_OP_FIELDS):
+            location = None
+        elif size == len(_OP_FIELDS) + 1:
+            location = raw["location"]
+        else:
             raise KeyError
         name, operands, results = raw["name"], raw["operands"], raw["results"]
         attrs_raw, operand_types, result_types = (
@@ -207,10 +215,11 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
             raw["result_types"],
         )
     except KeyError:
-        item = record(raw, f"op #{index}", _OP_FIELDS)
+        item = record(raw, f"op #{index}", _OP_FIELDS, _OP_OPTIONAL)
         name, operands, results = item["name"], item["operands"], item["results"]
         attrs_raw, operand_types = item["attrs"], item["operand_types"]
         result_types = item["result_types"]
+        location = item.get("location")
     rule = _OP_RULES.get(name) if type(name) is str else None
     if rule is None:
         name, rule = _resolve_op(index, name)
@@ -230,6 +239,10 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
         operands = _labels(operands, lambda: f"{_at(where)}.operands")
         operand_types = _labels(operand_types, lambda: f"{_at(where)}.operand_types")
         result_types = _labels(result_types, lambda: f"{_at(where)}.result_types")
+    if location is not None and (
+        type(location) is not str or not 0 < len(location) <= MAX_LOCATION_CHARS
+    ):
+        location = _location(location, where)
     definition, low, high, result_count, attr_rules, _ = rule
     count = len(operands)
     if count < low or (high is not None and count > high):
@@ -302,7 +315,19 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
     fields["attrs"] = attrs
     fields["operand_types"] = operand_types
     fields["result_types"] = result_types
+    fields["location"] = location
     return op
+
+
+def _location(location: Any, where: Where) -> str:
+    """``location`` when it is a plan op's source location (a short, non-empty str), else raise."""
+    text = require_str(location, f"{_at(where)}.location")
+    if len(text) > MAX_LOCATION_CHARS:
+        raise PlanError(
+            f"{_at(where)}.location is {len(text)} characters long; a source location "
+            f"(a module path) has at most {MAX_LOCATION_CHARS}"
+        )
+    return text
 
 
 # ---------------------------------------------------------------------------
@@ -413,21 +438,21 @@ def _plan(
     ops: list[PlanOperation],
     returns: tuple[str, ...],
     outputs: tuple[PlanOutput, ...],
-) -> RuntimePlan:
-    """The frozen plan, once every argument's and output's type fits its role."""
+) -> dict[str, Any]:
+    """The frozen plan's fields, once every argument's and output's type fits its role."""
     check_role_types(args, outputs, types)
     version, digest, name = header
-    return RuntimePlan(
-        ir_version=version,
-        schema_digest=digest,
-        weight_file=WEIGHT_FILE,
-        name=name,
-        args=args,
-        ops=tuple(ops),
-        returns=returns,
-        outputs=outputs,
-        types=types,
-    )
+    return {
+        "ir_version": version,
+        "schema_digest": digest,
+        "weight_file": WEIGHT_FILE,
+        "name": name,
+        "args": args,
+        "ops": tuple(ops),
+        "returns": returns,
+        "outputs": outputs,
+        "types": types,
+    }
 
 
 _TENSOR_TEXT = re.compile(r"tensor<((?:(?:\?|\d+)x)*)([a-z]+\d*)>")
@@ -476,8 +501,10 @@ def _derived_types(payload: Mapping[str, Any]) -> Mapping[str, ValueType]:
     return MappingProxyType({text: _derived_type(text) for text in sorted(texts)})
 
 
-def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
-    """Check a native importer payload against the schema and freeze it (``from_native``).
+def freeze_plan(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a native importer payload against the schema; the frozen plan's fields.
+
+    :meth:`~lattice_contract.plan.RuntimePlan.from_native` builds the plan from them.
 
     A payload without ``types`` (the shape the artifact API text describes:
     labels, type texts, roles) is accepted: its type records are derived from

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from lattice_contract.plan.locations import locate_plan
-from lattice_contract.plan.records import PlanError, RuntimePlan
+from lattice_contract.plan.records import PlanError
+from lattice_contract.plan.runtime_plan import RuntimePlan
 
 __all__ = [
     "ARTIFACT_FLAG",
@@ -202,7 +202,7 @@ def graph_status_and_plan(
     if not status.valid or payload is None:
         return LatticeMLIRStatus(False, diagnostics), None
     try:
-        plan = locate_plan(RuntimePlan.from_native(payload), graph)
+        plan = RuntimePlan.from_native(payload)
     except PlanError as exc:
         return LatticeMLIRStatus(False, str(exc)), None
     return LatticeMLIRStatus(True, diagnostics), plan
@@ -225,4 +225,4 @@ def import_native_plan(graph: str) -> RuntimePlan:
         raise LatticeValidationError(
             "MLIR rejected the lattice graph:\n" + str(diagnostics), str(diagnostics)
         ) from None
-    return locate_plan(RuntimePlan.from_native(payload), graph)
+    return RuntimePlan.from_native(payload)

@@ -470,8 +470,9 @@ class ExecutionContext:
             ) from None
 
 
-OpRef = str | OpDef | type[Op]
-"""How a lowering names a schema op: MLIR or Python name, ``OpDef``, or the schema class."""
+OpRef = str | OpDef | type[Op] | Callable[..., Any]
+"""How a lowering names a schema op: MLIR or Python name, ``OpDef``, the schema class, or a
+runtime's public op function (``mlx_lattice.ops.conv3d``: its name is the op's)."""
 
 
 def _signature_of(definition: OpDef) -> tuple[tuple[Any, ...], tuple[str, ...]]:
@@ -528,7 +529,10 @@ def _definition_of(op: OpRef) -> OpDef:
     name = getattr(op, "__name__", None)
     if callable(op) and isinstance(name, str) and name in SCHEMA.ops:
         return SCHEMA.op(name)  # a runtime's public op function, e.g. mlx_lattice.ops.conv3d
-    raise LoweringError(f"op= must be a schema op name or OpDef, got {op!r}")
+    raise LoweringError(
+        f"op= must be a schema op name, OpDef, schema class or a runtime's op function "
+        f"named like a schema op, got {op!r}"
+    )
 
 
 class LoweringRegistry:
