@@ -27,6 +27,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
+import spconv.pytorch as spconv  # the oracle (requirements-dev): a missing oracle fails, not skips
 import torch
 import torch_lattice
 from mlx_lattice import SparseTensor as MxSparse
@@ -36,7 +37,6 @@ from torch_lattice.convert import convert_state_dict
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import from_spconv
 
-spconv = pytest.importorskip("spconv.pytorch", reason="spconv is the oracle of these tests")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _TORCH_TESTS = Path(__file__).resolve().parents[2] / "torch-lattice" / "tests"

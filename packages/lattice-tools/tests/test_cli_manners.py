@@ -179,9 +179,12 @@ def test_lattice_opt_exit_codes_pipe_and_quiet(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "lattice.bogus" in refused.stderr
     missing = _run(LATTICE_OPT, tmp_path / "absent.mlir")
     assert missing.returncode == 2 and "no such file" in missing.stderr
-    folder = _run(LATTICE_OPT, GEOMETRY)
-    assert folder.returncode == 2 and "is a directory" in folder.stderr
-    assert "graph.mlir" in folder.stderr  # and names the file to give instead
+    bundle = _run(LATTICE_OPT, GEOMETRY, "--lattice-verify-artifact")  # a model.lattice/ bundle
+    assert bundle.returncode == 0 and "lattice.sparse.make" in bundle.stdout
+    empty = tmp_path / "empty.lattice"
+    empty.mkdir()
+    folder = _run(LATTICE_OPT, empty)
+    assert folder.returncode == 1 and "without graph.mlir" in folder.stderr
     assert _run(LATTICE_OPT, graph, "--no-such-option").returncode == 2
     verbose = _run(LATTICE_OPT, "-v", graph, "--lattice-verify-artifact")
     assert verbose.returncode == 0 and "native tool took" in verbose.stderr

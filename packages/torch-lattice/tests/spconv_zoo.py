@@ -406,9 +406,12 @@ def replayed(path: Any, x: Any) -> dict[str, list[tuple[np.ndarray, np.ndarray]]
     """An artifact's sparse outputs replayed by torch and MLX: ``(coords, feats)`` per output.
 
     ``x`` is the ``torch_lattice.SparseTensor`` input; coordinates are
-    physical ``(b, x, y, z)`` as NumPy int64, features float64.  MLX is
-    skipped (absent from the result) where it does not import.
+    physical ``(b, x, y, z)`` as NumPy int64, features float64.  Both runtimes
+    are part of the dev install: a missing one fails the test, never skips it.
     """
+    import mlx.core as mx
+    from mlx_lattice import SparseTensor as MxSparse
+    from mlx_lattice.artifact import load_lattice_program as load_mlx
     from torch_lattice.artifact import load_lattice_program as load_torch
 
     def arr(a: Any) -> np.ndarray:
@@ -418,13 +421,8 @@ def replayed(path: Any, x: Any) -> dict[str, list[tuple[np.ndarray, np.ndarray]]
         outs = out if isinstance(out, (tuple, list)) else (out,)
         return [(arr(o.coords).astype(np.int64), arr(o.feats).astype(np.float64)) for o in outs]
 
-    result = {"torch replay": listed(load_torch(path)(x))}
-    try:
-        import mlx.core as mx
-        from mlx_lattice import SparseTensor as MxSparse
-        from mlx_lattice.artifact import load_lattice_program as load_mlx
-    except ImportError:
-        return result
     mx_in = MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy()))
-    result["mlx replay"] = listed(load_mlx(path)(mx_in))
-    return result
+    return {
+        "torch replay": listed(load_torch(path)(x)),
+        "mlx replay": listed(load_mlx(path)(mx_in)),
+    }

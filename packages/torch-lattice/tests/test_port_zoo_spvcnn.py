@@ -20,12 +20,14 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
 import numpy as np
 import pytest
 import spconv_zoo
 import torch
 import torchsparse_layers as ts
 from framework_reference import _lookup
+from mlx_lattice.artifact import load_lattice_program as load_mlx
 from test_port import _Reference
 from test_port_zoo_torchsparse import checkpoint_spec
 from torch_lattice.artifact import load_lattice_program as load_torch
@@ -116,9 +118,7 @@ def _rel(got: Any, want: Any) -> float:
     return float(np.abs(g - want).max() / max(1.0, float(np.abs(want).max())))
 
 
-def spvcnn_case(
-    shape_zyx: list[int], width: float, tmp_path: Path, *, replay_mlx: bool = True
-) -> dict[str, float]:
+def spvcnn_case(shape_zyx: list[int], width: float, tmp_path: Path) -> dict[str, float]:
     """Port and convert+load, compare with the reference, export, replay: the errors by route."""
     torch.manual_seed(13)
     model = ts.randomise(ts.SPVCNN(width=width), 14)
@@ -141,12 +141,8 @@ def spvcnn_case(
     args = (points, feats, batch, torch.tensor([len(points)], dtype=torch.int32))
     save_lattice_model_artifact(ported, args, path)
     errors["torch replay"] = _rel(load_torch(path)(*args), want)
-    if replay_mlx:
-        mx = pytest.importorskip("mlx.core")
-        from mlx_lattice.artifact import load_lattice_program as load_mlx
-
-        got = load_mlx(path)(*(mx.array(a.numpy()) for a in args))
-        errors["mlx replay"] = _rel(np.array(memoryview(got)), want)
+    got = load_mlx(path)(*(mx.array(a.numpy()) for a in args))
+    errors["mlx replay"] = _rel(np.array(memoryview(got)), want)
     worst = max(v for k, v in errors.items() if k != "rows")
     assert worst < 1e-4, errors
     return errors

@@ -56,13 +56,9 @@ def _inputs(args: Sequence[str]) -> list[str]:
 
 
 def _input_problem(path: str) -> str | None:
-    if os.path.isdir(path):
-        return (
-            f"{path!r} is a directory; lattice-opt reads one graph.mlir file "
-            f"(for an artifact: {os.path.join(path, 'graph.mlir')!r})"
-        )
+    """A missing input, named here; a bundle directory goes to the native tool, which reads it."""
     if not os.path.exists(path):
-        return f"no such file {path!r}: give a graph.mlir file"
+        return f"no such file or bundle directory {path!r}: give a graph.mlir or a model.lattice/"
     return None
 
 
