@@ -1,5 +1,9 @@
 """spconv's detector backbones as one artifact each: port, export, verify, replay on MLX and torch.
 
+Each model is checked by four routes against spconv: the eager port, a fresh
+port loaded (``strict=True``) with the checkpoint ``convert-checkpoint``
+converts, and the artifact replayed by torch and by MLX.
+
 ``from_spconv`` ports OpenPCDet's ``VoxelBackBone8x`` and CenterPoint's
 ``VoxelResBackBone8x`` with OpenPCDet's height compression (the BEV map a 2D
 head reads) and PartA2's ``UNetV2`` (its two sparse outputs); the models and
@@ -29,6 +33,7 @@ import torch_lattice
 from mlx_lattice import SparseTensor as MxSparse
 from mlx_lattice.artifact import load_lattice_program as load_mlx
 from torch_lattice.artifact import load_lattice_program as load_torch
+from torch_lattice.convert import convert_state_dict
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import from_spconv
 
@@ -93,27 +98,36 @@ def _case(kind: str, shape: list[int], seed: int, tmp_path: Path) -> dict[str, A
     ported = from_spconv(
         source, axes="zyx", spatial_shape=shape, batch_size=2, types=zoo.PCDET_TYPES
     ).eval()
+    # The convert-checkpoint route: a fresh port of the architecture, the source's
+    # checkpoint converted with the user's spec and loaded with strict=True.
+    fresh = cls[kind]()
+    fresh_source = fresh if kind == "unet" else torch.nn.Sequential(fresh, zoo.HeightCompression())
+    loaded = from_spconv(
+        fresh_source, axes="zyx", spatial_shape=shape, batch_size=2, types=zoo.PCDET_TYPES
+    )
+    converted = convert_state_dict(source.state_dict(), zoo.spconv_spec(source, "zyx")).tensors
+    loaded.load_state_dict(converted, strict=True)
+    loaded.eval()
     x = torch_lattice.SparseTensor(idx[:, [0, 3, 2, 1]].contiguous(), feats)
     path = tmp_path / f"{kind}.lattice"
     report = save_lattice_model_artifact(ported, x, path)
     assert all(c.passed for c in report.checks)
     assert "lattice.sparse.crop" in report.ops
-    got_torch = load_torch(path)(x)
-    got_mlx = load_mlx(path)(MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy())))
+    with torch.no_grad():
+        got = {"port": ported(x), "convert+load": loaded(x)}
+    got["torch"] = load_torch(path)(x)
+    got["mlx"] = load_mlx(path)(MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy())))
     out: dict[str, Any] = {"report": report}
     if kind == "unet":
-        assert isinstance(got_torch, tuple) and isinstance(got_mlx, tuple)
-        for name, w, t, m in zip(("conv_out", "up1"), want, got_torch, got_mlx, strict=True):
-            out[name] = {"torch": _sparse_error(t, w), "mlx": _sparse_error(m, w)}
+        assert all(isinstance(g, tuple) for g in got.values())
+        for i, name in enumerate(("conv_out", "up1")):
+            out[name] = {route: _sparse_error(g[i], want[i]) for route, g in got.items()}
         return out
     assert "lattice.sparse.to_dense" in report.ops
     bev = want.numpy()
-    assert tuple(got_torch.shape) == tuple(got_mlx.shape) == bev.shape
+    assert all(tuple(g.shape) == bev.shape for g in got.values())
     assert int((np.abs(bev).sum(1) > 0).sum()) <= rows  # each BEV cell comes from a row
-    out["bev"] = {
-        "torch": (rows, _rel_error(_np(got_torch), bev)),
-        "mlx": (rows, _rel_error(_np(got_mlx), bev)),
-    }
+    out["bev"] = {route: (rows, _rel_error(_np(g), bev)) for route, g in got.items()}
     return out
 
 

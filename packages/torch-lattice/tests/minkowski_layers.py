@@ -66,6 +66,10 @@ class MinkowskiReLU(torch.nn.Module):
     pass
 
 
+class MinkowskiUnion(torch.nn.Module):
+    pass
+
+
 class BasicBlock(torch.nn.Module):
     expansion = 1
 
@@ -85,6 +89,7 @@ TYPES: dict[type, str] = {
     MinkowskiGenerativeConvolutionTranspose: "MinkowskiGenerativeConvolutionTranspose",
     MinkowskiBatchNorm: "MinkowskiBatchNorm",
     MinkowskiReLU: "MinkowskiReLU",
+    MinkowskiUnion: "MinkowskiUnion",
     BasicBlock: "BasicBlock",
 }
 """What each stand-in class is, for ``from_minkowski(..., types=TYPES)``."""

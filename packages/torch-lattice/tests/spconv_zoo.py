@@ -250,6 +250,20 @@ def oracle_mode(model: nn.Module) -> nn.Module:
     return model
 
 
+def spconv_spec(model: nn.Module, axes: str) -> Any:
+    """The ``convert-checkpoint`` kernel spec a user writes for ``model``'s spconv 2.x weights."""
+    from torch_lattice.convert import KernelSpec
+
+    kernels: dict[str, Any] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, spconv.conv.SparseConvolution):
+            entry: dict[str, Any] = {"framework": "spconv", "version": "2.2", "axes": axes}
+            if all(k == 1 for k in module.kernel_size):
+                entry.update(stride=list(module.stride), subm=bool(module.subm))
+            kernels[f"{name}.weight"] = entry
+    return KernelSpec.from_json({"format": "lattice-kernel-spec", "version": 2, "kernels": kernels})
+
+
 # ---------------------------------------------------------------------------
 # LiDAR-like scans.
 
@@ -386,3 +400,29 @@ PCDET_TYPES: dict[type, str] = {
     HeightCompression: "HeightCompression",
 }
 """OpenPCDet's classes as written here, for ``from_spconv(..., types=PCDET_TYPES)``."""
+
+
+def replayed(path: Any, x: Any) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """An artifact's sparse outputs replayed by torch and MLX: ``(coords, feats)`` per output.
+
+    ``x`` is the ``torch_lattice.SparseTensor`` input; coordinates are
+    physical ``(b, x, y, z)`` as NumPy int64, features float64.  Both runtimes
+    are part of the dev install: a missing one fails the test, never skips it.
+    """
+    import mlx.core as mx
+    from mlx_lattice import SparseTensor as MxSparse
+    from mlx_lattice.artifact import load_lattice_program as load_mlx
+    from torch_lattice.artifact import load_lattice_program as load_torch
+
+    def arr(a: Any) -> np.ndarray:
+        return a.detach().numpy() if isinstance(a, torch.Tensor) else np.array(memoryview(a))
+
+    def listed(out: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return [(arr(o.coords).astype(np.int64), arr(o.feats).astype(np.float64)) for o in outs]
+
+    mx_in = MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy()))
+    return {
+        "torch replay": listed(load_torch(path)(x)),
+        "mlx replay": listed(load_mlx(path)(mx_in)),
+    }

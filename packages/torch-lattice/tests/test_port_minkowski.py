@@ -12,16 +12,20 @@ hold two batch items.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import framework_reference as ref
 import minkowski_layers as me
 import numpy as np
 import pytest
+import spconv_zoo
 import torch
-from torch_lattice import SparseTensor, canonical_order
+from torch_lattice import SparseTensor, canonical_order, nn, ops
+from torch_lattice.convert import KernelSpec, convert_state_dict
 from torch_lattice.export import save_lattice_model_artifact
 from torch_lattice.port import PortError, from_minkowski
+
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 
 
 def _cloud(seed: int, extent: int = 20, rows: int = 500) -> SparseTensor:
@@ -35,7 +39,7 @@ def _cloud(seed: int, extent: int = 20, rows: int = 500) -> SparseTensor:
     return SparseTensor(coords, torch.randn(len(coords), 4, generator=gen))
 
 
-def _randomise(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+def _randomise(model: ModuleT, seed: int) -> ModuleT:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in model.modules():
@@ -109,13 +113,14 @@ def _reference(net: Any, x: SparseTensor) -> tuple[np.ndarray, np.ndarray]:
     f = np.maximum(_bn(net[4], f), 0)
     f = _block(net[6], c1, f, t)
     _, f, _ = _conv(net[7], c1, f, t)
-    up = net[8]
+    up: Any = net[8]
     f = ref.transposed_conv(
         "minkowski", c1, f, _kernel(up), up.kernel_generator.kernel_size, c0, fine_tensor_stride=1
     )
     f = np.maximum(f, 0)
     _, f, _ = _conv(net[10], c0, f, 1)
-    return c0, f + net[10].bias.detach().double().numpy()
+    final: Any = net[10]
+    return c0, f + final.bias.detach().double().numpy()
 
 
 def _sorted(c: Any, f: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -172,6 +177,59 @@ def test_minkowski_refusals() -> None:
         from_minkowski(torch.nn.Sequential(me.MinkowskiReLU(), conv), types=me.TYPES)
 
 
+class _UnionNet(torch.nn.Module):
+    """A user's ME model: ``MinkowskiUnion()(conv1(x), conv2(y))`` in its own forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = me.MinkowskiConvolution(4, 8, 3)
+        self.conv2 = me.MinkowskiConvolution(4, 8, 1, bias=True)
+        self.union = me.MinkowskiUnion()
+
+
+class _LatticeUnionNet(torch.nn.Module):
+    """The same model written as torch_lattice modules (the refusal's recipe)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.SubmConv3d(4, 8, 3, bias=False)
+        self.conv2 = nn.SubmConv3d(4, 8, 1, bias=True)
+
+    def forward(self, x: SparseTensor, y: SparseTensor) -> SparseTensor:
+        return ops.sparse_binary(self.conv1(x), self.conv2(y), op="add", join="outer")
+
+
+def test_minkowski_union_in_a_user_forward_is_refused_naming_the_module() -> None:
+    with pytest.raises(PortError, match=r"^1: MinkowskiUnion joins tensors .*join='outer'"):
+        from_minkowski(torch.nn.Sequential(me.MinkowskiReLU(), me.MinkowskiUnion()), types=me.TYPES)
+    with pytest.raises(PortError, match=r"^1: .*_UnionNet is a container with its own forward"):
+        from_minkowski(torch.nn.Sequential(me.MinkowskiReLU(), _UnionNet()), types=me.TYPES)
+
+
+def test_minkowski_union_model_written_in_lattice_loads_the_converted_checkpoint() -> None:
+    """The refusal's route: hand-written model + convert-checkpoint + strict load = ME's union."""
+    torch.manual_seed(4)
+    net = _UnionNet()
+    ours = _LatticeUnionNet()
+    ours.load_state_dict(convert_state_dict(net.state_dict(), _me_spec(net)).tensors, strict=True)
+    x, y = _cloud(5), _cloud(6)
+    a_c, a_f, _ = _conv(net.conv1, x.coords.numpy(), x.feats.double().numpy(), 1)
+    b_c, b_f, _ = _conv(net.conv2, y.coords.numpy(), y.feats.double().numpy(), 1)
+    assert net.conv2.bias is not None
+    b_f = b_f + net.conv2.bias.detach().double().numpy()
+    union_c = np.unique(np.concatenate([a_c, b_c]), axis=0)
+    want = np.zeros((len(union_c), 8))
+    for c, f in ((a_c, a_f), (b_c, b_f)):
+        np.add.at(want, ref._lookup(union_c, c), f)
+    with torch.no_grad():
+        got = ours(x, y)
+    got_c, got_f = _sorted(got.coords.numpy(), got.feats.double().numpy())
+    want_c, want_f = _sorted(union_c, want)
+    assert len(union_c) > max(len(a_c), len(b_c))  # the rows really differ
+    np.testing.assert_array_equal(got_c, want_c)
+    assert float(np.abs(got_f - want_f).max()) < 1e-4 * max(1.0, float(np.abs(want_f).max()))
+
+
 # ---------------------------------------------------------------------------
 # The zoo's MinkowskiEngine MinkUNet14 on LiDAR-like scans.
 
@@ -216,36 +274,64 @@ def _minkunet_reference(net: Any, x: SparseTensor) -> tuple[np.ndarray, np.ndarr
 
 
 def _scan(shape_zyx: list[int], seed: int) -> SparseTensor:
-    import spconv_zoo
-
     idx, feats = spconv_zoo.lidar_scan(shape_zyx, batch=2, seed=seed, faces=True)
     idx = torch.as_tensor(idx).to(torch.int32)
     coords = idx[:, [0, 3, 2, 1]].contiguous()  # (b, z, y, x) -> (b, x, y, z)
     return SparseTensor(coords, torch.as_tensor(feats, dtype=torch.float32))
 
 
-def _minkunet_case(shape_zyx: list[int], width: float, tmp_path: Path) -> tuple[int, float]:
+def _me_spec(net: torch.nn.Module) -> KernelSpec:
+    """The ``convert-checkpoint`` spec for ME's kernels and ``(1, C)`` biases, with the rename."""
+    kernels: dict[str, Any] = {}
+    for name, m in net.named_modules():
+        if isinstance(m, me.MinkowskiConvolution):
+            k = list(m.kernel_generator.kernel_size)
+            kernels[f"{name}.kernel"] = {"framework": "minkowski", "kernel_size": k}
+            if m.bias is not None:
+                kernels[f"{name}.bias"] = {"framework": "minkowski", "role": "bias"}
+    return KernelSpec.from_json(
+        {
+            "format": "lattice-kernel-spec",
+            "version": 2,
+            "kernels": kernels,
+            "rename": [[r"\.kernel$", ".weight"]],
+        }
+    )
+
+
+def _minkunet_case(shape_zyx: list[int], width: float, tmp_path: Path) -> dict[str, float]:
+    """MinkUNet14 through the port and through convert + strict load, exported and replayed."""
     torch.manual_seed(0)
     net = _randomise(me.MinkUNet14(4, 19, width=width), 3)
     ported = from_minkowski(net, types=me.TYPES).eval()
     assert "block5.0.downsample.1.bn.running_mean" in ported.state_dict()
+    loaded = from_minkowski(me.MinkUNet14(4, 19, width=width), types=me.TYPES)
+    converted = convert_state_dict(net.state_dict(), _me_spec(net)).tensors
+    assert converted["final.bias"].shape == (19,)  # ME's (1, C) bias, flattened
+    loaded.load_state_dict(converted, strict=True)
+    loaded.eval()
     x = _scan(shape_zyx, seed=1)
-    with torch.no_grad():
-        got = ported(x)
     want_c, want_f = _sorted(*_minkunet_reference(net, x))
-    got_c, got_f = _sorted(got.coords.numpy(), got.feats.double().numpy())
-    np.testing.assert_array_equal(got_c, want_c)
-    err = float(np.abs(got_f - want_f).max()) / max(1.0, float(np.abs(want_f).max()))
-    assert err < 1e-4, err
-    save_lattice_model_artifact(ported, x, tmp_path / "minkunet14.lattice")  # verify + self-check
-    return len(got_c), err
+    with torch.no_grad():
+        routes = {"port": ported(x), "convert+load": loaded(x)}
+    got = {k: [(v.coords.numpy(), v.feats.double().numpy())] for k, v in routes.items()}
+    path = tmp_path / "minkunet14.lattice"
+    save_lattice_model_artifact(ported, x, path)  # verify + self-check
+    got.update(spconv_zoo.replayed(path, x))
+    errors: dict[str, float] = {"rows": float(len(want_c))}
+    for route, ((c, f),) in got.items():
+        got_c, got_f = _sorted(c, f)
+        np.testing.assert_array_equal(got_c, want_c, err_msg=route)
+        errors[route] = float(np.abs(got_f - want_f).max()) / max(1.0, float(np.abs(want_f).max()))
+    assert max(v for k, v in errors.items() if k != "rows") < 1e-4, errors
+    return errors
 
 
 def test_minkunet14_small_scan(tmp_path: Path) -> None:
-    _minkunet_case([11, 24, 24], 0.125, tmp_path)
+    print(_minkunet_case([11, 24, 24], 0.125, tmp_path))
 
 
 @pytest.mark.slow
 def test_minkunet14_full_width_lidar_scan(tmp_path: Path) -> None:
-    rows, err = _minkunet_case([41, 200, 176], 1.0, tmp_path)
-    print(f"MinkUNet14 full width, [41, 200, 176] scan: {rows} rows, max rel error {err:.2e}")
+    errors = _minkunet_case([41, 200, 176], 1.0, tmp_path)
+    print(f"MinkUNet14 full width, [41, 200, 176] scan: {errors}")

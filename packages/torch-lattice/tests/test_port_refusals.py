@@ -26,18 +26,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 SHAPE = [24, 24, 24]
 
 
-def _spconv_spec(model: torch.nn.Module, axes: str) -> KernelSpec:
-    """A kernel spec declaring every spconv conv weight of ``model`` (what a user writes)."""
-    kernels: dict[str, Any] = {}
-    for name, module in model.named_modules():
-        if isinstance(module, spconv.conv.SparseConvolution):
-            entry: dict[str, Any] = {"framework": "spconv", "version": "2.2", "axes": axes}
-            if all(k == 1 for k in module.kernel_size):
-                entry.update(stride=list(module.stride), subm=bool(module.subm))
-            kernels[f"{name}.weight"] = entry
-    return KernelSpec.from_json({"format": "lattice-kernel-spec", "version": 2, "kernels": kernels})
-
-
 def _strict_roundtrip(source: torch.nn.Module, ported: torch.nn.Module, spec: KernelSpec) -> None:
     converted = convert_state_dict(source.state_dict(), spec).tensors
     mine = ported.state_dict()
@@ -58,7 +46,7 @@ def test_converted_checkpoint_loads_strict_into_ported_backbone(kind: str) -> No
     )
     assert "conv_input.0.weight" in ported.state_dict()
     assert "conv2.0.0.weight" in ported.state_dict()  # a bounded strided conv: no extra segment
-    _strict_roundtrip(model, ported, _spconv_spec(model, "zyx"))
+    _strict_roundtrip(model, ported, zoo.spconv_spec(model, "zyx"))
 
 
 def test_converted_checkpoint_loads_strict_into_ported_unet() -> None:
@@ -67,7 +55,7 @@ def test_converted_checkpoint_loads_strict_into_ported_unet() -> None:
         model, axes="zyx", spatial_shape=[41, 200, 176], batch_size=2, types=zoo.PCDET_TYPES
     )
     assert "inv_conv4.0.weight" in ported.state_dict()
-    _strict_roundtrip(model, ported, _spconv_spec(model, "zyx"))
+    _strict_roundtrip(model, ported, zoo.spconv_spec(model, "zyx"))
 
 
 def test_converted_torchsparse_checkpoint_loads_strict_with_rename() -> None:

@@ -7,7 +7,8 @@ ported model, run it on a LiDAR-like scan (range-dependent density, voxels on
 every face of the box, two batch items), compare every level with the NumPy
 re-derivation of TorchSparse 2.1's maps (``test_port._Reference``): identical
 coordinates, every feature within 1e-4 relative; then export (native verify +
-self-check).  The full-width KITTI-size case is slow.
+self-check) and replay the artifact on torch and MLX, each level compared
+again.  The full-width KITTI-size case is slow.
 """
 
 from __future__ import annotations
@@ -34,11 +35,9 @@ def _scan(shape_zyx: list[int], seed: int) -> SparseTensor:
     return SparseTensor(coords, torch.as_tensor(feats, dtype=torch.float32))
 
 
-def _case(shape_zyx: list[int], width: float, tmp_path: Path) -> tuple[int, float]:
-    torch.manual_seed(11)
-    model = ts.randomise(ts.SparseResUNet42(width=width), 12)
-    ported = from_torchsparse(model, version="2.1", types=ts.TYPES)
-    spec = KernelSpec.from_json(
+def checkpoint_spec(model: torch.nn.Module) -> KernelSpec:
+    """The TorchSparse 2.1 spec a user writes for ``convert-checkpoint`` (kernels by name)."""
+    return KernelSpec.from_json(
         {
             "format": "lattice-kernel-spec",
             "version": 2,
@@ -55,29 +54,46 @@ def _case(shape_zyx: list[int], width: float, tmp_path: Path) -> tuple[int, floa
             "rename": [[r"\.kernel$", ".weight"]],
         }
     )
-    ported.load_state_dict(convert_state_dict(model.state_dict(), spec).tensors, strict=True)
+
+
+def _case(shape_zyx: list[int], width: float, tmp_path: Path) -> dict[str, float]:
+    torch.manual_seed(11)
+    model = ts.randomise(ts.SparseResUNet42(width=width), 12)
+    ported = from_torchsparse(model, version="2.1", types=ts.TYPES)
+    loaded = from_torchsparse(ts.SparseResUNet42(width=width), version="2.1", types=ts.TYPES)
+    loaded.load_state_dict(
+        convert_state_dict(model.state_dict(), checkpoint_spec(model)).tensors, strict=True
+    )
+    loaded.eval()
     ported.eval()
     x = _scan(shape_zyx, seed=2)
     with torch.no_grad():
-        outputs = ported(x)
+        outputs = {"port": ported(x), "convert+load": loaded(x)}
     want = _Reference().unet(model, x.coords.numpy().astype(np.int64), x.feats.double().numpy())
-    worst = 0.0
-    for got, (c, f) in zip(outputs, want, strict=True):
-        want_c, want_f = _sorted(c, f)
-        got_c, got_f = _sorted(got.coords, got.feats)
-        assert torch.equal(got_c, want_c)
-        err = float((got_f.double() - want_f.double()).abs().max())
-        worst = max(worst, err / max(1.0, float(want_f.abs().max())))
-    assert worst < 1e-4, worst
-    save_lattice_model_artifact(ported, (x,), tmp_path / "minkunet.lattice")
-    return x.num_rows, worst
+    path = tmp_path / "minkunet.lattice"
+    save_lattice_model_artifact(ported, (x,), path)  # native verify + self-check
+    routes = {k: [(o.coords, o.feats) for o in v] for k, v in outputs.items()}
+    routes.update(spconv_zoo.replayed(path, x))
+    errors: dict[str, float] = {"rows": float(x.num_rows)}
+    for route, got_levels in routes.items():
+        worst = 0.0
+        for (gc, gf), (c, f) in zip(got_levels, want, strict=True):
+            want_c, want_f = _sorted(c, f)
+            got_c, got_f = _sorted(gc, gf)
+            assert torch.equal(got_c, want_c), route
+            err = float((got_f.double() - want_f.double()).abs().max())
+            worst = max(worst, err / max(1.0, float(want_f.abs().max())))
+        errors[route] = worst
+    assert max(v for k, v in errors.items() if k != "rows") < 1e-4, errors
+    return errors
 
 
 def test_torchsparse_minkunet_small_scan(tmp_path: Path) -> None:
-    _case([11, 24, 24], 0.125, tmp_path)
+    print(_case([11, 24, 24], 0.125, tmp_path))
 
 
 @pytest.mark.slow
 def test_torchsparse_minkunet_semantickitti_widths(tmp_path: Path) -> None:
-    rows, err = _case([41, 200, 176], 1.0, tmp_path)
-    print(f"TorchSparse MinkUNet full width, [41, 200, 176] scan: {rows} rows, max rel {err:.2e}")
+    print(
+        f"TorchSparse MinkUNet full width, [41, 200, 176]: {_case([41, 200, 176], 1.0, tmp_path)}"
+    )

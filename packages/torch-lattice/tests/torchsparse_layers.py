@@ -93,18 +93,18 @@ class SparseResBlock(torch.nn.Module):
         self.relu = ReLU(True)
 
 
+def two_conv_stem(c_in: int, c: int) -> torch.nn.Sequential:
+    """The two-conv stem of TorchSparse's MinkUNet and SPVNAS's SPVCNN."""
+    return torch.nn.Sequential(
+        Conv3d(c_in, c, 3), BatchNorm(c), ReLU(True), Conv3d(c, c, 3), BatchNorm(c), ReLU(True)
+    )
+
+
 class SparseResUNet(torch.nn.Module):
     def __init__(self, stem: int, encoder: list[int], decoder: list[int], *, in_channels: int = 4):
         super().__init__()
         c = [stem, *encoder, *decoder]
-        self.stem = torch.nn.Sequential(
-            Conv3d(in_channels, c[0], 3),
-            BatchNorm(c[0]),
-            ReLU(True),
-            Conv3d(c[0], c[0], 3),
-            BatchNorm(c[0]),
-            ReLU(True),
-        )
+        self.stem = two_conv_stem(in_channels, c[0])
         self.encoders = torch.nn.ModuleList(
             torch.nn.Sequential(
                 SparseConvBlock(c[k], c[k], 2, stride=2),
@@ -133,6 +133,51 @@ class SparseResUNet42(SparseResUNet):
         super().__init__(w[0], w[1:5], w[5:], in_channels=in_channels)
 
 
+class SPVCNN(torch.nn.Module):
+    """SPVNAS's SPVCNN (SemanticKITTI): the MinkUNet voxel branch plus a point branch.
+
+    Widths ``cs = 32, 32, 64, 128, 256, 256, 128, 96, 96`` times ``width``;
+    ``stem``, ``stage1..4`` (a k2s2 conv block then two residual blocks),
+    ``up1..4`` (a k2s2 transposed block, then two residual blocks on the
+    concatenation with the encoder output at that stride), three
+    ``point_transforms`` (Linear, BatchNorm1d, ReLU: ``cs[0] -> cs[4]``,
+    ``cs[4] -> cs[6]``, ``cs[6] -> cs[8]``), added to the points after
+    ``stage4``, ``up2`` and ``up4``, and a per-point ``classifier``.  The
+    points are the input voxels (``PointTensor(x.F, x.C.float())``) and
+    ``pres == vres``, as in SPVNAS's SemanticKITTI configuration.
+    """
+
+    def __init__(self, *, width: float = 1.0, in_channels: int = 4, num_classes: int = 19) -> None:
+        super().__init__()
+        cs = [max(1, int(width * c)) for c in (32, 32, 64, 128, 256, 256, 128, 96, 96)]
+        self.pres = self.vres = 0.05
+        self.stem = two_conv_stem(in_channels, cs[0])
+        for k in range(4):
+            stage = torch.nn.Sequential(
+                SparseConvBlock(cs[k], cs[k], 2, stride=2),
+                SparseResBlock(cs[k], cs[k + 1], 3),
+                SparseResBlock(cs[k + 1], cs[k + 1], 3),
+            )
+            self.add_module(f"stage{k + 1}", stage)
+        for k in range(4):
+            up = torch.nn.ModuleList(
+                [
+                    SparseConvTransposeBlock(cs[k + 4], cs[k + 5], 2, stride=2),
+                    torch.nn.Sequential(
+                        SparseResBlock(cs[k + 5] + cs[3 - k], cs[k + 5], 3),
+                        SparseResBlock(cs[k + 5], cs[k + 5], 3),
+                    ),
+                ]
+            )
+            self.add_module(f"up{k + 1}", up)
+        self.classifier = torch.nn.Sequential(torch.nn.Linear(cs[8], num_classes))
+        self.point_transforms = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.BatchNorm1d(b), torch.nn.ReLU(True))
+            for a, b in ((cs[0], cs[4]), (cs[4], cs[6]), (cs[6], cs[8]))
+        )
+        self.dropout = torch.nn.Dropout(0.3, True)
+
+
 ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 
 
@@ -155,5 +200,6 @@ TYPES: dict[type, str] = {
     SparseResBlock: "SparseResBlock",
     SparseResUNet: "SparseResUNet",
     SparseResUNet42: "SparseResUNet42",
+    SPVCNN: "SPVCNN",
 }
 """What each stand-in class is, for ``from_torchsparse(..., types=TYPES)``."""

@@ -100,6 +100,7 @@ _TORCH_KINDS: dict[type, str] = {
     torch.nn.LeakyReLU: "LeakyReLU",
     torch.nn.Identity: "Identity",
     torch.nn.Dropout: "Dropout",
+    torch.nn.Linear: "Linear",
 }
 
 # The framework classes the ports know, by import path: the registry holds the

@@ -19,7 +19,8 @@ module trees these frameworks' users build, matched by type (see
   with ``stride == kernel_size``, ``transposed=True``), ``spnn.BatchNorm``,
   ``spnn.ReLU``/``LeakyReLU``, the backbone blocks ``SparseConvBlock``,
   ``SparseConvTransposeBlock`` and ``SparseResBlock`` (residual add), and
-  ``SparseResUNet`` / ``SparseResUNet42`` (skip concatenations).
+  ``SparseResUNet`` / ``SparseResUNet42`` (skip concatenations), and SPVNAS's
+  ``SPVCNN`` (its point branch too; ``torch_lattice._port_spvcnn``).
 
 Anything else is refused with a :class:`PortError` naming the module's path,
 rather than ported into something that runs and computes another function.
@@ -60,6 +61,7 @@ from torch_lattice._port_containers import (
 from torch_lattice._port_containers import (
     ResUNet as _ResUNet,
 )
+from torch_lattice._port_spvcnn import SPVCNN as _SPVCNN
 from torch_lattice._port_walk import (
     Context,
     Ported,
@@ -622,7 +624,7 @@ def from_torchsparse(
 
 _TS_SUPPORTED = (
     "nn.Sequential trees of spnn.Conv3d, spnn.BatchNorm and activations, SparseConvBlock, "
-    "SparseConvTransposeBlock, SparseResBlock and SparseResUNet(42)"
+    "SparseConvTransposeBlock, SparseResBlock, SparseResUNet(42) and SPVCNN"
 )
 _TS_SHAREABLE = frozenset({"BatchNorm", "BatchNorm1d", "ReLU", "LeakyReLU", "Identity", "Dropout"})
 
@@ -659,6 +661,15 @@ class _TorchSparsePort:
                     for _, p, m in source_children(decoders, _join(path, "decoders"))
                 ),
             )
+        if name == "SPVCNN":
+            return self._spvcnn(module, path, where)
+        if name == "Linear":
+            linear = nn.Linear(
+                int(_attr(module, "in_features")),
+                int(_attr(module, "out_features")),
+                bias=_attr(module, "bias") is not None,
+            )
+            return _copy_state(linear, weight=_attr(module, "weight"), bias=_attr(module, "bias"))
         if name == "SparseResBlock":
             return _ResBlock(
                 self.port(_attr(module, "main"), _join(path, "main")),
@@ -677,6 +688,29 @@ class _TorchSparsePort:
         if activation is not None:
             return activation
         raise self.walk.unknown(module, where, _TS_SUPPORTED)
+
+    def _spvcnn(self, module: torch.nn.Module, path: str, where: str) -> torch.nn.Module:
+        pres, vres = _attr(module, "pres"), _attr(module, "vres")
+        if pres is None or vres is None or float(pres) != float(vres):
+            raise PortError(
+                f"{where}: SPVCNN ports with its points on the input voxels (pres == vres, "
+                f"SPVNAS's configuration); got pres={pres}, vres={vres}"
+            )
+        names = ["stem", *(f"stage{k}" for k in range(1, 5))]
+        names += [*(f"up{k}" for k in range(1, 5)), "point_transforms", "classifier"]
+        parts: dict[str, torch.nn.Module] = {}
+        for name in names:
+            child = _attr(module, name)
+            if child is None:
+                raise PortError(f"{_join(path, name) or where}: SPVCNN has no {name!r}")
+            p = _join(path, name)
+            if isinstance(child, torch.nn.ModuleList):
+                parts[name] = torch.nn.ModuleList(
+                    self.port(m, q) for _, q, m in source_children(child, p)
+                )
+            else:
+                parts[name] = self.port(child, p)
+        return _SPVCNN(parts)
 
     def _conv(self, module: torch.nn.Module, where: str) -> torch.nn.Module:
         k = _triple(_attr(module, "kernel_size"))

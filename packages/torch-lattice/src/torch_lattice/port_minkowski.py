@@ -11,9 +11,11 @@ layer, converts its kernel, and rebuilds the two things that live in
 (``MinkowskiEngine.modules.resnet_block``) and the transposed conv's finer
 rows (the first tensor the call saw at that stride, as the coordinate manager
 keys them).  Modules are matched by type (see ``torch_lattice._port_walk``);
-``MinkowskiUnion`` and ``ME.cat`` live in user ``forward`` code and are not
-ported by themselves (write the model with ``torch_lattice.cat`` /
-``ops.sparse_binary``, or declare a block whose forward is known).
+``MinkowskiUnion`` and ``ME.cat`` live in user ``forward`` code, which the
+port does not read: a ``MinkowskiUnion`` module and any undeclared container
+with children are refused naming the module and the replacement (write that
+block with ``ops.sparse_binary(..., join="outer")`` / ``ops.sparse_cat`` and
+load the converted checkpoint with ``strict=True``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,25 @@ _SUPPORTED = (
 )
 _SHAREABLE = frozenset({"MinkowskiReLU", "ReLU", "LeakyReLU", "Identity", "Dropout"})
 _MINKOWSKI_EXTRA = {"MinkowskiEngine.modules.resnet_block.BasicBlock": "BasicBlock"}
+
+
+_WRITE_IT = (
+    "write that block as torch_lattice modules (MinkowskiUnion is "
+    "ops.sparse_binary(a, b, op='add', join='outer'), ME.cat(a, b) is "
+    "ops.sparse_cat(a, b, join='inner')) and load the checkpoint converted by "
+    "convert-checkpoint with load_state_dict(..., strict=True)"
+)
+
+
+def _user_forward(module: torch.nn.Module, where: str) -> PortError:
+    """The refusal of a user container: its ``forward`` (ME.cat, unions, adds) is not read."""
+    cls = type(module)
+    return PortError(
+        f"{where}: {cls.__module__}.{cls.__qualname__} is a container with its own forward, "
+        "which the MinkowskiEngine port does not read (what it does there, such as ME.cat, "
+        "MinkowskiUnion or a residual add, would be lost); declare it with types= only if "
+        f"it computes exactly one of: {_SUPPORTED}; otherwise {_WRITE_IT}"
+    )
 
 
 def from_minkowski(module: torch.nn.Module, *, types: Registry | None = None) -> torch.nn.Module:
@@ -181,7 +202,14 @@ class _MinkowskiPort:
         if again is not None:
             return again
         if kind is None:
+            if any(True for _ in module.children()):
+                raise _user_forward(module, where)
             raise self.walk.unknown(module, where, _SUPPORTED)
+        if kind == "MinkowskiUnion":
+            raise PortError(
+                f"{where}: MinkowskiUnion joins tensors that a forward the port cannot read "
+                "passes to it; " + _WRITE_IT
+            )
         ported = self._port(module, kind, path, where)
         self.walk.remember(module, where, ported)
         return ported
