@@ -13,9 +13,11 @@ from __future__ import annotations
 from lattice_contract.artifact import atomic
 from lattice_contract.artifact.atomic import (
     Companion,
+    OutputClashError,
     WriterLockedError,
     atomic_write_dir,
     atomic_write_file,
+    check_outputs,
     fingerprint,
     path_lock,
     recover_interrupted,
@@ -56,6 +58,7 @@ __all__ = [
     "METADATA_KEY",
     "BundleError",
     "Companion",
+    "OutputClashError",
     "DenseWeight",
     "OutputError",
     "QuantizationReport",
@@ -67,6 +70,7 @@ __all__ = [
     "atomic_bundle_write",
     "atomic_write_dir",
     "atomic_write_file",
+    "check_outputs",
     "check_bundle_dir",
     "check_safetensors_bytes",
     "check_safetensors_file",

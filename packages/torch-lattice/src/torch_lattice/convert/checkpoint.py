@@ -23,8 +23,10 @@ from typing import Any
 import torch
 from lattice_contract.artifact import (
     Companion,
+    OutputClashError,
     WriterLockedError,
     atomic_write_file,
+    check_outputs,
     version_report,
 )
 
@@ -194,21 +196,28 @@ def convert_checkpoint(
     """
     from safetensors.torch import save_file
 
-    kernel_spec = spec if isinstance(spec, KernelSpec) else KernelSpec.load(spec)
     dst_path = Path(dst)
     if dst_path.suffix != ".safetensors":
         raise ConversionError(f"destination {str(dst_path)!r} must end in .safetensors")
-    state = load_state_dict(src, state_dict_key)
-    result = convert_state_dict(state, kernel_spec)
-    manifest = dict(result.manifest)
-    manifest["source"] = str(Path(src))
-    manifest["destination"] = str(dst_path)
     mpath = Path(manifest_path) if manifest_path is not None else default_manifest_path(dst_path)
     if mpath.resolve() == dst_path.resolve():
         raise ConversionError(
             f"the manifest {str(mpath)!r} would overwrite the destination; write it beside "
             "DST (the default, DST with .manifest.json)"
         )
+    # What the command reads is never an output: checked before the (slow) conversion
+    # and again by the atomic writer under its lock.
+    inputs = [Path(src)] + ([] if isinstance(spec, KernelSpec) else [Path(spec)])
+    try:
+        check_outputs([dst_path, mpath], inputs)
+    except OutputClashError as exc:
+        raise ConversionError(str(exc)) from None
+    kernel_spec = spec if isinstance(spec, KernelSpec) else KernelSpec.load(spec)
+    state = load_state_dict(src, state_dict_key)
+    result = convert_state_dict(state, kernel_spec)
+    manifest = dict(result.manifest)
+    manifest["source"] = str(Path(src))
+    manifest["destination"] = str(dst_path)
 
     def render(destination_sha256: str) -> str:
         # The manifest names the bytes it describes, so a reader can check the pair.
@@ -221,6 +230,7 @@ def convert_checkpoint(
         dst_path,
         lambda tmp: save_file(result.tensors, str(tmp)),
         companion=Companion(mpath, render),
+        inputs=inputs,
     )
     return manifest
 
@@ -254,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             manifest_path=args.manifest,
             state_dict_key=args.state_dict_key,
         )
-    except (ConversionError, WriterLockedError) as exc:
+    except (ConversionError, WriterLockedError, OutputClashError) as exc:
         print(f"convert-checkpoint: error: {exc}", file=sys.stderr)
         return 2
     print(
