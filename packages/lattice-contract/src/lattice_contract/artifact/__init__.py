@@ -44,6 +44,12 @@ from lattice_contract.artifact.safetensors_header import (
     check_safetensors_file,
     non_finite_error,
 )
+from lattice_contract.artifact.untrusted import (
+    NotRegularFileError,
+    open_regular_file,
+    printable,
+    read_regular_file,
+)
 from lattice_contract.artifact.version import (
     DISTRIBUTIONS,
     __version__,
@@ -58,8 +64,9 @@ __all__ = [
     "METADATA_KEY",
     "BundleError",
     "Companion",
-    "OutputClashError",
     "DenseWeight",
+    "NotRegularFileError",
+    "OutputClashError",
     "OutputError",
     "QuantizationReport",
     "SafetensorsLayout",
@@ -70,8 +77,8 @@ __all__ = [
     "atomic_bundle_write",
     "atomic_write_dir",
     "atomic_write_file",
-    "check_outputs",
     "check_bundle_dir",
+    "check_outputs",
     "check_safetensors_bytes",
     "check_safetensors_file",
     "distribution_version",
@@ -79,7 +86,10 @@ __all__ = [
     "flatten_bundle_weights",
     "format_report",
     "non_finite_error",
+    "open_regular_file",
     "path_lock",
+    "printable",
+    "read_regular_file",
     "recover_interrupted",
     "version_report",
 ]

@@ -27,6 +27,7 @@ from lattice_contract.artifact import (
     WriterLockedError,
     atomic_write_file,
     check_outputs,
+    printable,
     version_report,
 )
 
@@ -62,6 +63,42 @@ def _looks_like_kernel(key: str, tensor: torch.Tensor) -> bool:
     return torch.is_floating_point(tensor) and tensor.dim() in (3, 5)
 
 
+def _check_tensor(key: str, value: torch.Tensor) -> None:
+    """Refuse tensors safetensors cannot hold, and tensors larger than their own storage.
+
+    A ``.pt`` file stores each storage once and each tensor as a view of it;
+    a view with stride 0 (or overlapping strides) can claim 805 million
+    floats over 4 bytes of storage, which converting would expand into
+    gigabytes.  The claim is checked against the storage before anything is
+    copied, so the output is never larger than what the file holds.
+    """
+    if value.layout != torch.strided:
+        raise ConversionError(
+            f"{key}: a {str(value.layout).removeprefix('torch.')} tensor; convert-checkpoint "
+            "reads dense tensors only (call .to_dense() on it before saving)"
+        )
+    if value.is_quantized:
+        raise ConversionError(
+            f"{key}: a quantized {str(value.dtype).removeprefix('torch.')} tensor; dequantize "
+            "it (.dequantize()) before saving; Lattice packs weights at export"
+        )
+    if value.is_meta:
+        raise ConversionError(
+            f"{key}: a meta-device tensor holds no values; save the checkpoint from a model "
+            "whose weights are materialised"
+        )
+    claimed = value.numel() * value.element_size()
+    if value.numel() > 1:
+        storage = value.untyped_storage().nbytes()
+        offset = value.storage_offset() * value.element_size()
+        if claimed > storage - offset:
+            raise ConversionError(
+                f"{key}: shape {list(value.shape)} claims {claimed:,} bytes but its storage "
+                f"holds {storage:,} (strides {list(value.stride())} alias the same values); "
+                "save the tensor itself (.clone()) instead of an expanded view"
+            )
+
+
 def convert_state_dict(
     state_dict: Mapping[str, torch.Tensor], spec: KernelSpec
 ) -> ConversionResult:
@@ -91,8 +128,14 @@ def convert_state_dict(
                 f"{key}: expected a tensor, got {type(value).__name__}; pass the state dict "
                 "itself (see --state-dict-key)"
             )
+        _check_tensor(key, value)
         declaration = spec.declaration_for(key)
         out_key = spec.output_key(key)
+        if out_key == "__metadata__":
+            raise ConversionError(
+                f"{key}: the output key '__metadata__' is the safetensors header's own entry, "
+                "so no reader could load the file; rename the key (\"rename\" in the spec)"
+            )
         if out_key in tensors:
             raise ConversionError(
                 f"{key}: renamed to {out_key!r}, which another key already produced; "
@@ -265,7 +308,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             state_dict_key=args.state_dict_key,
         )
     except (ConversionError, WriterLockedError, OutputClashError) as exc:
-        print(f"convert-checkpoint: error: {exc}", file=sys.stderr)
+        print(f"convert-checkpoint: error: {printable(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a read-only destination
+        print(
+            f"convert-checkpoint: error: cannot write {str(args.dst)!r}: "
+            f"{printable(exc.strerror or exc)}; nothing was changed",
+            file=sys.stderr,
+        )
         return 2
     print(
         f"convert-checkpoint: {len(manifest['converted'])} kernel(s) converted, "
