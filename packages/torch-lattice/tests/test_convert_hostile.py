@@ -150,7 +150,9 @@ def test_tensors_safetensors_cannot_hold_are_named(
 
 
 def test_the_metadata_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src, spec = _files(tmp_path, {"conv.kernel": torch.ones(27, 2, 3), "__metadata__": torch.ones(2)})
+    src, spec = _files(
+        tmp_path, {"conv.kernel": torch.ones(27, 2, 3), "__metadata__": torch.ones(2)}
+    )
     code, err = _run(capsys, src, tmp_path / "o.safetensors", "--kernel-spec", spec)
     assert code == 2 and "'__metadata__'" in err
     assert not (tmp_path / "o.safetensors").exists()

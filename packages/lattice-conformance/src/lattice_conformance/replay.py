@@ -479,9 +479,8 @@ def output_problem(args: argparse.Namespace) -> str | None:
     """Why ``--report``/``--plot`` cannot be written, checked before the replay runs."""
     outputs = [p for p in (args.report, args.plot) if p is not None]
     if args.plot is not None and args.plot.suffix.lstrip(".").lower() not in PLOT_FORMATS:
-        return (
-            f"--plot {str(args.plot)!r}: the suffix picks the format; use one of "
-            + ", ".join(f".{kind}" for kind in PLOT_FORMATS)
+        return f"--plot {str(args.plot)!r}: the suffix picks the format; use one of " + ", ".join(
+            f".{kind}" for kind in PLOT_FORMATS
         )
     try:
         check_outputs(outputs, [args.archive])

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 import mlx.core as mx
 from lattice_conformance.archive import FixtureArchiveError
-from lattice_contract.artifact import METADATA_KEY, QuantizationReport, format_report
+from lattice_contract.artifact import METADATA_KEY, QuantizationReport, format_report, printable
 from lattice_contract.dialect import WEIGHT_FILE
 from lattice_contract.plan import RuntimePlan
 from lattice_contract.runtime import ResolvedWeight, compile_plan
@@ -334,7 +334,7 @@ def inspect_artifact(
         report["exit_status"] = status
         print(json.dumps(report, indent=2, sort_keys=True), file=out)
     else:
-        print(render_text(report), file=out)
+        print(printable(render_text(report), multiline=True), file=out)
     return status
 
 
@@ -391,6 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"    {case['name']}: atol {case['atol']:g}, rtol {case['rtol']:g}, "
                 f"outputs {', '.join(case['outputs'])}"
             )
-        print("\n".join(lines))
-    print(render_text(report), file=sys.stdout)
+        print(printable("\n".join(lines), multiline=True))
+    # Names, diagnostics and the producer come from the file: no control character of
+    # theirs reaches the terminal (JSON output escapes them by itself).
+    print(printable(render_text(report), multiline=True), file=sys.stdout)
     return status

@@ -86,19 +86,25 @@ def read_regular_file(path: str | os.PathLike[str], limit: int, *, what: str = "
 _CONTROL = frozenset(("Cc", "Cf", "Zl", "Zp"))
 
 
-def printable(text: object) -> str:
+def printable(text: object, *, multiline: bool = False) -> str:
     """``text`` with every control and format character escaped, for the terminal.
 
     Newlines and tabs, ``ESC``, ``DEL``, C1 controls (``\\x9b`` is a one-byte
     CSI), bidirectional overrides and line separators become ``\\xNN`` /
     ``\\uNNNN`` escapes; everything else, accents and CJK included, prints
-    as itself.  Call it on each untrusted piece (a name, a diagnostic), not
-    on a whole message whose own line breaks are meant.
+    as itself.  ``multiline=True`` keeps ``\\n`` and ``\\t`` (for a whole
+    message whose line breaks are meant, such as MLIR's diagnostics); every
+    other control character is still escaped.
     """
     value = text if isinstance(text, str) else str(text)
     if value.isprintable():
         return value
-    return "".join(_escape(char) for char in value)
+    if multiline:
+        return "\n".join(
+            "\t".join("".join(map(_escape, part)) for part in line.split("\t"))
+            for line in value.split("\n")
+        )
+    return "".join(map(_escape, value))
 
 
 def _escape(char: str) -> str:

@@ -134,7 +134,7 @@ def convert_state_dict(
         if out_key == "__metadata__":
             raise ConversionError(
                 f"{key}: the output key '__metadata__' is the safetensors header's own entry, "
-                "so no reader could load the file; rename the key (\"rename\" in the spec)"
+                'so no reader could load the file; rename the key ("rename" in the spec)'
             )
         if out_key in tensors:
             raise ConversionError(
@@ -308,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             state_dict_key=args.state_dict_key,
         )
     except (ConversionError, WriterLockedError, OutputClashError) as exc:
-        print(f"convert-checkpoint: error: {printable(exc)}", file=sys.stderr)
+        print(f"convert-checkpoint: error: {printable(exc, multiline=True)}", file=sys.stderr)
         return 2
     except OSError as exc:  # a full disk, a read-only destination
         print(
