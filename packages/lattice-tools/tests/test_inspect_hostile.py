@@ -26,7 +26,9 @@ ESC_KEY = "enc.\x1b[2J\x1b]0;owned\x07conv"
 def _bundle(tmp_path: Path, metadata: dict[str, str] | None = None) -> Path:
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=4, dtype="f32")
-    w = b.weight(storage_key="enc.conv", layout="conv3d_o_xyz_i", dtype="f32", shape=(2, 1, 1, 1, 4))
+    w = b.weight(
+        storage_key="enc.conv", layout="conv3d_o_xyz_i", dtype="f32", shape=(2, 1, 1, 1, 4)
+    )
     b.add_output("y", b.subm_conv3d(input=x, weight=w, kernel_size=1))
     root = tmp_path / "m.lattice"
     root.mkdir()

@@ -1,4 +1,4 @@
-"""``lattice migrate`` on hostile trees and careless paths: read like an archive, write nothing else.
+"""``lattice migrate`` on hostile trees and careless paths: trees read like archives.
 
 A fixture tree is a directory of plain files: a link in it (to a file
 outside the tree, to ``/proc/self/environ``) used to be followed and its
@@ -21,7 +21,7 @@ from lattice_tools.cli import lattice_main
 from lattice_tools.migrate import MigrationError, migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lattice-conformance" / "tests"))
-from upstream_data import upstream_root  # noqa: E402
+from upstream_data import upstream_root
 
 FIXTURES = upstream_root() / "fixtures"
 SCHEMA = "torch_lattice_e2e_fixtures/v1"
@@ -71,7 +71,7 @@ def test_a_tree_listing_a_case_twice_is_refused(tmp_path: Path) -> None:
 def test_a_case_file_that_is_not_what_it_claims_is_refused(tmp_path: Path) -> None:
     tree = _tree(tmp_path)
     (tree / CASE / "expected.safetensors").write_bytes(b"not a safetensors file at all")
-    with pytest.raises(MigrationError, match="expected.safetensors"):
+    with pytest.raises(MigrationError, match=r"expected\.safetensors"):
         migrate(tree, tmp_path / "out")
 
 

@@ -32,10 +32,14 @@ HOSTILE = "<!--<script>"
 def _hostile_bundle(tmp_path: Path) -> Path:
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=4, dtype="f32")
-    w = b.weight(storage_key="enc.conv", layout="conv3d_o_xyz_i", dtype="f32", shape=(2, 1, 1, 1, 4))
+    w = b.weight(
+        storage_key="enc.conv", layout="conv3d_o_xyz_i", dtype="f32", shape=(2, 1, 1, 1, 4)
+    )
     b.add_output("y", b.subm_conv3d(input=x, weight=w, kernel_size=1))
     key = f"enc.{HOSTILE}</script>&amp;"
-    graph = b.build().replace('"enc.conv"', json.dumps(key)).replace('"y"', json.dumps("y" + HOSTILE))
+    graph = (
+        b.build().replace('"enc.conv"', json.dumps(key)).replace('"y"', json.dumps("y" + HOSTILE))
+    )
     root = tmp_path / "hostile.lattice"
     root.mkdir()
     (root / GRAPH_FILE).write_text(graph, encoding="utf-8")

@@ -113,7 +113,7 @@ def test_malformed_ply_files_are_refused_naming_the_problem(
 ) -> None:
     path = tmp_path / "bad.ply"
     path.write_text(text)
-    with pytest.raises(ValueError, match="bad.ply") as caught:
+    with pytest.raises(ValueError, match=r"bad\.ply") as caught:
         read_ply(path)
     assert words in str(caught.value)
 

@@ -43,6 +43,7 @@ from lattice_contract.artifact import (
     atomic_write_file,
     check_outputs,
     fingerprint,
+    printable,
 )
 from lattice_contract.dialect import WEIGHT_FILE
 
@@ -532,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     problem = output_problem(args)
     if problem is not None:
-        print(f"conformance replay: {problem}", file=sys.stderr)
+        print(f"conformance replay: {printable(problem)}", file=sys.stderr)
         return 2
     progress = True if args.progress else (False if args.no_progress else None)
     result = replay_archive(
@@ -542,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=progress,
         coords=args.coords,
     )
-    print(format_table(result))
+    print(printable(format_table(result), multiline=True))  # case names come from the file
     if result.producer.get("coords") == "lattice-units":
         print("coordinates: sparse coordinates read in lattice units (multiplied by the stride)")
     if args.report is not None:
@@ -558,5 +559,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot_replay_errors(result, args.plot)
         print(f"plot:   {args.plot}")
     if result.error is not None:
-        print(f"conformance replay: {result.error}", file=sys.stderr)
+        print(f"conformance replay: {printable(result.error, multiline=True)}", file=sys.stderr)
     return result.exit_code
