@@ -56,6 +56,9 @@ import numpy as np
 import safetensors.numpy as stn
 import torch
 
+REGRESSIONS = Path(__file__).resolve().parent / "regressions-inputs"
+"""Inputs that once failed a run, one folder per target; every run starts from them."""
+
 CALL_ALLOWANCE_S = {"artifact": 2.0, "convert": 1.0}
 """Fixed CPU allowance per call, on top of one second per megabyte (default 0.2 s)."""
 
@@ -200,7 +203,7 @@ def _bundle_seeds() -> Iterator[bytes]:
     packing = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}
     w = b.weight(storage_key="h", layout="linear_o_i", shape=(2, 32), packing=packing)
     b.add_output("y", b.linear(input=x, weight=w))
-    packed = {
+    packed: dict[str, np.ndarray] = {
         "h.weight": np.full((1, 2, 4), 0x12345678, np.uint32),
         "h.scales": np.full((1, 2, 1), 0.5, np.float16),
         "h.biases": np.zeros((1, 2, 1), np.float16),
@@ -323,6 +326,8 @@ def main(argv: list[str]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     for index, data in enumerate(seeds(ours.target)):
         (seed_dir / f"seed-{index}").write_bytes(data)
+    for path in sorted((REGRESSIONS / ours.target).glob("*")):
+        (seed_dir / f"regression-{path.name}").write_bytes(path.read_bytes())
     args = [
         argv[0],
         f"-runs={ours.runs}",

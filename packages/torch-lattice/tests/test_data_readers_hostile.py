@@ -127,6 +127,18 @@ def test_a_comment_mentioning_end_header_does_not_end_it(tmp_path: Path) -> None
     assert read_ply(binary)["x"].tolist() == [4.0]
 
 
+@pytest.mark.parametrize("end", ["<", ">"])
+def test_a_binary_file_of_one_vertex_reads(tmp_path: Path, end: str) -> None:
+    """Found by the input fuzzer: a one-row column slice could not be viewed as floats."""
+    fmt = "binary_little_endian" if end == "<" else "binary_big_endian"
+    head = f"ply\nformat {fmt} 1.0\nelement vertex 1\nproperty float x\nproperty float y\n"
+    head += "property float z\nproperty uchar red\nend_header\n"
+    path = tmp_path / "one.ply"
+    path.write_bytes(head.encode() + struct.pack(f"{end}3fB", 0.5, 1.0, 2.0, 3))
+    got = read_ply(path)
+    assert [got[k].tolist() for k in ("x", "y", "z", "red")] == [[0.5], [1.0], [2.0], [3]]
+
+
 def test_a_header_of_a_megabyte_of_spaces_is_refused_at_once(tmp_path: Path) -> None:
     path = tmp_path / "big.ply"
     path.write_bytes(b"ply\n" + b" " * (8 << 20) + b"\nend_header\n")

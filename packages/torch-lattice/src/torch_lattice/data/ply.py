@@ -276,7 +276,10 @@ def _read_binary(
             cols = records[:, start : start + size]
             if little != (sys.byteorder == "little"):
                 cols = cols.flip(1)
-            column = cols.contiguous().view(dtype).reshape(-1)
+            # A fresh copy: a one-row slice counts as contiguous yet keeps the record's
+            # stride, which a view as a wider dtype refuses (a RuntimeError, found by
+            # fuzzing a one-vertex binary file).
+            column = cols.reshape(-1).clone().view(dtype)
         else:
             column = torch.empty(0, dtype=dtype)
         if unsigned and size > 1:
