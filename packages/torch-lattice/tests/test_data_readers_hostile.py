@@ -193,6 +193,20 @@ def test_a_scan_linked_to_dev_zero_is_refused(tmp_path: Path) -> None:
         read_semantic_kitti(link)
 
 
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_a_fortran_ordered_npy_of_rank_zero_or_one_reads(tmp_path: Path, shape: tuple) -> None:
+    """Found by the input fuzzer: a 0-d Fortran array reached permute() with no axes."""
+    import numpy as np
+
+    array = np.asfortranarray(np.arange(int(np.prod(shape)), dtype=">u4").reshape(shape))
+    header = f"{{'descr': '>u4', 'fortran_order': True, 'shape': {shape}, }}"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    path = tmp_path / "f.npy"
+    head = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+    path.write_bytes(head + array.tobytes(order="F"))
+    assert read_npy(path).tolist() == array.tolist()
+
+
 def test_an_npy_shape_past_int64_is_a_message(tmp_path: Path) -> None:
     header = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 9999999999999999999), }"
     header += " " * (63 - len(header) % 64) + "\n"

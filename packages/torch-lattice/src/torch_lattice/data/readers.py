@@ -199,7 +199,7 @@ def read_npy(path: PathLike) -> torch.Tensor:
     flat = _from_bytes(payload[: count * width], dtype, little)
     if bits:
         flat = _widen_unsigned(flat, bits)
-    if fortran:
+    if fortran and len(shape) > 1:  # a 0-d or 1-d array is the same in either order
         return (
             flat.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()
         )
