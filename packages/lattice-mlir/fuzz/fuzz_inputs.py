@@ -160,7 +160,13 @@ def target_artifact(data: bytes) -> None:
         inputs = _abi_inputs(program, runtime)
         if inputs:
             program(**inputs)
+            OUTCOMES["called " + runtime] = OUTCOMES.get("called " + runtime, 0) + 1
+        else:
+            OUTCOMES["loaded " + runtime] = OUTCOMES.get("loaded " + runtime, 0) + 1
 
+
+OUTCOMES: dict[str, int] = {}
+"""How far inputs got: refusals by error type, and for artifacts the loads and calls."""
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "artifact": target_artifact,
@@ -268,8 +274,9 @@ class Runner:
         start = time.process_time()
         try:
             self.run_one(data)
-        except REFUSALS:
-            pass  # a verdict, not a failure
+        except REFUSALS as exc:  # a verdict, not a failure
+            kind = "refused " + type(exc).__name__
+            OUTCOMES[kind] = OUTCOMES.get(kind, 0) + 1
         except RecursionError as exc:  # derives from RuntimeError: never a refusal
             raise FuzzFailure(f"RecursionError escaped: {exc}") from exc
         return time.process_time() - start
@@ -305,7 +312,8 @@ class Runner:
         per_byte, size, seconds = self.slowest
         print(
             f"fuzz_inputs[{self.name}]: {self.count} executions, peak RSS {peak:.0f} MB, "
-            f"slowest {per_byte * 1e6:.1f} us/byte ({size} bytes in {seconds * 1e3:.1f} ms)",
+            f"slowest {per_byte * 1e6:.1f} us/byte ({size} bytes in {seconds * 1e3:.1f} ms); "
+            + ", ".join(f"{k} {v}" for k, v in sorted(OUTCOMES.items())),
             file=sys.stderr,
             flush=True,
         )
