@@ -30,6 +30,7 @@ import atexit
 import io
 import json
 import os
+import re
 import resource
 import struct
 import sys
@@ -149,11 +150,44 @@ def _abi_inputs(program: Any, runtime: str) -> dict[str, Any]:
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in values.items()}
 
 
+_KEY_LINE = re.compile(rb'storage_key = "([^"]{1,64})"')
+_DTYPES = (np.float32, np.float16, np.uint32, np.int32)
+
+
+def weights_for(graph: bytes, provider: atheris.FuzzedDataProvider) -> bytes:
+    """A well-formed weight file for the graph's storage keys, shapes and values fuzzed.
+
+    Hostile headers are the contract's own table; this target aims past them,
+    at weights that disagree with the graph (empty, wider or narrower,
+    non-finite, packed triplets that do not fit).  Each key (and a packed
+    key's ``.weight``/``.scales``/``.biases``) gets a dtype, a rank of 1-5,
+    extents of 0-9 and raw bytes drawn from the input.
+    """
+    keys = []
+    for line in graph.splitlines():
+        for found in _KEY_LINE.finditer(line):
+            key = found.group(1).decode("utf-8", "replace")
+            packed = b"#lattice.packing<" in line and b"dense" not in line
+            parts = ("weight", "scales", "biases")
+            keys += [f"{key}.{part}" for part in parts] if packed else [key]
+    arrays: dict[str, np.ndarray] = {}
+    for key in keys:
+        dtype = _DTYPES[provider.ConsumeIntInRange(0, len(_DTYPES) - 1)]
+        shape = [provider.ConsumeIntInRange(0, 9) for _ in range(provider.ConsumeIntInRange(1, 5))]
+        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        raw = provider.ConsumeBytes(size).ljust(size, b"\0")
+        arrays[key] = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    return stn.save(arrays)
+
+
 def target_artifact(data: bytes) -> None:
-    graph, weights = split(data)
+    graph, rest = split(data)
     root = SCRATCH / "m.lattice"
     root.mkdir(exist_ok=True)
     (root / GRAPH_FILE).write_bytes(graph)
+    # "ST" + a literal weight file (the seeds: they reach calls), else drawn from the bytes
+    literal = rest.startswith(b"ST")
+    weights = rest[2:] if literal else weights_for(graph, atheris.FuzzedDataProvider(rest))
     (root / WEIGHT_FILE).write_bytes(weights)
     for runtime, module in (("mlx", mla), ("torch", tla)):
         program = module.load_lattice_program(root)
@@ -203,7 +237,8 @@ def _bundle_seeds() -> Iterator[bytes]:
     bias = b.weight(storage_key="b", layout="bias_c", dtype="f32", shape=(2,))
     b.add_output("y", b.subm_conv3d(input=x, weight=w, bias=bias, kernel_size=3))
     conv = {"w": np.ones((2, 3, 3, 3, 4), np.float32), "b": np.zeros(2, np.float32)}
-    yield join(b.build().encode(), stn.save(conv))
+    yield join(b.build().encode(), b"ST" + stn.save(conv))
+    yield join(b.build().encode(), bytes(range(256)) * 4)
     b = MLIRModuleBuilder()
     x = b.add_input("x", "tensor<?x32xf16>")
     packing = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}
@@ -214,7 +249,8 @@ def _bundle_seeds() -> Iterator[bytes]:
         "h.scales": np.full((1, 2, 1), 0.5, np.float16),
         "h.biases": np.zeros((1, 2, 1), np.float16),
     }
-    yield join(b.build().encode(), stn.save(packed))
+    yield join(b.build().encode(), b"ST" + stn.save(packed))
+    yield join(b.build().encode(), bytes(range(256)) * 4)
 
 
 def _pt_bytes(state: dict[str, Any]) -> bytes:
