@@ -10,7 +10,11 @@ network) and with the map built (a fresh input), and the ratio ours / peer
 (below 1: ours is faster).  First it measures the device's two ceilings (copy
 bandwidth, f16 matrix rate) and prints, per layer, the floor those give
 (FLOPs of the real pairs over the matrix rate, fewest bytes over the
-bandwidth).  Timings are medians of CUDA-event-timed repeats after warm-up.
+bandwidth).  Each library is timed in CUDA-event rounds until its last three round
+medians agree within 2% (``bench_harness.stable_time``); the MinkUNet rows also give
+kernels and host syncs per call and the training step's peak memory; ``--processes 3``
+reruns everything in three processes and prints the medians.  Scenes: the surface
+scenes and a ray-cast LiDAR street scan (``lidar_scene``), not our own data.
 
 Run on a CUDA machine: ``python benchmarks/bench_cuda.py [--sizes 100000 200000]``
 (with ``PYTHONPATH`` holding the packages' ``src`` folders when they are not
@@ -24,7 +28,7 @@ import argparse
 import copy
 import functools
 import os
-import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +36,9 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from bench_harness import aggregate, count_flops, launches_and_syncs, peak_bytes, stable_time
 from lattice_conformance.scenes import batched, make_scene
+from lidar_scene import lidar_coords
 from torch_lattice import SparseTensor, nn, ops
 
 PEERS: dict[str, ModuleType] = {}
@@ -43,29 +49,31 @@ for _name, _module in (("spconv", "spconv.pytorch"), ("spconv-triton", "spconv_t
         print(f"{_name}: not available ({type(err).__name__}: {err})")
 
 
-DEVICE = "cuda"
-START = time.perf_counter()
-"""Where everything runs; ``--dry-run`` sets ``cpu`` (Triton interpreter, tiny scene)."""
+DEVICE, START = "cuda", time.perf_counter()
+"""Where everything runs (``--dry-run``: ``cpu``, Triton interpreter, tiny scenes); the start."""
 
 
-def cuda_time(fn: Callable[[], Any], repeat: int = 25, warmup: int = 3) -> float:
-    """Median seconds of ``fn`` by CUDA events (after ``warmup`` untimed calls)."""
+def cuda_time(fn: Callable[[], Any], repeat: int = 10) -> float:
+    """Median seconds of ``fn``: CUDA-event rounds until the last 3 medians agree within 2%."""
     if DEVICE == "cpu":  # the dry run checks that everything runs, not how fast
         began = time.perf_counter()
         fn()
         return time.perf_counter() - began
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(times)
+    limit = int(os.environ.get("BENCH_MAX_ROUNDS", "30"))  # a short run caps the rounds
+    seconds, rounds = stable_time(fn, repeat, max_rounds=limit)
+    if rounds >= limit:
+        print(f"    (not stable after {rounds} rounds: {seconds * 1e3:.3f} ms is the last median)")
+    return seconds
+
+
+FAILURES: list[str] = []
+"""Sections of ours that raised; any makes the process exit non-zero."""
+
+
+def failed(section: str, err: BaseException) -> None:
+    """Report a failed section and remember it for the exit status."""
+    FAILURES.append(section)
+    print(f"  FAILED {section}: {type(err).__name__}: {err}"[:400], flush=True)
 
 
 def ceilings() -> tuple[float, float]:
@@ -172,6 +180,7 @@ def bench_layers(
             continue  # the dry run only checks that each kind runs
         row = _bench_layer(layer, coords, shape, bw, rate)
         _print_row(row)
+        _emit(row)
         rows.append(row)
     rows.extend(bench_pools(coords, shape, bw))
     return rows
@@ -497,9 +506,7 @@ products as three TF32 products (about f32's accuracy; the peers stay in plain f
 TF32 on in both; f16 autocast in both."""
 
 
-def _peer_tensor(
-    lib: ModuleType, feats: torch.Tensor, *, coords: torch.Tensor, shape: list[int]
-) -> Any:
+def _peer_tensor(lib: ModuleType, feats: torch.Tensor, *, coords: torch.Tensor, shape: Any) -> Any:
     """A peer library's sparse tensor of batch size 1 over ``coords``."""
     return lib.SparseConvTensor(feats, coords, shape, 1)
 
@@ -538,7 +545,10 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
                 flush=True,
             )
         except Exception as err:
-            print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
+            if name == "ours":
+                failed("ours MinkUNet", err)
+            else:
+                print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
     nan = float("nan")
     keys = ["fwd", "fwd+map", *(f"train {s}" for s in steps)]
     for key in keys:
@@ -561,7 +571,8 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
 
 
 BREAKDOWN = True
-"""Print where the GPU time of our f32 / tf32x3 steps goes (``--no-breakdown``: not)."""
+"""Print where the GPU time of our fused fresh-map forward and of our f32 and amp steps
+goes (``--no-breakdown``: not)."""
 
 UNET_PEERS: list[str] = []
 """Peers whose MinkUNet runs (``--unet-peers``; spconv-triton compiles for minutes)."""
@@ -584,6 +595,7 @@ def _bench_net(
         cached_in = wrap(half)
         _record(result, f"{name} fwd", cuda_time(lambda: net(cached_in), 20))
         _record(result, f"{name} fwd+map", cuda_time(lambda: net(wrap(half)), 20))
+        _counts(result, f"{name} fwd+map", lambda: net(wrap(half)))
         if name == "ours":
             fused = fuse_conv_bn_relu(copy.deepcopy(net))
             ref = net(cached_in).float()
@@ -591,6 +603,11 @@ def _bench_net(
             print(f"  ours fused forward: max error {err:.1e} relative to the unfused one")
             _record(result, f"{name} fwd fused", cuda_time(lambda: fused(cached_in), 20))
             _record(result, f"{name} fwd+map fused", cuda_time(lambda: fused(wrap(half)), 20))
+            _counts(result, f"{name} fwd+map fused", lambda: fused(wrap(half)))
+            if BREAKDOWN:
+                from profile_cuda import breakdown
+
+                breakdown(lambda: fused(wrap(half)), f"ours, fused forward, maps built ({SCENE})")
     net.float().train()
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
 
@@ -605,26 +622,53 @@ def _bench_net(
         _tf32(setting == "tf32")
         set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
         try:
-            t = cuda_time(functools.partial(step, setting == "amp"), 10)
-            _record(result, f"{name} train {setting}", t)
-            if name == "ours" and BREAKDOWN and setting in ("f32", "tf32x3"):
+            one = functools.partial(step, setting == "amp")
+            _record(result, f"{name} train {setting}", cuda_time(one, 10))
+            _counts(result, f"{name} train {setting}", one)
+            if DEVICE == "cuda":
+                mib = peak_bytes(one) / 2**20
+                result[f"{name} train {setting} peak MiB"] = mib
+                print(f"    {name} train {setting}: peak {mib:.0f} MiB above the model")
+                print(f"RESULT {SCENE} {name} train {setting} peakMiB {mib:.1f}")
+            if name == "ours" and BREAKDOWN and setting in ("f32", "amp"):
                 from profile_cuda import breakdown  # this folder, on the path as the script's
 
-                breakdown(lambda: step(False), f"ours, training step ({setting})")
+                breakdown(one, f"ours, training step ({setting}, {SCENE})")
         except Exception as err:  # one setting a library cannot run: report it, go on
             result[f"{name} train {setting}"] = float("nan")
-            print(f"  {name} train {setting}: {type(err).__name__}: {err}"[:300])
+            if name == "ours":
+                failed(f"ours train {setting}", err)
+            else:
+                print(f"  {name} train {setting}: {type(err).__name__}: {err}"[:300])
         finally:
             _tf32(False)
             set_f32_products("ieee")
-    if name == "ours":
-        result["ours flops"] = _count_flops(lambda: step(False))
+    if name == "ours" and DEVICE == "cuda":  # a dry run skips one more interpreted step
+        result["ours flops"] = count_flops(lambda: step(False))
 
 
 def _record(result: dict[str, float], key: str, seconds: float) -> None:
     """Keep one timing and print it at once (a run cut short still shows what it measured)."""
     result[key] = seconds
     print(f"    {key}: {seconds * 1e3:.2f} ms", flush=True)
+    print(f"RESULT {SCENE} {key} ms {seconds * 1e3:.4f}", flush=True)
+
+
+def _counts(result: dict[str, float], key: str, fn: Callable[[], Any]) -> None:
+    """Kernels and host syncs of one call (CUDA only: the profiler counts device kernels)."""
+    if DEVICE != "cuda":
+        return
+    kernels, syncs = launches_and_syncs(fn)
+    result[f"{key} kernels"], result[f"{key} syncs"] = kernels, syncs
+    print(f"    {key}: {kernels} kernels, {syncs} host syncs", flush=True)
+    print(f"RESULT {SCENE} {key} kernels {kernels}\nRESULT {SCENE} {key} syncs {syncs}")
+
+
+def _emit(row: dict[str, Any]) -> None:
+    """``RESULT`` lines of one table row (ms), for the multi-process medians."""
+    for key, value in row.items():
+        if key in PEERS or key in ("ours", "ours+map") or key.endswith("+map"):
+            print(f"RESULT {SCENE} {row['layer']} {key} ms {value * 1e3:.4f}")
 
 
 def _tf32(on: bool) -> None:
@@ -635,29 +679,6 @@ def _tf32(on: bool) -> None:
         import spconv.constants
 
         spconv.constants.SPCONV_ALLOW_TF32 = on
-
-
-def _count_flops(fn: Callable[[], Any]) -> float:
-    """FLOPs of the real pairs in every conv and weight-gradient launch of one call of ``fn``."""
-    from torch_lattice.triton import conv as conv_module
-
-    total = [0]
-    launch_conv, launch_wgrad = conv_module.launch_conv, conv_module.launch_wgrad
-
-    def conv(x: Any, w: Any, slots: Any, *args: Any, **kw: Any) -> Any:
-        total[0] += 2 * int((slots >= 0).sum()) * int(w.shape[1]) * int(w.shape[2])
-        return launch_conv(x, w, slots, *args, **kw)
-
-    def wgrad(x: Any, g: Any, pin: Any, *args: Any) -> Any:
-        total[0] += 2 * int(pin.numel()) * int(x.shape[1]) * int(g.shape[1])
-        return launch_wgrad(x, g, pin, *args)
-
-    conv_module.launch_conv, conv_module.launch_wgrad = conv, wgrad  # type: ignore[assignment]
-    try:
-        fn()
-    finally:
-        conv_module.launch_conv, conv_module.launch_wgrad = launch_conv, launch_wgrad
-    return float(total[0])
 
 
 def main() -> None:
@@ -676,39 +697,97 @@ def main() -> None:
         "--peers", nargs="*", default=None, help="peers to run (default: every one importable)"
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="CPU, Triton interpreter, one tiny scene, no timing"
+        "--dry-run", action="store_true", help="CPU, Triton interpreter, one small scene, no timing"
+    )
+    parser.add_argument(
+        "--scenes",
+        nargs="+",
+        default=["surface", "lidar"],
+        choices=["surface", "lidar"],
+        help="surface: the project's scenes; lidar: a ray-cast 64-beam street scan (not ours)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="run the whole benchmark in this many processes and print the medians (>= 3)",
     )
     args = parser.parse_args()
-    if args.peers is not None:
-        for name in [p for p in PEERS if p not in args.peers]:
-            del PEERS[name]
+    if args.processes > 1:
+        argv = [a for a in sys.argv if not a.startswith("--processes")]
+        if "--processes" in sys.argv:  # the value followed as its own argument
+            i = sys.argv.index("--processes")
+            argv = sys.argv[:i] + sys.argv[i + 2 :]
+        raise SystemExit(aggregate(argv, args.processes))
+    for name in [p for p in PEERS if args.peers is not None and p not in args.peers]:
+        del PEERS[name]
     global BREAKDOWN, DEVICE
     BREAKDOWN = not args.no_breakdown and not args.dry_run
     UNET_PEERS[:] = [p for p in PEERS if args.unet_peers is None or p in args.unet_peers]
     if args.dry_run:
         DEVICE = "cpu"
-        args.sizes = args.unet_sizes = [300]
+        # Layers on a few hundred voxels of each scene; the MinkUNet once, on two small
+        # bars (dry_unet_coords), and only its f32 step unless --steps names others:
+        # an interpreted step takes minutes.
+        args.sizes = args.unet_sizes = [DRY_RUN_VOXELS]
+        args.steps = args.steps if "--steps" in sys.argv else ["f32"]
         os.environ["TRITON_INTERPRET"] = "1"
     where = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
     print(f"torch {torch.__version__} on {where}; peers: {sorted(PEERS)}")
     with ops.schedule("triton"):  # the default on CUDA; forced so that a dry run uses it too
         run(args)
+    if FAILURES:
+        print(f"FAILED sections: {', '.join(FAILURES)}")
+        raise SystemExit(1)
+
+
+DRY_RUN_VOXELS = 300
+"""Voxels of each dry-run scene's layers (the interpreter took ~50 s for one 3000-voxel subm)."""
+
+
+def dry_unet_coords() -> torch.Tensor:
+    """Two 32 x 2 x 2 bars (one batch item, 256 voxels): the fourth k2s2 level keeps 2 rows
+    of each, so BatchNorm in training (which needs two rows a channel) runs at every level."""
+    bar = torch.stack(
+        torch.meshgrid(torch.arange(32), torch.arange(2), torch.arange(2), indexing="ij"), -1
+    ).reshape(-1, 3)
+    bars = torch.cat([bar, bar + torch.tensor([0, 20, 0])])
+    return torch.cat([torch.zeros(bars.shape[0], 1, dtype=bars.dtype), bars], 1).to(
+        device=DEVICE, dtype=torch.int32
+    )
+
+
+SCENE = "?"
+"""The scene being measured, ``surface-N`` or ``lidar-N`` (in every RESULT line)."""
+
+
+def scene_coords(kind: str, n: int) -> torch.Tensor:
+    """(rows, 4) int32 coordinates of a scene of about ``n`` voxels on ``DEVICE``."""
+    if kind == "lidar":
+        return torch.from_numpy(lidar_coords(n)).to(DEVICE)
+    coords_np, _ = make_scene(n)
+    return torch.from_numpy(batched(coords_np)).to(DEVICE)
 
 
 def run(args: argparse.Namespace) -> None:
     """The whole benchmark, scene by scene."""
     bw, rate = ceilings()
     print(f"ceilings: copy {bw / 1e12:.2f} TB/s, f16 matmul {rate / 1e12:.0f} TFLOP/s")
-    for n in args.sizes:
-        coords_np, _ = make_scene(n)
-        coords = torch.from_numpy(batched(coords_np)).to(DEVICE)
-        shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
-        print(f"\nscene: {coords.shape[0]} voxels, f16 layers")
-        if not args.no_layers:
-            bench_layers(coords, shape, bw, rate)
-        if n in args.unet_sizes:
-            bench_unet(coords, shape, tuple(args.steps))
-        print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
+    global SCENE
+    for kind in args.scenes:
+        for n in args.sizes:
+            coords = scene_coords(kind, n)
+            SCENE = f"{kind}-{n // 1000}k" if n >= 1000 else f"{kind}-{n}"
+            shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
+            print(f"\nscene {SCENE}: {coords.shape[0]} voxels, f16 layers", flush=True)
+            if not args.no_layers:
+                bench_layers(coords, shape, bw, rate)
+            if n in args.unet_sizes:
+                if DEVICE == "cpu":  # the dry run: once, on a small input (dry_unet_coords)
+                    coords, args.unet_sizes = dry_unet_coords(), []
+                    shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
+                bench_unet(coords, shape, tuple(args.steps))
+            print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
     from torch_lattice.triton import kernels
 
     print("tile shapes chosen by the autotune:", flush=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -167,11 +168,19 @@ def run_spconv(coords: np.ndarray, layer: Layer, repeat: int) -> dict[str, float
     return {"spconv+map": best_time(fresh, repeat), "spconv": best_time(cached, repeat)}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 200_000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run every layer once on a 4000-voxel scene; exit 1 if any layer fails",
+    )
     args = parser.parse_args()
+    if args.dry_run:
+        args.sizes, args.repeat = [4000], 1
+    failures: list[str] = []
 
     print(f"mlx {importlib.metadata.version('mlx')} on {mx.default_device()}")
     head = (
@@ -184,9 +193,16 @@ def main() -> None:
     for size in args.sizes:
         coords = batched(make_scene(size, grid=512, seed=0)[0])
         for layer in LAYERS:
-            ref = mlx_matmul_rate(layer.c_in, layer.c_out, len(coords), args.repeat)
-            m = run_mlx(coords, layer, args.repeat)
-            sp = run_spconv(coords, layer, args.repeat)
+            try:
+                ref = mlx_matmul_rate(layer.c_in, layer.c_out, len(coords), args.repeat)
+                m = run_mlx(coords, layer, args.repeat)
+                sp = run_spconv(coords, layer, args.repeat)
+            except Exception as err:  # one failing layer must not hide the others
+                failures.append(f"{layer.name} at {len(coords)}: {type(err).__name__}: {err}")
+                print(f"FAILED {layer.name}: {type(err).__name__}: {err}", file=sys.stderr)
+                continue
+            if args.dry_run and not sp and spconv_missing_is_failure():
+                failures.append(f"{layer.name}: the spconv peer did not run")
             gflops = 2.0 * m["pairs"] * layer.c_in * layer.c_out / 1e9
             rate = gflops / m["mlx+map"]
             sp_cols = (
@@ -206,7 +222,20 @@ def main() -> None:
         "mlx+map;\nmmGF/s = MLX dense f32 (N x C_in) @ (C_in x C_out) on the scene's N rows, "
         "measured just before the layer"
     )
+    if failures:
+        print(f"{len(failures)} section(s) failed:", *failures, sep="\n  ", file=sys.stderr)
+        return 1
+    return 0
+
+
+def spconv_missing_is_failure() -> bool:
+    """A dry run fails when spconv is installed but its layer did not run."""
+    try:
+        import spconv  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

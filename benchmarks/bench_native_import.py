@@ -42,7 +42,11 @@ the minimum and the CPU time show the cost of the work, the median includes
 waiting for a core); the last column is the median's ratio to the 5 ms
 budget (below 1: within budget).
 
-Run: ``.venv/bin/python benchmarks/bench_native_import.py [--ops 200] [--repeat 200]``
+With ``--locations`` every op carries its block's module path as an MLIR name
+location, as exported graphs do, and the payload carries it as ``location``.
+
+Run: ``.venv/bin/python benchmarks/bench_native_import.py [--ops 200] [--repeat 200]
+[--locations]``
 """
 
 from __future__ import annotations
@@ -78,8 +82,11 @@ def bias(b: MLIRModuleBuilder, key: str, c: int) -> Value:
     return weight
 
 
-def block(b: MLIRModuleBuilder, x: Value, key: str, c_in: int, c_out: int) -> Value:
+def block(
+    b: MLIRModuleBuilder, x: Value, key: str, c_in: int, c_out: int, located: bool = False
+) -> Value:
     """subm conv + bias, then relu on the features, support kept explicitly (5 ops)."""
+    b.set_location(key if located else None)  # an exporter writes the module path
     y = b.subm_conv3d(
         input=x, weight=conv_weight(b, key, c_out, 3, c_in), bias=bias(b, key, c_out), kernel_size=3
     )
@@ -88,11 +95,15 @@ def block(b: MLIRModuleBuilder, x: Value, key: str, c_in: int, c_out: int) -> Va
     return out
 
 
-def build_graph(target_ops: int) -> tuple[str, int]:
-    """A UNet-like graph with about ``target_ops`` ops; returns (text, op count)."""
+def build_graph(target_ops: int, located: bool = False) -> tuple[str, int]:
+    """A UNet-like graph with about ``target_ops`` ops; returns (text, op count).
+
+    ``located``: every block's ops carry its module path as their location
+    (``loc("enc0a")``), as an exported graph's do.
+    """
     b = MLIRModuleBuilder()
     x = b.add_sparse_input("x", channels=4, dtype="f16")
-    h = block(b, x, "stem", 4, 32)
+    h = block(b, x, "stem", 4, 32, located)
     skips: list[tuple[Value, int]] = []
     c = 32
     level = 0
@@ -102,8 +113,8 @@ def build_graph(target_ops: int) -> tuple[str, int]:
         down = conv_weight(b, f"down{level}", c * 2 if c < 256 else c, 2, c)
         c_next = c * 2 if c < 256 else c
         h = b.conv3d(input=h, weight=down, kernel_size=2, stride=2)
-        h = block(b, h, f"enc{level}a", c_next, c_next)
-        h = block(b, h, f"enc{level}b", c_next, c_next)
+        h = block(b, h, f"enc{level}a", c_next, c_next, located)
+        h = block(b, h, f"enc{level}b", c_next, c_next, located)
         c = c_next
         level += 1
         if level % 4 == 0:
@@ -114,7 +125,7 @@ def build_graph(target_ops: int) -> tuple[str, int]:
                     input=h, target=skip, weight=up, kernel_size=2, stride=2
                 )
                 h = b.sparse_cat(lhs=h, rhs=skip, join="inner")
-                h = block(b, h, f"dec{level}_{len(skips)}", 2 * c_skip, c_skip)
+                h = block(b, h, f"dec{level}_{len(skips)}", 2 * c_skip, c_skip, located)
                 c = c_skip
     _, feats, _ = b.sparse_decompose(input=h)
     head = b.weight(storage_key="head.weight", layout="linear_o_i", dtype="f16", shape=(20, c))
@@ -189,9 +200,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=200, help="approximate op count of the graph")
     parser.add_argument("--repeat", type=int, default=200, help="timed runs per path")
+    parser.add_argument(
+        "--locations", action="store_true", help="give each block's ops its module path as loc"
+    )
     args = parser.parse_args()
 
-    text, count = build_graph(args.ops)
+    text, count = build_graph(args.ops, args.locations)
     status = lattice_mlir.verify(text)
     if not status.valid:
         print(status.diagnostics, file=sys.stderr)
@@ -239,7 +253,8 @@ def main() -> int:
 
     weightless_ops, weightless = end_to_end_rows(args.ops, args.repeat)
 
-    print(f"graph: {count} ops, {len(text) / 1024:.1f} KiB of MLIR text")
+    located = sum("location" in op for op in plan["ops"])
+    print(f"graph: {count} ops ({located} located), {len(text) / 1024:.1f} KiB of MLIR text")
     print(f"{'path':<18}{'median ms':>11}{'min ms':>9}{'cpu ms':>9}{'x budget':>10}")
     for name, (median, best, cpu) in rows:
         cpu_text = f"{cpu * 1e3:>9.3f}" if name != "lattice-opt" else f"{'(child)':>9}"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -241,22 +242,48 @@ def bench_cuda(n: int, repeat: int) -> None:
                     )
                 except Exception as err:  # spconv CPU-only builds fail here
                     print(f"    spconv {name}: unavailable on CUDA ({type(err).__name__})")
+                    PEER_FAILURES.append(f"spconv {name} on CUDA: {type(err).__name__}: {err}")
 
 
-def main() -> None:
+PEER_FAILURES: list[str] = []
+"""Peer layers that could not run (a CPU-only spconv on CUDA): a dry run counts them as failures."""
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 200_000])
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU section")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run every section once on a 4000-voxel scene; exit 1 if any section fails",
+    )
     args = parser.parse_args()
+    if args.dry_run:
+        args.sizes, args.repeat = [4000], 1
     print(f"torch {torch.__version__}, spconv {'yes' if spconv is not None else 'not installed'}")
+    failures: list[str] = []
     for n in args.sizes:
-        if not args.no_cpu:
-            bench_cpu(n, args.threads, args.repeat)
+        sections = (
+            [] if args.no_cpu else [(f"cpu {n}", partial(bench_cpu, n, args.threads, args.repeat))]
+        )
         if torch.cuda.is_available():
-            bench_cuda(n, args.repeat)
+            sections.append((f"cuda {n}", partial(bench_cuda, n, args.repeat)))
+        for name, run in sections:
+            try:
+                run()
+            except Exception as err:  # one failing section must not hide the others
+                failures.append(f"{name}: {type(err).__name__}: {err}")
+                print(f"FAILED section {name}: {type(err).__name__}: {err}", file=sys.stderr)
+    if args.dry_run:
+        failures += PEER_FAILURES
+    if failures:
+        print(f"{len(failures)} section(s) failed:", *failures, sep="\n  ", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,8 +2,8 @@
 
 The aliasing is declared once (:mod:`lattice_contract.frontend.feature_names`); here
 each runtime is checked through its public surface: ``SparseTensor.features``
-and ``with_features``, and the program call keywords ``feats=`` and
-``<name>_feats=`` next to ``features=`` and ``<name>_features=``.
+and ``with_features``; a program call binds by ABI name only, so ``feats=``
+and ``<name>_feats=`` are refused with the ABI name suggested.
 """
 
 from __future__ import annotations
@@ -83,19 +83,20 @@ def test_constructors_take_features_where_they_take_feats() -> None:
     assert "pass the features once" in messages[0] and "features=" in messages[1]
 
 
-def test_program_calls_take_feats_where_they_take_features() -> None:
+def test_program_calls_bind_by_abi_names_and_suggest_them_for_feats() -> None:
     programs = _programs()
     results = []
     for runtime, program in zip(("mlx", "torch"), programs, strict=True):
         c, f, a = _arrays(runtime)
         reference = _feats(program(x_coords=c, x_features=f, x_active=a))
-        spellings: tuple[dict[str, Any], ...] = (
-            {"x_coords": c, "x_feats": f, "x_active": a},
-            {"coords": c, "features": f, "active": a},
-            {"coords": c, "feats": f, "active": a},
-        )
-        for kwargs in spellings:
-            assert np.array_equal(_feats(program(**kwargs)), reference)
+        # the one-sparse-input aliases are ABI names of the texts' call form
+        assert np.array_equal(_feats(program(coords=c, features=f, active=a)), reference)
+        for kwargs, right in (
+            ({"x_coords": c, "x_feats": f, "x_active": a}, "x_features"),
+            ({"coords": c, "feats": f, "active": a}, "features"),
+        ):
+            with pytest.raises(ProgramCallError, match=f"did you mean '{right}'"):
+                program(**kwargs)
         results.append(reference)
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
 
@@ -112,9 +113,9 @@ def _same_call_error(extra: str) -> str:
     return messages[0]
 
 
-def test_both_spellings_at_once_is_the_same_error_on_both() -> None:
+def test_a_feats_keyword_is_the_same_error_on_both() -> None:
     message = _same_call_error("x_feats")
-    assert "'x_features' is given twice" in message and "'x_feats' aliases it" in message
+    assert "unexpected input 'x_feats'" in message and "did you mean 'x_features'" in message
 
 
 def test_unknown_keyword_lists_only_the_canonical_names() -> None:

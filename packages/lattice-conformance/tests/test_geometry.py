@@ -132,12 +132,17 @@ def test_main_prints_and_writes_the_report(
     assert main([*args, "--repeat", "2", "--report", str(report)]) == 0
     out = capsys.readouterr().out
     assert "neural bpp estimate" in out and "octree baseline" in out and "timed region" in out
+    assert "xz -9e" in out and "order-0" in out and "draco" in out and "torch threads" in out
     data = json.loads(report.read_text())
     assert data["format"] == "lattice-geometry-profile" and data["version"] == 1
     assert data["runtime"] == "mlx" and data["levels"] == 4 and len(data["per_level"]) == 4
     assert len(data["timing"]["runs_s"]) == 2
     assert "PLY parsing" in data["timing"]["excluded"]
     assert data["neural_bits"] == pytest.approx(sum(lv["bits"] for lv in data["per_level"]))
+    codec = data["codec"]
+    assert codec["voxels"] == data["voxels"] and codec["bytes"] > 0 and data["torch_threads"] == 1
+    assert codec["bits_per_voxel"] == pytest.approx(8 * codec["bytes"] / data["voxels"])
+    assert codec["xz_bits_per_voxel"] > 0 and codec["decode_s"] >= 0
 
 
 def test_bad_invocations_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

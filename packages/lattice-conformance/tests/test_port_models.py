@@ -24,14 +24,14 @@ from mlx_lattice import SparseTensor as MxSparse
 from mlx_lattice import canonical_order as mx_canonical_order
 from mlx_lattice.artifact import load_lattice_program
 from torch_lattice.export import save_lattice_model_artifact
-from torch_lattice.port import from_torchsparse
+from torch_lattice.port import from_minkowski, from_torchsparse
 
 _TORCH_TESTS = Path(__file__).resolve().parents[2] / "torch-lattice" / "tests"
 
 
-def _layers() -> ModuleType:
-    path = _TORCH_TESTS / "torchsparse_layers.py"
-    spec = importlib.util.spec_from_file_location("lattice_torchsparse_layers_port", path)
+def _layers(name: str = "torchsparse_layers") -> ModuleType:
+    path = _TORCH_TESTS / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"lattice_{name}_port", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -55,7 +55,7 @@ def test_ported_sparse_resunet42_exports_and_replays_on_mlx(tmp_path: Path) -> N
     ts = _layers()
     torch.manual_seed(3)
     model = ts.randomise(ts.SparseResUNet42(width=0.25), 4)
-    ported = from_torchsparse(model, version="2.1").eval()
+    ported = from_torchsparse(model, version="2.1", types=ts.TYPES).eval()
     gen = torch.Generator().manual_seed(5)
     xyz = torch.randint(0, 32, (500, 3), generator=gen)
     coords = torch.unique(torch.cat([torch.zeros(500, 1, dtype=torch.long), xyz], 1), dim=0)
@@ -72,3 +72,61 @@ def test_ported_sparse_resunet42_exports_and_replays_on_mlx(tmp_path: Path) -> N
     assert len(got) == len(want) == 9
     errors = [_compare(w, g) for w, g in zip(want, got, strict=True)]
     assert max(errors) < 1e-4
+
+
+def test_ported_minkowski_net_exports_and_replays_on_mlx(tmp_path: Path) -> None:
+    """A MinkowskiEngine tree (stand-in classes, ``minkowski_layers``) on MLX, edges and 2 items."""
+    me = _layers("minkowski_layers")
+    net = torch.nn.Sequential(
+        me.MinkowskiConvolution(4, 8, 3),
+        me.MinkowskiBatchNorm(8),
+        me.MinkowskiReLU(),
+        me.MinkowskiConvolution(8, 16, 2, stride=2),
+        me.BasicBlock(16, 16),
+        me.MinkowskiConvolutionTranspose(16, 8, 2, stride=2),
+        me.MinkowskiConvolution(8, 4, 1, bias=True),
+    )
+    ported = from_minkowski(net, types=me.TYPES).eval()
+    gen = torch.Generator().manual_seed(6)
+    xyz = torch.cat(
+        [
+            torch.tensor([[0, 5, 5], [23, 5, 5], [5, 0, 5], [5, 23, 5], [5, 5, 0], [5, 5, 23]]),
+            torch.randint(0, 24, (400, 3), generator=gen),
+        ]
+    )
+    batch = torch.randint(0, 2, (len(xyz), 1), generator=gen)
+    coords = torch.unique(torch.cat([batch, xyz], 1), dim=0).to(torch.int32)
+    x = torch_lattice.SparseTensor(coords, torch.randn(len(coords), 4, generator=gen))
+    path = tmp_path / "minkowski.lattice"
+    save_lattice_model_artifact(ported, (x,), path)
+    with torch.no_grad():
+        want = ported(x)
+    got = load_lattice_program(path)(
+        MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy()))
+    )
+    assert _compare(want, got) < 1e-4
+
+
+def test_ported_minkunet14_replays_on_mlx(tmp_path: Path) -> None:
+    """ME's MinkUNet14 (stand-in classes, narrowed) ported, exported, replayed on MLX."""
+    me = _layers("minkowski_layers")
+    torch.manual_seed(8)
+    ported = from_minkowski(me.MinkUNet14(4, 19, width=0.125), types=me.TYPES).eval()
+    gen = torch.Generator().manual_seed(9)
+    xyz = torch.cat(
+        [
+            torch.tensor([[0, 9, 9], [31, 9, 9], [9, 0, 9], [9, 31, 9], [9, 9, 0], [9, 9, 31]]),
+            torch.randint(0, 32, (700, 3), generator=gen),
+        ]
+    )
+    batch = torch.randint(0, 2, (len(xyz), 1), generator=gen)
+    coords = torch.unique(torch.cat([batch, xyz], 1), dim=0).to(torch.int32)
+    x = torch_lattice.SparseTensor(coords, torch.randn(len(coords), 4, generator=gen))
+    path = tmp_path / "minkunet14.lattice"
+    save_lattice_model_artifact(ported, (x,), path)
+    with torch.no_grad():
+        want = ported(x)
+    got = load_lattice_program(path)(
+        MxSparse(mx.array(x.coords.numpy()), mx.array(x.feats.numpy()))
+    )
+    assert _compare(want, got) < 1e-4

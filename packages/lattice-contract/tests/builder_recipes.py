@@ -583,6 +583,29 @@ def _r_elementwise(b):
     return y, line, [y]
 
 
+@recipe("sparse.crop")
+def _r_crop(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=(2, 2, 4))
+    y = b.sparse_crop(input=x, lower=0, upper=(88, 100, 20))
+    assert y.type.stride == (2, 2, 4) and y.type.channels == 8
+    line = (
+        "%1 = lattice.sparse.crop %0 {lower = array<i64: 0, 0, 0>, "
+        f"upper = array<i64: 88, 100, 20>}} : ({S32}) -> {S32}"
+    )
+    return y, line, [y]
+
+
+@recipe("sparse.to_dense")
+def _r_to_dense(b):
+    x = b.add_sparse_input("x", channels=8, dtype="f32", stride=(8, 8, 16))
+    y = b.sparse_to_dense(input=x, spatial_shape=(22, 25, 3), batch_size=2, layout="b_cz_y_x")
+    line = (
+        '%1 = lattice.sparse.to_dense %0 {batch_size = 2 : i64, layout = "b_cz_y_x", '
+        f"spatial_shape = array<i64: 22, 25, 3>}} : ({S32}) -> tensor<2x24x25x22xf32>"
+    )
+    return y, line, [y]
+
+
 def build_recipe(op: str) -> tuple[str, Value, str]:
     """Build the module of one recipe; returns (text, op result, expected op line)."""
     b = MLIRModuleBuilder()

@@ -24,7 +24,6 @@ SCHEMA_OPS = {op.python_name: op for op in SCHEMA.ops.values()}
 
 API_OWN_DEFAULTS = {
     ("batch_norm", "eps"),
-    ("cast", "rounding"),
     ("devoxelize", "interpolation"),
     ("global_pool", "batch_size"),
     ("layer_norm", "eps"),
@@ -34,10 +33,12 @@ API_OWN_DEFAULTS = {
     ("rms_norm", "eps"),
     ("sparse_binary", "join"),
     ("sparse_cat", "join"),
+    ("sparse_to_dense", "layout"),
     ("voxelize", "reduction"),
 }
 """Defaults of the functional API that the schema's ops do not have (they require the
-attribute): written once in ``api_ops``; each needs a reason to be here."""
+attribute): written once in ``api_ops``; each needs a reason to be here.  The artifact
+states sparse_to_dense's layout; the API defaults to spconv's ``dense()`` order."""
 
 
 def _check(op: str, name: str, value: object) -> object:

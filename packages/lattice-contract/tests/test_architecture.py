@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp  # import-linter's import graph (requirements-dev)
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,10 +61,17 @@ def test_the_contract_is_layered_into_subpackages() -> None:
         "runtime",
         "testing",
     }
-    loose = sorted(
-        p.name for p in CONTRACT.glob("*.py") if p.name not in {"__init__.py", "_moved.py"}
-    )
+    # mlir.py is a public face of its own: mlx-lattice 0.6's graph-builder API
+    # (lattice_contract.mlir), a thin layer over the builder and dialect faces.
+    top = {"__init__.py", "_moved.py", "mlir.py"}
+    loose = sorted(p.name for p in CONTRACT.glob("*.py") if p.name not in top)
     assert loose == [], f"modules outside any subpackage: {loose}"
+
+
+def test_the_upstream_builder_face_imports_only_builder_and_dialect_faces() -> None:
+    imported = {module for _, module, _ in _imports(CONTRACT / "mlir.py")}
+    contract = {m for m in imported if m.startswith("lattice_contract")}
+    assert contract <= {"lattice_contract.builder", "lattice_contract.dialect"}, contract
 
 
 def test_consumers_import_only_what_a_face_declares() -> None:
@@ -104,6 +112,35 @@ def test_no_private_name_crosses_a_subpackage() -> None:
                 if n.startswith("_") and not n.startswith("__")
             )
     assert bad == [], "\n".join(bad)
+
+
+def test_no_module_import_cycle() -> None:
+    """No two contract modules reach each other (a face and its own modules excepted).
+
+    A subpackage's face imports its modules by construction; any other cycle,
+    however lazy (an import inside a function counts), means two modules that
+    cannot be read or changed one at a time.  Imports under ``TYPE_CHECKING``
+    are annotations only and are left out.
+    """
+    graph = grimp.build_graph("lattice_contract", exclude_type_checking_imports=True)
+    faces = {f"lattice_contract.{name}" for name in SUBPACKAGES} | {"lattice_contract"}
+    edges = {
+        m: {w for w in graph.find_modules_directly_imported_by(m) if w not in faces}
+        for m in graph.modules
+        if m not in faces
+    }
+    cycles = []
+    for start in sorted(edges):
+        seen, stack = {start}, [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in edges.get(node, ()):
+                if nxt == start:
+                    cycles.append(" -> ".join([*path, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert cycles == [], "\n".join(sorted(set(cycles))[:10])
 
 
 def _lint_imports(python_path: Path) -> subprocess.CompletedProcess[str]:

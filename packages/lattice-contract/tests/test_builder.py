@@ -73,8 +73,44 @@ def test_builder_surface_has_no_ops_outside_the_schema():
         for n in dir(MLIRModuleBuilder)
         if not n.startswith("_") and callable(getattr(MLIRModuleBuilder, n))
     }
-    abi = {"add_input", "add_sparse_input", "add_output", "build", "emit"}
+    abi = {"add_input", "add_sparse_input", "add_output", "build", "emit", "set_location"}
     assert public - abi == {o.python_name for o in SCHEMA.ops.values()}
+
+
+def test_locations_print_as_mlir_name_locations_and_reach_the_plan():
+    b = MLIRModuleBuilder()
+    f = b.add_input("f", "tensor<?x4xf32>")
+    b.set_location('head."odd" name')
+    y = b.softmax(input=f)
+    b.set_location(None)
+    z = b.softmax(input=y)
+    b.add_output("z", z)
+    text = b.build()
+    assert 'loc("head.\\22odd\\22 name")' in text
+    assert [op.location for op in b.operations] == ['head."odd" name', None]
+    native = pytest.importorskip("lattice_mlir")
+    status, payload = native.verify_and_import(text)
+    assert status.valid, status.diagnostics
+    # native MLIR reads the name location; the payload carries it only where there is one
+    assert [op.get("location") for op in payload["ops"]] == ['head."odd" name', None]
+    assert "location" not in payload["ops"][1]
+    from lattice_contract.plan import RuntimePlan
+
+    plan = RuntimePlan.from_native(payload)
+    assert plan.ops[0].describe() == 'lattice.softmax -> v0 at head."odd" name'
+    assert plan.ops[1].location is None
+
+
+def test_set_location_refuses_what_a_plan_would_not_take():
+    from lattice_contract.plan import MAX_LOCATION_CHARS
+
+    b = MLIRModuleBuilder()
+    with pytest.raises(BuilderError, match="at most 4096"):
+        b.set_location("m" * (MAX_LOCATION_CHARS + 1))
+    with pytest.raises(BuilderError, match="expected a str or None"):
+        b.set_location(3)  # type: ignore[arg-type]
+    b.set_location("m" * MAX_LOCATION_CHARS)
+    assert b.location == "m" * MAX_LOCATION_CHARS
 
 
 def test_unknown_method_suggests_the_op():

@@ -158,8 +158,8 @@ def test_op_can_be_named_by_opdef_class_or_python_name() -> None:
             r"unexpected groups",
         ),
         (
-            "def f(input, weight, bias, *, kernel_size, stride, padding, dilation): pass",
-            r"missing accumulation",
+            "def f(input, weight, bias, *, kernel_size, stride, padding, accumulation): pass",
+            r"missing dilation",
         ),
         (
             "def f(input, weight, bias, kernel_size, *, stride, padding, dilation, accumulation):"

@@ -174,7 +174,7 @@ CASES: list[tuple[str, Callable[[Payload], object], str]] = [
     ("weight file", _set("weight_file", "model.safetensors"), "weight_file is 'model"),
     ("entry name", _set("name", "main"), "entry function is @main; it must be @forward"),
     ("unknown payload key", _set("graph", {}), "unknown field"),
-    ("types missing", _set("types", _DELETE), "lacks 'types'"),
+    ("types not a mapping", _set("types", ["tensor<1xi32>"]), "'types' must be"),
     ("args not list", _set("args", "arg0"), "'args' must be a list"),
     # ops
     ("unknown op", _rename_op("lattice.conv4d"), r"'lattice.conv4d', which the lattice schema"),

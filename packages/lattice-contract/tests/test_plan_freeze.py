@@ -151,6 +151,17 @@ def _mutations(payload: Payload) -> Iterator[tuple[str, Callable[[Payload], None
             "attrs as a proxy": lambda o: o.__setitem__("attrs", MappingProxyType(o["attrs"])),
             "attrs as a list": lambda o: o.__setitem__("attrs", []),
             "extra field": lambda o: o.__setitem__("extra", 1),
+            "location": lambda o: o.__setitem__("location", "enc.conv.0"),
+            "location as None": lambda o: o.__setitem__("location", None),
+            "location subclass": lambda o: o.__setitem__("location", Text("enc")),
+            "location not str": lambda o: o.__setitem__("location", 3),
+            "location empty": lambda o: o.__setitem__("location", ""),
+            "location too long": lambda o: o.__setitem__("location", "m" * 4097),
+            "location and an extra field": lambda o: o.update(location="enc", extra=1),
+            "location, a field missing": lambda o: (
+                o.__setitem__("location", "enc"),
+                o.pop("result_types"),
+            ),
             "missing field": lambda o: o.pop("result_types"),
             "name subclass": lambda o: o.__setitem__("name", Text(o["name"])),
             "quantized name": lambda o: o.__setitem__(
@@ -274,6 +285,7 @@ EQUIVALENT = (
     "results as tuple",
     "attrs as a proxy",
     "name subclass",
+    "location as None",
     "label subclass",
     "as a proxy",
 )
@@ -309,7 +321,7 @@ def test_every_corrupted_payload_is_frozen_or_refused_with_a_plan_error(
         if any(what.endswith(e) for e in EQUIVALENT) or what == "unchanged":
             assert verdict == plain, what
             assert [type(op.name) for op in verdict.ops] == [str] * len(verdict.ops), what
-    assert accepted + rejected > 700
+    assert accepted + rejected > 800
     assert accepted > 0 and rejected > 0  # the corpus holds both valid and rejected payloads
 
 
@@ -443,3 +455,31 @@ def test_a_signature_differing_only_in_an_operand_type_is_checked_again(
     with pytest.raises(PlanTypeError, match="element type f16 differs from f32") as info:
         typecheck_plan(plan)
     assert f"op #{len(plan.ops) - 1} " in str(info.value)
+
+
+def test_a_location_is_optional_and_checked_like_any_payload_string(plan_payload: Any) -> None:
+    """The importer's ``location`` reaches ``op.location``; a payload without it stays valid."""
+    base = _base(plan_payload)
+    assert all("location" not in op for op in base["ops"])
+    assert all(op.location is None for op in RuntimePlan.from_native(copy.deepcopy(base)).ops)
+    located = copy.deepcopy(base)
+    located["ops"][0]["location"] = "stem.conv"
+    plan = RuntimePlan.from_native(located)
+    assert plan.ops[0].location == "stem.conv" and plan.ops[1].location is None
+    assert plan.ops[0].describe().endswith(" at stem.conv")
+    # the diagnosing path (a mapping proxy) freezes the same record
+    located["ops"][0] = MappingProxyType(located["ops"][0])
+    assert RuntimePlan.from_native(located) == plan
+    for bad, message in [
+        (3, r"op #0 .*\.location must be a string, got int"),
+        ("", r"op #0 .*\.location must not be empty"),
+        ("m" * 4097, r"op #0 .*\.location is 4097 characters long; .* at most 4096"),
+    ]:
+        payload = copy.deepcopy(base)
+        payload["ops"][0]["location"] = bad
+        with pytest.raises(PlanError, match=message):
+            RuntimePlan.from_native(payload)
+    payload = copy.deepcopy(base)
+    payload["ops"][0]["loc"] = "stem.conv"
+    with pytest.raises(PlanError, match=r"op #0 has unknown field\(s\) 'loc'.*location"):
+        RuntimePlan.from_native(payload)

@@ -59,8 +59,10 @@ REQUIRED_OPS = {
     "trilinear_upsample3d",
     "embedding_lookup",
     "elementwise",
+    "sparse.crop",
+    "sparse.to_dense",
 }
-"""The op list of issues 2, 10 and 12 (the requirement, not a registry)."""
+"""The op list of issues 2, 10, 12 and 26 (the requirement, not a registry)."""
 
 OPS = sorted(SCHEMA.ops)
 

@@ -74,14 +74,11 @@ def test_cast_changes_element_type(plan_payload: Any) -> None:
     assert typed["arg0"].dtype == "f32" and typed["v0"].dtype == "f16"
 
 
-def test_cast_without_rounding_is_rejected_naming_value_and_op(plan_payload: Any) -> None:
-    b = _features_net(plan_payload, rounding=None)
-    with pytest.raises(
-        PlanError,
-        match=r"op #0 \(lattice.cast -> v0\) lacks required attribute "
-        r"'rounding'",
-    ):
-        _plan(b)
+def test_cast_without_rounding_gets_ieees_default(plan_payload: Any) -> None:
+    """Left out, ``rounding`` is IEEE's default (the typed-program text's ``nearest``)."""
+    plan = _plan(_features_net(plan_payload, rounding=None))
+    assert str(plan.ops[0].attrs["rounding"]) == "nearest_even"
+    typecheck_plan(plan)
 
 
 def test_cast_with_bad_rounding(plan_payload: Any) -> None:

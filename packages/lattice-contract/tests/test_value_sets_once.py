@@ -22,12 +22,9 @@ from lattice_contract.dialect import GROUP_SIZES, PACKING_GROUP_SIZES, QUANT_BIT
 REPO = Path(__file__).resolve().parents[3]
 DIALECT = Path("packages/lattice-contract/src/lattice_contract/dialect")
 VALUE_SET_NAMES = {"GROUP_SIZES", "PACKING_GROUP_SIZES", "QUANT_BITS"}
-ROUTED_STRIDE_COPIES = {
-    "packages/torch-lattice/src/torch_lattice/port.py",
-    "packages/torch-lattice/src/torch_lattice/triton/maps.py",
-}
-"""Output strides still written out in files another change owns (each should call
-``lattice_contract.dialect.transposed_stride``); remove an entry when its copy goes."""
+ROUTED_STRIDE_COPIES: set[str] = set()
+"""Output strides still written out elsewhere (each should call
+``lattice_contract.dialect.transposed_stride``); none is left."""
 
 
 @functools.cache
@@ -76,6 +73,8 @@ def _axis_by_axis(node: ast.AST) -> type[ast.operator] | None:
             and isinstance(node.elt.left, ast.Name)
             and isinstance(node.elt.right, ast.Name)
             and _mentions_stride(gen.iter)
+            # a grid's shape in cells times its stride is a physical extent, no output stride
+            and "shape" not in ast.unparse(gen.iter)
         ):
             return type(node.elt.op)
     return None
@@ -135,6 +134,7 @@ def test_the_scan_sees_a_planted_copy() -> None:
         "ok = g in GROUP_SIZES\n"
         "out = (x.stride[0] * s[0], x.stride[1] * s[1], x.stride[2] * s[2])\n"
         "back = tuple(t // s for t, s in zip(in_stride, op_stride))\n"
+        "box = tuple(n * t for n, t in zip(grid_shape, x.stride))\n"
     )
     nodes = list(ast.walk(planted))
     assert any(_int_literal(n) == GROUP_SIZES for n in nodes)
@@ -143,3 +143,5 @@ def test_the_scan_sees_a_planted_copy() -> None:
         for n in nodes
     )
     assert {_axis_by_axis(n) for n in nodes} >= {ast.Mult, ast.FloorDiv}
+    box = next(n for n in nodes if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "box")
+    assert _axis_by_axis(box.value.args[0]) is None  # type: ignore[attr-defined]

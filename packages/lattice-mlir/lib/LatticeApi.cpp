@@ -245,6 +245,7 @@ public:
             plan.attrs.push_back(attributeValue(intern(name.getValue()), *attr));
           }
       record.numAttrs = static_cast<uint32_t>(plan.attrs.size()) - record.attrBegin;
+      record.location = locationOf(op.getLoc());
       plan.ops.push_back(record);
     }
     return std::move(plan);
@@ -262,6 +263,22 @@ private:
     if (added)
       plan.strings.push_back(text.str());
     return it->second;
+  }
+
+  /// The name an exporter gave the op's source (`loc("conv_input.0")`, the
+  /// module path it came from), or kNone.  The parser gives an op without a
+  /// written location its place in the text (a FileLineColLoc), which names
+  /// nothing; a NameLoc may also sit inside a FusedLoc or CallSiteLoc, where
+  /// the outermost one found first (pre-order) is the op's name.
+  Ref locationOf(Location loc) {
+    if (llvm::isa<FileLineColLoc, UnknownLoc>(loc))
+      return Plan::kNone; // the common case, without a walk
+    NameLoc name = llvm::dyn_cast<NameLoc>(loc);
+    if (!name)
+      name = LocationAttr(loc).findInstanceOf<NameLoc>();
+    if (!name || name.getName().getValue().empty())
+      return Plan::kNone;
+    return intern(name.getName().getValue());
   }
 
   /// A new label (`arg3`, `v12`): distinct by construction, so not looked up.

@@ -257,10 +257,36 @@ LogicalResult verifyInputs(ModuleOp module, func::FuncOp entry) {
                << " starts a sparse input, which must be three consecutive arguments with roles "
                << listOf(schema::kSparseInputRoles, 3);
       llvm::StringRef first = (*names)[i];
+      // A lone sparse input may use the bare names coords, features, active
+      // (the suffixes without their underscore); several need <name>_ prefixes.
+      if (first == llvm::StringRef(schema::kSparseAbiSuffixes[0]).drop_front()) {
+        unsigned sparseInputs = 0;
+        for (unsigned k = 0; k < n; ++k)
+          sparseInputs += (*roles)[k] == schema::kSparseInputRoles[0] ? 1 : 0;
+        if (sparseInputs != 1)
+          return module.emitError()
+                 << "lattice artifact: sparse input name '" << first
+                 << "' is bare but the entry has " << sparseInputs
+                 << " sparse inputs; the bare names coords, features, active are for a single "
+                    "sparse input, so name each one <name>"
+                 << schema::kSparseAbiSuffixes[0];
+        for (unsigned k = 1; k < 3; ++k) {
+          llvm::StringRef want = llvm::StringRef(schema::kSparseAbiSuffixes[k]).drop_front();
+          if ((*names)[i + k] != want)
+            return module.emitError()
+                   << "lattice artifact: argument #" << i + k << " is named '" << (*names)[i + k]
+                   << "' but the bare sparse input needs '" << want << "'";
+        }
+        if (failed(verifySparseArgTypes(entry, i)))
+          return failure();
+        i += 3;
+        continue;
+      }
       if (!first.ends_with(schema::kSparseAbiSuffixes[0]) ||
           first.size() == llvm::StringRef(schema::kSparseAbiSuffixes[0]).size())
         return module.emitError() << "lattice artifact: sparse input name '" << first
-                                  << "' must be <name>" << schema::kSparseAbiSuffixes[0];
+                                  << "' must be <name>" << schema::kSparseAbiSuffixes[0]
+                                  << " (or bare coords for a single sparse input)";
       std::string base =
           first.drop_back(llvm::StringRef(schema::kSparseAbiSuffixes[0]).size()).str();
       for (unsigned k = 1; k < 3; ++k)

@@ -190,6 +190,8 @@ private:
     set(record, "attrs", attrs);
     set(record, "operand_types", refs(at + op.numOperands + op.numResults, op.numOperands));
     set(record, "result_types", refs(at + 2 * op.numOperands + op.numResults, op.numResults));
+    if (op.location != lattice_api::Plan::kNone)
+      set(record, "location", str(op.location));
     return record;
   }
 

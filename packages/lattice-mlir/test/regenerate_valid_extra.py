@@ -113,6 +113,27 @@ def _elementwise(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
     return [("y", b.elementwise(input=e, kind="round"))]
 
 
+@program(
+    "sparse_crop",
+    "lattice.sparse.crop %0 {lower = array<i64: 0, 0, 0>, upper = array<i64: 88, 100, 20>}",
+)
+def _crop(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
+    x = b.add_sparse_input("x", channels=4, dtype="f32", stride=(2, 2, 4))
+    return [("y", b.sparse_crop(input=x, lower=0, upper=(88, 100, 20)))]
+
+
+@program(
+    "sparse_to_dense",
+    'lattice.sparse.to_dense %0 {batch_size = 2 : i64, layout = "b_cz_y_x"',
+    'lattice.sparse.to_dense %0 {batch_size = 2 : i64, layout = "b_c_z_y_x"',
+)
+def _to_dense(b: MLIRModuleBuilder) -> list[tuple[str, Value]]:
+    x = b.add_sparse_input("x", channels=8, dtype="f16", stride=(8, 8, 16))
+    bev = b.sparse_to_dense(input=x, spatial_shape=(22, 25, 2), batch_size=2, layout="b_cz_y_x")
+    vol = b.sparse_to_dense(input=x, spatial_shape=(22, 25, 2), batch_size=2, layout="b_c_z_y_x")
+    return [("bev", bev), ("volume", vol)]
+
+
 def main() -> int:
     """Write only this file's programs."""
     mine = {k: v for k, v in base.PROGRAMS.items() if k not in _BEFORE}

@@ -179,6 +179,64 @@ def test_a_payload_shares_one_str_per_distinct_string(valid_modules: dict[str, s
     assert all(key is names[0] for key in names)
 
 
+# How a graph may write an op's location, and the name the payload carries (None: no key).
+LOCATIONS = [
+    ('loc("conv_input.0")', "conv_input.0"),
+    ('loc("head.\\22odd\\22 name")', 'head."odd" name'),
+    ('loc("outer"("inner"))', "outer"),
+    ('loc(fused["fused.name", "graph.py":3:4])', "fused.name"),
+    ('loc(fused["graph.py":3:4, "second"("third")])', "second"),
+    ('loc(callsite("callee" at "caller"))', "callee"),
+    ('loc(callsite("graph.py":1:2 at "caller"))', "caller"),
+    ('loc("graph.py":3:4)', None),
+    ("loc(unknown)", None),
+    ('loc("")', None),
+    ("", None),
+]
+
+
+def test_op_locations_reach_the_payload() -> None:
+    """Native MLIR reads each op's name location (directly, fused or in a call site)."""
+    from lattice_contract.builder import MLIRModuleBuilder
+
+    b = MLIRModuleBuilder()
+    value = b.add_input("f", "tensor<?x4xf32>")
+    for i in range(len(LOCATIONS)):
+        b.set_location(f"L{i}")
+        value = b.softmax(input=value)
+    b.add_output("z", value)
+    text = b.build()
+    for i, (written, _) in enumerate(LOCATIONS):
+        assert f'loc("L{i}")' in text
+        text = text.replace(f' loc("L{i}")', f" {written}".rstrip())
+    plan = lattice_mlir.import_plan(text)
+    assert [op.get("location") for op in plan["ops"]] == [name for _, name in LOCATIONS]
+    for op in plan["ops"]:  # the other fields keep their order; the location comes last
+        fields = ["name", "operands", "results", "attrs", "operand_types", "result_types"]
+        assert list(op) == fields + (["location"] if "location" in op else [])
+    # locations change nothing else: the same program written without them imports the same
+    bare = MLIRModuleBuilder()
+    value = bare.add_input("f", "tensor<?x4xf32>")
+    for _ in LOCATIONS:
+        value = bare.softmax(input=value)
+    bare.add_output("z", value)
+    for op in plan["ops"]:
+        op.pop("location", None)
+    assert plan == lattice_mlir.import_plan(bare.build())
+
+
+def test_a_location_that_is_not_utf8_arrives_escaped() -> None:
+    """An escape can make any byte; the location is a diagnostic, so it arrives escaped."""
+    from lattice_contract.builder import MLIRModuleBuilder
+
+    b = MLIRModuleBuilder()
+    b.set_location("here")
+    b.add_output("z", b.softmax(input=b.add_input("f", "tensor<?x4xf32>")))
+    text = b.build().replace('loc("here")', 'loc("bad\\FFbyte")')
+    plan = lattice_mlir.import_plan(text)
+    assert plan["ops"][0]["location"] == "bad\\xffbyte"
+
+
 def test_diagnostics_are_captured_not_printed(capfd: pytest.CaptureFixture[str]) -> None:
     status = lattice_mlir.verify("module { func.func @forward( }")
     out, err = capfd.readouterr()

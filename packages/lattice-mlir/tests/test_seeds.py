@@ -115,15 +115,24 @@ def test_seed_module_attributes_are_checked() -> None:
     assert "does not match this build's schema digest" in status.diagnostics
 
 
+def test_seed_bare_abi_names_verify_for_a_single_sparse_input() -> None:
+    """The seeds' own header: the only sparse input may be coords, features, active."""
+    bare = '["coords", "features", "active"]'
+    text = seed_module(FEATURE_UPDATE).replace('["x_coords", "x_features", "x_active"]', bare)
+    status = lattice_mlir.verify(text)
+    assert status.valid, status.diagnostics
+
+
 @pytest.mark.parametrize(
     ("legacy", "needle"),
     [
-        ('["coords", "features", "active"]', "must be <name>_coords"),
+        ('["coords", "feats", "active"]', "the bare sparse input needs 'features'"),
+        ('["coordinates", "x_features", "x_active"]', "must be <name>_coords"),
         ('["x_coords", "x_features"]', "has 3 arguments but lattice.input_names has 2"),
     ],
 )
 def test_seed_abi_names_follow_spec(legacy: str, needle: str) -> None:
-    """SPEC binds sparse ABI names to <name>_coords/_features/_active."""
+    """Sparse ABI names are <name>_coords/_features/_active (or bare, for one input)."""
     text = seed_module(FEATURE_UPDATE).replace('["x_coords", "x_features", "x_active"]', legacy)
     status = lattice_mlir.verify(text)
     assert not status.valid and needle in status.diagnostics, status.diagnostics

@@ -26,11 +26,13 @@ def _bundle(tmp_path: Path, *, drop: str | None = None) -> Path:
     rng = np.random.default_rng(0)
     b = MLIRModuleBuilder()
     sx = b.add_sparse_input("x", channels=32, dtype="f16")
+    b.set_location("encoder.block0")  # the module path an exporter records
     wv = b.weight(
         storage_key="enc.conv", layout="conv3d_o_xyz_i", shape=(16, 3, 3, 3, 32), packing=PACK
     )
     bv = b.weight(storage_key="enc.bias", layout="bias_c", dtype="f16", shape=(16,))
     y = b.conv3d(input=sx, weight=wv, bias=bv, kernel_size=3, stride=2, padding=1)
+    b.set_location(None)
     hv = b.weight(storage_key="head", layout="linear_o_i", dtype="f16", shape=(4, 16))
     _, f, _ = b.sparse_decompose(input=y)
     b.add_output("y", y)
@@ -97,10 +99,10 @@ def test_invalid_graph_and_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "verification: INVALID (lattice_mlir)" in out and "linear2" in out
     (path / "manifest.json").write_text("{}")
-    assert main([str(path)]) == 1
+    assert main([str(path)]) == 2  # not a readable bundle: an input error
     assert "legacy JSON manifest" in capsys.readouterr().out
-    assert main([str(tmp_path / "absent")]) == 1
-    assert "does not exist" in capsys.readouterr().out
+    assert main([str(tmp_path / "absent")]) == 2
+    assert "missing path" in capsys.readouterr().out
 
 
 def test_usage(capsys: pytest.CaptureFixture[str]) -> None:
@@ -134,5 +136,42 @@ def test_json_has_the_same_facts_as_the_text(
     assert report["unreferenced"] == ["stale"]
     assert report["compile_mlx"] == {"ok": True, "error": None}
     assert report["quantization_report"] is None  # written by hand, not by the exporter
-    assert main([str(tmp_path / "absent"), "--json"]) == 1
-    assert "does not exist" in json.loads(capsys.readouterr().out)["error"]
+    assert main([str(tmp_path / "absent"), "--json"]) == 2
+    assert "missing path" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_module_paths_from_the_graph_reach_inspect_and_view(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Native MLIR reads each op's name location; inspect and view show it as its module."""
+    import json
+
+    from lattice_tools.graph_model import load_graph_model
+
+    path = _bundle(tmp_path)
+    assert 'loc("encoder.block0")' in (path / "graph.mlir").read_text()
+    assert main([str(path), "--json"]) == 0
+    ops = json.loads(capsys.readouterr().out)["ops"]
+    located = {op["name"]: op.get("location") for op in ops}
+    assert located["lattice.conv3d"] == "encoder.block0"
+    assert located["lattice.linear"] is None and "location" not in ops[-1]
+    model = load_graph_model(str(path))
+    conv = next(n for n in model.nodes if n.op == "lattice.conv3d")
+    assert conv.module == "encoder.block0"  # the location, not the storage keys' "enc"
+    linear = next(n for n in model.nodes if n.op == "lattice.linear")
+    assert linear.module == ""  # no location, and its weight key "head" names no module
+
+
+def test_a_runtime_error_names_the_op_and_its_module_path(tmp_path: Path) -> None:
+    """A weight that does not fit its op is reported at the module path the graph records."""
+    from lattice_contract.runtime import WeightContractError
+    from mlx_lattice.artifact import compile_lattice_artifact, load_lattice_artifact
+
+    artifact = load_lattice_artifact(_bundle(tmp_path))
+    weights = dict(artifact.weights)
+    weights["enc.bias"] = mx.zeros((15,), dtype=mx.float16)
+    save_lattice_artifact(tmp_path / "bad.lattice", artifact.graph, weights)
+    with pytest.raises(
+        WeightContractError, match=r"op #3 \(lattice\.conv3d -> v3 at encoder\.block0\): bias"
+    ):
+        compile_lattice_artifact(load_lattice_artifact(tmp_path / "bad.lattice"))

@@ -51,7 +51,7 @@ def test_inspect_refuses_a_damaged_archive(
     bad = tmp_path / "bad.tar.gz"
     data = bytearray(ARCHIVE.read_bytes())
     bad.write_bytes(bytes(data[: len(data) // 2]))
-    assert lattice_main(["inspect", str(bad)]) == 1
+    assert lattice_main(["inspect", str(bad)]) == 2  # unreadable input, not a failed check
     assert "error:" in capsys.readouterr().out
 
 

@@ -285,7 +285,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lattice_main(["migrate", str(CORPUS / "voxelize_basic.mlir"), str(tmp_path / "v")]) == 0
     out = capsys.readouterr().out
     assert "migrated graph" in out and "lattice.output_roles" in out
-    assert lattice_main(["migrate", str(CORPUS / "voxelize_basic.mlir"), str(tmp_path / "v")]) == 1
+    assert lattice_main(["migrate", str(CORPUS / "voxelize_basic.mlir"), str(tmp_path / "v")]) == 2
     assert "lattice migrate: refused: DST" in capsys.readouterr().err
     assert lattice_main(["--help"]) == 0
     assert "migrate" in capsys.readouterr().out
@@ -369,7 +369,7 @@ def test_a_second_writer_is_refused_clearly(tmp_path: Path) -> None:
     with path_lock(dst):
         with pytest.raises(MigrationError, match="another writer holds"):
             migrate(src, dst)
-        assert lattice_main(["migrate", str(src), str(dst)]) == 1
+        assert lattice_main(["migrate", str(src), str(dst)]) == 2
     assert not dst.exists() and not dst.with_name("model.lattice.migration.json").exists()
 
 

@@ -82,12 +82,12 @@ def test_an_existing_manifest_is_not_overwritten_without_force(
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
     args = ["migrate", str(tree), str(tmp_path / "out"), "--manifest", str(notes)]
-    assert lattice_main(args) == 1
+    assert lattice_main(args) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
     assert notes.read_text() == "mine" and not (tmp_path / "out").exists()
     default = tmp_path / "out2.migration.json"
     default.write_text("also mine")
-    assert lattice_main(["migrate", str(tree), str(tmp_path / "out2")]) == 1
+    assert lattice_main(["migrate", str(tree), str(tmp_path / "out2")]) == 2
     assert default.read_text() == "also mine"
     assert lattice_main([*args, "--force"]) == 0  # named and forced: replaced
     assert json.loads(notes.read_text())["kind"] == "fixture-tree"
@@ -98,7 +98,7 @@ def test_dst_dot_is_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     here = os.getcwd()
     os.chdir(tmp_path)
     try:
-        assert lattice_main(["migrate", str(tree), ".", "--force"]) == 1
+        assert lattice_main(["migrate", str(tree), ".", "--force"]) == 2
     finally:
         os.chdir(here)
     err = capsys.readouterr().err

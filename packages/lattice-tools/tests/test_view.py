@@ -116,8 +116,8 @@ def test_page_renders_in_headless_chromium(tmp_path: Path, archive: Path) -> Non
 
 
 def test_view_errors_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert lattice_main(["view", str(tmp_path / "absent"), "--html", str(tmp_path / "x")]) == 1
-    assert "does not exist" in capsys.readouterr().err
+    assert lattice_main(["view", str(tmp_path / "absent"), "--html", str(tmp_path / "x")]) == 2
+    assert "missing path" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
     assert lattice_main(["view", str(tmp_path)]) == 2  # --html is required
 
@@ -145,3 +145,17 @@ def test_netron_recipe_generic_form_round_trips(tmp_path: Path) -> None:
     text = out.read_text()
     assert '"lattice.subm_conv3d"(' in text and '"func.func"()' in text
     assert verify(text).valid  # the same artifact, only spelled generically
+
+
+def test_labels_say_n_and_use_the_models_names() -> None:
+    """Dynamic row counts read ``N`` (never ``-1``); values carry the model's names."""
+    with open_artifact_source(seg.fixture_path("spvcnn", "f16")) as source:
+        model = load_graph_model(str(source.artifact_dir))
+    labels = [e.label for e in model.edges]
+    assert not any("-1" in label for label in labels), labels
+    assert any(label.startswith("N×32 f16") for label in labels)
+    names = {e.name for e in model.edges}
+    assert not any(re.fullmatch(r"(v|arg)\d+", n) for n in names), names  # no plan labels
+    modules = {n.module for n in model.nodes if n.module}
+    assert modules and modules <= {n.split("/")[0] for n in names} | modules
+    assert {"stem.0", "stem.1/activation", "x0"} <= names

@@ -313,10 +313,18 @@ def test_mixed_element_types_without_cast(tmp_path: Path) -> None:
     assert re.search(r"f32|f16|element type", message)
 
 
-def test_cast_without_rounding(tmp_path: Path) -> None:
-    graph = _features_graph(("{rounding = #lattice.rounding<nearest_even>} ", ""))
-    message = _rejects(_bundle(tmp_path, graph, {}), r"rounding")
-    assert "cast" in message
+@pytest.mark.parametrize(
+    "spelling", ["", "{rounding = #lattice.rounding<nearest>} "], ids=["left out", "nearest"]
+)
+def test_cast_rounding_defaults_to_nearest_even(tmp_path: Path, spelling: str) -> None:
+    """The typed-program text's default and spelling: no rounding, or ``nearest``."""
+    x = mx.array(np.linspace(-3, 3, 80, dtype=np.float32).reshape(10, 8) / 7.0)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    explicit = load_lattice_program(_bundle(tmp_path / "a", _features_graph(), {}))(x=x)
+    graph = _features_graph(("{rounding = #lattice.rounding<nearest_even>} ", spelling))
+    implied = load_lattice_program(_bundle(tmp_path / "b", graph, {}))(x=x)
+    assert np.array_equal(np.asarray(explicit), np.asarray(implied))
 
 
 def test_unregistered_primitive(tmp_path: Path) -> None:

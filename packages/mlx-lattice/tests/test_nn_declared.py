@@ -49,7 +49,13 @@ RUNTIMES: dict[str, tuple[ModuleType, type]] = {
     "torch": (tnn, torch.nn.Module),
 }
 OWN_NAMES = {
-    "mlx": {"LatticeModule", "WeightedModule", "map_features"},
+    "mlx": {
+        "LatticeModule",
+        "QuantizedConv3d",
+        "QuantizedLinear",
+        "WeightedModule",
+        "map_features",
+    },
     "torch": {"Dropout", "SyncBatchNorm"},
 }
 
@@ -71,6 +77,7 @@ SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "GenerativeConvTranspose3d": ((4, 8, 2), {"stride": 2}),
     "GlobalPool": (("max",), {"batch_size": 3}),
     "Hardswish": ((), {}),
+    "HeightCompression": (((176, 200, 5), 2), {}),
     "Identity": ((), {}),
     "LayerNorm": ((6,), {"eps": 1e-3}),
     "LeakyReLU": ((0.2,), {}),
@@ -96,6 +103,7 @@ SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "TargetConv3d": ((4, 8, 2), {"stride": 2}),
     "TargetConvTranspose3d": ((4, 8, 2), {"stride": 2}),
     "TargetNormalizedConvTranspose3d": ((4, 8, 2), {"stride": 2, "eps": 1e-4}),
+    "ToDense": (((4, 5, 6), 3), {"layout": "b_z_y_x_c"}),
     "TrilinearUpsample3d": (((2, 2, 1),), {}),
     "Voxelize": ((0.25, "max"), {"stride": 2}),
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import torch
@@ -314,3 +315,50 @@ def test_epilogue_on_an_input_without_rows() -> None:
     assert torch.equal(out, shift.clamp_min(0).expand(5, 4))
     with pytest.raises(ValueError, match="bias or an epilogue"):
         kernels.launch_conv(x, w, slots, None, torch.float32, bias=shift, epilogue=epi)
+
+
+def test_folded_batch_norm_is_reused_until_its_state_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A frozen batch norm folds once; an in-place update or a loaded state dict refolds it."""
+    from torch_lattice.triton import fuse as fuse_module
+
+    x = _input(11, torch.float32)
+    model = _model(12).to(DEVICE)
+    fused = fuse_conv_bn_relu(_model(12).to(DEVICE))
+    folds = [0]
+    real = fuse_module.fold_batch_norm
+
+    def counting(m: nn.BatchNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        folds[0] += 1
+        return real(m)
+
+    def same_as_reference() -> None:
+        with torch.no_grad(), schedule("tap_major"):
+            ref = model(x)
+        with torch.no_grad(), schedule("triton"):
+            got = fused(x)
+        torch.testing.assert_close(got.feats, ref.feats, **_tol(torch.float32))
+
+    monkeypatch.setattr(fuse_module, "fold_batch_norm", counting)
+    same_as_reference()
+    assert folds[0] == 4, "each of the four batch norms folds once"
+    same_as_reference()
+    assert folds[0] == 4, "a second forward folded its batch norms again"
+    for target in (model, fused):  # an in-place update, as an optimizer step makes
+        bn = cast(Any, target)[1]
+        assert isinstance(bn, nn.BatchNorm)
+        _randomise(bn, torch.Generator().manual_seed(14))
+    same_as_reference()
+    assert folds[0] == 5, "only the updated batch norm folds again"
+    state = _model(15).state_dict()
+    model.load_state_dict(state)
+    fused.load_state_dict(state)
+    same_as_reference()
+    assert folds[0] == 9, "a loaded state dict refolds every batch norm"
+    for target in (model, fused):  # a new buffer tensor (it may reuse a freed address)
+        bn = cast(Any, target)[4]
+        assert isinstance(bn, nn.BatchNorm)
+        bn.running_var = bn.running_var * 2 + 0.5
+    same_as_reference()
+    assert folds[0] == 10, "a reassigned buffer kept its batch norm's old fold"

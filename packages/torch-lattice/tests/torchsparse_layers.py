@@ -1,8 +1,9 @@
 """Layer classes with TorchSparse 2.1's names, constructor arguments and parameter shapes.
 
 TorchSparse does not install here.  ``torch_lattice.port`` matches layers by
-class name and reads only their attributes and parameters, so a model built
-from these classes is, to the port, a TorchSparse model: ``Conv3d`` holds
+type and reads only their attributes and parameters, so a model built from
+these classes and declared with ``types=TYPES`` is, to the port, a TorchSparse
+model: ``Conv3d`` holds
 ``kernel`` as ``(K, C_in, C_out)`` (a stride-1 ``1x1x1`` kernel as ``(C_in,
 C_out)``), ``kernel_size``/``stride``/``dilation`` triples and the
 ``transposed``/``generative`` flags; ``BatchNorm`` and ``ReLU`` are torch's;
@@ -147,3 +148,12 @@ def randomise(model: ModuleT, seed: int) -> ModuleT:
             m.weight.data.copy_(torch.rand(n, generator=gen) + 0.5)
             m.bias.data.copy_(torch.randn(n, generator=gen) * 0.1)
     return model.eval()
+
+
+TYPES: dict[type, str] = {
+    Conv3d: "Conv3d",
+    SparseResBlock: "SparseResBlock",
+    SparseResUNet: "SparseResUNet",
+    SparseResUNet42: "SparseResUNet42",
+}
+"""What each stand-in class is, for ``from_torchsparse(..., types=TYPES)``."""

@@ -3,8 +3,9 @@
 Usage::
 
     conformance geometry-profile --weights W --input cloud.ply [--levels 8]
-                                 [--device cpu|gpu] [--runtime mlx|torch]
-                                 [--repeat 5] [--warmup 1] [--report r.json]
+                                 [--device cpu|gpu|metal] [--runtime mlx|torch]
+                                 [--repeat 5] [--warmup 1] [--threads 1]
+                                 [--codec context|model|off] [--report r.json]
 
 The input cloud is read and voxelised into a ``2^L`` grid (a cloud already
 holding integer coordinates inside the grid is taken as is), its occupancy
@@ -38,7 +39,21 @@ default 5 and 1), per run:
 
 Outside it: PLY parsing, voxelisation of the points and upload to the device
 (the sparse input construction), loading or exporting the weights and
-compiling the artifact, and arithmetic coding (the estimate needs none).
+compiling the artifact, and the codec run below (timed on its own).
+
+**What a user has instead** (after the timed runs, on the same voxel set):
+the geometry codec's real file (``conformance geometry-codec``; ``--codec
+context`` uses its non-neural methods, ``--codec model`` adds the artifact's
+neural methods, ``off`` skips it), encoded, decoded and checked, with its
+encode and decode wall times, next to LZMA (xz preset 9e) of the octree byte
+stream, its order-0 entropy and Draco (DracoPy, lossless at the level's
+quantisation bits; a note when it is not installed), all in bits per occupied
+voxel.  The numbers come from the codec's own measurement function, so the
+profile and ``geometry-codec encode`` print the same thing.
+
+**Threads**: torch runs with ``--threads`` threads (default 1: deterministic,
+and on a shared CPU far faster than the default pool); the setting is
+restored afterwards and recorded in the report.
 
 Exit status: 0 on success, 2 when the input, weights or device cannot be used.
 """
@@ -47,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import platform
@@ -77,7 +93,7 @@ TIMED_REGION = (
 )
 UNTIMED = (
     "PLY parsing, voxelisation and upload of the input cloud, weight loading / export, "
-    "artifact compilation, arithmetic coding (not performed)"
+    "artifact compilation; the geometry codec run and the baselines (timed on their own)"
 )
 
 
@@ -117,6 +133,13 @@ class ProfileResult:
     quantised_fit: bool
     warmup_runs: int = 0
     setup_s: dict[str, float] = field(default_factory=dict)
+    torch_threads: int = 1
+    codec: dict[str, Any] | None = None
+
+    @property
+    def bits_per_voxel(self) -> float:
+        """The neural estimate per occupied voxel (the codec's unit), not per input point."""
+        return self.total_bits / max(self.voxels, 1)
 
     @property
     def total_bits(self) -> float:
@@ -154,6 +177,9 @@ class ProfileResult:
             "octree_bits": self.octree_bits,
             "octree_bpp": self.octree_bpp,
             "ratio_to_octree": self.total_bits / self.octree_bits if self.octree_bits else None,
+            "neural_bits_per_voxel": self.bits_per_voxel,
+            "codec": self.codec,
+            "torch_threads": self.torch_threads,
             "per_level": [asdict(level) for level in self.per_level],
             "timing": {
                 "timed_region": TIMED_REGION,
@@ -211,6 +237,28 @@ def _artifact_dir(weights: Path) -> Path | None:
 def _weights_file(weights: Path) -> Path:
     found = _artifact_dir(weights)
     return found / "weights.safetensors" if found is not None else weights
+
+
+def _metal_device(runtime: str) -> str:
+    """``--device metal``: MLX's GPU when it is Metal, else an error that says there is none.
+
+    Metal is Apple's GPU API; MLX uses it on Apple silicon.  Elsewhere (an
+    NVIDIA machine, a CPU-only install) ``metal`` is refused rather than run
+    on another device under its name.
+    """
+    if runtime != "mlx":
+        raise GeometryProfileError(
+            f"--device metal runs MLX's Metal backend, not the {runtime} runtime; use "
+            "--runtime mlx, or --device gpu / cpu"
+        )
+    import mlx.core as mx
+
+    if not mx.metal.is_available():
+        raise GeometryProfileError(
+            "--device metal needs MLX's Metal backend (Apple silicon), and this machine has "
+            "none; use --device cpu, or --device gpu where MLX has a CUDA backend"
+        )
+    return "gpu"
 
 
 class _MLXProfiler:
@@ -378,12 +426,20 @@ def run_profile(
     device: str = "cpu",
     repeat: int = 5,
     warmup: int = 1,
+    threads: int = 1,
+    codec: str = "context",
 ) -> ProfileResult:
     """Run the geometry profile and return its measurements (see the module docstring)."""
+    if codec not in ("context", "model", "off"):
+        raise GeometryProfileError(f"codec must be 'context', 'model' or 'off', got {codec!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise GeometryProfileError(f"threads must be a positive int, got {threads!r}")
     if runtime not in ("mlx", "torch"):
         raise GeometryProfileError(f"runtime must be 'mlx' or 'torch', got {runtime!r}")
-    if device not in ("cpu", "gpu"):
-        raise GeometryProfileError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    if device not in ("cpu", "gpu", "metal"):
+        raise GeometryProfileError(f"device must be 'cpu', 'gpu' or 'metal', got {device!r}")
+    if device == "metal":
+        device = _metal_device(runtime)
     if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= 16:
         raise GeometryProfileError(f"levels must be an int in [1, 16], got {levels!r}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
@@ -399,9 +455,17 @@ def run_profile(
         raise GeometryProfileError(f"{source}: the cloud has no points")
     if not np.all(np.isfinite(points)):
         raise GeometryProfileError(f"{source}: the cloud holds NaN or infinite coordinates")
-    profiler = _profiler(runtime, Path(weights), levels, device)
-    coords, voxels, fit = profiler.prepare(points)
-    runs = [profiler.run(coords) for _ in range(warmup + repeat)][warmup:]
+    import torch
+
+    saved_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        profiler = _profiler(runtime, Path(weights), levels, device)
+        coords, voxels, fit = profiler.prepare(points)
+        runs = [profiler.run(coords) for _ in range(warmup + repeat)][warmup:]
+        measured = None if codec == "off" else _codec(coords, levels, runtime, weights, codec)
+    finally:
+        torch.set_num_threads(saved_threads)
     last = runs[-1]
     per_level = [
         LevelResult(
@@ -427,7 +491,32 @@ def run_profile(
         quantised_fit=fit,
         warmup_runs=warmup,
         setup_s=dict(getattr(profiler, "setup", {})),
+        torch_threads=threads,
+        codec=measured,
     )
+
+
+def _codec(
+    coords: Any, levels: int, runtime: str, weights: str | os.PathLike[str], codec: str
+) -> dict[str, Any]:
+    """The codec's file and the baselines on the profiled voxel set (host copy of ``coords``)."""
+    from lattice_conformance.codec import NeuralModel
+    from lattice_conformance.codec.baselines import codec_measurement
+
+    rows = np.asarray(coords.cpu() if hasattr(coords, "cpu") else coords)[:, 1:]
+    model = None
+    if codec == "model":
+        artifact = _artifact_dir(Path(weights))
+        if artifact is None:
+            raise GeometryProfileError(
+                "--codec model needs the artifact directory (graph.mlir beside the weights); "
+                "pass it as --weights, or use --codec context"
+            )
+        model = NeuralModel(artifact, runtime)
+    measured = codec_measurement(rows.astype(np.int64), levels, model)
+    measured.pop("data")
+    measured["codec_methods"] = codec
+    return measured
 
 
 # ---------------------------------------------------------------------------
@@ -454,6 +543,7 @@ def _table(result: ProfileResult) -> str:
         f"{result.points} points)",
         f"octree baseline     : {result.octree_bpp:.4f}  (8 bits per occupied parent)",
         f"ratio               : {result.total_bits / result.octree_bits:.3f} of the octree",
+        f"neural estimate     : {result.bits_per_voxel:.4f} bits per occupied voxel",
         "",
         f"timed region        : median {result.timed_median_s * 1e3:.1f} ms over "
         f"{len(result.timed_runs_s)} runs (hierarchy "
@@ -461,7 +551,17 @@ def _table(result: ProfileResult) -> str:
         f"{statistics.median(result.model_runs_s) * 1e3:.1f} ms)",
         f"  inside            : {TIMED_REGION}",
         f"  outside           : {UNTIMED}",
+        f"torch threads       : {result.torch_threads}",
     ]
+    if result.codec is not None:
+        from lattice_conformance.codec.baselines import format_bits_per_voxel
+
+        lines += [
+            "",
+            f"geometry codec ({result.codec['codec_methods']} methods; {result.codec['mode']}, "
+            f"levels: {' '.join(result.codec['methods'])}), decoded and checked:",
+            format_bits_per_voxel(result.codec),
+        ]
     return "\n".join(lines)
 
 
@@ -473,10 +573,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--weights", required=True, type=Path, help="weights.safetensors or dir")
     parser.add_argument("--input", required=True, type=Path, help="point cloud (.ply)")
     parser.add_argument("--levels", type=int, default=DEFAULT_LEVELS, help="grid depth L")
-    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "gpu", "metal"),
+        default="cpu",
+        help="metal: MLX's Metal GPU (Apple silicon), mlx-lattice 0.6's spelling",
+    )
     parser.add_argument("--runtime", choices=("mlx", "torch"), default="mlx")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before them")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--codec",
+        choices=("context", "model", "off"),
+        default="context",
+        help="also encode/decode with the geometry codec (model: with the artifact's methods)",
+    )
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     return parser
 
@@ -497,9 +609,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             device=args.device,
             repeat=args.repeat,
             warmup=args.warmup,
+            threads=args.threads,
+            codec=args.codec,
         )
     except GeometryProfileError as exc:
-        print(f"conformance geometry-profile: error: {exc}", file=sys.stderr)
+        logging.getLogger(__name__).error("conformance geometry-profile: error: %s", exc)
         return 2
     print(_table(result))
     if args.report is not None:
@@ -507,6 +621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             atomic_write_file(args.report, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         except (OSError, WriterLockedError) as exc:
-            print(f"conformance geometry-profile: cannot write the report: {exc}", file=sys.stderr)
+            logging.getLogger(__name__).error(
+                "conformance geometry-profile: cannot write the report: %s", exc
+            )
             return 2
     return 0

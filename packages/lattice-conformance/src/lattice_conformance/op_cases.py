@@ -457,6 +457,30 @@ def algebra(rng: np.random.Generator) -> OpCase:
     return OpCase(b, {}, (x, y), expected, ("sparse.binary", "sparse.cat", "sparse.reindex"))
 
 
+@_case
+def grid_bounds_and_dense(rng: np.random.Generator) -> OpCase:
+    """A crop that cuts rows on faces of the extent, then the dense hand-off in two layouts."""
+    b = MLIRModuleBuilder()
+    x = random_sparse(rng, 60, 3, stride=2, extent=6)
+    cropped = b.sparse_crop(input=_sparse_input(b, "x", x), lower=(2, 0, 0), upper=(10, 12, 8))
+    b.add_output("crop", cropped)
+    b.add_output(
+        "vol", b.sparse_to_dense(input=cropped, spatial_shape=6, batch_size=2, layout="b_c_z_y_x")
+    )
+    bev = b.sparse_to_dense(input=cropped, spatial_shape=6, batch_size=2, layout="b_cz_y_x")
+    b.add_output("bev", bev)
+
+    def expected(rt: CaseRuntime, args: tuple[Any, ...], _: Mapping[str, Any]) -> Any:
+        y = rt.ops.sparse_crop(args[0], lower=(2, 0, 0), upper=(10, 12, 8))
+        return (
+            y,
+            rt.ops.sparse_to_dense(y, spatial_shape=6, batch_size=2, layout="b_c_z_y_x"),
+            rt.ops.sparse_to_dense(y, spatial_shape=6, batch_size=2, layout="b_cz_y_x"),
+        )
+
+    return OpCase(b, {}, (x,), expected, ("sparse.crop", "sparse.to_dense"))
+
+
 # ---------------------------------------------------------------------------
 # Points.
 

@@ -100,9 +100,15 @@ def draw_error_histograms(axes: Sequence[Any], series: Sequence[ErrorSeries]) ->
     "0" left of the axis (on CPU many values agree bit for bit).  Dashed red
     lines mark each series' ``atol`` (absolute) and ``rtol`` (relative);
     series of failing cases are drawn in red, thick, and flagged FAIL in the
-    legend, so a failure is visible without reading numbers.
+    legend, so a failure is visible without reading numbers.  Every series
+    keeps its own colour and its full name in the legend however many there
+    are; past 8 series the axes carry no legend and the caller draws one
+    shared legend (:func:`draw_shared_legend`), since both axes hold the same
+    series in the same colours.
     """
     many = len(series) > 8
+    # tab20 without its two reds: red means failed here.
+    palette = [c for i, c in enumerate(pyplot().get_cmap("tab20").colors) if i not in (6, 7)]
     for ax, kind, title, tol_name in (
         (axes[0], "abs_errors", "absolute error |actual - expected|", "atol"),
         (
@@ -121,7 +127,7 @@ def draw_error_histograms(axes: Sequence[Any], series: Sequence[ErrorSeries]) ->
                 np.arange(low, high + width, width),
             ]
         )
-        for item in series:
+        for index, item in enumerate(series):
             values = getattr(item, kind)
             if values.size == 0:
                 continue
@@ -131,11 +137,10 @@ def draw_error_histograms(axes: Sequence[Any], series: Sequence[ErrorSeries]) ->
                 bins=edges,
                 histtype="step",
                 linewidth=2.2 if failed else 1.2,
-                color=FAIL_COLOUR if failed else None,
-                alpha=0.5 if many and not failed else 0.95,
-                label=None
-                if many and not failed
-                else f"{'FAIL ' if failed else ''}{item.label} (max {values.max():.2g})",
+                color=FAIL_COLOUR if failed else palette[index % len(palette)],
+                alpha=0.95,
+                label=f"{'FAIL ' if failed else ''}{item.label}"
+                + ("" if many else f" (max {values.max():.2g})"),
             )
         for tol in tolerances:
             _tolerance_line(ax, tol, f"{tol_name} {tol:g}")
@@ -147,8 +152,18 @@ def draw_error_histograms(axes: Sequence[Any], series: Sequence[ErrorSeries]) ->
         ax.set_xlabel("error (log scale from the data; left-most bin: exactly 0)", fontsize=8)
         ax.set_ylabel("feature values", fontsize=8)
         ax.set_title(title, fontsize=9)
-        if series and ax.get_legend_handles_labels()[0]:
+        if series and ax.get_legend_handles_labels()[0] and not many:
             ax.legend(fontsize=6.5, loc="upper right")
+
+
+def draw_shared_legend(ax: Any, source: Any, columns: int = 3) -> None:
+    """One legend for many series: ``source``'s handles, full names, in ``columns`` columns."""
+    ax.set_axis_off()
+    handles, labels = source.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper left", ncol=columns, fontsize=7, frameon=False,
+                  title="series (both histograms; red, thick: failed)",
+                  title_fontsize=7.5)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -175,14 +190,15 @@ def draw_case_verdicts(ax: Any, verdicts: Sequence[CaseVerdict]) -> None:
         colour = PASS_COLOUR if v.passed else FAIL_COLOUR
         if v.max_abs_error is None:
             ax.scatter([_zero_position(low)], [yi], marker="x", s=50, color=FAIL_COLOUR)
-            ax.text(_zero_position(low) + 0.3, yi, v.reason[:60], fontsize=6.5, va="center",
+            ax.text(_zero_position(low) + 0.3, yi, _short(v.reason), fontsize=6.5, va="center",
                     color=FAIL_COLOUR)  # fmt: skip
             continue
         x = np.log10(v.max_abs_error) if v.max_abs_error > 0 else _zero_position(low)
         ax.scatter([x], [yi], marker="o" if v.passed else "X", s=36, color=colour, zorder=3)
         if not v.passed and v.reason:
-            ax.text(x, yi - 0.28, v.reason[:55], fontsize=6, color=FAIL_COLOUR, va="top")
-        ax.plot([np.log10(v.atol)] * 2, [yi - 0.4, yi + 0.4], color=FAIL_COLOUR, linewidth=1.2)
+            ax.text(x, yi - 0.28, _short(v.reason), fontsize=6, color=FAIL_COLOUR, va="top")
+        if v.atol > 0:  # an atol of 0 has no place on a log axis
+            ax.plot([np.log10(v.atol)] * 2, [yi - 0.4, yi + 0.4], color=FAIL_COLOUR, linewidth=1.2)
     ax.set_yticks(y, [f"{'PASS' if v.passed else 'FAIL'}  {v.label}" for v in shown], fontsize=6.5)
     for tick, v in zip(ax.get_yticklabels(), shown, strict=True):
         tick.set_color(PASS_COLOUR if v.passed else FAIL_COLOUR)
@@ -197,6 +213,24 @@ def draw_case_verdicts(ax: Any, verdicts: Sequence[CaseVerdict]) -> None:
     ax.set_xlabel("max |actual - expected| per case (red tick: its atol)", fontsize=8)
     more = f" (first 40 of {len(verdicts)})" if len(verdicts) > 40 else ""
     ax.set_title(f"per case: dot = passed, red X = failed{more}", fontsize=9)
+
+
+def _short(reason: str) -> str:
+    """The reason's first clause, for beside a dot; the full text is under the figure."""
+    head = reason.split(";")[0]
+    return head if len(head) <= 60 else head[:57] + "..."
+
+
+def failure_notes(verdicts: Sequence[CaseVerdict], width: int = 150) -> str:
+    """Every failing case's full reason (with its fix), wrapped, one block per case."""
+    import textwrap
+
+    lines = []
+    for v in verdicts:
+        if not v.passed:
+            text = f"FAIL {v.label}: {v.reason or 'out of tolerance'}"
+            lines.append(textwrap.fill(text, width, subsequent_indent="    "))
+    return "\n".join(lines)
 
 
 def draw_note(ax: Any, text: str) -> None:
@@ -261,11 +295,23 @@ def plot_replay_errors(result: ReplayResult, path: str | os.PathLike[str]) -> Pa
     plt = pyplot()
     series = replay_series(result)
     verdicts = replay_verdicts(result)
-    fig = plt.figure(figsize=(15, 4.8 + 0.12 * min(len(verdicts), 40)), constrained_layout=True)
-    grid = fig.add_gridspec(1, 3, width_ratios=[1.0, 1.0, 0.8])
+    notes = failure_notes(verdicts)
+    note_h = 0.16 * (notes.count("\n") + 1) + 0.2 if notes else 0.0
+    legend_h = 0.17 * ((len(series) + 2) // 3) + 0.35 if len(series) > 8 else 0.0
+    main_h = 4.8 + 0.12 * min(len(verdicts), 40)
+    heights = [h for h in (main_h, legend_h, note_h) if h]
+    fig = plt.figure(figsize=(15, sum(heights)), constrained_layout=True)
+    grid = fig.add_gridspec(len(heights), 3, width_ratios=[1.0, 1.0, 0.8], height_ratios=heights)
     axes = [fig.add_subplot(grid[0, i]) for i in range(3)]
     draw_error_histograms(axes[:2], series)
     draw_case_verdicts(axes[2], verdicts)
+    if legend_h:
+        draw_shared_legend(fig.add_subplot(grid[1, :]), axes[0])
+    if notes:  # full failure reasons, fix included, never cut
+        note_ax = fig.add_subplot(grid[len(heights) - 1, :])
+        note_ax.set_axis_off()
+        note_ax.text(0.0, 1.0, notes, fontsize=7, family="monospace", color=FAIL_COLOUR,
+                     va="top", ha="left", transform=note_ax.transAxes)  # fmt: skip
     s = result.summary()
     verdict = "PASS" if s["passed"] == s["cases"] else f"FAIL ({s['cases'] - s['passed']} failing)"
     fig.suptitle(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import os
 import platform
 import sys
@@ -38,6 +39,9 @@ from typing import IO, Any, Final
 
 import numpy as np
 from lattice_contract.artifact import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
     OutputClashError,
     WriterLockedError,
     atomic_write_file,
@@ -58,6 +62,8 @@ from lattice_conformance.runners import Runner, RuntimeUnavailable, make_runner
 
 REPORT_FORMAT: Final = "lattice-conformance-report"
 REPORT_VERSION: Final = 1
+log = logging.getLogger(__name__)
+
 PROGRESS_MIN_CASES: Final = 10
 """Suites at least this long get a progress bar on stderr."""
 PROGRESS_MIN_WEIGHT_BYTES: Final = 32 << 20
@@ -139,9 +145,14 @@ class ReplayResult:
 
     @property
     def exit_code(self) -> int:
+        """0 every case passed; 1 a case failed its comparison; 2 unusable input.
+
+        Unusable input: the archive or its artifact could not be used, or a
+        case's inputs were rejected (unreadable arrays, a runtime refusing them).
+        """
         if self.error is not None or any(c.rejected for c in self.cases):
-            return 2
-        return 0 if self.passed else 1
+            return EXIT_USAGE
+        return EXIT_OK if self.passed else EXIT_FAILED
 
     def summary(self) -> dict[str, Any]:
         outputs = [o for c in self.cases for o in c.outputs]
@@ -402,10 +413,17 @@ def _fmt(value: float | None) -> str:
 
 
 def format_table(result: ReplayResult) -> str:
-    """A fixed-width table of every case-output plus a summary line."""
+    """A fixed-width table of every case-output plus a summary line.
+
+    The case and output columns are as wide as the longest name, so names
+    that differ only at the end (``quantized_classifier_int4`` / ``_int8``)
+    stay apart however many cases a suite has.
+    """
+    case_w = max([4, *(len(c.name) for c in result.cases)])
+    out_w = max([6, *(len(o.name) for c in result.cases for o in c.outputs)])
     header = (
-        f"{'case':<24} {'output':<8} {'rows':>7} {'coords':<8} {'abs max':>9} {'abs p99':>9} "
-        f"{'rel max':>9} {'atol':>8} {'rtol':>8} {'ms':>8}  result"
+        f"{'case':<{case_w}} {'output':<{out_w}} {'rows':>7} {'coords':<8} {'abs max':>9} "
+        f"{'abs p99':>9} {'rel max':>9} {'atol':>8} {'rtol':>8} {'ms':>8}  result"
     )
     lines = [header, "-" * len(header)]
     for case in result.cases:
@@ -413,8 +431,8 @@ def format_table(result: ReplayResult) -> str:
         verdict = "PASS" if case.passed else "FAIL"
         if not case.outputs:
             lines.append(
-                f"{case.name[:24]:<24} {'-':<8} {'-':>7} {'-':<8} {'-':>9} {'-':>9} {'-':>9} "
-                f"{case.atol:8.1e} {case.rtol:8.1e} {ms}  {verdict}"
+                f"{case.name:<{case_w}} {'-':<{out_w}} {'-':>7} {'-':<8} {'-':>9} {'-':>9} "
+                f"{'-':>9} {case.atol:8.1e} {case.rtol:8.1e} {ms}  {verdict}"
             )
         for out in case.outputs:
             coords = "-"
@@ -424,7 +442,7 @@ def format_table(result: ReplayResult) -> str:
                 rows = str(out.coordinates.expected_rows)
             abs_e, rel_e = out.abs_error, out.rel_error
             lines.append(
-                f"{case.name[:24]:<24} {out.name[:8]:<8} {rows:>7} {coords:<8} "
+                f"{case.name:<{case_w}} {out.name:<{out_w}} {rows:>7} {coords:<8} "
                 f"{_fmt(abs_e.max if abs_e else None):>9} {_fmt(abs_e.p99 if abs_e else None):>9} "
                 f"{_fmt(rel_e.max if rel_e else None):>9} {case.atol:8.1e} {case.rtol:8.1e} "
                 f"{ms}  {'PASS' if out.passed else 'FAIL'}"
@@ -533,8 +551,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     problem = output_problem(args)
     if problem is not None:
-        print(f"conformance replay: {printable(problem)}", file=sys.stderr)
-        return 2
+        log.error("conformance replay: %s", problem)
+        return EXIT_USAGE
     progress = True if args.progress else (False if args.no_progress else None)
     result = replay_archive(
         args.archive,
@@ -550,14 +568,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             write_json_atomic(args.report, result.as_dict(), inputs=[args.archive])
         except (OSError, ValueError, WriterLockedError) as exc:
-            print(f"conformance replay: cannot write the report: {exc}", file=sys.stderr)
-            return 2
-        print(f"report: {args.report}")
+            log.error("conformance replay: cannot write the report: %s", exc)
+            return EXIT_USAGE
+        log.info("report: %s", args.report)
     if args.plot is not None and result.cases:
         from lattice_conformance.plots import plot_replay_errors
 
         plot_replay_errors(result, args.plot)
-        print(f"plot:   {args.plot}")
+        log.info("plot:   %s", args.plot)
     if result.error is not None:
-        print(f"conformance replay: {printable(result.error, multiline=True)}", file=sys.stderr)
+        log.error("conformance replay: %s", result.error)
+    log.info(
+        "stage times: open %.3f s, compile %.3f s, total %.3f s",
+        result.open_s,
+        result.compile_s,
+        result.total_s,
+    )
     return result.exit_code

@@ -14,7 +14,9 @@ backend.  It is a stack of subpackages, each importing only those below it
 * ``dialect``: the schema, its rules and the value sets.
 
 Each subpackage's ``__init__`` is its face; the names below are the everyday
-few.  The flat module paths of 0.2 (``lattice_contract.schema``, ...) still
+few (with mlx-lattice 0.6's spellings of the constants), and
+:mod:`lattice_contract.mlir` is 0.6's graph-builder API over the builder.
+The flat module paths of 0.2 (``lattice_contract.schema``, ...) still
 import, with a DeprecationWarning naming the new path.
 """
 
@@ -43,8 +45,18 @@ from lattice_contract.dialect import (
 
 _moved.install()
 
+# mlx-lattice 0.6's spellings of the same constants (one value, two names).
+DIALECT_SCHEMA_DIGEST = SCHEMA_DIGEST
+DIALECT_IR_VERSION = CURRENT_IR_VERSION
+ARTIFACT_GRAPH_FILE = GRAPH_FILE
+ARTIFACT_WEIGHTS_FILE = WEIGHT_FILE
+
 __all__ = [
+    "ARTIFACT_GRAPH_FILE",
+    "ARTIFACT_WEIGHTS_FILE",
     "CURRENT_IR_VERSION",
+    "DIALECT_IR_VERSION",
+    "DIALECT_SCHEMA_DIGEST",
     "GRAPH_FILE",
     "INPUT_ROLES",
     "OUTPUT_ROLES",

@@ -111,12 +111,14 @@ struct Plan {
     uint32_t size = 0;
   };
   /// One op: `{"name", "operands", "results", "attrs", "operand_types",
-  /// "result_types"}`; `refs[refBegin...]` holds the operand labels, the
-  /// result labels, the operand types and the result types, in that order.
+  /// "result_types"}` and, when the op has a source location, `"location"`
+  /// last; `refs[refBegin...]` holds the operand labels, the result labels,
+  /// the operand types and the result types, in that order.
   struct Op {
     Ref name;
     uint32_t refBegin, numOperands, numResults;
     uint32_t attrBegin, numAttrs; // into `attrs`
+    Ref location;                 // the op's name location, or kNone
   };
   /// One entry of the type table: `{"kind", "dtype", "shape", "family"}`.
   struct TypeRecord {

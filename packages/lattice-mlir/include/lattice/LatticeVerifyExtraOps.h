@@ -18,5 +18,7 @@
 
 mlir::LogicalResult verifyRules(mlir::lattice::EmbeddingLookupOp op);
 mlir::LogicalResult verifyRules(mlir::lattice::ElementwiseOp op);
+mlir::LogicalResult verifyRules(mlir::lattice::SparseCropOp op);
+mlir::LogicalResult verifyRules(mlir::lattice::SparseToDenseOp op);
 
 #endif // LATTICE_LATTICEVERIFYEXTRAOPS_H

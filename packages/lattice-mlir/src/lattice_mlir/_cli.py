@@ -1,18 +1,114 @@
-"""Console entry point ``lattice-opt``: runs the bundled native executable."""
+"""Console entry point ``lattice-opt``: runs the bundled native executable with Lattice's manners.
+
+The native tool is an ``mlir-opt`` built with the lattice dialect; its own exit
+status is 1 for everything (a refused graph, an unknown option, a missing
+file), and a closed pipe ends it with an I/O error.  This wrapper gives it the
+convention every Lattice command follows:
+
+* 0 the graph parsed and verified (and the output was written);
+* 1 the check failed: the graph does not parse or does not verify;
+* 2 usage or input error: an unknown option, a missing input file, a
+  directory where a ``graph.mlir`` file is expected.
+
+A reader closing the pipe (``lattice-opt g.mlir | head``) ends it quietly with
+status 0.  ``-q/--quiet`` keeps only errors, ``-v/--verbose`` logs the native
+command line and its time.  This package has no Python dependency, so the
+convention is written out here rather than imported from ``lattice_contract``.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import sys
+import time
+from collections.abc import Sequence
+
+log = logging.getLogger("lattice_mlir.cli")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+# Native options whose next argument is a value, not an input file.
+_VALUE_OPTIONS = {"-o", "--split-input-file", "--mlir-print-op-on-diagnostic"}
+# What LLVM's option parser prints for a bad command line.
+_USAGE_MARKERS = ("Unknown command line argument", "for the -", "Not enough positional")
+# LLVM ends a tool whose stdout reader went away with EX_IOERR (74) or SIGPIPE.
+_PIPE_STATUSES = {74, -13, 141}
 
 
-def main() -> None:
-    """Replace this process with the bundled ``lattice-opt`` binary."""
+def _inputs(args: Sequence[str]) -> list[str]:
+    """The positional arguments: the files the native tool will read."""
+    found: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif arg == "-" or arg.startswith("-"):
+            continue
+        else:
+            found.append(arg)
+    return found
+
+
+def _input_problem(path: str) -> str | None:
+    """A missing input, named here; a bundle directory goes to the native tool, which reads it."""
+    if not os.path.exists(path):
+        return f"no such file or bundle directory {path!r}: give a graph.mlir or a model.lattice/"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the bundled ``lattice-opt`` on ``argv``; return the exit status (see the module)."""
     from lattice_mlir import lattice_opt_path
 
+    args: list[str] = []
+    level = logging.INFO
+    for arg in sys.argv[1:] if argv is None else argv:
+        if arg in {"-q", "--quiet"}:
+            level = logging.WARNING
+        elif arg in {"-v", "--verbose"}:
+            level = logging.DEBUG
+        else:
+            args.append(arg)
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+    log.setLevel(level)
+    for path in _inputs(args):
+        problem = _input_problem(path)
+        if problem is not None:
+            log.error("lattice-opt: %s", problem)
+            return EXIT_USAGE
     exe = str(lattice_opt_path())
-    os.execv(exe, [exe, *sys.argv[1:]])
+    log.debug("lattice-opt: running %s", " ".join([exe, *args]))
+    started = time.perf_counter()
+    try:
+        sys.stdout.flush()
+        done = subprocess.run([exe, *args], stdout=sys.stdout.fileno(), stderr=subprocess.PIPE)
+    except KeyboardInterrupt:
+        log.error("lattice-opt: interrupted")
+        return 130
+    log.debug("lattice-opt: native tool took %.3f s", time.perf_counter() - started)
+    stderr = done.stderr.decode("utf-8", "replace")
+    if done.returncode in _PIPE_STATUSES and (
+        not stderr.strip() or "Broken pipe" in stderr or "IO failure" in stderr
+    ):
+        return EXIT_OK
+    if stderr:  # the native diagnostics: errors when it failed, warnings otherwise
+        log.log(logging.ERROR if done.returncode else logging.WARNING, "%s", stderr.rstrip("\n"))
+    if done.returncode == 0:
+        return EXIT_OK
+    if any(marker in stderr for marker in _USAGE_MARKERS):
+        return EXIT_USAGE
+    return EXIT_FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    sys.exit(main())

@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from lattice_conformance.archive import open_fixture_archive
+from lattice_contract.artifact import describe_path
 
-__all__ = ["ArtifactSource", "is_fixture_archive", "open_artifact_source"]
+__all__ = ["ArtifactSource", "ArtifactSourceError", "is_fixture_archive", "open_artifact_source"]
+
+
+class ArtifactSourceError(ValueError):
+    """The path given is neither an artifact directory nor a fixture archive (an input error)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,17 @@ def is_fixture_archive(path: Path) -> bool:
 def open_artifact_source(path: str | os.PathLike[str]) -> Iterator[ArtifactSource]:
     """The artifact directory of ``path``; archives are extracted for the ``with`` block."""
     source = Path(path)
+    kind = describe_path(source)
+    if kind.startswith("missing"):
+        raise ArtifactSourceError(
+            f"{kind} {str(source)!r}: give a model.lattice directory (graph.mlir + "
+            "weights.safetensors) or a fixture archive (.tar.gz)"
+        )
+    if kind == "file" and not is_fixture_archive(source):
+        raise ArtifactSourceError(
+            f"{str(source)!r} is a file that is not a fixture archive: give a model.lattice "
+            "directory (graph.mlir + weights.safetensors) or a fixture archive (.tar.gz)"
+        )
     if not is_fixture_archive(source):
         yield ArtifactSource(source, None)
         return

@@ -34,8 +34,8 @@ import argparse
 import contextlib
 import copy
 import datetime
+import logging
 import platform
-import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -54,6 +54,7 @@ from lattice_conformance.replay import (
     write_json_atomic,
 )
 from lattice_conformance.runners import MLXRunner, RunResult, RuntimeUnavailable, TorchRunner
+from lattice_contract.artifact import EXIT_USAGE
 
 from lattice_tools.demo_plot import Disagreement, row_disagreement
 
@@ -65,6 +66,9 @@ DEFAULT_VOXELS: Final = 8000
 Array = Any
 
 
+log = logging.getLogger(__name__)
+
+
 class DemoError(RuntimeError):
     """A demo step cannot run (the message says which and why)."""
 
@@ -74,17 +78,16 @@ class Stages:
     """Wall time of each named stage, in order; each stage is announced as it starts.
 
     The whole demo takes tens of seconds, so it says what it is doing while it
-    does it (on stderr, leaving stdout to the report).
+    does it, through :mod:`logging` at INFO (stderr under the ``lattice``
+    command, silenced by ``--quiet``), leaving stdout to the report.
     """
 
     times: dict[str, float] = field(default_factory=dict)
-    stream: Any = None
     started: float = field(default_factory=time.perf_counter)
 
     def say(self, text: str) -> None:
         """One progress line, ``[  12.3 s] text``."""
-        stream = self.stream or sys.stderr
-        print(f"[{time.perf_counter() - self.started:7.1f} s] {text}", file=stream, flush=True)
+        log.info("[%7.1f s] %s", time.perf_counter() - self.started, text)
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -94,6 +97,9 @@ class Stages:
             yield
         finally:
             self.times[name] = time.perf_counter() - start
+            log.info(
+                "[%7.1f s] %s: %.3f s", time.perf_counter() - self.started, name, self.times[name]
+            )
 
 
 @dataclass
@@ -608,5 +614,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run_demo(args)
     except (DemoError, RuntimeUnavailable, OSError, ValueError) as exc:
-        print(f"lattice demo: {exc}", file=sys.stderr)
-        return 2
+        log.error("lattice demo: %s", exc)
+        return EXIT_USAGE

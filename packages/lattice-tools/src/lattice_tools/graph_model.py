@@ -69,6 +69,11 @@ class GraphEdge:
     target: str
     label: str
     value: str
+    """The plan's own label (``v4``), for matching ``lattice inspect``'s op list."""
+    name: str = ""
+    """The model's name for the value: an input's ABI name, or the module (weight
+    prefix) that computed it, ``blocks.0.conv1``, with ``/activation`` and the like
+    for the weight-free ops after it."""
 
 
 @dataclass
@@ -126,7 +131,8 @@ def _value_label(value: Value | None, mlir_type: str, rows_of: Value | None) -> 
     if vt.kind == "sparse":
         return f"sparse {vt.dtype} ×{vt.channels} · stride {_stride_text(value)}"
     if vt.shape is not None:
-        dims = "×".join("N" if d is None else str(d) for d in vt.shape)
+        # A dynamic dimension (the row count) is N, whether the type says None or -1.
+        dims = "×".join("N" if d is None or d < 0 else str(d) for d in vt.shape)
         text = f"{dims} {vt.dtype}"
         return text if rows_of is None else f"{text} · stride {_stride_text(rows_of)}"
     return vt.text
@@ -238,6 +244,7 @@ def graph_model(plan: RuntimePlan, weights: Mapping[str, ResolvedWeight]) -> Gra
     nodes: dict[str, GraphNode] = {}
     owner: dict[str, str] = {}  # value label -> id of the node that stands for it
     value_type: dict[str, str] = {}
+    name_of: dict[str, str] = {}  # value label -> the model's name for it
     weight_of: dict[str, dict[str, Any]] = {}
     edges: dict[tuple[str, str], GraphEdge] = {}
     replay = _Replay(plan, weights)
@@ -256,6 +263,7 @@ def graph_model(plan: RuntimePlan, weights: Mapping[str, ResolvedWeight]) -> Gra
         nodes[node.id] = node
         for arg in item.args:
             owner[arg.name] = node.id
+            name_of[arg.name] = arg.abi_name
             value_type[arg.name] = arg.type
         if item.kind == "sparse":
             sparse_inputs[tuple(a.name for a in item.args)] = item.name
@@ -266,7 +274,7 @@ def graph_model(plan: RuntimePlan, weights: Mapping[str, ResolvedWeight]) -> Gra
             return
         aligned = replay.values.get(rows_of[label]) if label in rows_of else None
         shown = _value_label(replay.values.get(label), value_type.get(label, ""), aligned)
-        edges[(source, target)] = GraphEdge(source, target, shown, label)
+        edges[(source, target)] = GraphEdge(source, target, shown, label, name_of.get(label, label))
 
     for index, op in enumerate(plan.ops):
         for label, mlir_type in zip(op.results, op.result_types, strict=False):
@@ -288,16 +296,19 @@ def graph_model(plan: RuntimePlan, weights: Mapping[str, ResolvedWeight]) -> Gra
             node.attrs["stride"] = _plain(op.attrs["stride"])
             node.folded.append(op.name)
             owner[op.results[0]] = node.id
+            name_of[op.results[0]] = entry_make
             continue
         if op.name == _DECOMPOSE:
             for label in op.results:
                 owner[label] = owner.get(op.operands[0], "")
                 rows_of[label] = op.operands[0]
+                name_of[label] = name_of.get(op.operands[0], label)
             continue
         if op.name == _WITH_FEATURES:
             support, feats = op.operands
             stands_for = owner.get(feats) or owner.get(support, "")
             owner[op.results[0]] = stands_for
+            name_of[op.results[0]] = name_of.get(feats, feats)
             if stands_for in nodes:
                 nodes[stands_for].folded.append(op.name)
             connect(support, stands_for)
@@ -308,7 +319,7 @@ def graph_model(plan: RuntimePlan, weights: Mapping[str, ResolvedWeight]) -> Gra
             id=node_id,
             kind="op",
             op=op.name,
-            module=_module_name([w["storage_key"] for w in op_weights]),
+            module=op.location or _module_name([w["storage_key"] for w in op_weights]),
             attrs={k: _plain(v) for k, v in op.attrs.items() if k != "sym_name"},
             weights=op_weights,
             folded=[op.name] + [_WEIGHT] * len(op_weights),
@@ -317,9 +328,16 @@ def graph_model(plan: RuntimePlan, weights: Mapping[str, ResolvedWeight]) -> Gra
         for label in op.operands:
             if label not in weight_of:
                 connect(label, node_id)
+        first = op.operands[0] if op.operands else None
+        short = op.name.removeprefix("lattice.").removeprefix("sparse.")
+        if node.module:
+            named = node.module
+        else:  # a weight-free op: named after the module whose output it transforms
+            base = name_of.get(first, "") if first is not None else ""
+            named = f"{base.split('/')[0]}/{short}" if base else short
         for label in op.results:
             owner[label] = node_id
-        first = op.operands[0] if op.operands else None
+            name_of[label] = named
         if first in rows_of and not any(t.startswith("!lattice.sparse") for t in op.operand_types):
             for label in op.results:  # row-wise feature ops keep their input's rows
                 rows_of[label] = rows_of[first]

@@ -17,8 +17,10 @@ verification) are shown, because Python never reads the MLIR text itself.
 The report is collected once (:func:`collect_artifact_report`) and rendered
 as text or JSON, so the two forms cannot disagree.
 
-Exit status: 0 when the artifact verifies (and compiles for MLX when the
-native module is present), 1 when it does not or cannot be verified, 2 for usage errors.
+Exit status (the convention of every Lattice command): 0 when the artifact
+verifies (and compiles for MLX when the native module is present), 1 when it
+does not verify or compile, 2 for usage errors and for a path that is not a
+readable artifact directory or fixture archive (the message names which).
 """
 
 from __future__ import annotations
@@ -33,8 +35,14 @@ from typing import Any, TextIO
 
 import mlx.core as mx
 from lattice_conformance.archive import FixtureArchiveError
-from lattice_contract.artifact import METADATA_KEY, QuantizationReport, format_report, printable
-from lattice_contract.dialect import WEIGHT_FILE
+from lattice_contract.artifact import (
+    EXIT_USAGE,
+    METADATA_KEY,
+    QuantizationReport,
+    format_report,
+    printable,
+)
+from lattice_contract.dialect import REFERENCE_SYSTEM, WEIGHT_FILE, outside_reference
 from lattice_contract.plan import RuntimePlan
 from lattice_contract.runtime import ResolvedWeight, compile_plan
 from mlx_lattice.artifact.backend import MLX_BACKEND, dtype_name
@@ -46,7 +54,7 @@ from mlx_lattice.artifact.validation import (
     native_module,
 )
 
-from lattice_tools.artifact_source import open_artifact_source
+from lattice_tools.artifact_source import ArtifactSourceError, open_artifact_source
 
 __all__ = [
     "build_parser",
@@ -106,9 +114,9 @@ def collect_artifact_report(path: str, *, lattice_opt: str | None = None) -> tup
     report: Report = {"artifact": str(path)}
     try:
         artifact = load_lattice_artifact(path)
-    except ValueError as exc:
+    except ValueError as exc:  # not a readable bundle: an input error, not a failed check
         report["error"] = str(exc)
-        return report, 1
+        return report, EXIT_USAGE
     report["weights_file"] = {
         "entries": len(artifact.weights),
         "bytes": sum(int(a.nbytes) for a in artifact.weights.values()),
@@ -147,6 +155,12 @@ def collect_artifact_report(path: str, *, lattice_opt: str | None = None) -> tup
     except ValueError as exc:
         report["plan_error"] = str(exc)
         return report, 1
+    outside = outside_reference(plan.ops)
+    report["reference_dialect"] = {
+        "system": REFERENCE_SYSTEM,
+        "within": not outside,
+        "outside": outside,
+    }
     ok = _collect_plan(report, plan, artifact)
     return report, 0 if ok and status is not None else 1
 
@@ -178,6 +192,8 @@ def _collect_plan(report: Report, plan: RuntimePlan, artifact: LatticeArtifact) 
             "operands": list(op.operands),
             "attrs": {k: _jsonable(v) for k, v in op.attrs.items() if k not in _SKIP_ATTRS},
         }
+        if op.location is not None:  # the source module path the exporter recorded
+            entry["location"] = op.location
         if op.definition.name == "weight":
             bound = weights.get(op.attrs["storage_key"])
             entry["weight"] = (
@@ -266,6 +282,16 @@ def render_text(report: Report) -> str:
         lines.append(f"verification: INVALID ({ver['via']})")
         lines.append(_indent(ver["diagnostics"]))
         return "\n".join(lines)
+    ref = report.get("reference_dialect")
+    if ref is not None:
+        if ref["within"]:
+            lines.append(
+                f"reference dialect: within {ref['system']}'s (runs there once its digest is "
+                "substituted)"
+            )
+        else:
+            lines.append(f"reference dialect: OUTSIDE {ref['system']}'s, because of")
+            lines.extend(f"  {item}" for item in ref["outside"])
     if "plan_error" in report:
         lines.append(f"plan: INVALID\n{_indent(report['plan_error'])}")
         return "\n".join(lines)
@@ -367,8 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report, status = collect_artifact_report(
                 str(source.artifact_dir), lattice_opt=args.lattice_opt
             )
-    except FixtureArchiveError as exc:
-        report, status = {"artifact": args.path, "error": str(exc)}, 1
+    except (FixtureArchiveError, ArtifactSourceError) as exc:
+        report, status = {"artifact": args.path, "error": str(exc)}, EXIT_USAGE
         source = None
     archive = source.archive if source is not None else None
     if archive is not None:

@@ -47,10 +47,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import stat
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -61,6 +61,8 @@ from lattice_conformance.safe_extract import FixtureArchiveError
 from lattice_conformance.upstream_tensors import UpstreamTensorError, rename_entries
 from lattice_conformance.upstream_tree import CASE_FILES, MANIFEST, TREE_SCHEMA, tree_cases
 from lattice_contract.artifact import (
+    EXIT_OK,
+    EXIT_USAGE,
     BundleError,
     Companion,
     OutputClashError,
@@ -94,6 +96,8 @@ __all__ = [
     "migrate",
     "migrate_graph",
 ]
+
+log = logging.getLogger(__name__)
 
 FIXTURE_TREE_SCHEMA = TREE_SCHEMA
 """``schema`` of an upstream fixture tree's ``manifest.json``."""
@@ -569,10 +573,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = migrate(args.src, args.dst, manifest=args.manifest, force=args.force)
     except MigrationError as exc:
-        print(f"lattice migrate: refused: {printable(exc, multiline=True)}", file=sys.stderr)
-        return 1
+        log.error("lattice migrate: refused: %s", exc)
+        return EXIT_USAGE
     except OSError as exc:
-        print(f"lattice migrate: {printable(exc, multiline=True)}", file=sys.stderr)
-        return 1
+        log.error("lattice migrate: %s", exc)
+        return EXIT_USAGE
     print(report.summary())
-    return 0
+    return EXIT_OK

@@ -17,25 +17,28 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import logging
 import os
-import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from lattice_conformance.archive import FixtureArchiveError
 from lattice_contract.artifact import (
+    EXIT_OK,
+    EXIT_USAGE,
     BundleError,
     OutputClashError,
     WriterLockedError,
     atomic_write_file,
     check_outputs,
-    printable,
 )
 from lattice_contract.plan import ArtifactCapabilityError
 
 from lattice_tools.artifact_source import open_artifact_source
 from lattice_tools.graph_model import GraphModel, load_graph_model
+
+log = logging.getLogger(__name__)
 
 __all__ = ["json_for_html", "main", "render_html", "write_html"]
 
@@ -137,8 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ValueError,
         OSError,
     ) as exc:
-        print(f"lattice view: {printable(exc, multiline=True)}", file=sys.stderr)
-        return 1
+        log.error("lattice view: %s", exc)
+        return EXIT_USAGE
     ops = sum(n.kind == "op" for n in model.nodes)
-    print(f"lattice view: {ops} ops, {len(model.edges)} edges -> {args.html}")
-    return 0
+    log.info("lattice view: %d ops, %d edges -> %s", ops, len(model.edges), args.html)
+    return EXIT_OK

@@ -19,16 +19,21 @@ os.environ.setdefault("MLX_ENABLE_TF32", "0")
 
 from lattice_contract.artifact import distribution_version  # after the TF32 default above
 
-from mlx_lattice import nn, ops
+from mlx_lattice import artifact, core, nn, ops
+from mlx_lattice.ops import QuantizedWeight, quantize_weight
 from mlx_lattice.sparse import SparseTensor, canonical_order, inverse_permutation
 
 __all__ = [
+    "QuantizedWeight",
     "SparseTensor",
     "__version__",
+    "artifact",
     "canonical_order",
+    "core",
     "inverse_permutation",
     "nn",
     "ops",
+    "quantize_weight",
 ]
 
 __version__ = distribution_version("mlx_lattice")

@@ -91,6 +91,8 @@ class SparseTensor(SparseTensorBase[mx.array, mx.Dtype]):
         feats: Any,
         stride: int | Sequence[int] = 1,
         active_rows: Any = None,
+        *,
+        batch_counts: Sequence[int] | None = None,
     ) -> None: ...
 
     @overload
@@ -101,6 +103,7 @@ class SparseTensor(SparseTensorBase[mx.array, mx.Dtype]):
         features: Any,
         stride: int | Sequence[int] = 1,
         active_rows: Any = None,
+        batch_counts: Sequence[int] | None = None,
     ) -> None: ...
 
     def __init__(
@@ -111,8 +114,11 @@ class SparseTensor(SparseTensorBase[mx.array, mx.Dtype]):
         active_rows: Any = None,
         *,
         features: Any = None,
+        batch_counts: Sequence[int] | None = None,
     ) -> None:
         self._init(coords, given_features(feats, features), stride, active_rows, trusted=False)
+        if batch_counts is not None:
+            self._check_batch_counts(batch_counts)
 
     @overload
     @classmethod
@@ -257,7 +263,41 @@ class SparseTensor(SparseTensorBase[mx.array, mx.Dtype]):
         rows = mx.array(host)
         return SparseTensor._from_parts(self._coords[rows], self._feats[rows], self._stride)
 
+    def _check_batch_counts(self, batch_counts: Sequence[int]) -> None:
+        """Refuse ``batch_counts`` (mlx-lattice 0.6's keyword) that the batch column contradicts.
+
+        Lattice derives the rows of each batch item from the batch column, so
+        the keyword is a checked statement, never a second source of truth.
+        """
+        given = [int(c) for c in batch_counts]
+        if any(c < 0 for c in given):
+            raise ValueError(f"batch_counts must be non-negative row counts, got {given}")
+        if self.batch_size > len(given):
+            raise ValueError(
+                f"batch_counts {given} names {len(given)} batch items but the coordinates use "
+                f"batch index {self.batch_size - 1}; pass one count per batch item"
+            )
+        actual = [int(v) for v in np.asarray(self.batch_counts(len(given))).tolist()]
+        if actual != given:
+            raise ValueError(
+                f"batch_counts {given} does not match the batch column of coords, which has "
+                f"{actual} rows per batch item; fix the counts or the batch indices"
+            )
+
+    @property
+    def channels(self) -> int:
+        """mlx-lattice 0.6's name for :attr:`num_channels`."""
+        return self.num_channels
+
     # ------------------------------------------------------------ derivation
+
+    def replace(self, *, feats: Any = None, features: Any = None) -> SparseTensor:
+        """mlx-lattice 0.6's spelling of :meth:`with_feats`: same support, new features.
+
+        Only the features can be replaced: a new support is a new tensor
+        (construct one, so its coordinates are checked).
+        """
+        return self.with_feats(given_features(feats, features))
 
     def with_feats(self, feats: Any) -> SparseTensor:
         """Same support and stride, new features; shares the kernel-map cache."""

@@ -35,7 +35,13 @@ def cat(
 
     Rows are concatenated by coordinate, never by position, so ``dim=0``
     (stacking rows) has no meaning here: build one SparseTensor from the
-    concatenated coordinates instead.
+    concatenated coordinates instead.  The default ``join="outer"`` keeps the
+    union of the rows, zero-filling the channels a tensor lacks: unlike
+    TorchSparse's ``cat``, which requires the same rows.  A U-Net skip whose
+    upsampled rows differ from the skip's (``nn.ConvTranspose3d`` rather than
+    :class:`~torch_lattice.nn.TargetConvTranspose3d`) then silently grows;
+    pass ``join="left"`` (the first tensor's rows) or ``"inner"`` to say which
+    rows you mean.
     """
     if dim not in (1, -1):
         raise ValueError(

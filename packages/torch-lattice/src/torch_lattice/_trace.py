@@ -73,11 +73,12 @@ def traced(op_name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             token = _TRACER.set(None)
             try:
                 result = fn(*args, **kwargs)
+                # Recording is the exporter's code, not the model's: it runs untraced too.
+                tracer.record(op_name, fn, signature.bind(*args, **kwargs), result)
             except Int32CoordinateError as err:
                 raise err.with_op(op_name) from None
             finally:
                 _TRACER.reset(token)
-            tracer.record(op_name, fn, signature.bind(*args, **kwargs), result)
             return result
 
         wrapper.__lattice_op__ = op_name  # type: ignore[attr-defined]

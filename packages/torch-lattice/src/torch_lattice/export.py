@@ -58,7 +58,7 @@ from typing import Any
 import torch
 from lattice_contract.artifact import METADATA_KEY, QuantizationReport
 from lattice_contract.builder import BuilderError, MLIRModuleBuilder, tensor_type
-from lattice_contract.dialect import check_quantization
+from lattice_contract.dialect import REFERENCE_SYSTEM, check_quantization, outside_reference
 
 from torch_lattice._progress import StageBar
 from torch_lattice._trace import tracing
@@ -71,6 +71,7 @@ from torch_lattice.artifact.runtime import (
     import_lattice_plan,
 )
 from torch_lattice.export_compare import DEFAULT_TOLERANCES, OutputCheck, compare_outputs
+from torch_lattice.export_guard import ControlFlowGuard
 from torch_lattice.export_trace import ExportError, GraphTracer
 from torch_lattice.ops.quant import QuantizedWeight
 from torch_lattice.quant_report import (
@@ -197,6 +198,7 @@ def save_lattice_model_artifact(
     rtol: float | None = None,
     atol: float | None = None,
     progress: bool | None = None,
+    portable: bool = False,
 ) -> ExportReport:
     """Trace ``model`` on ``example_inputs``, verify and check the artifact, then write it.
 
@@ -214,6 +216,11 @@ def save_lattice_model_artifact(
     ``progress`` draws a bar of the export's stages on stderr (with tqdm);
     ``None`` shows it for models of at least
     :data:`~torch_lattice._progress.LARGE_MODEL_PARAMETERS` parameters.
+
+    ``portable=True`` keeps the artifact within the reference system's dialect
+    (mlx-lattice 0.6, see :data:`lattice_contract.dialect.LATTICE_ONLY`): an
+    export that needs one of Lattice's extras raises :class:`ExportError`
+    naming each one, where it is and its portable form, and writes nothing.
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -228,6 +235,7 @@ def save_lattice_model_artifact(
             rtol=rtol,
             atol=atol,
             bar=bar,
+            portable=portable,
         )
 
 
@@ -245,6 +253,7 @@ def _export(
     rtol: float | None,
     atol: float | None,
     bar: StageBar,
+    portable: bool = False,
 ) -> ExportReport:
     bar.stage("trace")
     inputs = _as_tuple(example_inputs, "example_inputs")
@@ -282,7 +291,13 @@ def _export(
     except BuilderError as exc:
         raise ExportError(f"cannot declare the inputs: {exc}") from None
 
-    with _eval_mode(model), torch.no_grad(), tracer.hooks(model), tracing(tracer):
+    with (
+        _eval_mode(model),
+        torch.no_grad(),
+        tracer.hooks(model),
+        tracing(tracer),
+        ControlFlowGuard(tracer),
+    ):
         eager = model(*inputs)
     outputs = _as_tuple(eager, "the model's output")
     out_names = _names(output_names, len(outputs), "y", "output_names")
@@ -310,6 +325,14 @@ def _export(
         raise ExportError(
             f"MLIR rejected the exported graph (an exporter bug, please report):\n{exc.diagnostics}"
         ) from None
+    outside = outside_reference(plan.ops) if portable else []
+    if outside:
+        raise ExportError(
+            f"portable=True: the model needs Lattice-only features that {REFERENCE_SYSTEM}'s "
+            "verifier refuses; change the model to their portable forms, or export with "
+            "portable=False (the artifact then runs on Lattice's runtimes only). "
+            "Nothing was written:\n" + "\n".join(f"  {line}" for line in outside)
+        )
     flat = flatten_weights(tracer.weights)
     bar.stage("run artifact")
     try:

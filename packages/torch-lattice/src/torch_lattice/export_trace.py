@@ -246,14 +246,20 @@ class GraphTracer:
                 self.unpackable.append(key)
         if "packing" not in kwargs:
             kwargs["dtype"] = dtype
-        value = self._emit("weight", kwargs)
+        value = self._emit("weight", kwargs, key.rpartition(".")[0] or None)
         self.bound[key] = (family, value)
         self.weights[key] = stored
         return value
 
     # -- ops ------------------------------------------------------------------
 
-    def _emit(self, op: str, kwargs: dict[str, Any]) -> Value:
+    def _emit(self, op: str, kwargs: dict[str, Any], location: str | None = None) -> Value:
+        # The op's MLIR location is the module path it came from: the weight's
+        # module, else the innermost module running (``lattice view`` and runtime
+        # errors show it).
+        if location is None and self.stack:
+            location = self.stack[-1][0]
+        self.builder.set_location(location or None)
         try:
             value = self.builder.emit(op, **kwargs)
         except BuilderError as exc:

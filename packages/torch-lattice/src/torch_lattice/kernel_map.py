@@ -188,14 +188,14 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
         offsets = subm_offsets(kernel, dilation)
         volume = len(offsets)
         logical = support.logical
-        table = support.table
         odd = all(k % 2 == 1 for k in kernel)
+        centre = volume // 2 if odd else None
+        table = support.table
         # Queries run in sorted key order, so when the rows already are in key order
         # (conv outputs are; so are x-y-z sorted inputs) both sides of every tap
         # increase: each mirrored pair list is sorted too.
         in_key_order = table.rows_in_key_order()
-        if odd:
-            centre = volume // 2
+        if centre is not None:
             half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
             # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
             pairs = [(r, q) for q, r in half]
@@ -213,6 +213,26 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
 
     key = ("subm", kernel, dilation)
     return cached_relation(support.maps, key, KernelMap, build)
+
+
+def _unique(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.unique(keys, sorted=True, return_inverse=True)``, on the CPU through one sort.
+
+    On the CPU ``torch.unique`` with an inverse costs about four times a
+    (radix) sort of the same int64 keys; a stable sort, a first-occurrence
+    mask and a cumulative sum give the same two arrays.
+    """
+    if keys.device.type != "cpu":
+        uniq, inverse = torch.unique(keys, sorted=True, return_inverse=True)
+        return uniq, inverse
+    if keys.numel() == 0:
+        return keys.clone(), torch.empty(0, dtype=torch.int64)
+    ordered, perm = torch.sort(keys, stable=True)
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    inverse = torch.empty_like(perm)
+    inverse.index_copy_(0, perm, torch.cumsum(first, 0) - 1)
+    return ordered[first], inverse
 
 
 def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -271,7 +291,7 @@ def full_conv_map(
         order = torch.sort(tap, stable=True).indices
         counts = torch.bincount(tap, minlength=kernel_volume(kernel) + 1).tolist()
         keys = packing.pack(torch.cat([logical[:, :1], o], dim=1))[order]
-        out_keys, inverse = torch.unique(keys[: n - counts[-1]], sorted=True, return_inverse=True)
+        out_keys, inverse = _unique(keys[: n - counts[-1]])
         out = Support.from_logical(packing.unpack(out_keys), out_stride)
         split = zip(
             torch.split(order[: n - counts[-1]], counts[:-1]),
@@ -297,7 +317,7 @@ def full_conv_map(
         cand_keys.append(packing.pack(torch.cat([logical[r, :1], o], dim=1)))
     counts = [int(r.numel()) for r in cand_rows]
     all_keys = torch.cat(cand_keys)
-    out_keys, inverse = torch.unique(all_keys, sorted=True, return_inverse=True)
+    out_keys, inverse = _unique(all_keys)
     out_logical = packing.unpack(out_keys)
     out = Support.from_logical(out_logical, out_stride)
     pairs = list(zip(cand_rows, torch.split(inverse, counts), strict=True))
@@ -347,10 +367,14 @@ def conv_map(
     """
 
     def build() -> tuple[Support, KernelMap]:
-        out = coarsened_support(support, stride)
-        if geometry.is_submanifold_relation(kernel, stride, padding):
+        tiled = _tiled_map(support, kernel, stride, padding, dilation)
+        if tiled is not None:
+            out, kmap = tiled
+        elif geometry.is_submanifold_relation(kernel, stride, padding):
+            out = support
             kmap = subm_map(support, kernel, dilation)
         else:
+            out = coarsened_support(support, stride)
             kmap = _centred_map(support, out, kernel, stride, padding, dilation)
         if geometry.indexed_equals_centred(kernel) and out is not support:
             back = target_key("target_transpose", support, kernel, stride, padding, dilation)
@@ -359,6 +383,70 @@ def conv_map(
 
     key = ("conv", kernel, stride, padding, dilation)
     return cached_relation(support.maps, key, tuple, build)
+
+
+def _tiled_map(
+    support: Support, kernel: Triple, stride: Triple, padding: Triple, dilation: Triple
+) -> tuple[Support, KernelMap] | None:
+    """Output support and map of a conv whose windows tile the grid (CPU), without a search.
+
+    When ``d = 1``, ``K <= s`` and the centred offset of tap 0 cancels the
+    padding on every axis (k2s2 p0 is the common case), input ``c`` feeds
+    exactly one output, ``floor(c / s)``, through tap ``c mod s`` (none when
+    that tap is ``>= K``): one sort-based unique gives the coarsened support
+    and every pair.  Pairs are tap-grouped in input row order; for inputs in
+    key order the outputs of one tap increase too.  ``None`` where it does
+    not apply (other geometry, not on the CPU, no rows, or a coarsened support
+    cached already, whose rows this must not replace).
+    """
+    logical = support.logical
+    n = support.num_rows
+    if logical.device.type != "cpu" or not 0 < n < 2**31 - 1 or stride == (1, 1, 1):
+        return None
+    base = [k // 2 if k % 2 else 0 for k in kernel]
+    if dilation != (1, 1, 1) or any(
+        kernel[a] > stride[a] or padding[a] + base[a] != 0 for a in range(3)
+    ):
+        return None
+    coarse_key = ("coarsen", stride)
+    if isinstance(support.maps.get(coarse_key), Support):
+        return None
+    s = torch.tensor((1, *stride), dtype=torch.int64)
+    coarse = torch.div(logical, s, rounding_mode="floor")
+    lo, hi = bounds(coarse)
+    packing = Packing.covering(lo, hi, margin=0)
+    out_keys, inverse = _unique(packing.pack(coarse))
+    out = Support.from_logical(
+        packing.unpack(out_keys), geometry.forward_stride(support.stride, stride)
+    )
+    support.maps[coarse_key] = out
+    tap3 = logical[:, 1:] - coarse[:, 1:] * s[1:]
+    tap = (tap3[:, 0] * kernel[1] + tap3[:, 1]) * kernel[2] + tap3[:, 2]
+    volume = kernel_volume(kernel)
+    if kernel != stride:  # taps >= K feed nothing: sort them past the last tap
+        inside = (tap3 < torch.tensor(kernel, dtype=torch.int64)).all(dim=1)
+        tap = torch.where(inside, tap, volume)
+    order = torch.sort(tap, stable=True).indices
+    counts = torch.bincount(tap, minlength=volume + 1)[:volume].tolist()
+    used = sum(counts)
+    in_idx = order[:used].to(torch.int32)
+    out_idx = inverse.index_select(0, order[:used]).to(torch.int32)
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + int(c))
+    lo_in, hi_in = bounds(logical)
+    keys = Packing.covering(lo_in, hi_in, margin=0).pack(logical)
+    in_order = bool(torch.all(keys[1:] > keys[:-1]))
+    kmap = KernelMap(
+        in_idx,
+        out_idx,
+        tuple(starts),
+        n,
+        out.num_rows,
+        outputs_sorted=in_order,
+        inputs_sorted=True,
+    )
+    return out, kmap
 
 
 def _centred_map(
@@ -372,6 +460,7 @@ def _centred_map(
     """Pairs of the centred relation ``c = o*s + off_c(k) - p`` at the target's rows."""
     device = support.logical.device
     offsets = geometry.centred_shifts(kernel, padding, dilation)
+    s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
     if target is support:  # s = 1: the queries are the table's own rows
         found_pairs = support.table.lookup_offsets(support.logical, offsets, base_is_table=True)
         in_order = support.table.rows_in_key_order()
@@ -382,7 +471,6 @@ def _centred_map(
             device,
             sorted_rows=in_order,
         )
-    s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
     found_pairs = support.table.lookup_offsets(target.logical * s, offsets)
     return _assemble([(r, q) for q, r in found_pairs], support.num_rows, target.num_rows, device)
 
@@ -456,7 +544,7 @@ def transpose_map(
         cand = (base[None, :, :] + off[:, None, :]).reshape(-1, 4)
         check_emitted(cand, out_stride, rows.repeat(volume), support)
         keys = packing.pack(cand)
-        out_keys, inverse = torch.unique(keys, sorted=True, return_inverse=True)
+        out_keys, inverse = _unique(keys)
         out = Support.from_logical(packing.unpack(out_keys), out_stride)
         pairs = list(zip([rows] * volume, torch.split(inverse, n), strict=True))
         kmap = _assemble(pairs, n, int(out_keys.numel()), device)

@@ -6,8 +6,8 @@ computed (``docs/convert-checkpoint.md`` has the table), rebuild the residual
 adds, concatenations and inverse convolutions that the framework hides in its
 ``forward`` code or its coordinate caches, and copy every weight through the
 converter.  :func:`from_spconv` and :func:`from_torchsparse` do that for the
-module trees these frameworks' users build, matched by class name so that
-neither framework has to be installed to port a model:
+module trees these frameworks' users build, matched by type (see
+``torch_lattice._port_walk``), keeping their parameter names:
 
 * spconv: ``SparseSequential`` (and ``torch.nn.Sequential``) of
   ``SubMConv3d``, ``SparseConv3d``, ``SparseConvTranspose3d``,
@@ -31,25 +31,56 @@ Lattice's ``(batch, x, y, z)`` physical coordinates; it exports with
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from lattice_contract.frontend import spconv_conv_out, spconv_transpose_out
 
 from torch_lattice import nn, ops
+from torch_lattice._port_containers import (
+    FineTarget as _FineTarget,
+)
+from torch_lattice._port_containers import (
+    FullOntoInput as _FullOntoInput,
+)
+from torch_lattice._port_containers import (
+    Keyed as _Keyed,
+)
+from torch_lattice._port_containers import (
+    OntoTarget as _OntoTarget,
+)
+from torch_lattice._port_containers import (
+    PortedSequential,
+)
+from torch_lattice._port_containers import (
+    ResBlock as _ResBlock,
+)
+from torch_lattice._port_containers import (
+    ResUNet as _ResUNet,
+)
+from torch_lattice._port_walk import (
+    Context,
+    Ported,
+    PortError,
+    Registry,
+    Transparent,
+    Walk,
+    framework_types,
+    run,
+    source_children,
+)
 from torch_lattice.convert.layouts import convert_kernel
 from torch_lattice.convert.spec import ConversionError, KernelDeclaration
+from torch_lattice.port_minkowski import from_minkowski
 from torch_lattice.sparse import SparseTensor
 
-__all__ = ["PortError", "PortedSequential", "from_spconv", "from_torchsparse"]
+__all__ = ["PortError", "PortedSequential", "from_minkowski", "from_spconv", "from_torchsparse"]
 
 Triple = tuple[int, int, int]
-Context = dict[Any, SparseTensor]
-"""Per-call memory of a ported model: inputs of keyed convs and tensors by stride."""
-
-
-class PortError(ValueError):
-    """A module the port cannot rebuild faithfully; the message names its path."""
+_Ported = Ported
+_run = run
 
 
 def _triple(value: Any) -> Triple:
@@ -76,136 +107,17 @@ def _per_axis(t: Triple, f: Callable[[int], int]) -> Triple:
     return (f(t[0]), f(t[1]), f(t[2]))
 
 
+def _per_axis_mul(a: Triple, b: Triple) -> Triple:
+    return (a[0] * b[0], a[1] * b[1], a[2] * b[2])
+
+
+def _per_axis_div(a: Triple, b: Triple) -> Triple:
+    return (a[0] // b[0], a[1] // b[1], a[2] // b[2])
+
+
 def _reorder(t: Triple, axes: str) -> Triple:
     """A source-axis-order triple in Lattice's x, y, z order."""
     return (t[axes.index("x")], t[axes.index("y")], t[axes.index("z")])
-
-
-# ---------------------------------------------------------------------------
-# Ported containers: they thread a context through their children.
-
-
-class _Ported(torch.nn.Module):
-    """A module whose forward also sees the call's :data:`Context`."""
-
-    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
-        raise NotImplementedError
-
-    def forward(self, x: SparseTensor) -> SparseTensor:
-        return self.call(x, {})
-
-
-def _run(module: torch.nn.Module, x: SparseTensor, ctx: Context) -> SparseTensor:
-    if isinstance(module, _Ported):
-        return module.call(x, ctx)
-    out: SparseTensor = module(x)
-    return out
-
-
-class PortedSequential(_Ported):
-    """Children applied in order; ``0.weight``-style names like ``torch.nn.Sequential``."""
-
-    def __init__(self, *children: torch.nn.Module) -> None:
-        super().__init__()
-        for i, child in enumerate(children):
-            self.add_module(str(i), child)
-
-    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
-        ctx.setdefault(("stride", x.stride), x)
-        for child in self.children():
-            x = _run(child, x, ctx)
-            ctx.setdefault(("stride", x.stride), x)
-        return x
-
-
-class _Keyed(_Ported):
-    """A strided spconv conv whose input a later inverse conv goes back to."""
-
-    def __init__(self, conv: torch.nn.Module, key: str) -> None:
-        super().__init__()
-        self.conv = conv
-        self.key = key
-
-    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
-        ctx[("key", self.key)] = x
-        return _run(self.conv, x, ctx)
-
-
-class _OntoTarget(_Ported):
-    """A target op whose target comes from the context (a keyed input or a stride)."""
-
-    def __init__(self, conv: torch.nn.Module, target: tuple[str, Any], path: str) -> None:
-        super().__init__()
-        self.conv = conv
-        self.target = target
-        self.path = path
-
-    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
-        target = ctx.get(self.target)
-        if target is None:
-            kind, value = self.target
-            what = f"indice_key {value!r}" if kind == "key" else f"a tensor at stride {value}"
-            raise PortError(
-                f"{self.path}: needs the rows of {what}, which no earlier layer of this "
-                "call produced; call the ported model from its input, not a sub-module"
-            )
-        out: SparseTensor = self.conv(x, target)
-        return out
-
-
-class _FullOntoInput(_Ported):
-    """TorchSparse 2.1 mixed-parity stride-1 conv: a full conv read back onto the input."""
-
-    def __init__(self, conv: torch.nn.Module) -> None:
-        super().__init__()
-        self.conv = conv
-
-    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
-        return ops.sparse_reindex(self.conv(x), x)
-
-
-class _ResBlock(_Ported):
-    """TorchSparse's ``SparseResBlock``: ``relu(main(x) + shortcut(x))``."""
-
-    def __init__(self, main: torch.nn.Module, shortcut: torch.nn.Module, relu: torch.nn.Module):
-        super().__init__()
-        self.main = main
-        self.shortcut = shortcut
-        self.relu = relu
-
-    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
-        total = ops.sparse_binary(_run(self.main, x, ctx), _run(self.shortcut, x, ctx), op="add")
-        return _run(self.relu, total, ctx)
-
-
-class _ResUNet(torch.nn.Module):
-    """TorchSparse's ``SparseResUNet``: stem, encoders, decoders with skip concatenations.
-
-    Returns every level's output, outermost first, as TorchSparse does.
-    """
-
-    def __init__(
-        self, stem: torch.nn.Module, encoders: torch.nn.ModuleList, decoders: torch.nn.ModuleList
-    ) -> None:
-        super().__init__()
-        self.stem = stem
-        self.encoders = encoders
-        self.decoders = decoders
-
-    def _level(self, x: SparseTensor, depth: int, ctx: Context) -> list[SparseTensor]:
-        if depth == len(self.encoders):
-            return [x]
-        outputs = self._level(_run(self.encoders[depth], x, ctx), depth + 1, ctx)
-        decoder = self.decoders[len(self.decoders) - 1 - depth]
-        assert isinstance(decoder, torch.nn.ModuleDict)
-        up = _run(decoder["upsample"], outputs[-1], ctx)
-        fused = _run(decoder["fuse"], ops.sparse_cat(up, x, join="left"), ctx)
-        return [x, *outputs, fused]
-
-    def forward(self, x: SparseTensor) -> tuple[SparseTensor, ...]:
-        ctx: Context = {}
-        stem = _run(self.stem, x, ctx)
-        return tuple(self._level(stem, 0, ctx))
 
 
 # ---------------------------------------------------------------------------
@@ -238,9 +150,9 @@ def _batch_norm(module: torch.nn.Module, path: str) -> torch.nn.Module:
     )
 
 
-def _activation(module: torch.nn.Module) -> torch.nn.Module | None:
-    name = type(module).__name__
-    if name == "ReLU":
+def _activation(module: torch.nn.Module, name: str) -> torch.nn.Module | None:
+    """The Lattice activation for a module of registered kind ``name``."""
+    if name in ("ReLU", "MinkowskiReLU"):
         return nn.ReLU()
     if name == "LeakyReLU":
         return nn.LeakyReLU(float(_attr(module, "negative_slope")))
@@ -263,17 +175,18 @@ def _loaded(
     return _copy_state(conv, weight=kernel, bias=_attr(source, "bias"))
 
 
-def _children(module: torch.nn.Module, path: str) -> Iterator[tuple[str, torch.nn.Module]]:
-    for name, child in module.named_children():
-        yield _join(path, name), child
-
-
 # ---------------------------------------------------------------------------
 # spconv.
 
 
 def from_spconv(
-    module: torch.nn.Module, *, version: str = "2.2", axes: str = "xyz"
+    module: torch.nn.Module,
+    *,
+    version: str = "2.2",
+    axes: str = "xyz",
+    spatial_shape: Any = None,
+    batch_size: int | None = None,
+    types: Registry | None = None,
 ) -> torch.nn.Module:
     """Rebuild a spconv model as torch_lattice modules with converted weights.
 
@@ -284,49 +197,327 @@ def from_spconv(
     index columns is: OpenPCDet feeds ``(batch, z, y, x)`` indices, so its
     backbones port with ``axes="zyx"`` and the ported model takes ``(batch,
     x, y, z)`` coordinates.
+
+    ``spatial_shape`` is the ``SparseConvTensor``'s grid, in spconv's index
+    order (OpenPCDet's KITTI grid is ``[41, 1600, 1408]`` with ``axes="zyx"``).
+    spconv drops every output of a strided conv, pool or transposed conv that
+    falls outside the layer's output shape; with the grid the port emits
+    ``ops.sparse_crop`` after each such layer, so the ported model keeps
+    exactly spconv's rows.  Without it no bound is emitted and the port warns:
+    rows spconv drops at the grid's faces are kept and change their
+    neighbours.  ``batch_size`` (spconv's, a static count) is needed only by
+    ``ToDense`` / ``HeightCompression``.
+
+    Modules are matched by type: spconv's and torch's classes, OpenPCDet's
+    when ``pcdet`` imports, and ``types`` (class -> kind, e.g.
+    ``{MyBackbone: "VoxelBackBone8x"}``) for classes the caller vouches for.
+    The ported model's ``state_dict`` keys are the source model's.
     """
     if sorted(axes) != ["x", "y", "z"]:
         raise PortError(f"axes must be a permutation of 'xyz', got {axes!r}")
-    return _SpconvPort(version, axes).port(module, "")
+    if spatial_shape is None:
+        warnings.warn(
+            "from_spconv without spatial_shape= cannot guarantee spconv's rows: spconv drops the "
+            "outputs of strided, pooled and transposed convs that fall outside the grid, and "
+            "the ported model keeps them; pass the SparseConvTensor's spatial_shape",
+            UserWarning,
+            stacklevel=2,
+        )
+        shape = None
+    else:
+        shape = _triple(spatial_shape)
+        if min(shape) < 1:
+            raise PortError(f"spatial_shape must be positive, got {spatial_shape!r}")
+    port = _SpconvPort(version, axes, shape, batch_size, types)
+    ported = port.port(module, "")
+    if shape is None:
+        return ported
+    return _GridInput(ported, _reorder(shape, axes))
+
+
+class _GridInput(Transparent):
+    """The ported model behind a check that its input lies in the declared grid."""
+
+    def __init__(self, model: torch.nn.Module, shape: Triple) -> None:
+        super().__init__(model)
+        self.grid = shape
+
+    def forward(self, x: SparseTensor) -> Any:
+        space = x.coords[:, 1:]
+        bound = torch.tensor(self.grid, dtype=space.dtype, device=space.device)
+        outside = ((space < 0) | (space >= bound)).any(dim=1)
+        if bool(outside.any()):
+            row = int(outside.nonzero()[0].item())
+            raise ValueError(
+                f"input row {row} at {x.coords[row].tolist()} lies outside the grid "
+                f"{self.grid} (x, y, z) the model was ported for; spconv's layers are only "
+                "defined on it"
+            )
+        return self.inner(x)
+
+
+class _Bounded(Transparent):
+    """A spconv layer that drops rows, followed by its grid bound (``sparse_crop``)."""
+
+    def __init__(self, layer: torch.nn.Module, upper: Triple) -> None:
+        super().__init__(layer)
+        self.upper = upper
+
+    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
+        return ops.sparse_crop(_run(self.inner, x, ctx), lower=(0, 0, 0), upper=self.upper)
+
+
+class _BasicBlock(_Ported):
+    """OpenPCDet's ``SparseBasicBlock``: ``relu(bn2(conv2(relu(bn1(conv1(x))))) + x)``."""
+
+    def __init__(
+        self,
+        conv1: torch.nn.Module,
+        bn1: torch.nn.Module,
+        conv2: torch.nn.Module,
+        bn2: torch.nn.Module,
+    ) -> None:
+        super().__init__()
+        self.conv1, self.bn1, self.conv2, self.bn2 = conv1, bn1, conv2, bn2
+        self.relu = nn.ReLU()
+
+    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        result: SparseTensor = self.relu(ops.sparse_binary(out, x, op="add"))
+        return result
+
+
+class _PairSum(torch.nn.Module):
+    """Sum of adjacent channel groups, ``f.view(n, c, -1).sum(2)``, as a fixed linear."""
+
+    weight: torch.Tensor
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        group = c_in // c_out
+        weight = torch.zeros(c_out, c_in)
+        weight[torch.arange(c_in) // group, torch.arange(c_in)] = 1.0
+        self.register_buffer("weight", weight, persistent=False)
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        return x.with_feats(ops.linear(x.feats, self.weight))
+
+
+class _URBlock:
+    """PartA2's UR block: ``inv(m(cat(B, t(L))) + pairsum(cat(B, t(L))))``.
+
+    Not a module: its parts are registered on the UNet under the source's names.
+    """
+
+    def __init__(
+        self, t: torch.nn.Module, m: torch.nn.Module, inv: torch.nn.Module, reduce: torch.nn.Module
+    ) -> None:
+        self.t, self.m, self.inv, self.reduce = t, m, inv, reduce
+
+    def run(self, lateral: SparseTensor, bottom: SparseTensor, ctx: Context) -> SparseTensor:
+        t = _run(self.t, lateral, ctx)
+        x = ops.sparse_cat(bottom, t, join="inner")
+        merged = ops.sparse_binary(_run(self.m, x, ctx), self.reduce(x), op="add")
+        return _run(self.inv, merged, ctx)
+
+
+class _UNetV2(torch.nn.Module):
+    """PartA2's ``UNetV2``: the VoxelBackBone8x encoder, four UR decoders; ``(conv_out, up1)``."""
+
+    def __init__(self, parts: dict[str, torch.nn.Module], decoder: dict[str, _URBlock]) -> None:
+        super().__init__()
+        for name, part in parts.items():  # the source's names: conv_input, conv_up_t4, ...
+            self.add_module(name, part)
+        for level, block in decoder.items():  # no persistent state: state_dict stays the source's
+            self.add_module("channel_reduction_" + level, block.reduce)
+        self.decoder = decoder
+
+    def forward(self, x: SparseTensor) -> tuple[SparseTensor, SparseTensor]:
+        ctx: Context = {}
+        out: dict[str, SparseTensor] = {}
+        for name in _BACKBONE:
+            x = _run(self._modules[name], x, ctx)  # type: ignore[arg-type]
+            out[name] = x
+        up = out["conv4"]
+        for level in ("4", "3", "2", "1"):
+            up = self.decoder["up" + level].run(out["conv" + level], up, ctx)
+        return out["conv_out"], up
+
+
+_BACKBONE = ("conv_input", "conv1", "conv2", "conv3", "conv4", "conv_out")
+_UNET_DECODER = (
+    *(f"conv_up_{part}{level}" for level in "4321" for part in "tm"),
+    *(f"inv_conv{level}" for level in "432"),
+    "conv5",
+)
+
+
+_SPCONV_SUPPORTED = (
+    "SparseSequential trees of SubMConv3d, SparseConv3d, SparseConvTranspose3d, "
+    "SparseInverseConv3d, SparseMaxPool3d, BatchNorm1d, activations, SparseBasicBlock, ToDense "
+    "and HeightCompression, and VoxelBackBone8x / VoxelResBackBone8x / UNetV2 backbones"
+)
+_SPCONV_SHAREABLE = frozenset(
+    {"SubMConv3d", "BatchNorm1d", "ReLU", "LeakyReLU", "Identity", "Dropout"}
+)
 
 
 class _SpconvPort:
-    def __init__(self, version: str, axes: str) -> None:
+    def __init__(
+        self,
+        version: str,
+        axes: str,
+        shape: Triple | None,
+        batch_size: int | None,
+        types: Registry | None = None,
+    ) -> None:
+        self.walk = Walk("spconv", framework_types("spconv", types), _SPCONV_SHAREABLE)
         self.version = version
         self.axes = axes
         self.keys: dict[str, dict[str, Any]] = {}
+        self.shape = shape  # spconv's grid at the current layer, source axis order
+        self.stride: Triple = (1, 1, 1)  # Lattice stride at the current layer (x, y, z)
+        self.batch_size = batch_size
 
     def port(self, module: torch.nn.Module, path: str) -> torch.nn.Module:
-        name = type(module).__name__
         where = path or "<root>"
+        kind = self.walk.kind(module, where)
+        again = self.walk.shared(module, where, kind)
+        if again is not None:
+            return again
+        if kind is None:
+            raise self.walk.unknown(module, where, _SPCONV_SUPPORTED)
+        ported = self._port(module, kind, path, where)
+        self.walk.remember(module, where, ported)
+        return ported
+
+    def _port(self, module: torch.nn.Module, name: str, path: str, where: str) -> torch.nn.Module:
         if name in ("SparseSequential", "Sequential"):
-            ported = [self.port(child, p) for p, child in _children(module, path)]
-            return PortedSequential(*[m for m in ported if m is not None])
-        if all(hasattr(module, a) for a in ("conv_input", "conv1", "conv2", "conv3", "conv4")):
-            chain = ["conv_input", "conv1", "conv2", "conv3", "conv4", "conv_out"]
-            parts = [
-                self.port(_attr(module, a), _join(path, a))
-                for a in chain
-                if _attr(module, a) is not None
-            ]
-            return PortedSequential(*parts)
+            return PortedSequential(
+                {n: self.port(child, p) for n, p, child in source_children(module, path)}
+            )
+        if name in ("VoxelBackBone8x", "VoxelResBackBone8x", "UNetV2"):
+            return self._backbone(module, path, where)
+        if name == "SparseBasicBlock":
+            return self._basic_block(module, path, where)
+        if name in ("ToDense", "HeightCompression"):
+            return self._dense(name, where)
         if name in ("SubMConv3d", "SparseConv3d", "SparseConvTranspose3d", "SparseInverseConv3d"):
             return self._conv(module, name, where)
         if name == "SparseMaxPool3d":
             k, s, p, d = (
                 self._geometry(module, a) for a in ("kernel_size", "stride", "padding", "dilation")
             )
-            return nn.FullMaxPool3d(k, stride=s, padding=p, dilation=d)
+            key = _attr(module, "indice_key")
+            if key is not None:
+                self.keys[key] = {"pool": True, **self._grid()}
+            pool = self._bound(
+                nn.FullMaxPool3d(k, stride=s, padding=p, dilation=d), module, s, conv=True
+            )
+            return pool if key is None else _Keyed(pool, key)
         if name == "BatchNorm1d":
             return _batch_norm(module, where)
-        activation = _activation(module)
+        activation = _activation(module, name)
         if activation is not None:
             return activation
-        raise PortError(
-            f"{where}: spconv port does not know {name}; supported are SparseSequential trees of "
-            "SubMConv3d, SparseConv3d, SparseConvTranspose3d, SparseInverseConv3d, "
-            "SparseMaxPool3d, BatchNorm1d and activations, and VoxelBackBone8x-style backbones"
+        raise self.walk.unknown(module, where, _SPCONV_SUPPORTED)
+
+    # -- the grid -----------------------------------------------------------------
+
+    def _grid(self) -> dict[str, Any]:
+        return {"shape": self.shape, "in_stride": self.stride}
+
+    def _bound(
+        self, layer: torch.nn.Module, module: torch.nn.Module, s: Triple, *, conv: bool
+    ) -> torch.nn.Module:
+        """Advance the grid over a row-dropping layer; wrap it in its bound when known."""
+        raw = [
+            _triple(_attr(module, a, 1 if a != "padding" else 0))
+            for a in ("kernel_size", "stride", "padding", "dilation")
+        ]
+        if conv:
+            self.stride = _per_axis_mul(self.stride, s)
+        else:
+            self.stride = _per_axis_div(self.stride, s)
+        if self.shape is None:
+            return layer
+        if conv:
+            self.shape = spconv_conv_out(self.shape, raw[0], raw[1], raw[2], raw[3])
+        else:
+            out_pad = _triple(_attr(module, "output_padding", 0))
+            self.shape = spconv_transpose_out(self.shape, raw[0], raw[1], raw[2], out_pad)
+        if min(self.shape) < 1:
+            raise PortError(f"{layer}: the grid shrinks to {self.shape}; spconv refuses it too")
+        upper = tuple(
+            n * t for n, t in zip(_reorder(self.shape, self.axes), self.stride, strict=True)
         )
+        return _Bounded(layer, (upper[0], upper[1], upper[2]))
+
+    def _dense(self, name: str, where: str) -> torch.nn.Module:
+        if self.shape is None or self.batch_size is None:
+            raise PortError(
+                f"{where}: {name} writes a dense array of spconv's grid; pass spatial_shape= and "
+                "batch_size= to from_spconv"
+            )
+        if self.axes not in ("zyx", "xyz"):
+            raise PortError(f"{where}: {name} ports with axes 'zyx' or 'xyz', got {self.axes!r}")
+        grid = _reorder(self.shape, self.axes)
+        if name == "HeightCompression":
+            if self.axes != "zyx":
+                raise PortError(f"{where}: HeightCompression folds z, so port with axes='zyx'")
+            return nn.HeightCompression(grid, self.batch_size)
+        layout = "b_c_z_y_x" if self.axes == "zyx" else "b_c_x_y_z"
+        return nn.ToDense(grid, self.batch_size, layout=layout)
+
+    # -- OpenPCDet modules -------------------------------------------------------------
+
+    def _backbone(self, module: torch.nn.Module, path: str, where: str) -> torch.nn.Module:
+        names = {n for n, _ in module.named_children()}
+        decoder = names & set(_UNET_DECODER)
+        unknown = names - set(_BACKBONE) - set(_UNET_DECODER)
+        if unknown or (decoder and decoder != set(_UNET_DECODER)):
+            extra = sorted(unknown | (decoder if decoder != set(_UNET_DECODER) else set()))
+            raise PortError(
+                f"{where}: a {type(module).__name__} with {', '.join(extra)} is neither "
+                "VoxelBackBone8x (conv_input..conv4, conv_out) nor UNetV2; its forward cannot be "
+                "known, so it is refused rather than ported as a plain chain"
+            )
+        encoder: dict[str, torch.nn.Module] = {}
+        grids: dict[str, dict[str, Any]] = {}
+        for a in _BACKBONE:
+            child = _attr(module, a)
+            if child is not None:
+                encoder[a] = self.port(child, _join(path, a))
+                grids[a] = self._grid()
+        if not decoder:
+            return PortedSequential(encoder)
+        parts = dict(encoder)
+        blocks: dict[str, _URBlock] = {}
+        for level in "4321":
+            here = grids["conv" + level]
+            self.shape, self.stride = here["shape"], here["in_stride"]
+            t = self.port(_attr(module, "conv_up_t" + level), _join(path, "conv_up_t" + level))
+            m_src = _attr(module, "conv_up_m" + level)
+            m = self.port(m_src, _join(path, "conv_up_m" + level))
+            last = "conv5" if level == "1" else "inv_conv" + level
+            inv = self.port(_attr(module, last), _join(path, last))
+            c_in = int(_attr(m_src[0], "in_channels"))
+            c_out = int(_attr(m_src[0], "out_channels"))
+            parts.update({"conv_up_t" + level: t, "conv_up_m" + level: m, last: inv})
+            blocks["up" + level] = _URBlock(t, m, inv, _PairSum(c_in, c_out))
+        return _UNetV2(parts, blocks)
+
+    def _basic_block(self, module: torch.nn.Module, path: str, where: str) -> torch.nn.Module:
+        if _attr(module, "downsample") is not None:
+            raise PortError(f"{where}: SparseBasicBlock with a downsample branch does not port")
+        parts = []
+        for a in ("conv1", "bn1", "conv2", "bn2"):
+            child = _attr(module, a)
+            if child is None:
+                raise PortError(f"{where}: SparseBasicBlock without {a}")
+            parts.append(self.port(child, _join(path, a)))
+        return _BasicBlock(*parts)
 
     def _geometry(self, module: torch.nn.Module, attr: str) -> Triple:
         return _reorder(_triple(_attr(module, attr)), self.axes)
@@ -350,6 +541,13 @@ class _SpconvPort:
                     "SparseConv3d with that key to go back to"
                 )
             paired = self.keys[key]
+            if paired.get("pool"):
+                raise PortError(
+                    f"{where}: SparseInverseConv3d back through the SparseMaxPool3d of indice_key "
+                    f"{key!r} does not port: its values differ from target_conv_transpose3d onto "
+                    "the pool's input (measured 0.59 max error); key it to a SparseConv3d"
+                )
+            self.shape, self.stride = paired["shape"], paired["in_stride"]  # the key's grid
             if one:  # spconv runs a 1x1x1 inverse conv as its matmul, on its own rows
                 conv = nn.SubmConv3d(c_in, c_out, 1, bias=bias)
                 return self._load(conv, module, where, subm=True)
@@ -372,13 +570,13 @@ class _SpconvPort:
             return self._load(conv, module, where, subm=True)
         if name == "SparseConvTranspose3d":
             conv = nn.ConvTranspose3d(c_in, c_out, k, stride=s, padding=p, dilation=d, bias=bias)
-            return self._load(conv, module, where)
+            return self._bound(self._load(conv, module, where), module, s, conv=False)
         conv = nn.FullConv3d(c_in, c_out, k, stride=s, padding=p, dilation=d, bias=bias)
         loaded = self._load(conv, module, where, stride=s)
-        if key is None:
-            return loaded
-        self.keys[key] = {"stride": s, "padding": p, "dilation": d}
-        return _Keyed(loaded, key)
+        if key is not None:
+            self.keys[key] = {"stride": s, "padding": p, "dilation": d, **self._grid()}
+        bounded = self._bound(loaded, module, s, conv=True)
+        return bounded if key is None else _Keyed(bounded, key)
 
     def _load(
         self,
@@ -406,36 +604,59 @@ class _SpconvPort:
 # TorchSparse.
 
 
-def from_torchsparse(module: torch.nn.Module, *, version: str = "2.1") -> torch.nn.Module:
+def from_torchsparse(
+    module: torch.nn.Module, *, version: str = "2.1", types: Registry | None = None
+) -> torch.nn.Module:
     """Rebuild a TorchSparse model as torch_lattice modules with converted weights.
 
     ``version`` (``"2.0"`` or ``"2.1"``) decides how stride-1 even kernels
     read their neighbours and how ``1x1x1`` kernels are stored.  The ported
     model reproduces TorchSparse's default kernel-map mode of that version.
+    Modules are matched by type (TorchSparse's classes when it imports, and
+    ``types``: class -> kind such as ``"Conv3d"`` or ``"SparseResBlock"``).
     """
     if version not in ("2.0", "2.1"):
         raise PortError(f'TorchSparse version must be "2.0" or "2.1", got {version!r}')
-    return _TorchSparsePort(version).port(module, "")
+    return _TorchSparsePort(version, types).port(module, "")
+
+
+_TS_SUPPORTED = (
+    "nn.Sequential trees of spnn.Conv3d, spnn.BatchNorm and activations, SparseConvBlock, "
+    "SparseConvTransposeBlock, SparseResBlock and SparseResUNet(42)"
+)
+_TS_SHAREABLE = frozenset({"BatchNorm", "BatchNorm1d", "ReLU", "LeakyReLU", "Identity", "Dropout"})
 
 
 class _TorchSparsePort:
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, types: Registry | None) -> None:
         self.version = version
+        self.walk = Walk("TorchSparse", framework_types("torchsparse", types), _TS_SHAREABLE)
 
     def port(self, module: torch.nn.Module, path: str) -> torch.nn.Module:
-        name = type(module).__name__
         where = path or "<root>"
+        kind = self.walk.kind(module, where)
+        again = self.walk.shared(module, where, kind)
+        if again is not None:
+            return again
+        if kind is None:
+            raise self.walk.unknown(module, where, _TS_SUPPORTED)
+        ported = self._port(module, kind, path, where)
+        self.walk.remember(module, where, ported)
+        return ported
+
+    def _port(self, module: torch.nn.Module, name: str, path: str, where: str) -> torch.nn.Module:
         if name in ("SparseResUNet", "SparseResUNet42"):
             encoders = _attr(module, "encoders")
             decoders = _attr(module, "decoders")
             return _ResUNet(
                 self.port(_attr(module, "stem"), _join(path, "stem")),
                 torch.nn.ModuleList(
-                    self.port(m, p) for p, m in _children(encoders, _join(path, "encoders"))
+                    self.port(m, p)
+                    for _, p, m in source_children(encoders, _join(path, "encoders"))
                 ),
                 torch.nn.ModuleList(
-                    torch.nn.ModuleDict({k: self.port(v, _join(p, k)) for k, v in _children(m, "")})
-                    for p, m in _children(decoders, _join(path, "decoders"))
+                    torch.nn.ModuleDict({k: self.port(v, p2) for k, p2, v in source_children(m, p)})
+                    for _, p, m in source_children(decoders, _join(path, "decoders"))
                 ),
             )
         if name == "SparseResBlock":
@@ -444,20 +665,18 @@ class _TorchSparsePort:
                 self.port(_attr(module, "shortcut"), _join(path, "shortcut")),
                 self.port(_attr(module, "relu"), _join(path, "relu")),
             )
-        if isinstance(module, torch.nn.Sequential) or name == "Sequential":
-            return PortedSequential(*[self.port(c, p) for p, c in _children(module, path)])
+        if name in ("Sequential", "SparseConvBlock", "SparseConvTransposeBlock"):
+            return PortedSequential(
+                {n: self.port(c, p) for n, p, c in source_children(module, path)}
+            )
         if name == "Conv3d":
             return self._conv(module, where)
         if name in ("BatchNorm", "BatchNorm1d"):
             return _batch_norm(module, where)
-        activation = _activation(module)
+        activation = _activation(module, name)
         if activation is not None:
             return activation
-        raise PortError(
-            f"{where}: TorchSparse port does not know {name}; supported are nn.Sequential trees "
-            "of spnn.Conv3d, spnn.BatchNorm and activations, SparseConvBlock, "
-            "SparseConvTransposeBlock, SparseResBlock and SparseResUNet(42)"
-        )
+        raise self.walk.unknown(module, where, _TS_SUPPORTED)
 
     def _conv(self, module: torch.nn.Module, where: str) -> torch.nn.Module:
         k = _triple(_attr(module, "kernel_size"))
@@ -510,19 +729,3 @@ class _TorchSparsePort:
             version=self.version,
             stride=stride,
         )
-
-
-class _FineTarget(_OntoTarget):
-    """TorchSparse's transposed conv: back onto the rows cached at the finer stride."""
-
-    def call(self, x: SparseTensor, ctx: Context) -> SparseTensor:
-        _, step = self.target
-        fine = tuple(a // b for a, b in zip(x.stride, step, strict=True))
-        target = ctx.get(("stride", fine))
-        if target is None:
-            raise PortError(
-                f"{self.path}: needs the rows TorchSparse cached at stride {list(fine)}, which "
-                "no earlier layer of this call produced"
-            )
-        out: SparseTensor = self.conv(x, target)
-        return out

@@ -28,6 +28,15 @@ from lattice_contract.artifact.bundle import (
     check_bundle_dir,
     flatten_bundle_weights,
 )
+from lattice_contract.artifact.command import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    configure_logging,
+    describe_path,
+    run_command,
+    split_verbosity,
+)
 from lattice_contract.artifact.export_report import (
     METADATA_KEY,
     DenseWeight,
@@ -59,6 +68,9 @@ from lattice_contract.artifact.version import (
 
 __all__ = [
     "DISTRIBUTIONS",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
     "FLOAT_DTYPES",
     "MAX_HEADER_BYTES",
     "METADATA_KEY",
@@ -81,6 +93,8 @@ __all__ = [
     "check_outputs",
     "check_safetensors_bytes",
     "check_safetensors_file",
+    "configure_logging",
+    "describe_path",
     "distribution_version",
     "fingerprint",
     "flatten_bundle_weights",
@@ -91,5 +105,7 @@ __all__ = [
     "printable",
     "read_regular_file",
     "recover_interrupted",
+    "run_command",
+    "split_verbosity",
     "version_report",
 ]

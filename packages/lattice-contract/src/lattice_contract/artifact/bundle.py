@@ -71,6 +71,14 @@ class BundlePaths:
     weights: Path
 
 
+FIXTURE_DATA_FILES = ("inputs.safetensors", "expected.safetensors")
+"""A conformance fixture case's inputs and expected outputs, allowed beside the bundle.
+
+A fixture case directory is an artifact plus these two files (never read
+as weights), so ``load_lattice_program(case_dir)`` works on it directly.
+"""
+
+
 def check_bundle_dir(path: str | os.PathLike[str]) -> BundlePaths:
     """Check a directory against the bundle rules; return its graph and weight paths."""
     root = Path(path)
@@ -92,7 +100,9 @@ def check_bundle_dir(path: str | os.PathLike[str]) -> BundlePaths:
     others = [
         n
         for n in names
-        if n != WEIGHT_FILE and any(n.lower().endswith(s) for s in OTHER_WEIGHT_SUFFIXES)
+        if n != WEIGHT_FILE
+        and n not in FIXTURE_DATA_FILES
+        and any(n.lower().endswith(s) for s in OTHER_WEIGHT_SUFFIXES)
     ]
     if others:
         raise BundleError(

@@ -165,6 +165,29 @@ class GeneratedOps:
         """``lattice.elementwise``: Deterministic unary map of f32 features: exp, or round half to even."""
         return self._emit_one("elementwise", locals())
 
+    def sparse_crop(
+        self,
+        *,
+        input: Value,
+        lower: int | Sequence[int],
+        upper: int | Sequence[int],
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.sparse.crop``: Keep the rows whose physical coordinates lie in a static box (spconv's grid bounds)."""
+        return self._emit_one("sparse.crop", locals())
+
+    def sparse_to_dense(
+        self,
+        *,
+        input: Value,
+        spatial_shape: int | Sequence[int],
+        batch_size: int,
+        layout: str,
+        **unexpected: Never,
+    ) -> Value:
+        """``lattice.sparse.to_dense``: Scatter a sparse value into a zero dense array of a static grid (spconv's dense())."""
+        return self._emit_one("sparse.to_dense", locals())
+
     def sparse_make(
         self,
         *,
@@ -509,7 +532,7 @@ class GeneratedOps:
         self,
         *,
         input: Value,
-        rounding: str | Rounding,
+        rounding: str | Rounding | None = None,
         dtype: str,
         **unexpected: Never,
     ) -> Value:

@@ -83,7 +83,7 @@ from lattice_contract.dialect import (
     TypeConstraint,
     rule_tag,
 )
-from lattice_contract.plan import ValueType
+from lattice_contract.plan import MAX_LOCATION_CHARS, ValueType
 
 __all__ = [
     "BuilderError",
@@ -115,6 +115,7 @@ class BuiltOp:
     operands: tuple[Value, ...]
     results: tuple[Value, ...]
     attrs: Mapping[str, Any]
+    location: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,27 @@ class MLIRModuleBuilder(GeneratedOps):
         self._next_conflict = 0
         self._symbols: dict[str, str] = {}
         self._storage_keys: set[str] = set()
+        self._location: str | None = None
+
+    @property
+    def location(self) -> str | None:
+        """The source location (a module path) the next ops are written with, if any."""
+        return self._location
+
+    def set_location(self, location: str | None) -> None:
+        """Write the next ops with ``loc("location")`` (None: no location).
+
+        Locations name where an op came from (``conv_input.0``); they do not
+        change what the graph computes, and every MLIR verifier accepts them.
+        """
+        if location is not None and not isinstance(location, str):
+            raise BuilderError(f"set_location: expected a str or None, got {location!r}")
+        if location is not None and len(location) > MAX_LOCATION_CHARS:
+            raise BuilderError(
+                f"set_location: a location of {len(location)} characters is too long; a plan "
+                f"takes at most {MAX_LOCATION_CHARS} (name the op by a shorter module path)"
+            )
+        self._location = location or None
 
     # -- module ABI ---------------------------------------------------------
 
@@ -201,7 +223,7 @@ class MLIRModuleBuilder(GeneratedOps):
 
     def add_sparse_input(
         self,
-        name: str,
+        name: str | None,
         *,
         channels: int,
         dtype: str,
@@ -212,12 +234,27 @@ class MLIRModuleBuilder(GeneratedOps):
         Adds the three consecutive entry arguments ``<name>_coords``,
         ``<name>_features`` and ``<name>_active`` (roles sparse_coords,
         sparse_features, sparse_active) and emits the ``lattice.sparse.make``
-        that records ``stride``.
+        that records ``stride``.  ``name=None`` gives the bare names
+        ``coords``, ``features``, ``active``, allowed for a module's only
+        sparse input (a second sparse input is then refused, and vice versa).
         """
         taken = {a.abi_name for a in self._args}
-        self._check_abi_name("add_sparse_input", name, taken)
-        for suffix in SPARSE_ABI_SUFFIXES:
-            self._check_abi_name("add_sparse_input", name + suffix, taken)
+        sparse_before = [a.abi_name for a in self._args if a.role == SPARSE_INPUT_ROLES[0]]
+        bare = SPARSE_ABI_SUFFIXES[0].lstrip("_")
+        if name is None or bare in sparse_before:
+            if sparse_before:
+                raise BuilderError(
+                    "add_sparse_input: the bare names coords, features, active are for a "
+                    "module's only sparse input, and this module has another; give every "
+                    "sparse input a name"
+                )
+            name = None
+        else:
+            self._check_abi_name("add_sparse_input", name, taken)
+        prefix = "" if name is None else name
+        suffixes = [s.lstrip("_") if name is None else s for s in SPARSE_ABI_SUFFIXES]
+        for suffix in suffixes:
+            self._check_abi_name("add_sparse_input", prefix + suffix, taken)
         if not isinstance(channels, int) or isinstance(channels, bool) or channels <= 0:
             raise BuilderError(
                 f"add_sparse_input: channels {channels!r} is invalid; pass a positive int"
@@ -231,8 +268,8 @@ class MLIRModuleBuilder(GeneratedOps):
         make = SCHEMA.op("sparse.make")
         before = len(self._args)
         args = [
-            self._add_arg(name + suffix, vt, role)
-            for suffix, vt, role in zip(SPARSE_ABI_SUFFIXES, types, SPARSE_INPUT_ROLES, strict=True)
+            self._add_arg(prefix + suffix, vt, role)
+            for suffix, vt, role in zip(suffixes, types, SPARSE_INPUT_ROLES, strict=True)
         ]
         kwargs: dict[str, Any] = {o.name: v for o, v in zip(make.operands, args, strict=True)}
         try:
@@ -404,8 +441,11 @@ class MLIRModuleBuilder(GeneratedOps):
         else:
             outs = result_texts[0] if len(results) == 1 else "(" + ", ".join(result_texts) + ")"
             text += " : (" + ", ".join(operand_texts) + ") -> " + outs
+        if self._location is not None:
+            text += f" loc({mlir_string(self._location)})"
         self._lines.append(text)
-        self._ops.append(BuiltOp(op, tuple(used), values, MappingProxyType(dict(call.attrs))))
+        attrs = MappingProxyType(dict(call.attrs))
+        self._ops.append(BuiltOp(op, tuple(used), values, attrs, self._location))
         return values
 
     def _unique_name(self, name: str) -> str:

@@ -598,3 +598,37 @@ def _elementwise(call: _Call) -> tuple[ValueType, ...]:
     if vt.dtype != "f32":
         call.fail("elementwise.f32", "input", f"has element type {vt.dtype}")
     return (vt,)
+
+
+@_rule("sparse.crop")
+def _sparse_crop(call: _Call) -> tuple[ValueType, ...]:
+    """Same stride, channels and dtype; the box must be non-empty and on the stride's lattice."""
+    _, vt, stride, channels = call.sparse("input")
+    lower, upper = call.attrs["lower"], call.attrs["upper"]
+    if any(lo >= hi for lo, hi in zip(lower, upper, strict=True)):
+        call.fail("crop.box", "upper", f"= {tuple(upper)} is not above lower = {tuple(lower)}")
+    for name, box in (("lower", lower), ("upper", upper)):
+        if any(v % t for v, t in zip(box, stride, strict=True)):
+            call.fail("crop.stride", name, f"= {tuple(box)} is not a multiple of stride {stride}")
+    return (_sparse_type(vt.dtype, stride, channels),)
+
+
+def dense_shape(layout: str, batch: int, channels: int, spatial: Triple) -> tuple[int, ...]:
+    """The result shape of ``sparse.to_dense``: ``spatial`` is (X, Y, Z), ordered by layout."""
+    x, y, z = spatial
+    return {
+        "b_c_z_y_x": (batch, channels, z, y, x),
+        "b_z_y_x_c": (batch, z, y, x, channels),
+        "b_c_x_y_z": (batch, channels, x, y, z),
+        "b_x_y_z_c": (batch, x, y, z, channels),
+        "b_cz_y_x": (batch, channels * z, y, x),
+    }[layout]
+
+
+@_rule("sparse.to_dense")
+def _sparse_to_dense(call: _Call) -> tuple[ValueType, ...]:
+    _, vt, _, channels = call.sparse("input")
+    shape = dense_shape(
+        call.attrs["layout"], call.attrs["batch_size"], channels, call.attrs["spatial_shape"]
+    )
+    return (ValueType("tensor", vt.dtype, shape=shape),)

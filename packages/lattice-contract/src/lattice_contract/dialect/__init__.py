@@ -53,6 +53,7 @@ from lattice_contract.dialect.geometry import (
     stride_divides,
     transposed_stride,
 )
+from lattice_contract.dialect.grid_ops import DENSE_LAYOUTS
 from lattice_contract.dialect.kernel import (
     OCTREE_CHILD_OFFSETS,
     Triple,
@@ -73,6 +74,12 @@ from lattice_contract.dialect.op_base import (
 )
 from lattice_contract.dialect.ops import (
     Conv3d,
+)
+from lattice_contract.dialect.reference import (
+    LATTICE_ONLY,
+    REFERENCE_SYSTEM,
+    LatticeOnly,
+    outside_reference,
 )
 from lattice_contract.dialect.rules import (
     DIALECT_RULES,
@@ -137,6 +144,7 @@ from lattice_contract.dialect.values import (
     check_logical_shape,
     check_quant_bits,
     check_quantization,
+    dense_layout,
     int_triple,
     is_group_size,
     is_quant_bits,
@@ -152,6 +160,7 @@ from lattice_contract.dialect.values import (
 
 __all__ = [
     "CURRENT_IR_VERSION",
+    "DENSE_LAYOUTS",
     "DIALECT",
     "DIALECT_RULES",
     "ENUMS",
@@ -163,6 +172,7 @@ __all__ = [
     "INT32_MIN",
     "INT_DTYPES",
     "KNOWN_PRODUCER_DIGESTS",
+    "LATTICE_ONLY",
     "NORMALIZED_EPS",
     "OCTREE_CHILD_OFFSETS",
     "OUTPUT_ROLES",
@@ -171,6 +181,7 @@ __all__ = [
     "PACKING_FIELDS",
     "PACKING_GROUP_SIZES",
     "QUANT_BITS",
+    "REFERENCE_SYSTEM",
     "RULES",
     "SCHEMA",
     "SCHEMA_DIGEST",
@@ -194,6 +205,7 @@ __all__ = [
     "Int32CoordinateError",
     "Interpolation",
     "Join",
+    "LatticeOnly",
     "Op",
     "OpDef",
     "PackingBits",
@@ -227,6 +239,7 @@ __all__ = [
     "check_quant_bits",
     "check_quantization",
     "coordinate_span_error",
+    "dense_layout",
     "embedding_index_error",
     "enum_synonyms",
     "forward_stride",
@@ -242,6 +255,7 @@ __all__ = [
     "octree_child_bit",
     "octree_tap_bits",
     "output_stride",
+    "outside_reference",
     "packed_geometry",
     "positive_float",
     "positive_int",

@@ -452,7 +452,7 @@ class Cast(Op):
     __rules__ = (use("cast.float"), use("cast.shape"))
     input: Annotated[Operand, TENSOR]
     result: Annotated[Result, TENSOR]
-    rounding: Annotated[Attribute, enum_attr(Rounding)]
+    rounding: Annotated[Attribute, enum_attr(Rounding).optional(default="nearest_even")]
 
 
 class Call(Op):

@@ -387,6 +387,33 @@ _ALL: tuple[Rule, ...] = (
         "elementwise maps rank-2 f32 features to features of the same shape.",
         "convert with lattice.cast first and return the input's shape",
     ),
+    Rule(
+        "crop.box",
+        _N,
+        "sparse.crop's box is non-empty: lower < upper on every axis.",
+        "give lower <= coordinate < upper per axis with lower below upper (spconv: lower 0, "
+        "upper the layer's output shape times the value's stride)",
+    ),
+    Rule(
+        "crop.stride",
+        _N,
+        "sparse.crop's lower and upper are multiples of the input's stride on every axis.",
+        "write the box in physical units: grid cells times the value's stride",
+    ),
+    Rule(
+        "dense.shape",
+        _N,
+        "sparse.to_dense's result has the rank and extents its layout, batch_size and "
+        "spatial_shape give (channels may be dynamic).",
+        "declare the result as the layout orders (batch_size, channels, spatial_shape); "
+        "b_cz_y_x is rank 4 with channels times spatial z",
+    ),
+    Rule(
+        "dense.dtype",
+        _N,
+        "sparse.to_dense's result has the input's element type.",
+        "declare the result with the sparse input's dtype",
+    ),
     # --- Builder: need weight shapes, which IR types do not carry. ----------------
     Rule(
         "weight.shape",

@@ -36,6 +36,7 @@ from lattice_contract.dialect.extra_ops import (
     TargetNormalizedConvTranspose3d,
     TrilinearUpsample3d,
 )
+from lattice_contract.dialect.grid_ops import DENSE_LAYOUTS, SparseCrop, SparseToDense
 from lattice_contract.dialect.op_base import Op, op_def
 from lattice_contract.dialect.ops import (
     Activation,
@@ -161,6 +162,7 @@ __all__ = [
     "BATCH_SIZE",
     "COORDS",
     "DEFAULT_ACCUMULATION",
+    "DENSE_LAYOUTS",
     "DIALECT",
     "DIALECT_RULES",
     "ELEMENTWISE_KINDS",
@@ -248,9 +250,11 @@ __all__ = [
     "Softmax",
     "SparseBinary",
     "SparseCat",
+    "SparseCrop",
     "SparseDecompose",
     "SparseMake",
     "SparseReindex",
+    "SparseToDense",
     "SparseWithFeatures",
     "StrideRule",
     "SubmConv3d",

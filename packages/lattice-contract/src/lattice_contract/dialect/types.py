@@ -245,7 +245,12 @@ class Interpolation(SchemaEnum):
 
 
 class Rounding(SchemaEnum):
-    """IEEE 754 rounding direction of ``lattice.cast``."""
+    """IEEE 754 rounding direction of ``lattice.cast``.
+
+    ``nearest`` (the typed-program text's name for IEEE's default, and the
+    default when ``rounding`` is left out) is a synonym of ``nearest_even``,
+    the precise keyword that prints.
+    """
 
     __mnemonic__ = "rounding"
     nearest_even = "nearest_even"
@@ -253,6 +258,7 @@ class Rounding(SchemaEnum):
     toward_zero = "toward_zero"
     upward = "upward"
     downward = "downward"
+    nearest = "nearest_even"
 
 
 ENUMS: tuple[type[SchemaEnum], ...] = (

@@ -26,7 +26,11 @@ from typing import NamedTuple, TypeVar
 
 from lattice_contract.dialect.coord_range import INT32_MAX, INT32_MIN
 from lattice_contract.dialect.kernel import Triple, as_triple, is_int
-from lattice_contract.dialect.schema import PACKED_DTYPE_OF_BITS, PACKING_GROUP_SIZES
+from lattice_contract.dialect.schema import (
+    DENSE_LAYOUTS,
+    PACKED_DTYPE_OF_BITS,
+    PACKING_GROUP_SIZES,
+)
 
 __all__ = [
     "GROUP_SIZES",
@@ -37,6 +41,7 @@ __all__ = [
     "check_logical_shape",
     "check_quant_bits",
     "check_quantization",
+    "dense_layout",
     "int_triple",
     "is_group_size",
     "is_quant_bits",
@@ -217,6 +222,13 @@ def resolve_batch_size(batch_size: object, max_batch: int | None, op: str = "glo
             "batch_size > every batch index, or -1 to infer it"
         )
     return batch_size
+
+
+def dense_layout(value: object, op: str = "sparse_to_dense") -> str:
+    """A ``sparse_to_dense`` layout: one of the schema's :data:`DENSE_LAYOUTS` spellings."""
+    if not isinstance(value, str) or value not in DENSE_LAYOUTS:
+        raise ValueError(f"{op}: layout must be one of {', '.join(DENSE_LAYOUTS)}, got {value!r}")
+    return value
 
 
 def softmax_axis(axis: object, op: str = "softmax") -> int:

@@ -12,6 +12,7 @@ common.  Each runtime implements its own behaviour on top of these.
 from __future__ import annotations
 
 from lattice_contract.frontend import (
+    grid,
     nn_activations,
     nn_convs,
     nn_features,
@@ -33,6 +34,12 @@ from lattice_contract.frontend.float_formats import (
     FloatFormat,
     cast_source_error,
     cast_target_error,
+)
+from lattice_contract.frontend.grid import (
+    check_crop_box,
+    dense_axes,
+    spconv_conv_out,
+    spconv_transpose_out,
 )
 from lattice_contract.frontend.kernel_map import (
     TapPairs,
@@ -88,6 +95,7 @@ from lattice_contract.frontend.sparse_errors import (
 from lattice_contract.frontend.sparse_tensor import (
     SparseTensorBase,
 )
+from lattice_contract.frontend.upstream_ops import UPSTREAM_OP_NAMES, UpstreamOps
 
 __all__ = [
     "ARRAY_TYPES",
@@ -101,6 +109,7 @@ __all__ = [
     "REQUIRED",
     "RUNTIME_LAYER_NAMES",
     "TAP_BITS",
+    "UPSTREAM_OP_NAMES",
     "Attrs",
     "ConvParams",
     "DevoxelizeInputs",
@@ -110,14 +119,18 @@ __all__ = [
     "PointPrologue",
     "SparseTensorBase",
     "TapPairs",
+    "UpstreamOps",
     "VoxelizeInputs",
     "cached_relation",
     "canonical_order",
     "cast_source_error",
     "cast_target_error",
+    "check_crop_box",
     "check_elementwise",
+    "dense_axes",
     "feature_keyword_aliases",
     "given_features",
+    "grid",
     "implement",
     "keyword_error",
     "morton_keys",
@@ -131,6 +144,8 @@ __all__ = [
     "row_order",
     "signatures",
     "sparse_errors",
+    "spconv_conv_out",
+    "spconv_transpose_out",
     "target_key",
     "trusted",
 ]

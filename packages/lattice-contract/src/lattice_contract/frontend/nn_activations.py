@@ -65,7 +65,9 @@ class _Fixed(Activation):
 
     fixed_kind: ClassVar[ActivationKind]
 
-    def __init__(self) -> None:
+    def __init__(self, inplace: bool = False) -> None:
+        # ``inplace`` is torch's memory hint (``nn.ReLU(True)`` in TorchSparse and torch
+        # code); a sparse activation returns a new value either way, so it is accepted.
         super().__init__(self.fixed_kind)
 
 
@@ -81,7 +83,7 @@ class ReLU(_Fixed):
 class LeakyReLU(Activation):
     """``x`` where ``x >= 0``, else ``negative_slope * x``."""
 
-    def __init__(self, negative_slope: float = 0.01) -> None:
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__(ActivationKind.leaky_relu, alpha=negative_slope)
 
 

@@ -83,6 +83,18 @@ def _factory_only(layer: Any, factory: Mapping[str, object]) -> None:
     be silently ignored by the op.
     """
     unknown = sorted(set(factory) - _FACTORY_KEYS)
+    if "transposed" in unknown or "generative" in unknown:
+        # TorchSparse's spnn.Conv3d(c_in, c_out, 2, 2, transposed=True) goes back onto the
+        # rows its encoder cached at the finer stride; a module alone cannot know them.
+        raise TypeError(
+            f"{type(layer).__name__}() has no transposed=/generative= flag (TorchSparse's "
+            "spnn.Conv3d spelling): for TorchSparse's transposed conv back onto the finer rows "
+            "use nn.TargetConvTranspose3d(c_in, c_out, k, stride) called as m(x, target) with "
+            "the encoder's tensor at the finer stride (torch_lattice.port.from_torchsparse "
+            "does this for a whole model); nn.ConvTranspose3d instead creates every row the "
+            "kernel reaches (8 per row for k=2, s=2), and nn.GenerativeConvTranspose3d is "
+            "MinkowskiEngine's generative one"
+        )
     if unknown:
         name = type(layer).__name__
         raise TypeError(
@@ -194,7 +206,14 @@ class SubmConv3d(ConvLayer[DeviceT, DTypeT]):
 
 
 class ConvTranspose3d(ConvLayer[DeviceT, DTypeT]):
-    """Transposed sparse conv over its derived support (``lattice.conv_transpose3d``)."""
+    """Transposed sparse conv over its derived support (``lattice.conv_transpose3d``).
+
+    Every row a coarse row's kernel reaches becomes an output row (a k=2, s=2
+    conv turns each row into 8), so it does *not* return to an encoder's
+    finer rows as TorchSparse's ``Conv3d(..., transposed=True)`` and spconv's
+    ``SparseInverseConv3d`` do: for those use :class:`TargetConvTranspose3d`
+    with the finer tensor as target.
+    """
 
     functional_op = "conv_transpose3d"
 

@@ -32,6 +32,8 @@ from lattice_contract.dialect import (
     VoxelReduction,
     as_enum,
     as_triple,
+    dense_layout,
+    positive_int,
     resolve_batch_size,
     voxel_grid,
     window,
@@ -44,6 +46,7 @@ __all__ = [
     "FullMaxPool3d",
     "FullSumPool3d",
     "GlobalPool",
+    "HeightCompression",
     "Layer",
     "MaxPool3d",
     "PoolTranspose3d",
@@ -53,6 +56,7 @@ __all__ = [
     "SparseCat",
     "SparseReindex",
     "SumPool3d",
+    "ToDense",
     "TrilinearUpsample3d",
     "Voxelize",
     "Weighted",
@@ -372,6 +376,51 @@ class SparseReindex(Layer):
     """``x``'s features moved onto a target's rows (zeros where absent): ``m(x, target)``."""
 
     functional_op = "sparse_reindex"
+
+
+# --------------------------------------------------------------------- dense hand-off
+
+
+class ToDense(Layer):
+    """The sparse value as a zero-filled dense array of a static grid (spconv's ``ToDense``).
+
+    A sparse backbone ends where a 2D head begins: spconv's ``dense()`` writes
+    the rows into a zero array.  ``spatial_shape`` is the grid's (X, Y, Z) in
+    cells of the value's stride and ``batch_size`` its batch items; ``layout``
+    orders the result (``"b_c_z_y_x"``, spconv's ``dense()`` of ``(b, z, y, x)``
+    indices, is the default).  A row outside the grid is an error, as in
+    spconv.  Exports as ``lattice.sparse.to_dense``.
+    """
+
+    functional_op = "sparse_to_dense"
+
+    def __init__(
+        self, spatial_shape: IntOrTriple, batch_size: int, layout: str = "b_c_z_y_x"
+    ) -> None:
+        super().__init__()
+        self.spatial_shape: Triple = as_triple(spatial_shape, "spatial_shape")
+        self.batch_size = positive_int(batch_size, "batch_size")
+        self.layout = dense_layout(layout, type(self).__name__)
+
+    def extra_repr(self) -> str:
+        grid = f"spatial_shape={self.spatial_shape}, batch_size={self.batch_size}"
+        return f"{grid}, layout={self.layout!r}"
+
+
+class HeightCompression(ToDense):
+    """OpenPCDet's map-to-BEV: ``dense()`` then ``(N, C, Z, Y, X) -> (N, C * Z, Y, X)``.
+
+    The 2D detection head reads a bird's-eye-view map, so depth is folded into
+    channels: channel ``c * Z + z`` of the result is channel c at height z, as
+    OpenPCDet's ``view`` gives.  ``spatial_shape`` is (X, Y, Z) as for
+    :class:`ToDense`.
+    """
+
+    def __init__(self, spatial_shape: IntOrTriple, batch_size: int) -> None:
+        super().__init__(spatial_shape, batch_size, layout="b_cz_y_x")
+
+    def extra_repr(self) -> str:
+        return f"spatial_shape={self.spatial_shape}, batch_size={self.batch_size}"
 
 
 def layer_classes(namespace: dict[str, Any]) -> dict[str, type[Layer]]:

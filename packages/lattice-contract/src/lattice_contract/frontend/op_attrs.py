@@ -40,6 +40,7 @@ __all__ = [
     "SCHEMA_DEFAULT",
     "Attr",
     "AttrDecl",
+    "IntOrTriple",
     "enum_attr",
     "finite_float_attr",
     "keyword_error",
@@ -61,6 +62,9 @@ class _Marker:
 
 
 REQUIRED: Final = _Marker("REQUIRED")
+
+IntOrTriple = int | Sequence[int]
+"""A per-axis geometry keyword: one int for every axis, or three."""
 """Default of a keyword the caller must give (a ``Required[...]`` field)."""
 
 SCHEMA_DEFAULT: Final = _Marker("SCHEMA_DEFAULT")

@@ -42,12 +42,14 @@ from lattice_contract.dialect import (
     softmax_axis,
     voxel_grid,
 )
+from lattice_contract.frontend.grid import SparseCropAttrs, SparseToDenseAttrs
 from lattice_contract.frontend.nn_args import activation_params
 from lattice_contract.frontend.op_attrs import (
     REQUIRED,
     SCHEMA_DEFAULT,
     Attr,
     AttrDecl,
+    IntOrTriple,
     Joint,
     enum_attr,
     finite_float_attr,
@@ -70,9 +72,6 @@ __all__ = [
     "normalise",
     "window",
 ]
-
-IntOrTriple = int | Sequence[int]
-"""A per-axis geometry keyword: one int for every axis, or three."""
 
 FloatOrTriple = float | Sequence[float]
 
@@ -528,7 +527,9 @@ _KEYWORDS: Mapping[str, tuple[type, tuple[str, ...]]] = MappingProxyType(
         "softmax": (SoftmaxAttrs, ()),
         "sparse_binary": (SparseBinaryAttrs, ()),
         "sparse_cat": (SparseCatAttrs, ()),
+        "sparse_crop": (SparseCropAttrs, ()),
         "sparse_reindex": (SparseReindexAttrs, ()),
+        "sparse_to_dense": (SparseToDenseAttrs, ()),
         "subm_conv3d": (SubmConv3dAttrs, ()),
         "trilinear_upsample3d": (TrilinearUpsample3dAttrs, _TARGETED),
         "voxelize": (VoxelizeAttrs, ()),

@@ -122,6 +122,26 @@ class PointPrologue(Generic[ArrayT, SparseT]):
         """``(some batch index is negative, every point is finite)`` (an empty set: no, yes)."""
         raise NotImplementedError(f"{type(self).__name__} must implement value_facts")
 
+    def single_batch(self, points: ArrayT) -> ArrayT:
+        """Batch index 0 for every point, int32 ``(P,)`` (``batch_indices`` left out)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement single_batch")
+
+    def inferred_batch(self, op: str, points: object, voxels: object = None) -> Any:
+        """The batch column when the caller gave none: every point in batch item 0.
+
+        mlx-lattice 0.6 inferred it; Lattice does so only where there is one
+        answer (one batch item), and otherwise asks for ``batch_indices``.
+        """
+        batch_size = int(getattr(voxels, "batch_size", 0))
+        if batch_size > 1:
+            raise ValueError(
+                f"{op}: batch_indices left out but the voxels hold {batch_size} batch items; "
+                f"pass batch_indices (int32, one batch index per point)"
+            )
+        if not isinstance(points, self.array_type) or points.ndim != 2:
+            op_errors.check_points_and_batch(op, points, None, self.array_type)
+        return self.single_batch(points)  # type: ignore[arg-type]  # checked above
+
     def device(self, array: ArrayT) -> object:
         """Where an array lives (None for a library with one memory, as MLX's)."""
         return None
@@ -152,6 +172,8 @@ class PointPrologue(Generic[ArrayT, SparseT]):
         self, points: object, features: object, batch: object, active_rows: object, attrs: Attrs
     ) -> VoxelizeInputs[ArrayT]:
         """``voxelize``'s arguments checked, cut to the ``active_rows`` leading points."""
+        if batch is None:
+            batch = self.inferred_batch("voxelize", points)
         p, b = self.points_and_batch("voxelize", points, batch)
         num_points = int(p.shape[0])
         found = getattr(features, "dtype", None)
@@ -178,6 +200,8 @@ class PointPrologue(Generic[ArrayT, SparseT]):
         if not isinstance(voxels, self.sparse_type):
             got = "a dense array" if isinstance(voxels, self.array_type) else type(voxels).__name__
             raise TypeError(f"devoxelize: voxels must be a SparseTensor, got {got}")
+        if batch is None:
+            batch = self.inferred_batch("devoxelize", points, voxels)
         p, b = self.points_and_batch("devoxelize", points, batch)
         self.colocated("devoxelize", ("points", p), ("voxels", voxels.feats))
         num_points = int(p.shape[0])

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, Unpack
 
 import lattice_contract.frontend.ops as ops
+from lattice_contract.frontend.grid import SparseCropAttrs, SparseToDenseAttrs
 from lattice_contract.frontend.op_attrs import REQUIRED, keyword_error, normalise_attrs
 from lattice_contract.frontend.ops import (
     ActivationAttrs,
@@ -195,7 +196,7 @@ class Voxelize(Protocol[S_out, A_in]):
         self,
         points: A_in,
         features: A_in,
-        batch_indices: A_in,
+        batch_indices: A_in | None = None,
         active_rows: A_in | int | None = None,
         **attrs: Unpack[VoxelizeAttrs],
     ) -> S_out: ...
@@ -206,7 +207,7 @@ class Devoxelize(Protocol[S_in, A]):
         self,
         points: A,
         voxels: S_in,
-        batch_indices: A,
+        batch_indices: A | None = None,
         point_active_rows: A | int | None = None,
         **attrs: Unpack[DevoxelizeAttrs],
     ) -> A: ...
@@ -276,6 +277,14 @@ class SparseReindex(Protocol[S]):
     def __call__(self, input: S, target: S, **attrs: Unpack[SparseReindexAttrs]) -> S: ...
 
 
+class SparseCrop(Protocol[S]):
+    def __call__(self, input: S, **attrs: Unpack[SparseCropAttrs]) -> S: ...
+
+
+class SparseToDense(Protocol[S_in, A_out]):
+    def __call__(self, input: S_in, **attrs: Unpack[SparseToDenseAttrs]) -> A_out: ...
+
+
 SIGNATURES: Mapping[str, type] = {
     "activation": Activation,
     "batch_norm": BatchNorm,
@@ -301,7 +310,9 @@ SIGNATURES: Mapping[str, type] = {
     "softmax": Softmax,
     "sparse_binary": SparseBinary,
     "sparse_cat": SparseCat,
+    "sparse_crop": SparseCrop,
     "sparse_reindex": SparseReindex,
+    "sparse_to_dense": SparseToDense,
     "subm_conv3d": SubmConv3d,
     "trilinear_upsample3d": TrilinearUpsample3d,
     "voxelize": Voxelize,

@@ -52,7 +52,16 @@ def not_an_array(what: str, value: object) -> TypeError:
 
 
 def coords_dtype(dtype: object) -> TypeError:
-    return TypeError(f"coords must be int32, got {dtype_word(dtype)}; convert them to int32")
+    word = dtype_word(dtype)
+    if word in ("float16", "bfloat16", "float32", "float64"):
+        # TorchSparse's SparseTensor takes (feats, coords): float "coords" are usually the
+        # features passed first, and converting them to int32 would hide the mistake.
+        return TypeError(
+            f"coords must be int32, got {word}: SparseTensor takes (coords, feats), coordinates "
+            "first (TorchSparse's SparseTensor takes (feats, coords)); if these are the "
+            "features, swap the arguments or pass feats= / coords= by name"
+        )
+    return TypeError(f"coords must be int32, got {word}; convert them to int32")
 
 
 def coords_shape(shape: Sequence[int]) -> ValueError:

@@ -29,17 +29,18 @@ from lattice_contract.plan import verify
 from lattice_contract.plan.freeze import LEGACY_LAYOUTS
 from lattice_contract.plan.records import (
     ENTRY_NAME,
+    MAX_LOCATION_CHARS,
     NO_FACTS,
     LogicalInput,
     PlanArgument,
     PlanError,
     PlanOperation,
     PlanOutput,
-    RuntimePlan,
     TypeInfo,
     ValueFacts,
     ValueType,
 )
+from lattice_contract.plan.runtime_plan import RuntimePlan
 from lattice_contract.plan.typecheck import (
     PlanTypeError,
     TypedPlan,
@@ -58,6 +59,7 @@ from lattice_contract.plan.verify import (
 __all__ = [
     "ENTRY_NAME",
     "LEGACY_LAYOUTS",
+    "MAX_LOCATION_CHARS",
     "NO_FACTS",
     "ArtifactCapabilityError",
     "LatticeMLIRStatus",

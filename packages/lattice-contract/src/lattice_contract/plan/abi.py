@@ -5,7 +5,8 @@ results; ``lattice.input_roles`` / ``lattice.output_roles`` and the names
 give them meaning.  These checks make that meaning unambiguous before any
 runtime binds a caller's arrays: every role is known and fits its value's
 type, each sparse input is three consecutive arguments named
-``<name>_coords``, ``<name>_features``, ``<name>_active``, no ABI name or
+``<name>_coords``, ``<name>_features``, ``<name>_active`` (or, for the only
+sparse input, ``coords``, ``features``, ``active``), no ABI name or
 label is used twice, and every output names the value it returns.
 """
 
@@ -30,6 +31,8 @@ from lattice_contract.plan.records import (
 )
 
 __all__ = [
+    "BARE_INPUT_NAME",
+    "BARE_SPARSE_NAMES",
     "check_role_types",
     "freeze_arguments",
     "freeze_outputs",
@@ -101,6 +104,38 @@ def freeze_outputs(
     return tuple(outputs)
 
 
+BARE_SPARSE_NAMES: tuple[str, str, str] = ("coords", "features", "active")
+"""The ABI names of a program's only sparse input when it has no ``<name>_`` prefix."""
+
+BARE_INPUT_NAME = "input"
+"""The logical name of a bare-named sparse input (``program(input=x)``)."""
+
+
+def _bare_input(
+    i: int, args: Sequence[PlanArgument], group: tuple[PlanArgument, ...]
+) -> LogicalInput:
+    """The sparse input named ``coords``, ``features``, ``active``: allowed when it is the only one.
+
+    With one sparse input the bare names are unambiguous (the call form
+    ``program(coords=..., features=..., active=...)``); with several, every
+    input needs its ``<name>_`` prefix so that each keyword names one array.
+    """
+    sparse = sum(1 for a in args if a.role == "sparse_coords")
+    if sparse != 1:
+        raise PlanError(
+            f"argument #{i} is the bare sparse input name 'coords' but the entry has {sparse} "
+            f"sparse inputs; the bare names are for a single sparse input, so name each one "
+            f"<name>_coords, <name>_features, <name>_active"
+        )
+    for offset, (member, want) in enumerate(zip(group, BARE_SPARSE_NAMES, strict=True)):
+        if member.abi_name != want:
+            raise PlanError(
+                f"argument #{i + offset} of the bare sparse input is named "
+                f"{member.abi_name!r}; expected {want!r}"
+            )
+    return LogicalInput(BARE_INPUT_NAME, "sparse", group)
+
+
 def logical_inputs(args: Sequence[PlanArgument]) -> tuple[LogicalInput, ...]:
     """Public inputs in argument order: sparse triples grouped under their shared prefix."""
     found: list[LogicalInput] = []
@@ -120,10 +155,15 @@ def logical_inputs(args: Sequence[PlanArgument]) -> tuple[LogicalInput, ...]:
                 f"arguments with roles {', '.join(SPARSE_INPUT_ROLES)}"
             )
         suffix = SPARSE_ABI_SUFFIXES[0]
+        if arg.abi_name == BARE_SPARSE_NAMES[0]:
+            found.append(_bare_input(i, args, group))
+            i += 3
+            continue
         if not arg.abi_name.endswith(suffix) or len(arg.abi_name) == len(suffix):
             raise PlanError(
                 f"argument #{i} has role sparse_coords but ABI name {arg.abi_name!r}; sparse "
-                f"inputs are named <name>_coords, <name>_features, <name>_active"
+                f"inputs are named <name>_coords, <name>_features, <name>_active (a single "
+                f"sparse input may be coords, features, active)"
             )
         prefix = arg.abi_name[: -len(suffix)]
         for offset, (member, want) in enumerate(zip(group, SPARSE_ABI_SUFFIXES, strict=True)):

@@ -29,6 +29,7 @@ involved and what the producer has to change.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -60,11 +61,11 @@ from lattice_contract.plan.payload import (
 )
 from lattice_contract.plan.records import (
     ENTRY_NAME,
+    MAX_LOCATION_CHARS,
     PlanArgument,
     PlanError,
     PlanOperation,
     PlanOutput,
-    RuntimePlan,
     ValueType,
 )
 
@@ -84,6 +85,7 @@ _PAYLOAD_KEYS = (
 )
 _TYPE_KINDS = ("sparse", "weight", "tensor")
 _OP_FIELDS = ("name", "operands", "results", "attrs", "operand_types", "result_types")
+_OP_OPTIONAL = ("location",)  # the op's source module path, when the graph names one
 
 # ---------------------------------------------------------------------------
 # Op rules.
@@ -196,8 +198,15 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
     ``defined`` maps each label defined so far to its type text; operands must
     be in it with the same type and results must not.  The results are added.
     """
-    try:  # six fields, each present: exactly the op fields (a key lookup is cheaper than a set)
-        if type(raw) is not dict or len(raw) != len(_OP_FIELDS):
+    try:  # the six op fields, each present, and maybe a location (a key lookup beats a set)
+        if type(raw) is not dict:
+            raise KeyError
+        size = len(raw)
+        if size == len(_OP_FIELDS):
+            location = None
+        elif size == len(_OP_FIELDS) + 1:
+            location = raw["location"]
+        else:
             raise KeyError
         name, operands, results = raw["name"], raw["operands"], raw["results"]
         attrs_raw, operand_types, result_types = (
@@ -206,10 +215,11 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
             raw["result_types"],
         )
     except KeyError:
-        item = record(raw, f"op #{index}", _OP_FIELDS)
+        item = record(raw, f"op #{index}", _OP_FIELDS, _OP_OPTIONAL)
         name, operands, results = item["name"], item["operands"], item["results"]
         attrs_raw, operand_types = item["attrs"], item["operand_types"]
         result_types = item["result_types"]
+        location = item.get("location")
     rule = _OP_RULES.get(name) if type(name) is str else None
     if rule is None:
         name, rule = _resolve_op(index, name)
@@ -229,6 +239,10 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
         operands = _labels(operands, lambda: f"{_at(where)}.operands")
         operand_types = _labels(operand_types, lambda: f"{_at(where)}.operand_types")
         result_types = _labels(result_types, lambda: f"{_at(where)}.result_types")
+    if location is not None and (
+        type(location) is not str or not 0 < len(location) <= MAX_LOCATION_CHARS
+    ):
+        location = _location(location, where)
     definition, low, high, result_count, attr_rules, _ = rule
     count = len(operands)
     if count < low or (high is not None and count > high):
@@ -301,7 +315,19 @@ def _freeze_op(index: int, raw: Any, defined: dict[str, str]) -> PlanOperation:
     fields["attrs"] = attrs
     fields["operand_types"] = operand_types
     fields["result_types"] = result_types
+    fields["location"] = location
     return op
+
+
+def _location(location: Any, where: Where) -> str:
+    """``location`` when it is a plan op's source location (a short, non-empty str), else raise."""
+    text = require_str(location, f"{_at(where)}.location")
+    if len(text) > MAX_LOCATION_CHARS:
+        raise PlanError(
+            f"{_at(where)}.location is {len(text)} characters long; a source location "
+            f"(a module path) has at most {MAX_LOCATION_CHARS}"
+        )
+    return text
 
 
 # ---------------------------------------------------------------------------
@@ -334,6 +360,7 @@ def _plain_type(text: Any, entry: Any) -> ValueType | None:
 
 
 _ABSENT = object()
+_DERIVE = object()
 
 
 def _freeze_types(raw: Any) -> Mapping[str, ValueType]:
@@ -411,26 +438,81 @@ def _plan(
     ops: list[PlanOperation],
     returns: tuple[str, ...],
     outputs: tuple[PlanOutput, ...],
-) -> RuntimePlan:
-    """The frozen plan, once every argument's and output's type fits its role."""
+) -> dict[str, Any]:
+    """The frozen plan's fields, once every argument's and output's type fits its role."""
     check_role_types(args, outputs, types)
     version, digest, name = header
-    return RuntimePlan(
-        ir_version=version,
-        schema_digest=digest,
-        weight_file=WEIGHT_FILE,
-        name=name,
-        args=args,
-        ops=tuple(ops),
-        returns=returns,
-        outputs=outputs,
-        types=types,
+    return {
+        "ir_version": version,
+        "schema_digest": digest,
+        "weight_file": WEIGHT_FILE,
+        "name": name,
+        "args": args,
+        "ops": tuple(ops),
+        "returns": returns,
+        "outputs": outputs,
+        "types": types,
+    }
+
+
+_TENSOR_TEXT = re.compile(r"tensor<((?:(?:\?|\d+)x)*)([a-z]+\d*)>")
+_SPARSE_TEXT = re.compile(
+    rf"!{DIALECT}\.sparse_tensor<rank = 3, coord = \w+, feature = \w+, dtype = (\w+)>"
+)
+_WEIGHT_TEXT = re.compile(rf"!{DIALECT}\.weight<(\w+), (\w+)>")
+
+
+def _derived_type(text: str) -> ValueType:
+    """The record of one canonical type text, for a payload that carries no ``types`` table.
+
+    Only the three forms the native printer writes are read -- a builtin
+    ranked tensor, ``!lattice.sparse_tensor<...>`` and ``!lattice.weight<...>``
+    -- and each must match whole; anything else is refused, never guessed.
+    """
+    if (m := _TENSOR_TEXT.fullmatch(text)) is not None:
+        dims = tuple(-1 if d == "?" else int(d) for d in m.group(1).split("x")[:-1])
+        return ValueType(kind="tensor", dtype=m.group(2), shape=dims, family=None)
+    if (m := _SPARSE_TEXT.fullmatch(text)) is not None:
+        return ValueType(kind="sparse", dtype=m.group(1), shape=None, family=None)
+    if (m := _WEIGHT_TEXT.fullmatch(text)) is not None:
+        return ValueType(kind="weight", dtype=m.group(2), shape=None, family=m.group(1))
+    raise PlanError(
+        f"the plan payload has no 'types' table and type {text!r} is not a canonical tensor, "
+        f"sparse or weight type; re-import the graph with lattice_mlir.import_plan"
     )
 
 
-def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
-    """Check a native importer payload against the schema and freeze it (``from_native``)."""
+def _derived_types(payload: Mapping[str, Any]) -> Mapping[str, ValueType]:
+    """``types`` for a payload of the older shape (argument, op and output type texts only)."""
+    texts: set[str] = set()
+    for key in ("args", "outputs"):
+        for item in require_list(payload[key], f"plan {key!r}"):
+            texts.add(
+                require_str(
+                    require_mapping(item, f"a plan {key!r} entry").get("type"),
+                    f"a plan {key!r} type",
+                )
+            )
+    for op in require_list(payload["ops"], "plan 'ops'"):
+        entry = require_mapping(op, "a plan op")
+        for key in ("operand_types", "result_types"):
+            for text in require_list(entry.get(key), f"a plan op's {key}"):
+                texts.add(require_str(text, f"a plan op's {key} entry"))
+    return MappingProxyType({text: _derived_type(text) for text in sorted(texts)})
+
+
+def freeze_plan(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a native importer payload against the schema; the frozen plan's fields.
+
+    :meth:`~lattice_contract.plan.RuntimePlan.from_native` builds the plan from them.
+
+    A payload without ``types`` (the shape the artifact API text describes:
+    labels, type texts, roles) is accepted: its type records are derived from
+    the canonical type texts (:func:`_derived_type`).
+    """
     payload = require_mapping(raw, "the native plan payload")
+    if "types" not in payload:
+        payload = {**payload, "types": _DERIVE}
     missing = [k for k in _PAYLOAD_KEYS if k not in payload]
     if missing:
         raise PlanError(
@@ -441,7 +523,10 @@ def freeze_plan(raw: Mapping[str, Any]) -> RuntimePlan:
     if unknown:
         raise PlanError(f"the native plan payload has unknown field(s) {', '.join(unknown)}")
     version, digest, name = _check_header(payload)
-    types = _freeze_types(payload["types"])
+    if payload["types"] is _DERIVE:
+        types = _derived_types(payload)
+    else:
+        types = _freeze_types(payload["types"])
     args = freeze_arguments(payload)
 
     defined: dict[str, str] = {arg.name: arg.type for arg in args}  # label -> type text

@@ -1,6 +1,6 @@
 """The records of a frozen execution plan, and the one model of a value's type.
 
-These are the immutable dataclasses :meth:`RuntimePlan.from_native` returns
+These are the immutable dataclasses :meth:`RuntimePlan.from_native` builds
 (see :mod:`lattice_contract.plan.freeze` for the checks that build them and
 :mod:`lattice_contract.plan.abi` for the call ABI they expose).  Constructing
 them directly skips every check: that is for code that already holds a
@@ -20,20 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from lattice_contract.dialect import DIALECT, TYPES, OpDef, WeightLayout
 
 __all__ = [
     "ENTRY_NAME",
+    "MAX_LOCATION_CHARS",
     "NO_FACTS",
     "LogicalInput",
     "PlanArgument",
     "PlanError",
     "PlanOperation",
     "PlanOutput",
-    "RuntimePlan",
     "TypeInfo",
     "ValueFacts",
     "ValueType",
@@ -43,6 +42,9 @@ __all__ = [
 
 ENTRY_NAME = "forward"
 """The only entry function name an executable artifact may have."""
+
+MAX_LOCATION_CHARS = 4096
+"""The longest source location (an op's module path) a plan takes: a diagnostic, not a payload."""
 
 
 class PlanError(ValueError):
@@ -252,6 +254,12 @@ class PlanOperation:
     attrs: Mapping[str, Any]
     operand_types: tuple[str, ...]
     result_types: tuple[str, ...]
+    location: str | None = None
+    """The source module path the exporter recorded (``loc("conv_input.0")``), if any.
+
+    Native MLIR reads it from the op's name location and the importer hands it
+    over in the plan payload; it never changes what the op computes.
+    """
 
     def operand_groups(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """Assign the operand labels to the schema's operands in declaration order.
@@ -264,8 +272,9 @@ class PlanOperation:
         return group_operands(self.definition, len(self.operands), self.operands)
 
     def describe(self) -> str:
-        """``lattice.conv3d -> v3`` style label used in diagnostics."""
-        return f"{self.name} -> {', '.join(self.results) or '(no results)'}"
+        """``lattice.conv3d -> v3`` style label used in diagnostics (``at conv1.0`` when known)."""
+        text = f"{self.name} -> {', '.join(self.results) or '(no results)'}"
+        return text if self.location is None else f"{text} at {self.location}"
 
 
 @dataclass(frozen=True)
@@ -280,61 +289,3 @@ class LogicalInput:
     name: str
     kind: str  # "sparse" | "tensor"
     args: tuple[PlanArgument, ...]
-
-
-@dataclass(frozen=True)
-class RuntimePlan:
-    """Typed, frozen view of a natively verified lattice program.
-
-    Build it with :meth:`from_native`; constructing it directly skips every
-    check and is meant only for code that already holds a checked plan.
-    ``types`` maps each MLIR type text the plan uses to its structured form.
-    """
-
-    ir_version: int
-    schema_digest: str
-    weight_file: str
-    name: str
-    args: tuple[PlanArgument, ...]
-    ops: tuple[PlanOperation, ...]
-    returns: tuple[str, ...]
-    outputs: tuple[PlanOutput, ...]
-    types: Mapping[str, ValueType] = field(default_factory=lambda: MappingProxyType({}))
-
-    @classmethod
-    def from_native(cls, raw: Mapping[str, Any]) -> RuntimePlan:
-        """Check a native importer payload against the schema and freeze it.
-
-        Raises :class:`PlanError` naming the offending field, op or label.
-        """
-        from lattice_contract.plan.freeze import freeze_plan  # the freezer builds these records
-
-        return freeze_plan(raw)
-
-    def type_info(self, type_text: str) -> ValueType:
-        """Structured form of a type text used by this plan."""
-        try:
-            return self.types[type_text]
-        except KeyError:
-            raise PlanError(
-                f"the plan has no structured entry for type {type_text!r}; the native "
-                "importer must report every type it uses in 'types'"
-            ) from None
-
-    @property
-    def logical_inputs(self) -> tuple[LogicalInput, ...]:
-        """Public inputs in argument order (sparse triples grouped)."""
-        from lattice_contract.plan.abi import logical_inputs  # the ABI rules live there
-
-        return logical_inputs(self.args)
-
-    def weight_operations(self) -> tuple[PlanOperation, ...]:
-        """Every ``lattice.weight`` op, in program order."""
-        return tuple(op for op in self.ops if op.definition.name == "weight")
-
-    def producer(self, label: str) -> PlanOperation | None:
-        """The op that defines ``label`` (None for entry arguments or unknown labels)."""
-        for op in self.ops:
-            if label in op.results:
-                return op
-        return None

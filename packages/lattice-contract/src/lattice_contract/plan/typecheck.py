@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from lattice_contract.dialect import (
     FLOAT_DTYPES,
@@ -41,7 +42,10 @@ from lattice_contract.dialect import (
     WeightFamily,
     rule_message,
 )
-from lattice_contract.plan.records import PlanError, PlanOperation, RuntimePlan, ValueType
+from lattice_contract.plan.records import PlanError, PlanOperation, ValueType
+
+if TYPE_CHECKING:  # the plan is built above this module, from what it checks
+    from lattice_contract.plan.runtime_plan import RuntimePlan
 
 __all__ = [
     "LAYOUT_OF_FAMILY",

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from lattice_contract.plan.records import PlanError, RuntimePlan
+from lattice_contract.plan.records import PlanError
+from lattice_contract.plan.runtime_plan import RuntimePlan
 
 __all__ = [
     "ARTIFACT_FLAG",

@@ -26,7 +26,9 @@ same native calls and fail with the same error types and words:
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,8 @@ from lattice_contract.dialect import GRAPH_FILE, WEIGHT_FILE
 from lattice_contract.plan import LatticeMLIRStatus, LatticeValidationError, RuntimePlan, verify
 from lattice_contract.runtime.lowering import LoweringRegistry
 from lattice_contract.runtime.ops import RuntimeAdapter
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ARTIFACT_IO_NAMES",
@@ -369,7 +373,17 @@ class ArtifactRuntime(Generic[ArtifactT, ProgramT]):
     def compile(self, artifact: ArtifactT, **options: Any) -> ProgramT:
         """Verify, import and compile a loaded artifact (needs the native module)."""
         verify.require_native("compiling a lattice artifact")
-        return self.program(verify.import_native_plan(artifact.graph), artifact.weights, **options)
+        started = time.perf_counter()
+        plan = verify.import_native_plan(artifact.graph)
+        imported = time.perf_counter()
+        program = self.program(plan, artifact.weights, **options)
+        log.info(
+            "lattice program: %d ops; verify + import %.3f s, compile %.3f s",
+            len(plan.ops),
+            imported - started,
+            time.perf_counter() - imported,
+        )
+        return program
 
     def load_program(self, path: PathLike, **options: Any) -> ProgramT:
         """Load an artifact directory and compile it (needs the native module).

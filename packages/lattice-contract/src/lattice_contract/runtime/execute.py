@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from lattice_contract.frontend import ARRAY_TYPES, FEATS, feature_keyword_aliases
+from lattice_contract.frontend import ARRAY_TYPES, feature_keyword_aliases
 from lattice_contract.plan import (
     LogicalInput,
     PlanArgument,
@@ -232,7 +232,9 @@ def compile_plan(
                 operation=op,
                 lowering=lowering,
                 operands=tuple(operands),
-                attrs=MappingProxyType(attrs),
+                attrs=MappingProxyType(
+                    {k: v for k, v in attrs.items() if k not in lowering.omitted}
+                ),
                 weights=MappingProxyType(step_weights),
                 release=release,
                 result_types=tuple(typed[label] for label in op.results),
@@ -422,10 +424,9 @@ def _check_sparse_rows(
 
 
 def _aliases(plan: RuntimePlan, logical: Sequence[LogicalInput]) -> dict[str, str]:
-    """Keyword aliases of ABI names.
+    """Keyword aliases of ABI names: ``coords``/``features``/``active`` for one sparse input.
 
-    ``coords``/``features``/``active`` for a program with one sparse input, and
-    a ``feats`` spelling of every ``features`` (:mod:`lattice_contract.frontend.feature_names`).
+    Nothing else: a ``feats`` spelling is not bound (see :func:`_spelling_hint`).
     """
     sparse = [item for item in logical if item.kind == "sparse"]
     taken = {a.abi_name for a in plan.args} | {item.name for item in logical}
@@ -435,9 +436,18 @@ def _aliases(plan: RuntimePlan, logical: Sequence[LogicalInput]) -> dict[str, st
             alias: arg.abi_name
             for alias, arg in zip(SPARSE_COMPONENT_ALIASES, sparse[0].args, strict=True)
         }
-    spelled = feature_keyword_aliases([*(a.abi_name for a in plan.args), *aliases], taken)
-    aliases.update({alias: aliases.get(name, name) for alias, name in spelled.items()})
     return aliases
+
+
+def _spelling_hint(plan: RuntimePlan, key: str, aliases: Mapping[str, str]) -> str:
+    """``; did you mean 'x_features'?`` for a ``feats`` spelling of an ABI name, else ``""``.
+
+    Keywords bind by ABI name only: an artifact may name one input ``feats``
+    and another ``features``, so a spelling is never taken for a name.
+    """
+    names = [*(a.abi_name for a in plan.args), *aliases]
+    spelled = feature_keyword_aliases(names, set())
+    return f"; did you mean {spelled[key]!r}?" if key in spelled else ""
 
 
 def _assign(
@@ -448,6 +458,7 @@ def _assign(
     what: str,
     check: Callable[[str, Any], None],
     hint: str,
+    suggest: Callable[[str], str] = lambda key: "",
 ) -> dict[str, Any]:
     """Python-call style assignment of positional then keyword values to ``names``.
 
@@ -463,10 +474,10 @@ def _assign(
     for key, value in kwargs.items():
         name = rename.get(key, key)
         if name not in names:
-            # the ``feats`` spellings are accepted but not listed: the canonical names are
-            valid = [*names, *(k for k in rename if not k.endswith(FEATS))]
+            valid = [*names, *rename]
             raise ProgramCallError(
                 f"unexpected input {key!r}; this artifact's {what} are {', '.join(valid)}"
+                + suggest(key)
             )
         if name in chosen:
             raise ProgramCallError(
@@ -512,8 +523,9 @@ def bind_call(
     values go positionally in input order or by logical name.  ABI form:
     arrays for the ABI arguments, positionally and/or by ABI name (and, for a
     program with one sparse input, by the aliases ``coords``, ``features``,
-    ``active``); ``feats`` is accepted wherever ``features`` is (``feats=``,
-    ``x_feats=``).  Passing any SparseTensor or logical-only name selects the
+    ``active``).  Keywords bind by ABI name only: ``feats=`` for an input
+    named ``features`` is refused with the right name suggested, since an
+    artifact may have both names.  Passing any SparseTensor or logical-only name selects the
     logical form; everything else must then follow it.
     """
     logical = plan.logical_inputs
@@ -584,7 +596,16 @@ def bind_call(
         if sparse_names
         else ""
     )
-    _assign(abi_names, args, kwargs, aliases, "ABI inputs", check_abi, hint)
+    _assign(
+        abi_names,
+        args,
+        kwargs,
+        aliases,
+        "ABI inputs",
+        check_abi,
+        hint,
+        lambda key: _spelling_hint(plan, key, aliases),
+    )
     for item in logical:
         if item.kind == "sparse":
             _check_sparse_rows(

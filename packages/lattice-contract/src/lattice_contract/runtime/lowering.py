@@ -463,6 +463,8 @@ class ArtifactLowering:
     function: Callable[..., Any]
     weights: Mapping[str, WeightSpec]
     takes_context: bool
+    omitted: frozenset[str] = frozenset()
+    """Attributes with one permitted value that the function leaves out (not passed)."""
 
 
 @dataclass
@@ -523,8 +525,9 @@ class ExecutionContext:
             ) from None
 
 
-OpRef = str | OpDef | type[Op]
-"""How a lowering names a schema op: MLIR or Python name, ``OpDef``, or the schema class."""
+OpRef = str | OpDef | type[Op] | Callable[..., Any]
+"""How a lowering names a schema op: MLIR or Python name, ``OpDef``, the schema class, or a
+runtime's public op function (``mlx_lattice.ops.conv3d``: its name is the op's)."""
 
 
 def _signature_of(definition: OpDef) -> tuple[tuple[Any, ...], tuple[str, ...]]:
@@ -578,7 +581,13 @@ def _definition_of(op: OpRef) -> OpDef:
             return SCHEMA.op(op)
         except KeyError as exc:
             raise LoweringError(str(exc.args[0])) from None
-    raise LoweringError(f"op= must be a schema op name or OpDef, got {op!r}")
+    name = getattr(op, "__name__", None)
+    if callable(op) and isinstance(name, str) and name in SCHEMA.ops:
+        return SCHEMA.op(name)  # a runtime's public op function, e.g. mlx_lattice.ops.conv3d
+    raise LoweringError(
+        f"op= must be a schema op name, OpDef, schema class or a runtime's op function "
+        f"named like a schema op, got {op!r}"
+    )
 
 
 class LoweringRegistry:
@@ -588,6 +597,23 @@ class LoweringRegistry:
         self.runtime = runtime
         self._lowerings: dict[str, ArtifactLowering] = {}
         self._primitives: dict[str, Callable[..., Any]] = {}
+        self._standard: dict[str, ArtifactLowering] = {}
+
+    def mark_standard(self) -> None:
+        """Record the lowerings registered so far as this runtime's standard table.
+
+        A later registration for one of these ops is an extension that
+        overrides the standard lowering (the artifact API's documented use
+        of ``artifact_lowering``); :meth:`restore_standard` undoes it.
+        """
+        self._standard = dict(self._lowerings)
+
+    def restore_standard(self, op: OpRef | None = None) -> None:
+        """Put the standard lowering of ``op`` (of every op when None) back in place."""
+        names = [d.name for d in _definitions_of(op)] if op is not None else list(self._standard)
+        for name in names:
+            if name in self._standard:
+                self._lowerings[name] = self._standard[name]
 
     # -- registration -------------------------------------------------------
 
@@ -596,35 +622,47 @@ class LoweringRegistry:
         *,
         op: OpRef | tuple[OpRef, ...] | list[OpRef],
         weights: Mapping[str, WeightSpec] | None = None,
+        replace: bool = False,
     ) -> Callable[[F], F]:
         """Decorator registering ``function`` as this runtime's lowering of ``op``.
 
-        ``op`` may also be a tuple or list of ops with identical operands and
+        ``op`` is a schema op name, an ``OpDef`` or a runtime's public op
+        function (``mlx_lattice.ops.conv3d``: its name is the op's); it may
+        also be a tuple or list of ops with identical operands and
         attributes; the function is then registered for each of them (see
-        :attr:`ExecutionContext.op`).
+        :attr:`ExecutionContext.op`).  The function may leave out an
+        attribute that has one permitted value (``accumulation``): it is then
+        not passed.  A lowering for an op of the standard table overrides the
+        standard one (:meth:`restore_standard` puts it back); replacing a
+        lowering registered after the table takes ``replace=True``, so two
+        extensions never silently shadow each other.
 
         Raises :class:`LoweringError` at registration when the parameters are
         not exactly the op's operands and attributes, when several ops given
         together differ in their operands or attributes, when ``weights`` names
         a parameter that is not a weight operand, or when an op already has a
-        lowering.
+        non-standard lowering and ``replace`` is false.
         """
         definitions = _definitions_of(op)
         specs = dict(weights or {})
 
         def register(function: F) -> F:
             takes_context = False
+            omitted: frozenset[str] = frozenset()
             for definition in definitions:
-                takes_context = _check_signature(definition, function, specs)
+                takes_context, omitted = _check_signature(definition, function, specs)
             for definition in definitions:
-                if definition.name in self._lowerings:
+                current = self._lowerings.get(definition.name)
+                overrides = current is not None and current is self._standard.get(definition.name)
+                if current is not None and not (replace or overrides):
                     raise LoweringError(
                         f"{self.runtime}: {definition.mlir_name} already has a lowering "
-                        f"({self._lowerings[definition.name].function.__qualname__})"
+                        f"({self._lowerings[definition.name].function.__qualname__}); pass "
+                        f"replace=True to replace it deliberately"
                     )
             for definition in definitions:
                 self._lowerings[definition.name] = ArtifactLowering(
-                    definition, function, MappingProxyType(specs), takes_context
+                    definition, function, MappingProxyType(specs), takes_context, omitted
                 )
             return function
 
@@ -693,7 +731,7 @@ class LoweringRegistry:
 
 def _check_signature(
     definition: OpDef, function: Callable[..., Any], specs: Mapping[str, WeightSpec]
-) -> bool:
+) -> tuple[bool, frozenset[str]]:
     name = f"{getattr(function, '__qualname__', function)!s} for {definition.mlir_name}"
     params = list(inspect.signature(function).parameters.values())
     takes_context = bool(params) and params[0].name == CONTEXT_PARAMETER
@@ -707,7 +745,9 @@ def _check_signature(
                 f"{name}: *args/**kwargs are not allowed; name each operand and attribute"
             )
     got = [p.name for p in params]
-    missing = [n for n in operand_names + attr_names if n not in got]
+    fixed = {a.name for a in definition.attributes if len(a.spec.allowed) == 1}
+    omitted = frozenset(n for n in attr_names if n in fixed and n not in got)
+    missing = [n for n in operand_names + attr_names if n not in got and n not in omitted]
     extra = [n for n in got if n not in operand_names and n not in attr_names]
     if missing or extra:
         raise LoweringError(
@@ -733,4 +773,4 @@ def _check_signature(
                 raise LoweringError(
                     f"{name}: weights[{key!r}] refers to {ref!r}, which is not an operand"
                 )
-    return takes_context
+    return takes_context, omitted

@@ -283,6 +283,16 @@ class RuntimeOps(Protocol):
     def sparse_reindex(self, input: Any, target: Any, /, *, fill: float) -> Any:
         """Features gathered onto a target's rows."""
 
+    # -- grid bounds and the dense hand-off --------------------------------------
+
+    def sparse_crop(self, input: Any, /, *, lower: Triple, upper: Triple) -> Any:
+        """The rows inside a static box (spconv's grid bounds)."""
+
+    def sparse_to_dense(
+        self, input: Any, /, *, spatial_shape: Triple, batch_size: int, layout: str
+    ) -> Any:
+        """The value scattered into a zero dense grid (spconv's dense())."""
+
 
 RUNTIME_OP_NAMES: tuple[str, ...] = tuple(
     sorted(

@@ -163,6 +163,20 @@ class StandardLowerings:
         """Features gathered onto the target's rows, ``fill`` where absent."""
         return self.ops.sparse_reindex(input, target, fill=_fill(fill))
 
+    @_lowering("sparse.crop")
+    def sparse_crop(self, input: Any, *, lower: Triple, upper: Triple) -> Any:
+        """The rows inside the static box ``lower <= c < upper`` (spconv's grid bounds)."""
+        return self.ops.sparse_crop(input, lower=lower, upper=upper)
+
+    @_lowering("sparse.to_dense")
+    def sparse_to_dense(
+        self, input: Any, *, spatial_shape: Triple, batch_size: int, layout: str
+    ) -> Any:
+        """The value scattered into a zero dense grid in the declared layout."""
+        return self.ops.sparse_to_dense(
+            input, spatial_shape=spatial_shape, batch_size=batch_size, layout=layout
+        )
+
     @_lowering("weight")
     def weight(
         self,
@@ -617,4 +631,5 @@ def standard_lowerings(adapter: RuntimeAdapter) -> LoweringRegistry:
             assert entry.op is not None
             registry.artifact_lowering(op=entry.op, weights=entry.weights)(method)
     registry.check_complete()
+    registry.mark_standard()
     return registry

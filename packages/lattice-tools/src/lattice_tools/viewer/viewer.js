@@ -141,8 +141,10 @@
     }
     const io = document.createElement("table");
     for (const e of model.edges) {
-      if (e.target === node.id) row(io, "in " + e.value, e.label);
-      if (e.source === node.id) row(io, "out " + e.value, e.label);
+      // The model's name for the value (an input's ABI name, the module that made it).
+      const name = e.name || e.value;
+      if (e.target === node.id) row(io, "in " + name, e.label);
+      if (e.source === node.id) row(io, "out " + name, e.label);
     }
     if (io.childNodes.length) {
       const h3 = document.createElement("h3");

@@ -10,6 +10,7 @@ ones of :mod:`lattice_contract.plan`, re-exported here.
 """
 
 from lattice_contract.runtime import ARTIFACT_NAMES
+from lattice_contract.runtime import conv_weight as conv_weight
 
 from mlx_lattice.artifact.io import BundleError as BundleError
 from mlx_lattice.artifact.io import LatticeArtifact as LatticeArtifact
@@ -30,6 +31,11 @@ from mlx_lattice.artifact.runtime import load_lattice_program as load_lattice_pr
 from mlx_lattice.artifact.runtime import (
     native_artifact_execution_available as native_artifact_execution_available,
 )
+from mlx_lattice.artifact.runtime import (
+    sparse_decompose_from_artifact as sparse_decompose_from_artifact,
+)
+from mlx_lattice.artifact.runtime import sparse_make_from_artifact as sparse_make_from_artifact
+from mlx_lattice.artifact.runtime import weight_from_artifact as weight_from_artifact
 from mlx_lattice.artifact.validation import ArtifactCapabilityError as ArtifactCapabilityError
 from mlx_lattice.artifact.validation import LatticeMLIRStatus as LatticeMLIRStatus
 from mlx_lattice.artifact.validation import LatticeValidationError as LatticeValidationError
@@ -42,7 +48,16 @@ from mlx_lattice.artifact.validation import lattice_graph_status as lattice_grap
 from mlx_lattice.artifact.validation import validate_lattice_artifact as validate_lattice_artifact
 from mlx_lattice.artifact.validation import validate_lattice_graph as validate_lattice_graph
 
-EXTRA_NAMES = ("MLX_LOWERINGS",)
-"""What this package exports besides the artifact API every runtime shares."""
+EXTRA_NAMES = (
+    "MLX_LOWERINGS",
+    "artifact_lowering",
+    "conv_weight",
+    "sparse_decompose_from_artifact",
+    "sparse_make_from_artifact",
+    "weight_from_artifact",
+)
+"""What this package exports besides the artifact API every runtime shares: the MLX
+lowering table, its registration decorator with the conv weight spec, and the
+lowerings of the sparse ABI ops and ``lattice.weight`` by their artifact-API names."""
 
 __all__ = [*ARTIFACT_NAMES, *EXTRA_NAMES]

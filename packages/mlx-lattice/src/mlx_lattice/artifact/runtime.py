@@ -18,15 +18,19 @@ adapter (:data:`RUNTIME`); this module publishes its methods under the names
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import mlx.core as mx
+from lattice_contract.dialect import Triple
 from lattice_contract.plan import ArtifactCapabilityError as ArtifactCapabilityError
 from lattice_contract.plan import RuntimePlan
 from lattice_contract.runtime import (
     ARTIFACT_PROGRAM_NAMES,
     ArtifactRuntime,
+    ExecutionContext,
     LatticeArtifactBase,
     LatticeProgramBase,
+    StandardLowerings,
     compile_plan,
 )
 from lattice_contract.runtime import ProgramCallError as ProgramCallError
@@ -36,8 +40,16 @@ from lattice_contract.runtime import (
 
 from mlx_lattice.artifact.backend import MLX_BACKEND
 from mlx_lattice.artifact.lowerings import MLX_LOWERINGS
+from mlx_lattice.ops import QuantizedWeight
+from mlx_lattice.sparse import SparseTensor
 
-__all__ = [*ARTIFACT_PROGRAM_NAMES, "ArtifactCapabilityError"]
+__all__ = [
+    *ARTIFACT_PROGRAM_NAMES,
+    "ArtifactCapabilityError",
+    "sparse_decompose_from_artifact",
+    "sparse_make_from_artifact",
+    "weight_from_artifact",
+]
 
 
 class LatticeArtifact(LatticeArtifactBase[mx.array]):
@@ -76,6 +88,8 @@ class LatticeProgram(LatticeProgramBase):
         return RUNTIME.compile(artifact)
 
 
+_STANDARD = StandardLowerings(MLX_BACKEND)
+
 RUNTIME: ArtifactRuntime[LatticeArtifact, LatticeProgram] = ArtifactRuntime(
     MLX_BACKEND, MLX_LOWERINGS, artifact_type=LatticeArtifact, program=LatticeProgram
 )
@@ -83,3 +97,49 @@ RUNTIME: ArtifactRuntime[LatticeArtifact, LatticeProgram] = ArtifactRuntime(
 
 compile_lattice_artifact = RUNTIME.compile
 load_lattice_program = RUNTIME.load_program
+
+
+# -- the lowerings of the sparse ABI ops and lattice.weight, by their artifact-API names ----
+# (the standard table's functions bound to MLX, callable from a user's own lowering)
+
+
+def weight_from_artifact(
+    program: ExecutionContext,
+    storage_key: str,
+    layout: str,
+    packing: Mapping[str, Any] | None,
+) -> mx.array | QuantizedWeight:
+    """``lattice.weight``: the payload stored under ``storage_key`` (dense or packed).
+
+    Resolved and checked against ``layout``/``packing`` when the program was
+    compiled; an unknown key is a :class:`~lattice_contract.runtime.WeightContractError`.
+    """
+    resolved: mx.array | QuantizedWeight = _STANDARD.weight(
+        program, sym_name=storage_key, storage_key=storage_key, layout=layout, packing=packing
+    )
+    return resolved
+
+
+def sparse_make_from_artifact(
+    program: ExecutionContext,
+    coords: mx.array,
+    features: mx.array,
+    active: mx.array,
+    *,
+    stride: Triple,
+    coord_order: str,
+) -> SparseTensor:
+    """``lattice.sparse.make``: the ABI arrays as a SparseTensor at ``stride``.
+
+    Coordinates are physical and checked (divisible by ``stride``, no
+    duplicate row) unless the program runs with trusted sparse inputs.
+    """
+    made: SparseTensor = _STANDARD.sparse_make(
+        program, coords, features, active, stride=stride, coord_order=coord_order
+    )
+    return made
+
+
+def sparse_decompose_from_artifact(input: SparseTensor) -> tuple[mx.array, mx.array, mx.array]:
+    """``lattice.sparse.decompose``: ``(coords, features, active)`` of a sparse value."""
+    return input.coords, input.feats, input.active_rows

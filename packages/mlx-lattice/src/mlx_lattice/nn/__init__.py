@@ -23,6 +23,8 @@ from mlx_lattice.nn.conv import TargetConvTranspose3d as TargetConvTranspose3d
 from mlx_lattice.nn.conv import (
     TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
 )
+from mlx_lattice.nn.dense import HeightCompression as HeightCompression
+from mlx_lattice.nn.dense import ToDense as ToDense
 from mlx_lattice.nn.feature import BatchNorm as BatchNorm
 from mlx_lattice.nn.feature import Embedding as Embedding
 from mlx_lattice.nn.feature import LayerNorm as LayerNorm
@@ -59,7 +61,17 @@ from mlx_lattice.nn.module import LatticeModule as LatticeModule
 from mlx_lattice.nn.module import Sequential as Sequential
 from mlx_lattice.nn.module import WeightedModule as WeightedModule
 from mlx_lattice.nn.module import map_features as map_features
+from mlx_lattice.nn.quantized import QuantizedConv3d as QuantizedConv3d
+from mlx_lattice.nn.quantized import QuantizedLinear as QuantizedLinear
 
 # The names both runtimes share are listed once (lattice_contract.frontend.nn_names);
-# these are MLX's own: its module bases and the feature-row helper.
-__all__ = [*NN_NAMES, "LatticeModule", "WeightedModule", "map_features"]
+# these are MLX's own: its module bases, the feature-row helper and mlx-lattice 0.6's
+# born-packed modules (Lattice's own spelling is ``layer.quantize(bits, group_size)``).
+__all__ = [
+    *NN_NAMES,
+    "LatticeModule",
+    "QuantizedConv3d",
+    "QuantizedLinear",
+    "WeightedModule",
+    "map_features",
+]

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from lattice_contract.dialect import (
     Int32CoordinateError,
     Triple,
@@ -175,10 +176,30 @@ def apply_kernel_map(
 
 
 def _target(value: object, op: str, stride: Triple, rule: str) -> SparseTensor:
+    if isinstance(value, (mx.array, np.ndarray)):
+        value = _coordinate_target(value, op, stride)
     target = sparse_input(value, op, "coordinates")
     if target.stride != stride:
         raise op_errors.target_stride_mismatch(op, target.stride, stride, rule)
     return target
+
+
+def _coordinate_target(coords: mx.array | np.ndarray, op: str, stride: Triple) -> SparseTensor:
+    """A bare ``(N, 4)`` coordinate array as the target support (mlx-lattice 0.6's form).
+
+    mlx-lattice 0.6 held coordinates in lattice units; Lattice's are physical.
+    The two agree only at output stride 1, so a bare array is taken there and
+    refused at any other stride instead of being read in the wrong units.
+    """
+    if stride != (1, 1, 1):
+        raise ValueError(
+            f"{op}: coordinates= is a bare coordinate array but the output stride is {stride}; "
+            f"Lattice coordinates are physical (mlx-lattice 0.6 used lattice units, which "
+            f"differ at stride > 1), so pass a SparseTensor at stride {stride} whose "
+            f"coordinates are physical (lattice units times the stride)"
+        )
+    rows = int(coords.shape[0]) if coords.ndim >= 1 else 0
+    return SparseTensor(coords, mx.zeros((rows, 1), dtype=mx.float32), stride)
 
 
 def _strided(

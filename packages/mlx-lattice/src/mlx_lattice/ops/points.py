@@ -23,6 +23,10 @@ __all__ = ["devoxelize", "voxelize"]
 class _Points(PointPrologue[mx.array, SparseTensor]):
     """The shared point prologue over MLX arrays (one memory: no device check)."""
 
+    def single_batch(self, points: mx.array) -> mx.array:
+        """Batch index 0 for every point."""
+        return mx.zeros((int(points.shape[0]),), dtype=mx.int32)
+
     def value_facts(self, points: mx.array, batch: mx.array) -> tuple[bool, bool]:
         """Negative batch and finite points, read back in one host sync."""
         if points.shape[0] == 0:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,17 +22,21 @@ from typing import Any
 
 import torch
 from lattice_contract.artifact import (
+    EXIT_OK,
+    EXIT_USAGE,
     Companion,
     OutputClashError,
     WriterLockedError,
     atomic_write_file,
     check_outputs,
-    printable,
+    run_command,
     version_report,
 )
 
 from .layouts import convert_kernel
 from .spec import ConversionError, KernelSpec
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ConversionResult",
@@ -279,7 +283,16 @@ def convert_checkpoint(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point ``convert-checkpoint``."""
+    """Console entry point ``convert-checkpoint``.
+
+    Exit status 0 on success, 2 when the input cannot be converted (the
+    project's convention: 1 is a failed check, which converting has none of);
+    ``-q/--quiet`` keeps only errors, ``-v/--verbose`` adds detail.
+    """
+    return run_command(_main, argv, "convert-checkpoint")
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="convert-checkpoint",
         description="Convert TorchSparse / spconv / MinkowskiEngine kernels to Lattice's "
@@ -308,18 +321,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             state_dict_key=args.state_dict_key,
         )
     except (ConversionError, WriterLockedError, OutputClashError) as exc:
-        print(f"convert-checkpoint: error: {printable(exc, multiline=True)}", file=sys.stderr)
-        return 2
+        log.error("convert-checkpoint: error: %s", exc)
+        return EXIT_USAGE
     except OSError as exc:  # a full disk, a read-only destination
-        print(
-            f"convert-checkpoint: error: cannot write {str(args.dst)!r}: "
-            f"{printable(exc.strerror or exc)}; nothing was changed",
-            file=sys.stderr,
+        log.error(
+            "convert-checkpoint: error: cannot write %r: %s; nothing was changed",
+            str(args.dst),
+            exc.strerror or exc,
         )
-        return 2
-    print(
-        f"convert-checkpoint: {len(manifest['converted'])} kernel(s) converted, "
-        f"{len(manifest['copied'])} tensor(s) copied, {len(manifest['dropped'])} dropped "
-        f"-> {args.dst}"
+        return EXIT_USAGE
+    log.info(
+        "convert-checkpoint: %d kernel(s) converted, %d tensor(s) copied, %d dropped -> %s",
+        len(manifest["converted"]),
+        len(manifest["copied"]),
+        len(manifest["dropped"]),
+        args.dst,
     )
-    return 0
+    return EXIT_OK

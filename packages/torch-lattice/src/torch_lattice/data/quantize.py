@@ -18,7 +18,7 @@ Everything is vectorised torch; nothing here loops over points or voxels.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import torch
 
@@ -81,13 +81,51 @@ def _points(points: Any) -> torch.Tensor:
     return tensor
 
 
+@overload
 def sparse_quantize(
     points: Any,
     voxel_size: float | Sequence[float] = 1.0,
     *,
     origin: Sequence[float] | None = None,
-) -> Quantized:
+) -> Quantized: ...
+
+
+@overload
+def sparse_quantize(
+    points: Any,
+    voxel_size: float | Sequence[float] = 1.0,
+    *,
+    origin: Sequence[float] | None = None,
+    return_index: bool,
+    return_inverse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, ...]: ...
+
+
+@overload
+def sparse_quantize(
+    points: Any,
+    voxel_size: float | Sequence[float] = 1.0,
+    *,
+    origin: Sequence[float] | None = None,
+    return_inverse: bool,
+) -> torch.Tensor | tuple[torch.Tensor, ...]: ...
+
+
+def sparse_quantize(
+    points: Any,
+    voxel_size: float | Sequence[float] = 1.0,
+    *,
+    origin: Sequence[float] | None = None,
+    return_index: bool | None = None,
+    return_inverse: bool | None = None,
+) -> Quantized | torch.Tensor | tuple[torch.Tensor, ...]:
     """Unique voxels of ``points`` with the index and inverse maps.
+
+    With TorchSparse's keywords ``return_index`` / ``return_inverse`` it
+    returns what TorchSparse's ``sparse_quantize`` does: the voxel coordinates
+    alone, or a tuple of them followed by the indices and/or the inverse map,
+    in that order (the same sorted voxels as TorchSparse's).  Without them it
+    returns the :class:`Quantized` triple.
 
     A point ``p`` lies in voxel ``floor((p - origin) / voxel_size)`` per axis
     (``origin`` defaults to 0), computed in the points' float dtype by a
@@ -100,6 +138,20 @@ def sparse_quantize(
     Raises ``ValueError`` on a wrong shape, non-finite points, a non-positive
     voxel size, or voxels outside the int32 coordinate range.
     """
+    full = _quantize(points, voxel_size, origin)
+    if return_index is None and return_inverse is None:
+        return full
+    picked = [full.coords]
+    if return_index:
+        picked.append(full.indices)
+    if return_inverse:
+        picked.append(full.inverse)
+    return picked[0] if len(picked) == 1 else tuple(picked)
+
+
+def _quantize(
+    points: Any, voxel_size: float | Sequence[float], origin: Sequence[float] | None
+) -> Quantized:
     pts = _points(points)
     size = _voxel_size(voxel_size)
     device = pts.device

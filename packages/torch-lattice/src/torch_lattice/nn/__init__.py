@@ -19,6 +19,8 @@ from torch_lattice.nn.conv import TargetConvTranspose3d as TargetConvTranspose3d
 from torch_lattice.nn.conv import (
     TargetNormalizedConvTranspose3d as TargetNormalizedConvTranspose3d,
 )
+from torch_lattice.nn.dense import HeightCompression as HeightCompression
+from torch_lattice.nn.dense import ToDense as ToDense
 from torch_lattice.nn.feature import BatchNorm as BatchNorm
 from torch_lattice.nn.feature import Dropout as Dropout
 from torch_lattice.nn.feature import Embedding as Embedding

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lattice_contract.frontend import OP_NAMES
+from lattice_contract.frontend import OP_NAMES, UPSTREAM_OP_NAMES
 
 from torch_lattice.ops.algebra import sparse_binary as sparse_binary
 from torch_lattice.ops.algebra import sparse_cat as sparse_cat
@@ -30,6 +30,8 @@ from torch_lattice.ops.feature import layer_norm as layer_norm
 from torch_lattice.ops.feature import linear as linear
 from torch_lattice.ops.feature import rms_norm as rms_norm
 from torch_lattice.ops.feature import softmax as softmax
+from torch_lattice.ops.grid import sparse_crop as sparse_crop
+from torch_lattice.ops.grid import sparse_to_dense as sparse_to_dense
 from torch_lattice.ops.normalized import normalized_conv_transpose3d as normalized_conv_transpose3d
 from torch_lattice.ops.normalized import (
     normalized_generative_conv_transpose3d as normalized_generative_conv_transpose3d,
@@ -45,8 +47,29 @@ from torch_lattice.ops.quant import dequantize as dequantize
 from torch_lattice.ops.quant import quantize_weight as quantize_weight
 from torch_lattice.ops.upsample import pool_transpose3d as pool_transpose3d
 from torch_lattice.ops.upsample import trilinear_upsample3d as trilinear_upsample3d
+from torch_lattice.ops.upstream import avg_pool3d as avg_pool3d
+from torch_lattice.ops.upstream import elu as elu
+from torch_lattice.ops.upstream import gelu as gelu
+from torch_lattice.ops.upstream import global_avg_pool as global_avg_pool
+from torch_lattice.ops.upstream import global_max_pool as global_max_pool
+from torch_lattice.ops.upstream import global_sum_pool as global_sum_pool
+from torch_lattice.ops.upstream import hardswish as hardswish
+from torch_lattice.ops.upstream import leaky_relu as leaky_relu
+from torch_lattice.ops.upstream import max_pool3d as max_pool3d
+from torch_lattice.ops.upstream import relu as relu
+from torch_lattice.ops.upstream import sigmoid as sigmoid
+from torch_lattice.ops.upstream import silu as silu
+from torch_lattice.ops.upstream import softplus as softplus
+from torch_lattice.ops.upstream import sparse_add as sparse_add
+from torch_lattice.ops.upstream import sparse_cat_aligned as sparse_cat_aligned
+from torch_lattice.ops.upstream import sparse_maximum as sparse_maximum
+from torch_lattice.ops.upstream import sparse_minimum as sparse_minimum
+from torch_lattice.ops.upstream import sparse_mul as sparse_mul
+from torch_lattice.ops.upstream import sparse_sub as sparse_sub
+from torch_lattice.ops.upstream import sum_pool3d as sum_pool3d
+from torch_lattice.ops.upstream import tanh as tanh
 
-EXTRA_NAMES: tuple[str, ...] = ("dequantize", "schedule")
+EXTRA_NAMES: tuple[str, ...] = ("dequantize", "schedule", *UPSTREAM_OP_NAMES)
 """Public names of this package beyond the contract's :data:`OP_NAMES`: torch's own
 helpers (a packed weight as a dense tensor; the conv schedule switch)."""
 

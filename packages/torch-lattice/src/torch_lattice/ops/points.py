@@ -24,6 +24,10 @@ __all__ = ["devoxelize", "voxelize"]
 class _Points(PointPrologue[torch.Tensor, SparseTensor]):
     """The shared point prologue over torch tensors, which live on devices."""
 
+    def single_batch(self, points: torch.Tensor) -> torch.Tensor:
+        """Batch index 0 for every point, on the points' device."""
+        return torch.zeros((int(points.shape[0]),), dtype=torch.int32, device=points.device)
+
     def value_facts(self, points: torch.Tensor, batch: torch.Tensor) -> tuple[bool, bool]:
         """Negative batch and finite points (an empty set has neither problem)."""
         negative = bool(batch.numel()) and bool((batch < 0).any())

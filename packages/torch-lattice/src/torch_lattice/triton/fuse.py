@@ -39,6 +39,7 @@ container applies the batch norm and ReLU itself.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,10 +74,59 @@ def fold_batch_norm(bn: BatchNorm) -> tuple[torch.Tensor, torch.Tensor]:
     return scale.contiguous(), shift.contiguous()
 
 
+_Fold = tuple[tuple[Any, ...], list[weakref.ref[torch.Tensor]], torch.Tensor, torch.Tensor]
+_FOLDS: weakref.WeakKeyDictionary[BatchNorm, _Fold] = weakref.WeakKeyDictionary()
+"""Each frozen batch norm's last (state, tensors, scale, shift), so a forward folds it once.
+
+Folding costs about nine small device operations per block (four casts to
+f32, rsqrt, products); in a fresh-map inference forward, which is bound by
+host time per launch, they were a third of all launches.  The state holds every
+input's storage address, dtype and version counter, and the entry refers weakly
+to the input tensors themselves (a new tensor at a freed one's address is not
+taken for it): an optimizer step, a ``load_state_dict``, ``.half()``, ``.to()``
+or a reassigned buffer changes one of them and the next call folds again.  A
+write through ``.data`` bumps no version counter and is not seen: update a
+fused model's batch norms under ``torch.no_grad()`` instead.
+"""
+
+
+def _inputs(bn: BatchNorm) -> tuple[torch.Tensor, ...]:
+    return (bn.weight, bn.bias, bn.running_mean, bn.running_var)
+
+
+def _state(bn: BatchNorm, device: torch.device) -> tuple[Any, ...] | None:
+    """What the fold of ``bn`` depends on; None where a version cannot be read."""
+    key: list[Any] = [bn.eps, device]
+    for t in _inputs(bn):
+        try:  # tensors made under inference_mode keep no version counter
+            key.extend((t.data_ptr(), t.dtype, t.device, t._version))
+        except RuntimeError:
+            return None
+    return tuple(key)
+
+
+def _cached_fold(bn: BatchNorm, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fold_batch_norm` on ``device``, reused while the batch norm's state is unchanged."""
+    state = _state(bn, device)
+    found = _FOLDS.get(bn)
+    if (
+        state is not None
+        and found is not None
+        and found[0] == state
+        and all(ref() is t for ref, t in zip(found[1], _inputs(bn), strict=True))
+    ):
+        return found[2], found[3]
+    scale, shift = fold_batch_norm(bn)
+    scale, shift = scale.to(device), shift.to(device)
+    if state is not None:
+        _FOLDS[bn] = (state, [weakref.ref(t) for t in _inputs(bn)], scale, shift)
+    return scale, shift
+
+
 @contextmanager
 def _offer(bn: BatchNorm, relu: bool, device: torch.device) -> Iterator[Pending]:
-    scale, shift = fold_batch_norm(bn)
-    pending = Pending(scale.to(device), shift.to(device), relu)
+    scale, shift = _cached_fold(bn, device)
+    pending = Pending(scale, shift, relu)
     token = PENDING.set(pending)
     try:
         yield pending

@@ -36,6 +36,7 @@ from lattice_contract.dialect import (
     kernel_volume,
     subm_offsets,
     tap_offsets,
+    transposed_stride,
 )
 
 from torch_lattice.coords import Packing
@@ -475,17 +476,7 @@ def _build(
             _register_back(out, support, kernel, stride, padding, dilation, smap)
         return out, smap
     if kind == "transpose":
-        for a in range(3):
-            if support.stride[a] % stride[a]:
-                raise ValueError(
-                    f"a transposed conv with stride {stride} needs an input stride divisible "
-                    f"by it; the input stride is {support.stride}"
-                )
-        t_stride: Triple = (
-            support.stride[0] // stride[0],
-            support.stride[1] // stride[1],
-            support.stride[2] // stride[2],
-        )
+        t_stride: Triple = transposed_stride(support.stride, stride, "a transposed conv")
         offsets = tap_offsets(kernel, dilation)
         if target is not None:
             # Input c = (o + p - k*d) / s, exact.

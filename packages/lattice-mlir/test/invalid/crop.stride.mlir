@@ -1,0 +1,9 @@
+// sparse.crop's box is in physical units: multiples of the input's stride.
+// RUN: lattice-opt --verify-diagnostics %s
+!s = !lattice.sparse_tensor<rank = 3, coord = batch_x_y_z, feature = row_channel, dtype = f32>
+func.func @forward(%c: tensor<?x4xi32>, %f: tensor<?x8xf32>, %a: tensor<1xi32>) -> !s {
+  %x = lattice.sparse.make %c, %f, %a {stride = array<i64: 2, 2, 2>} : (tensor<?x4xi32>, tensor<?x8xf32>, tensor<1xi32>) -> !s
+  // expected-error-re @+1 {{upper = (8, 7, 8) is not a multiple of the input's stride (2, 2, 2) on axis y{{.*}}[rule crop.stride]}}
+  %y = lattice.sparse.crop %x {lower = array<i64: 0, 0, 0>, upper = array<i64: 8, 7, 8>} : (!s) -> !s
+  return %y : !s
+}
