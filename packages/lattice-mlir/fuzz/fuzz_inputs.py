@@ -163,7 +163,7 @@ def weights_for(graph: bytes, provider: atheris.FuzzedDataProvider) -> bytes:
     key's ``.weight``/``.scales``/``.biases``) gets a dtype, a rank of 1-5,
     extents of 0-9 and raw bytes drawn from the input.
     """
-    keys = []
+    keys: list[str] = []
     for line in graph.splitlines():
         for found in _KEY_LINE.finditer(line):
             key = found.group(1).decode("utf-8", "replace")
