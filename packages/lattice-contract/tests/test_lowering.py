@@ -75,6 +75,9 @@ class NumpyBackend:
     def stride(self, value: Any) -> tuple[int, int, int]:
         return value.stride
 
+    def non_finite_counts(self, arrays: Any) -> list[int]:
+        return [int(np.count_nonzero(~np.isfinite(a))) for a in arrays]
+
 
 NP = NumpyBackend()
 PACK4 = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}

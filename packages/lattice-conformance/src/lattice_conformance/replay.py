@@ -42,9 +42,12 @@ from lattice_contract.artifact import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    OutputClashError,
     WriterLockedError,
     atomic_write_file,
+    check_outputs,
     fingerprint,
+    printable,
 )
 from lattice_contract.dialect import WEIGHT_FILE
 
@@ -469,11 +472,40 @@ def format_table(result: ReplayResult) -> str:
     return "\n".join(lines)
 
 
-def write_json_atomic(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
-    """Write JSON to ``path`` atomically (:func:`~lattice_contract.artifact.atomic_write_file`)."""
+def write_json_atomic(
+    path: str | os.PathLike[str],
+    payload: dict[str, Any],
+    *,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+) -> Path:
+    """Write JSON to ``path`` atomically (:func:`~lattice_contract.artifact.atomic_write_file`).
+
+    ``inputs`` are what the report describes (an archive, a tree): the report
+    never replaces them or lands inside them.
+    """
     text = json.dumps(payload, indent=2, allow_nan=False) + "\n"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return atomic_write_file(
+        path, lambda tmp: tmp.write_text(text, encoding="utf-8"), inputs=inputs
+    )
+
+
+PLOT_FORMATS: Final = ("png", "pdf", "svg")
+"""What ``--plot`` writes, chosen by the file's suffix."""
+
+
+def output_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--report``/``--plot`` cannot be written, checked before the replay runs."""
+    outputs = [p for p in (args.report, args.plot) if p is not None]
+    if args.plot is not None and args.plot.suffix.lstrip(".").lower() not in PLOT_FORMATS:
+        return f"--plot {str(args.plot)!r}: the suffix picks the format; use one of " + ", ".join(
+            f".{kind}" for kind in PLOT_FORMATS
+        )
+    try:
+        check_outputs(outputs, [args.archive])
+    except OutputClashError as exc:
+        return str(exc)
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -517,6 +549,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``conformance replay``; returns the exit status."""
     args = build_parser().parse_args(argv)
+    problem = output_problem(args)
+    if problem is not None:
+        log.error("conformance replay: %s", problem)
+        return EXIT_USAGE
     progress = True if args.progress else (False if args.no_progress else None)
     result = replay_archive(
         args.archive,
@@ -525,12 +561,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=progress,
         coords=args.coords,
     )
-    print(format_table(result))
+    print(printable(format_table(result), multiline=True))  # case names come from the file
     if result.producer.get("coords") == "lattice-units":
         print("coordinates: sparse coordinates read in lattice units (multiplied by the stride)")
     if args.report is not None:
         try:
-            write_json_atomic(args.report, result.as_dict())
+            write_json_atomic(args.report, result.as_dict(), inputs=[args.archive])
         except (OSError, ValueError, WriterLockedError) as exc:
             log.error("conformance replay: cannot write the report: %s", exc)
             return EXIT_USAGE

@@ -81,7 +81,9 @@ class ArchiveLimits:
     max_archive_bytes: int = 1 << 30
     max_member_bytes: int = 512 << 20
     max_total_bytes: int = 2 << 30
-    max_members: int = 100_000
+    max_members: int = 10_000
+    """Most members read (a fixture case is about five files; 99,000 empty members took
+    tens of seconds to extract, for nothing a fixture needs)."""
     max_expansion: int = 200
     """Largest extracted / compressed size ratio (real fixtures: about 1-3)."""
     max_manifest_bytes: int = 16 << 20
@@ -162,6 +164,13 @@ def load_bounded_json(raw: bytes, where: str, limits: ArchiveLimits) -> Any:
 # Members.
 
 
+MAX_NAME_BYTES = 255
+"""Longest name part of a member (the file-system limit; longer ones were an OSError)."""
+
+MAX_NAME_DEPTH = 32
+"""Most levels of a member's path (a fixture is two deep)."""
+
+
 def _member_path(raw_name: str) -> PurePosixPath:
     """Check a member name and return it as a relative path; refuse anything unsafe."""
     if not raw_name or "\x00" in raw_name:
@@ -187,6 +196,13 @@ def _member_path(raw_name: str) -> PurePosixPath:
         )
     if not parts:
         raise FixtureArchiveError("bad_name", f"archive member {raw_name!r} names no file")
+    long = [p for p in parts if len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES]
+    if long or len(parts) > MAX_NAME_DEPTH:
+        raise FixtureArchiveError(
+            "bad_name",
+            f"archive member {raw_name[:80]!r}... has a name part over {MAX_NAME_BYTES} bytes "
+            f"or more than {MAX_NAME_DEPTH} levels, which no file system can extract",
+        )
     return PurePosixPath(*parts)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -45,6 +46,7 @@ from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
+from lattice_contract.artifact import open_regular_file
 from lattice_contract.dialect import GRAPH_FILE, KNOWN_PRODUCER_DIGESTS, WEIGHT_FILE
 
 from lattice_conformance.archive import ArchiveLimits, FixtureArchiveError, SparseArrays
@@ -97,8 +99,31 @@ def _manifest_limits() -> ArchiveLimits:
 
 def _read_manifest(path: Path) -> bytes:
     """At most one byte past the limit, so an oversized manifest is refused, never truncated."""
-    with open(path, "rb") as handle:
+    _plain(path, "file")
+    with open_regular_file(path, what="fixture-tree manifest") as handle:
         return handle.read(MANIFEST_LIMIT + 1)
+
+
+def _plain(path: Path, kind: str) -> None:
+    """A tree is read like an archive: a link (or a FIFO, a device) in it is refused.
+
+    A link could make a replay or a migration read (and copy into its
+    output) any file of the machine, ``/proc/self/environ`` included, so no
+    link is followed, whatever it points to.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return  # reported as missing by the caller
+    if stat.S_ISLNK(mode):
+        raise UpstreamTreeError(
+            "link",
+            f"{path} is a symbolic link; a fixture tree holds plain files only (links are "
+            "never followed): copy the file into the tree",
+        )
+    plain = stat.S_ISDIR(mode) if kind == "directory" else stat.S_ISREG(mode)
+    if not plain:
+        raise UpstreamTreeError("not_regular", f"{path} is not a plain {kind}")
 
 
 def _is_tree_manifest(raw: bytes, where: str) -> bool:
@@ -177,13 +202,19 @@ def tree_cases(root: Path) -> tuple[TreeCase, ...]:
     if not isinstance(raw_cases, list) or not raw_cases:
         raise UpstreamTreeError("bad_manifest", f"{root / MANIFEST} lists no cases")
     cases = []
+    seen: set[str] = set()
     for index, raw in enumerate(raw_cases):
         where = f"manifest case {index}"
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise UpstreamTreeError("bad_manifest", f"{where} needs a string name")
         name = raw["name"]
-        if not name or "/" in name or name.startswith("."):
+        if not name or "/" in name or name.startswith(".") or "\0" in name:
             raise UpstreamTreeError("bad_manifest", f"{where}: case name {name!r} is not a folder")
+        if name in seen:
+            raise UpstreamTreeError(
+                "duplicate_case", f"{where}: case {name!r} is listed twice; list each case once"
+            )
+        seen.add(name)
         kind = raw.get("output_kind", "")
         if kind not in ("dense", "sparse"):
             raise UpstreamTreeError(
@@ -198,6 +229,9 @@ def tree_cases(root: Path) -> tuple[TreeCase, ...]:
                 )
             tolerances.append(float(value))
         directory = root / name
+        _plain(directory, "directory")
+        for file in CASE_FILES:
+            _plain(directory / file, "file")
         missing = [f for f in CASE_FILES if not (directory / f).is_file()]
         if missing:
             raise UpstreamTreeError(

@@ -40,6 +40,7 @@ from lattice_contract.artifact import (
     METADATA_KEY,
     QuantizationReport,
     format_report,
+    printable,
 )
 from lattice_contract.dialect import REFERENCE_SYSTEM, WEIGHT_FILE, outside_reference
 from lattice_contract.plan import RuntimePlan
@@ -359,7 +360,7 @@ def inspect_artifact(
         report["exit_status"] = status
         print(json.dumps(report, indent=2, sort_keys=True), file=out)
     else:
-        print(render_text(report), file=out)
+        print(printable(render_text(report), multiline=True), file=out)
     return status
 
 
@@ -416,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"    {case['name']}: atol {case['atol']:g}, rtol {case['rtol']:g}, "
                 f"outputs {', '.join(case['outputs'])}"
             )
-        print("\n".join(lines))
-    print(render_text(report), file=sys.stdout)
+        print(printable("\n".join(lines), multiline=True))
+    # Names, diagnostics and the producer come from the file: no control character of
+    # theirs reaches the terminal (JSON output escapes them by itself).
+    print(printable(render_text(report), multiline=True), file=sys.stdout)
     return status

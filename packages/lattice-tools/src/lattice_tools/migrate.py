@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -64,11 +65,15 @@ from lattice_contract.artifact import (
     EXIT_USAGE,
     BundleError,
     Companion,
+    OutputClashError,
+    WeightFileError,
     WriterLockedError,
     atomic_write_dir,
     atomic_write_file,
     check_bundle_dir,
+    check_safetensors_file,
     path_lock,
+    printable,
     recover_interrupted,
 )
 from lattice_contract.dialect import (
@@ -162,8 +167,9 @@ class MigrationReport:
         ]
         for name, changes in self.cases.items():
             for change in changes:
-                where = f"{name}: " if self.kind == "fixture-tree" else ""
-                lines.append(f"  {where}{change.what}: {change.before!r} -> {change.after!r}")
+                where = f"{printable(name)}: " if self.kind == "fixture-tree" else ""
+                before, after = printable(repr(change.before)), printable(repr(change.after))
+                lines.append(f"  {where}{change.what}: {before} -> {after}")
         lines.append(f"manifest of changes: {self.manifest}")
         return "\n".join(lines)
 
@@ -325,6 +331,33 @@ def _rename_tensors(src: Path, dst: Path, renamed: dict[str, str]) -> None:
         raise MigrationError(str(exc)) from None
 
 
+def _copy_plain(src: Path, dst: Path) -> None:
+    """Copy a regular file, never through a link (``O_NOFOLLOW``), never from a FIFO or device.
+
+    The case's files were checked link-free when the tree was read; opening
+    without following closes the window in which one could be swapped in.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(src, flags)
+    except OSError as exc:
+        raise MigrationError(f"cannot read {src} as a plain file (a link?): {exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MigrationError(f"{src} is not a plain file; a fixture holds plain files only")
+        os.set_blocking(fd, True)
+        with open(dst, "wb") as out:
+            shutil.copyfileobj(handle, out)
+
+
+def _check_weights(path: Path) -> None:
+    """A ``.safetensors`` member is what it claims: a header the reader policy accepts."""
+    try:
+        check_safetensors_file(path)
+    except WeightFileError as exc:
+        raise MigrationError(str(exc)) from None
+
+
 def _source_kind(src: Path) -> str:
     if src.is_file():
         return "graph"
@@ -381,6 +414,11 @@ def migrate(
     refusal leaves DST untouched.  DST must not exist unless ``force``.
     """
     source, target = Path(src), Path(dst)
+    if target.name in ("", ".", ".."):
+        raise MigrationError(
+            f"DST {str(dst)!r} names no new file or directory; give the migrated copy a name "
+            "(for example model.lattice)"
+        )
     kind = _source_kind(source)
     manifest_path = (
         Path(manifest) if manifest else target.with_name(target.name + ".migration.json")
@@ -426,13 +464,21 @@ def migrate(
             migrated[name] = migrate_graph(_read_graph(graph_path), where=str(graph_path))
     producers = sorted({m.producer for m in migrated.values()})
 
+    if kind == "bundle":
+        _check_weights(source / WEIGHT_FILE)
+    elif kind == "fixture-tree":
+        for name in migrated:
+            for file in FIXTURE_CASE_FILES[1:]:
+                if file.endswith(".safetensors"):
+                    _check_weights(source / name / file)
+
     def fill_bundle(root: Path) -> None:
         (graph,) = migrated.values()
         (root / GRAPH_FILE).write_text(graph.text, encoding="utf-8")
-        shutil.copyfile(source / WEIGHT_FILE, root / WEIGHT_FILE)
+        _copy_plain(source / WEIGHT_FILE, root / WEIGHT_FILE)
 
     def fill_tree(root: Path) -> None:
-        shutil.copyfile(source / MANIFEST, root / MANIFEST)
+        _copy_plain(source / MANIFEST, root / MANIFEST)
         for name, graph in migrated.items():
             os.mkdir(root / name)
             (root / name / GRAPH_FILE).write_text(graph.text, encoding="utf-8")
@@ -440,7 +486,7 @@ def migrate(
                 if file == "inputs.safetensors" and graph.renamed_inputs:
                     _rename_tensors(source / name / file, root / name / file, graph.renamed_inputs)
                 else:
-                    shutil.copyfile(source / name / file, root / name / file)
+                    _copy_plain(source / name / file, root / name / file)
 
     report = MigrationReport(
         kind=kind,
@@ -477,7 +523,8 @@ def migrate(
         }
         return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
-    companion = Companion(manifest_path, render)
+    # An existing manifest is replaced only with --force (the user named DST, not it).
+    companion = Companion(manifest_path, render, replace=force)
     check = partial(_check_destination, kind=kind, force=force)
     try:
         if kind == "graph":
@@ -487,11 +534,14 @@ def migrate(
                 lambda tmp: tmp.write_text(graph.text, encoding="utf-8"),
                 check_existing=check,
                 companion=companion,
+                inputs=[source],
             )
         else:
             fill = fill_bundle if kind == "bundle" else fill_tree
-            atomic_write_dir(target, fill, check_existing=check, companion=companion)
-    except WriterLockedError as exc:
+            atomic_write_dir(
+                target, fill, check_existing=check, companion=companion, inputs=[source]
+            )
+    except (WriterLockedError, OutputClashError) as exc:
         raise MigrationError(str(exc)) from None
     return report
 

@@ -24,7 +24,15 @@ from importlib import resources
 from pathlib import Path
 
 from lattice_conformance.archive import FixtureArchiveError
-from lattice_contract.artifact import EXIT_OK, EXIT_USAGE, BundleError
+from lattice_contract.artifact import (
+    EXIT_OK,
+    EXIT_USAGE,
+    BundleError,
+    OutputClashError,
+    WriterLockedError,
+    atomic_write_file,
+    check_outputs,
+)
 from lattice_contract.plan import ArtifactCapabilityError
 
 from lattice_tools.artifact_source import open_artifact_source
@@ -32,7 +40,7 @@ from lattice_tools.graph_model import GraphModel, load_graph_model
 
 log = logging.getLogger(__name__)
 
-__all__ = ["main", "render_html", "write_html"]
+__all__ = ["json_for_html", "main", "render_html", "write_html"]
 
 
 def _asset(name: str) -> str:
@@ -44,9 +52,27 @@ def _inline_script(text: str) -> str:
     return text.replace("</", "<\\/")
 
 
+_JSON_IN_HTML = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def json_for_html(value: object) -> str:
+    """JSON that means the same inside a ``<script>`` element as in a ``.json`` file.
+
+    Inside a script element the HTML parser, not the JSON parser, decides
+    where the data ends: ``</script>`` closes it, and ``<!--<script>`` makes
+    the parser swallow everything up to a second ``</script>`` (the page
+    never draws).  Every ``<``, ``>`` and ``&`` is written as a ``\\u``
+    escape, which the JSON parser reads back as the same character, so no
+    weight key or output name can end the element or change how it is parsed.
+    """
+    return json.dumps(value, sort_keys=True).translate(_JSON_IN_HTML)
+
+
 def render_html(model: GraphModel, title: str) -> str:
     """The page for ``model`` (a complete HTML document)."""
-    data = json.dumps(model.as_dict(), sort_keys=True)
+    data = json_for_html(model.as_dict())
     ops = sum(n.kind == "op" for n in model.nodes)
     name = html.escape(title)
     return f"""<!DOCTYPE html>
@@ -63,7 +89,7 @@ def render_html(model: GraphModel, title: str) -> str:
 (weights and decompose/with_features folded in) &middot; click a node for its attributes
 &middot; wheel to zoom, drag to pan</span></header>
 <main><svg id="canvas" xmlns="http://www.w3.org/2000/svg"></svg><aside id="details"></aside></main>
-<script id="lattice-graph" type="application/json">{_inline_script(data)}</script>
+<script id="lattice-graph" type="application/json">{data}</script>
 <script>
 /* dagre {"(@dagrejs/dagre 3.1.3, MIT licence: Copyright (c) 2012-2014 Chris Pettitt)"} */
 {_inline_script(_asset("dagre.min.js"))}
@@ -78,16 +104,16 @@ def render_html(model: GraphModel, title: str) -> str:
 
 def write_html(artifact: str | os.PathLike[str], out: str | os.PathLike[str]) -> GraphModel:
     """Read ``artifact`` (bundle or fixture archive) and write its page to ``out``."""
+    check_outputs([out], [artifact])
     with open_artifact_source(artifact) as source:
         model = load_graph_model(str(source.artifact_dir))
     page = render_html(model, Path(artifact).name)
-    target = Path(out)
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(target)  # a reader never sees half a page
-    finally:
-        tmp.unlink(missing_ok=True)  # nothing half-written is left behind either
+    # The project's atomic writer: a private temporary name under the writer lock (a
+    # fixed name could be a planted link, and two views of one page raced on it), and
+    # never over the artifact the page is drawn from.
+    atomic_write_file(
+        Path(out), lambda tmp: tmp.write_text(page, encoding="utf-8"), inputs=[artifact]
+    )
     return model
 
 
@@ -105,7 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         model = write_html(args.artifact, args.html)
-    except (BundleError, FixtureArchiveError, ArtifactCapabilityError, ValueError, OSError) as exc:
+    except (
+        BundleError,
+        FixtureArchiveError,
+        ArtifactCapabilityError,
+        OutputClashError,
+        WriterLockedError,
+        ValueError,
+        OSError,
+    ) as exc:
         log.error("lattice view: %s", exc)
         return EXIT_USAGE
     ops = sum(n.kind == "op" for n in model.nodes)

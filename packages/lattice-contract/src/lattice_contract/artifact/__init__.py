@@ -13,9 +13,11 @@ from __future__ import annotations
 from lattice_contract.artifact import atomic
 from lattice_contract.artifact.atomic import (
     Companion,
+    OutputClashError,
     WriterLockedError,
     atomic_write_dir,
     atomic_write_file,
+    check_outputs,
     fingerprint,
     path_lock,
     recover_interrupted,
@@ -51,6 +53,12 @@ from lattice_contract.artifact.safetensors_header import (
     check_safetensors_file,
     non_finite_error,
 )
+from lattice_contract.artifact.untrusted import (
+    NotRegularFileError,
+    open_regular_file,
+    printable,
+    read_regular_file,
+)
 from lattice_contract.artifact.version import (
     DISTRIBUTIONS,
     __version__,
@@ -69,6 +77,8 @@ __all__ = [
     "BundleError",
     "Companion",
     "DenseWeight",
+    "NotRegularFileError",
+    "OutputClashError",
     "OutputError",
     "QuantizationReport",
     "SafetensorsLayout",
@@ -80,6 +90,7 @@ __all__ = [
     "atomic_write_dir",
     "atomic_write_file",
     "check_bundle_dir",
+    "check_outputs",
     "check_safetensors_bytes",
     "check_safetensors_file",
     "configure_logging",
@@ -89,7 +100,10 @@ __all__ = [
     "flatten_bundle_weights",
     "format_report",
     "non_finite_error",
+    "open_regular_file",
     "path_lock",
+    "printable",
+    "read_regular_file",
     "recover_interrupted",
     "run_command",
     "split_verbosity",

@@ -54,16 +54,18 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 __all__ = [
     "Companion",
+    "OutputClashError",
     "WriterLockedError",
     "atomic_write_dir",
     "atomic_write_file",
+    "check_outputs",
     "default_dir_mode",
     "default_file_mode",
     "fingerprint",
@@ -87,6 +89,10 @@ class WriterLockedError(RuntimeError):
     """Another process (or thread) is saving to the same destination right now."""
 
 
+class OutputClashError(ValueError):
+    """An output would replace an input of the command, or a file nobody named as output."""
+
+
 @dataclass(frozen=True)
 class Companion:
     """A file that describes the destination and moves with it (see the module docs).
@@ -98,6 +104,8 @@ class Companion:
 
     path: Path
     render: Callable[[str], str]
+    replace: bool = True
+    """Whether an existing file at ``path`` may be replaced (False: refuse it)."""
 
 
 def fingerprint(path: str | os.PathLike[str]) -> str:
@@ -315,6 +323,62 @@ def _stage_companion(companion: Companion, destination_fingerprint: str) -> Path
     return pending
 
 
+def _same_or_inside(path: Path, other: Path) -> bool:
+    """Whether ``path`` is ``other`` (by name or by inode) or lies inside the tree ``other``."""
+    try:
+        if os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other):
+            return True
+    except OSError:
+        pass
+    a, b = Path(os.path.realpath(path)), Path(os.path.realpath(other))
+    return a == b or b in a.parents
+
+
+def check_outputs(
+    outputs: Iterable[str | os.PathLike[str]],
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    *,
+    existing: Iterable[str | os.PathLike[str]] = (),
+) -> None:
+    """Refuse outputs that are, hold or lie inside an input; and existing unnamed outputs.
+
+    Every writer of this module calls it with its destination (and
+    companion); commands may call it earlier, before their slow work, with
+    the same arguments.  ``existing`` lists outputs that must not exist yet
+    (files the user did not name as the destination).  Raises
+    :class:`OutputClashError` naming both paths and the fix.
+    """
+    sources = [Path(p) for p in inputs]
+    for output in (Path(p) for p in outputs):
+        for source in sources:
+            if _same_or_inside(output, source):
+                raise OutputClashError(
+                    f"refusing to write {str(output)!r}: it is (or lies inside) the input "
+                    f"{str(source)!r}, which this command reads; name another output path"
+                )
+            if _same_or_inside(source, output):
+                raise OutputClashError(
+                    f"refusing to write {str(output)!r}: it would replace the input "
+                    f"{str(source)!r} inside it; name another output path"
+                )
+    for output in (Path(p) for p in existing):
+        if os.path.lexists(output):
+            raise OutputClashError(
+                f"refusing to overwrite {str(output)!r}: it exists and was not named as the "
+                "destination; remove it, name another path, or pass --force"
+            )
+
+
+def _check_writer(
+    target: Path, companion: Companion | None, inputs: Iterable[Any], overwrite: bool
+) -> None:
+    outputs = [target] + ([companion.path] if companion is not None else [])
+    existing = [] if overwrite else [target]
+    if companion is not None and not companion.replace:
+        existing.append(companion.path)
+    check_outputs(outputs, inputs, existing=existing)
+
+
 @contextlib.contextmanager
 def _locked(target: Path, companion: Companion | None) -> Iterator[float]:
     """The destination's lock (and the companion's), with earlier leftovers recovered."""
@@ -399,16 +463,19 @@ def atomic_write_dir(
     *,
     check_existing: Callable[[Path], None] | None = None,
     companion: Companion | None = None,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    overwrite: bool = True,
 ) -> Path:
     """Create or replace the directory ``path`` with what ``write(tmp)`` puts in ``tmp``.
 
     ``check_existing(path)`` runs under the lock when ``path`` exists and may
     raise to refuse the overwrite.  On any error (or kill) the destination is
-    the old complete tree; see the module docstring for the swap and for
-    ``companion``.
+    the old complete tree; see the module docstring for the swap, for
+    ``companion`` and for ``inputs`` and ``overwrite`` (:func:`check_outputs`).
     """
     target = Path(path)
     parent = _parent(target)
+    _check_writer(target, companion, inputs, overwrite)
     with _locked(target, companion):
         exists = os.path.lexists(target)
         if exists and check_existing is not None:
@@ -458,22 +525,27 @@ def atomic_write_file(
     *,
     check_existing: Callable[[Path], None] | None = None,
     companion: Companion | None = None,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    overwrite: bool = True,
 ) -> Path:
     """Create or replace the file ``path`` with what ``write(tmp)`` writes to ``tmp``.
 
-    ``write`` receives the path of a fresh hidden sibling file and may
-    reopen it by name (safetensors and PLY writers do).  The file is synced
-    and given the umask's mode before ``os.replace`` moves it into place.
-    ``check_existing`` and ``companion`` as for :func:`atomic_write_dir`.
+    ``write`` receives a fresh path of the destination's name inside a
+    private hidden directory and may reopen it by name (safetensors and PLY
+    writers do; whatever else they create there goes with the directory).
+    The file is synced and given the umask's mode before ``os.replace``
+    moves it into place.  ``check_existing``, ``companion``, ``inputs`` and
+    ``overwrite`` as for :func:`atomic_write_dir`.
     """
     target = Path(path)
     parent = _parent(target)
+    _check_writer(target, companion, inputs, overwrite)
     with _locked(target, companion):
         if os.path.lexists(target) and check_existing is not None:
             check_existing(target)
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
-        os.close(fd)
-        tmp = Path(name)
+        box = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+        tmp = box / target.name
+        tmp.touch(0o600)
         pending: Path | None = None
         try:
             write(tmp)
@@ -484,11 +556,11 @@ def atomic_write_file(
             _hook("before_swap")
             os.replace(tmp, target)
         except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             if pending is not None:
                 _remove(pending)
             raise
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
         _fsync_path(parent, directory=True)
         _place_companion(pending, companion)
     return target

@@ -28,6 +28,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from lattice_contract.artifact.untrusted import printable
+
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
@@ -87,7 +89,7 @@ def configure_logging(level: int) -> None:
     propagate to the root logger, so an application's own handlers see them.
     """
     handler = _CurrentStderr()
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setFormatter(_PrintableFormatter("%(message)s"))
     setattr(handler, _HANDLER_FLAG, True)
     for name in _ROOTS:
         logger = logging.getLogger(name)
@@ -95,6 +97,19 @@ def configure_logging(level: int) -> None:
             logger.removeHandler(old)
         logger.addHandler(handler)
         logger.setLevel(level)
+
+
+class _PrintableFormatter(logging.Formatter):
+    """Log lines with every control character escaped but their own line breaks.
+
+    Messages quote names and diagnostics from the files a command reads (case
+    names, weight keys, an archive's ``producer``); a terminal escape in one
+    of them is printed as ``\\x1b``, never obeyed
+    (:func:`lattice_contract.artifact.untrusted.printable`).
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), multiline=True)
 
 
 class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]

@@ -96,8 +96,13 @@ class QuantizationReport:
                     for o in data["outputs"]
                 ),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            # OverflowError: int() of a 1e999 float is infinity, not a number of bits.
             raise ValueError(f"malformed {METADATA_KEY} in the artifact: {exc}") from None
+        except RecursionError:
+            raise ValueError(
+                f"malformed {METADATA_KEY} in the artifact: nested too deeply to be a report"
+            ) from None
 
 
 def format_report(report: QuantizationReport) -> list[str]:

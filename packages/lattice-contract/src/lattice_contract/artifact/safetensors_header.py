@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
 from lattice_contract.artifact.bundle import BundleError
+from lattice_contract.artifact.untrusted import NotRegularFileError, open_regular_file
 
 __all__ = [
     "DTYPE_SIZES",
@@ -261,10 +262,10 @@ def check_safetensors_file(path: str | os.PathLike[str]) -> SafetensorsLayout:
     """Check a safetensors file's header against the policy; never reads the data."""
     where = os.fspath(path)
     try:
-        with open(path, "rb") as handle:
+        with open_regular_file(path, what="weight file") as handle:
             total = os.fstat(handle.fileno()).st_size
             header, start = _read_prefix(where, handle, total)
-    except OSError as exc:
+    except (OSError, NotRegularFileError) as exc:
         raise WeightFileError(where, None, f"cannot read the file ({exc})") from None
     layout = _check_header(where, header, total - start)
     return SafetensorsLayout(layout.entries, layout.metadata, start)

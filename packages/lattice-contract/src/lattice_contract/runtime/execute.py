@@ -222,6 +222,7 @@ def compile_plan(
         for param, spec in lowering.weights.items():
             if param in step_weights:
                 spec.check_static(step_weights[param], attrs, step_weights, where)
+                _check_declared_width(spec.kind, step_weights[param], typed[op.results[0]], where)
         release = tuple(
             sorted({x for x in op.operands if last_use.get(x) == position and x not in keep})
         )
@@ -299,11 +300,49 @@ def run_program(
                 )
             for label, value in zip(results, produced, strict=True):
                 env[label] = value
+        for label, declared in zip(results, step.result_types, strict=True):
+            _check_declared_shape(backend, env[label], declared, step.where)
         for label in step.release:
             env.pop(label, None)
     results = tuple(env[label] for label in program.plan.returns)
     _check_outputs(program, results)
     return results
+
+
+def _check_declared_width(
+    kind: str, weight: ResolvedWeight, declared: ValueType, where: str
+) -> None:
+    """A linear or conv weight's C_out must be the static width its result type declares.
+
+    The graph states feature widths only in tensor types (``tensor<?x8xf16>``);
+    a weight file whose ``C_out`` differs would make the program return another
+    width than its types say, so it is refused at load, naming the key.
+    """
+    if kind not in ("linear", "conv") or declared.kind != "tensor" or not declared.shape:
+        return
+    width = declared.shape[-1]
+    c_out = weight.logical_shape[0]
+    if width >= 0 and width != c_out:
+        raise WeightContractError(
+            f"{where}: weight {weight.storage_key!r} has {c_out} output channels (shape "
+            f"{weight.logical_shape}) but the graph declares the result {declared.describe()} "
+            f"({width} channels); re-export so the weights and the graph agree"
+        )
+
+
+def _check_declared_shape(
+    backend: RuntimeBackend, value: Any, declared: ValueType, where: str
+) -> None:
+    """Every static dimension of a tensor result must hold (never a silently wider value)."""
+    if declared.kind != "tensor" or declared.shape is None or not backend.is_array(value):
+        return
+    shape = backend.shape(value)
+    want = declared.shape
+    if len(shape) != len(want) or any(w >= 0 and s != w for s, w in zip(shape, want, strict=True)):
+        raise WeightContractError(
+            f"{where} produced shape {tuple(shape)} but the graph declares "
+            f"{declared.describe()}; the weights do not match the graph's types, re-export them"
+        )
 
 
 def _check_outputs(program: CompiledProgram, results: Sequence[Any]) -> None:

@@ -62,6 +62,7 @@ from lattice_contract.dialect import (
     WeightLayout,
     layout_family,
     packed_geometry,
+    rule_message,
 )
 from lattice_contract.plan import PlanError, ValueType
 
@@ -152,6 +153,10 @@ class RuntimeBackend(Protocol):
         """The stride a SparseTensor carries (checked against the declared one)."""
         ...
 
+    def non_finite_counts(self, arrays: Any) -> list[int]:
+        """NaN and infinity counts of every array (refuses weights that overflow)."""
+        ...
+
 
 # ---------------------------------------------------------------------------
 # Weights.
@@ -237,6 +242,7 @@ def resolve_weight(
                 f"weight {storage_key!r} is stored as {stored} but the graph declares "
                 f"!lattice.weight<{family}, {dtype}>; re-export so storage and graph agree"
             )
+        _refuse_empty(storage_key, shape, layout)
         return ResolvedWeight(storage_key, family, layout, dtype, None, shape, array)
 
     parts = {part: f"{storage_key}.{part}" for part in ("weight", "scales", "biases")}
@@ -286,6 +292,7 @@ def resolve_weight(
     # The stored triplet fixes K, C_out and the padded C_in; the consuming op
     # supplies the kernel's three sizes and the real C_in (WeightSpec checks).
     logical = (c_out, padded) if rank == 2 else (c_out, taps, padded)
+    _refuse_empty(storage_key, logical, layout)
     try:
         value = backend.make_packed(words, scales, biases, bits, group_size)
     except (TypeError, ValueError) as error:
@@ -295,7 +302,55 @@ def resolve_weight(
         raise WeightContractError(
             f"packed weight {storage_key!r} cannot be used by this runtime: {error}"
         ) from error
+    _refuse_overflow(backend, storage_key, scales, biases, bits, scale_dtype)
     return ResolvedWeight(storage_key, family, layout, dtype, packing, logical, value)
+
+
+def _refuse_empty(storage_key: str, shape: tuple[int, ...], layout: str) -> None:
+    """A zero extent is no weight at all: refused here, before a kernel divides by it.
+
+    The graph does not carry weight shapes, so an empty payload (a conv with
+    no output channels, say) would otherwise reach the runtimes, where one
+    raised an unrelated reshape error and the other could die of a
+    division by zero inside its kernel.
+    """
+    if all(int(dim) > 0 for dim in shape):
+        return
+    raise WeightContractError(
+        rule_message(
+            "weight.shape",
+            f"weight {storage_key!r} has logical shape {tuple(shape)}, an empty extent for "
+            f"layout {layout} {_LAYOUT_AXES[layout]}",
+        )
+    )
+
+
+def _refuse_overflow(
+    backend: RuntimeBackend,
+    storage_key: str,
+    scales: Any,
+    biases: Any,
+    bits: int,
+    scale_dtype: str,
+) -> None:
+    """Refuse packed weights whose dequantized values are not finite in the scale dtype.
+
+    A code ``q`` dequantizes to ``scale * q + bias``, linear in ``q``: its
+    extremes are ``bias`` (``q = 0``, already checked finite at load) and
+    ``scale * q_max + bias``.  The product is checked alone too, because a
+    runtime may round it before adding the bias.  Finite scales of f16's
+    maximum times 15 overflow to infinity, and a program would quietly
+    return infinities, which dense weights are refused for.
+    """
+    top = (1 << bits) - 1
+    product = scales * top
+    counts = backend.non_finite_counts([product, product + biases])
+    if any(counts):
+        raise WeightContractError(
+            f"packed weight {storage_key!r} dequantizes to {max(counts)} non-finite value(s): "
+            f"scale * {top} + bias overflows {scale_dtype}; deployed weights must be finite, "
+            "so re-quantize with smaller scales or a wider scale_dtype"
+        )
 
 
 @dataclass(frozen=True)

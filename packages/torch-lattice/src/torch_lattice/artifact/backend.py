@@ -58,8 +58,19 @@ class TorchBackend(RuntimeAdapter):
     def write_weights(
         self, path: Path, entries: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None
     ) -> None:
-        """``safetensors.torch.save_file``."""
-        save_file(dict(entries), str(path), metadata=dict(metadata) if metadata else None)
+        """``safetensors.torch.save_file``; its own error type becomes an ``OSError``.
+
+        A full disk or a file-size limit surfaces from safetensors as a
+        ``SafetensorError`` that no caller expects; as an ``OSError`` it is
+        reported like every other failed write (the atomic writer has left
+        nothing behind by then).
+        """
+        from safetensors import SafetensorError
+
+        try:
+            save_file(dict(entries), str(path), metadata=dict(metadata) if metadata else None)
+        except SafetensorError as exc:
+            raise OSError(f"cannot write {path.name}: {exc}") from None
 
     def read_weights(self, path: str | os.PathLike[str]) -> Mapping[str, torch.Tensor]:
         """``safetensors.torch.load_file`` onto the CPU."""

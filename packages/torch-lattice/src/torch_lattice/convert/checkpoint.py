@@ -25,8 +25,10 @@ from lattice_contract.artifact import (
     EXIT_OK,
     EXIT_USAGE,
     Companion,
+    OutputClashError,
     WriterLockedError,
     atomic_write_file,
+    check_outputs,
     run_command,
     version_report,
 )
@@ -65,6 +67,42 @@ def _looks_like_kernel(key: str, tensor: torch.Tensor) -> bool:
     return torch.is_floating_point(tensor) and tensor.dim() in (3, 5)
 
 
+def _check_tensor(key: str, value: torch.Tensor) -> None:
+    """Refuse tensors safetensors cannot hold, and tensors larger than their own storage.
+
+    A ``.pt`` file stores each storage once and each tensor as a view of it;
+    a view with stride 0 (or overlapping strides) can claim 805 million
+    floats over 4 bytes of storage, which converting would expand into
+    gigabytes.  The claim is checked against the storage before anything is
+    copied, so the output is never larger than what the file holds.
+    """
+    if value.layout != torch.strided:
+        raise ConversionError(
+            f"{key}: a {str(value.layout).removeprefix('torch.')} tensor; convert-checkpoint "
+            "reads dense tensors only (call .to_dense() on it before saving)"
+        )
+    if value.is_quantized:
+        raise ConversionError(
+            f"{key}: a quantized {str(value.dtype).removeprefix('torch.')} tensor; dequantize "
+            "it (.dequantize()) before saving; Lattice packs weights at export"
+        )
+    if value.is_meta:
+        raise ConversionError(
+            f"{key}: a meta-device tensor holds no values; save the checkpoint from a model "
+            "whose weights are materialised"
+        )
+    claimed = value.numel() * value.element_size()
+    if value.numel() > 1:
+        storage = value.untyped_storage().nbytes()
+        offset = value.storage_offset() * value.element_size()
+        if claimed > storage - offset:
+            raise ConversionError(
+                f"{key}: shape {list(value.shape)} claims {claimed:,} bytes but its storage "
+                f"holds {storage:,} (strides {list(value.stride())} alias the same values); "
+                "save the tensor itself (.clone()) instead of an expanded view"
+            )
+
+
 def convert_state_dict(
     state_dict: Mapping[str, torch.Tensor], spec: KernelSpec
 ) -> ConversionResult:
@@ -94,8 +132,14 @@ def convert_state_dict(
                 f"{key}: expected a tensor, got {type(value).__name__}; pass the state dict "
                 "itself (see --state-dict-key)"
             )
+        _check_tensor(key, value)
         declaration = spec.declaration_for(key)
         out_key = spec.output_key(key)
+        if out_key == "__metadata__":
+            raise ConversionError(
+                f"{key}: the output key '__metadata__' is the safetensors header's own entry, "
+                'so no reader could load the file; rename the key ("rename" in the spec)'
+            )
         if out_key in tensors:
             raise ConversionError(
                 f"{key}: renamed to {out_key!r}, which another key already produced; "
@@ -199,21 +243,28 @@ def convert_checkpoint(
     """
     from safetensors.torch import save_file
 
-    kernel_spec = spec if isinstance(spec, KernelSpec) else KernelSpec.load(spec)
     dst_path = Path(dst)
     if dst_path.suffix != ".safetensors":
         raise ConversionError(f"destination {str(dst_path)!r} must end in .safetensors")
-    state = load_state_dict(src, state_dict_key)
-    result = convert_state_dict(state, kernel_spec)
-    manifest = dict(result.manifest)
-    manifest["source"] = str(Path(src))
-    manifest["destination"] = str(dst_path)
     mpath = Path(manifest_path) if manifest_path is not None else default_manifest_path(dst_path)
     if mpath.resolve() == dst_path.resolve():
         raise ConversionError(
             f"the manifest {str(mpath)!r} would overwrite the destination; write it beside "
             "DST (the default, DST with .manifest.json)"
         )
+    # What the command reads is never an output: checked before the (slow) conversion
+    # and again by the atomic writer under its lock.
+    inputs = [Path(src)] + ([] if isinstance(spec, KernelSpec) else [Path(spec)])
+    try:
+        check_outputs([dst_path, mpath], inputs)
+    except OutputClashError as exc:
+        raise ConversionError(str(exc)) from None
+    kernel_spec = spec if isinstance(spec, KernelSpec) else KernelSpec.load(spec)
+    state = load_state_dict(src, state_dict_key)
+    result = convert_state_dict(state, kernel_spec)
+    manifest = dict(result.manifest)
+    manifest["source"] = str(Path(src))
+    manifest["destination"] = str(dst_path)
 
     def render(destination_sha256: str) -> str:
         # The manifest names the bytes it describes, so a reader can check the pair.
@@ -226,6 +277,7 @@ def convert_checkpoint(
         dst_path,
         lambda tmp: save_file(result.tensors, str(tmp)),
         companion=Companion(mpath, render),
+        inputs=inputs,
     )
     return manifest
 
@@ -268,8 +320,15 @@ def _main(argv: list[str]) -> int:
             manifest_path=args.manifest,
             state_dict_key=args.state_dict_key,
         )
-    except (ConversionError, WriterLockedError) as exc:
+    except (ConversionError, WriterLockedError, OutputClashError) as exc:
         log.error("convert-checkpoint: error: %s", exc)
+        return EXIT_USAGE
+    except OSError as exc:  # a full disk, a read-only destination
+        log.error(
+            "convert-checkpoint: error: cannot write %r: %s; nothing was changed",
+            str(args.dst),
+            exc.strerror or exc,
+        )
         return EXIT_USAGE
     log.info(
         "convert-checkpoint: %d kernel(s) converted, %d tensor(s) copied, %d dropped -> %s",

@@ -13,14 +13,15 @@ either decided from the tensor's shape when only one reading fits or refused.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from lattice_contract.artifact import read_regular_file
 from lattice_contract.dialect import Triple, as_triple
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 SPEC_FORMAT = "lattice-kernel-spec"
+
+MAX_SPEC_BYTES = 16 << 20
+"""Largest kernel-spec file read (a spec lists patterns, not data)."""
 
 FRAMEWORKS: tuple[str, ...] = ("torchsparse", "spconv", "minkowski")
 """Source frameworks ``convert-checkpoint`` understands."""
@@ -207,6 +211,95 @@ def _positive_triple(value: Any, where: str) -> Triple | None:
     return triple
 
 
+MAX_RENAME_PATTERN = 256
+"""Longest ``rename`` regex accepted (characters)."""
+
+MAX_OPEN_REPEATS = 3
+"""Most unbounded repeats (``*``, ``+``, ``{n,}``) one ``rename`` regex may hold."""
+
+MAX_KEY_LENGTH = 1024
+"""Longest state-dict key accepted: with the bounds above, a rename costs at most
+about ``len(key) ** (MAX_OPEN_REPEATS + 1)`` steps, so a key is bounded too."""
+
+
+def _rename_rule(pattern: str, replacement: str) -> tuple[str, str]:
+    """Check one ``rename`` entry: a bounded regex and a replacement valid for it.
+
+    Python's regex engine backtracks: a repeat nested in a repeat, or a
+    repeated alternation, makes ``^(a+)+$`` take longer than the age of the
+    universe on a 40-character key.  A rename only ever needs repeats of one
+    character or class (``.*``, ``\\d+``, ``[a-z_]*``), so a repeat whose body
+    is a group, an alternation or a backreference is refused, and so are long
+    patterns and more than :data:`MAX_OPEN_REPEATS` unbounded repeats.  The
+    replacement is compiled against the pattern here (a ``\\9`` for a
+    one-group pattern is an error now, not in the middle of a conversion).
+    """
+    where = f"kernel spec: rename regex {pattern!r}"
+    if len(pattern) > MAX_RENAME_PATTERN:
+        raise ConversionError(f"{where} is longer than {MAX_RENAME_PATTERN} characters")
+    try:
+        compiled = re.compile(pattern)
+        parsed = _sre_parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ConversionError(f"{where}: {exc}") from None
+    open_repeats = _check_repeats(parsed, where, inside_repeat=False)
+    if open_repeats > MAX_OPEN_REPEATS:
+        raise ConversionError(
+            f"{where} has {open_repeats} unbounded repeats; at most {MAX_OPEN_REPEATS} keep a "
+            "rename fast on every key"
+        )
+    try:
+        compiled.sub(replacement, "")
+    except (re.error, IndexError) as exc:
+        raise ConversionError(
+            f"kernel spec: rename replacement {replacement!r} for {pattern!r}: {exc}"
+        ) from None
+    return pattern, replacement
+
+
+def _sre_parse(pattern: str) -> Any:
+    """The stdlib's own parse of ``pattern`` (the tree ``re.compile`` compiles)."""
+    return importlib.import_module("re._parser").parse(pattern)
+
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+_NESTING = ("SUBPATTERN", "BRANCH", "ASSERT", "ASSERT_NOT", "ATOMIC_GROUP", "GROUPREF_EXISTS")
+
+
+def _check_repeats(items: Any, where: str, *, inside_repeat: bool) -> int:
+    """Walk a parsed pattern; refuse ambiguous repeats; count unbounded ones."""
+    count = 0
+    for op, arg in items:
+        name = str(op)
+        if name == "GROUPREF" or name == "GROUPREF_EXISTS":
+            raise ConversionError(f"{where}: backreferences are not accepted in a rename")
+        if name in _REPEATS:
+            _, high, body = arg
+            if inside_repeat or any(str(o) in _REPEATS + _NESTING for o, _ in body):
+                raise ConversionError(
+                    f"{where}: a repeated group, alternation or nested repeat can take "
+                    "exponential time; repeat single characters or classes only "
+                    "(for example .*, \\d+, [a-z_]*)"
+                )
+            count += int(high == sre_maxrepeat())
+            count += _check_repeats(body, where, inside_repeat=True)
+        elif name == "SUBPATTERN":
+            count += _check_repeats(arg[-1], where, inside_repeat=inside_repeat)
+        elif name == "BRANCH":
+            for branch in arg[1]:
+                count += _check_repeats(branch, where, inside_repeat=inside_repeat)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            count += _check_repeats(arg[1], where, inside_repeat=inside_repeat)
+        elif name == "ATOMIC_GROUP":
+            count += _check_repeats(arg, where, inside_repeat=inside_repeat)
+    return count
+
+
+def sre_maxrepeat() -> int:
+    """The ``high`` bound the parser gives an unbounded repeat."""
+    return int(importlib.import_module("re._constants").MAXREPEAT)
+
+
 def _globs(data: Mapping[str, Any], field: str, meaning: str) -> tuple[str, ...]:
     value = data.get(field, [])
     if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
@@ -253,11 +346,7 @@ class KernelSpec:
                 raise ConversionError(
                     f"kernel spec: rename entry {item!r} must be [regex, replacement]"
                 )
-            try:
-                re.compile(item[0])
-            except re.error as exc:
-                raise ConversionError(f"kernel spec: rename regex {item[0]!r}: {exc}") from None
-            rename.append((item[0], item[1]))
+            rename.append(_rename_rule(item[0], item[1]))
         return cls(
             kernels=tuple(KernelDeclaration.from_json(p, d) for p, d in kernels.items()),
             keep=_globs(data, "keep", "copied unchanged although they look like kernels"),
@@ -268,14 +357,19 @@ class KernelSpec:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> KernelSpec:
         """Read and validate a spec file."""
+        where = f"kernel spec {str(path)!r}"
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConversionError(f"cannot read kernel spec {str(path)!r}: {exc}") from None
+            raw = read_regular_file(path, MAX_SPEC_BYTES, what="kernel spec")
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConversionError(f"{where} is not UTF-8 text: {exc}") from None
+        except (OSError, ValueError) as exc:
+            raise ConversionError(f"cannot read {where}: {exc}") from None
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ConversionError(f"kernel spec {str(path)!r} is not valid JSON: {exc}") from None
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            # ValueError: Python's int() refuses numbers of more than 4,300 digits.
+            raise ConversionError(f"{where} is not valid JSON: {exc}") from None
         return cls.from_json(data)
 
     def declaration_for(self, key: str) -> KernelDeclaration | None:
@@ -300,7 +394,12 @@ class KernelSpec:
         return any(fnmatch.fnmatchcase(key, p) for p in self.drop)
 
     def output_key(self, key: str) -> str:
-        """Apply the ``rename`` substitutions in order."""
+        """Apply the ``rename`` substitutions in order (keys are bounded, see MAX_KEY_LENGTH)."""
+        if len(key) > MAX_KEY_LENGTH:
+            raise ConversionError(
+                f"state-dict key {key[:60]!r}... is {len(key)} characters long; keys of more "
+                f"than {MAX_KEY_LENGTH} are not accepted"
+            )
         for pattern, replacement in self.rename:
             key = re.sub(pattern, replacement, key)
         return key

@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from lattice_contract.artifact import atomic_write_file
+from lattice_contract.artifact import atomic_write_file, open_regular_file
+
+from torch_lattice.data.ply import read_ply
 
 __all__ = [
     "PointCloud",
@@ -43,26 +45,6 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
-
-_PLY_TYPES: dict[str, tuple[torch.dtype, int, bool]] = {
-    # name -> (storage dtype, bytes, unsigned)
-    "char": (torch.int8, 1, False),
-    "int8": (torch.int8, 1, False),
-    "uchar": (torch.uint8, 1, True),
-    "uint8": (torch.uint8, 1, True),
-    "short": (torch.int16, 2, False),
-    "int16": (torch.int16, 2, False),
-    "ushort": (torch.int16, 2, True),
-    "uint16": (torch.int16, 2, True),
-    "int": (torch.int32, 4, False),
-    "int32": (torch.int32, 4, False),
-    "uint": (torch.int32, 4, True),
-    "uint32": (torch.int32, 4, True),
-    "float": (torch.float32, 4, False),
-    "float32": (torch.float32, 4, False),
-    "double": (torch.float64, 8, False),
-    "float64": (torch.float64, 8, False),
-}
 
 _NPY_KINDS: dict[str, torch.dtype] = {
     "f2": torch.float16,
@@ -115,103 +97,16 @@ def _from_bytes(data: bytes, dtype: torch.dtype, little: bool = True) -> torch.T
     return _columns(raw.view(-1, width), width, little).view(dtype).reshape(-1)
 
 
-# --------------------------------------------------------------------------- PLY
+def _read_regular(path: Path, what: str) -> bytes:
+    """The bytes of a regular file, exactly its size: a FIFO or ``/dev/zero`` is refused.
 
-
-def _ply_header(path: Path, data: bytes) -> tuple[str, list[tuple[str, int, list[list[str]]]], int]:
-    end = data.find(b"end_header")
-    if not data.startswith(b"ply") or end < 0:
-        raise ValueError(f"{path}: not a PLY file (no 'ply' magic or no 'end_header')")
-    newline = data.find(b"\n", end)
-    body = newline + 1 if newline >= 0 else len(data)
-    fmt = ""
-    elements: list[tuple[str, int, list[list[str]]]] = []
-    for raw_line in data[:end].decode("ascii", errors="replace").splitlines()[1:]:
-        words = raw_line.split()
-        if not words or words[0] in ("comment", "obj_info"):
-            continue
-        if words[0] == "format" and len(words) >= 2:
-            fmt = words[1]
-        elif words[0] == "element" and len(words) == 3 and words[2].isdigit():
-            elements.append((words[1], int(words[2]), []))
-        elif words[0] == "property" and elements:
-            elements[-1][2].append(words[1:])
-        else:
-            raise ValueError(f"{path}: unreadable PLY header line {raw_line!r}")
-    if fmt not in ("ascii", "binary_little_endian", "binary_big_endian"):
-        raise ValueError(f"{path}: unknown PLY format {fmt!r}")
-    return fmt, elements, body
-
-
-def _ply_scalar(path: Path, prop: list[str]) -> tuple[str, tuple[torch.dtype, int, bool]]:
-    if len(prop) != 2 or prop[0] not in _PLY_TYPES:
-        raise ValueError(f"{path}: vertex property {' '.join(prop)!r} is not a scalar PLY type")
-    return prop[1], _PLY_TYPES[prop[0]]
-
-
-def read_ply(path: PathLike) -> dict[str, torch.Tensor]:
-    """The vertex properties of a PLY file, by name (``x``, ``y``, ``z``, ``red``, ...).
-
-    Floats keep their width (float32 or float64); integers come back as
-    int8/int16/int32 or, for unsigned types, as the next wider signed type
-    holding their true value (``uchar`` stays uint8).
+    A scan path that is a FIFO would block forever and one linked to
+    ``/dev/zero`` would read until memory runs out; both are refused by
+    :func:`~lattice_contract.artifact.open_regular_file`, which judges the
+    opened file, not its name.
     """
-    source = Path(path)
-    data = source.read_bytes()
-    fmt, elements, body = _ply_header(source, data)
-    names = [e[0] for e in elements]
-    if "vertex" not in names:
-        raise ValueError(f"{source}: the PLY file has no 'vertex' element")
-    before = elements[: names.index("vertex")]
-    _, count, props = elements[names.index("vertex")]
-    fields = [_ply_scalar(source, p) for p in props]
-    if fmt == "ascii":
-        lines = data[body:].decode("ascii", errors="replace").splitlines()
-        skip = sum(e[1] for e in before)
-        rows = lines[skip : skip + count]
-        if len(rows) < count:
-            raise ValueError(f"{source}: {count} vertices declared, {len(rows)} present")
-        try:
-            values = [float(w) for w in " ".join(rows).split()]
-        except ValueError as err:
-            raise ValueError(f"{source}: malformed ASCII vertex rows ({err})") from None
-        if len(values) != count * len(fields):
-            raise ValueError(
-                f"{source}: {count} ASCII vertices of {len(fields)} properties need "
-                f"{count * len(fields)} values, found {len(values)}"
-            )
-        table = torch.tensor(values, dtype=torch.float64).reshape(count, len(fields))
-        out = {}
-        for j, (name, (dtype, _, unsigned)) in enumerate(fields):
-            target = dtype if not unsigned or dtype == torch.uint8 else torch.int64
-            out[name] = table[:, j].to(target)
-        return out
-    little = fmt == "binary_little_endian"
-    offset = body
-    for name, n, eprops in before:
-        if any(p[0] == "list" for p in eprops):
-            raise ValueError(
-                f"{source}: element {name!r} with list properties precedes 'vertex'; "
-                "this reader needs 'vertex' first"
-            )
-        offset += n * sum(_ply_scalar(source, p)[1][1] for p in eprops)
-    width = sum(f[1][1] for f in fields)
-    if offset + count * width > len(data):
-        raise ValueError(f"{source}: truncated PLY body ({count} vertices of {width} bytes)")
-    records = _from_bytes(data[offset : offset + count * width], torch.uint8).view(count, width)
-    out = {}
-    start = 0
-    for name, (dtype, size, unsigned) in fields:
-        # A (0, width) slice has strides no dtype view accepts: an empty cloud
-        # gets its empty columns directly.
-        column = (
-            _columns(records[:, start : start + size], size, little).view(dtype).reshape(-1)
-            if count
-            else torch.empty(0, dtype=dtype)
-        )
-        out[name] = _widen_unsigned(column, 8 * size) if unsigned and size > 1 else column
-        start += size
-    return out
+    with open_regular_file(path, what=what) as handle:
+        return handle.read(os.fstat(handle.fileno()).st_size)
 
 
 # --------------------------------------------------------------------------- NPY
@@ -261,7 +156,7 @@ def _npy_header(source: Path, text: str) -> tuple[str, bool, tuple[int, ...]]:
 def read_npy(path: PathLike) -> torch.Tensor:
     """A ``.npy`` file's array as a tensor (numeric dtypes; never unpickles)."""
     source = Path(path)
-    data = source.read_bytes()
+    data = _read_regular(source, ".npy file")
     if not data.startswith(b"\x93NUMPY") or len(data) < 10:
         raise ValueError(f"{source}: not a .npy file (bad magic)")
     major = data[6]
@@ -290,8 +185,10 @@ def read_npy(path: PathLike) -> torch.Tensor:
         dtype, bits = _NPY_UNSIGNED[kind]
     else:
         raise ValueError(f"{source}: unsupported .npy dtype {descr!r}")
-    if not all(dim >= 0 for dim in shape):
-        raise ValueError(f"{source}: .npy shape {shape} must hold non-negative integers")
+    if not all(0 <= dim < 1 << 63 for dim in shape):
+        raise ValueError(
+            f"{source}: .npy shape {shape} must hold non-negative integers below 2**63"
+        )
     count = 1
     for dim in shape:
         count *= dim
@@ -302,7 +199,7 @@ def read_npy(path: PathLike) -> torch.Tensor:
     flat = _from_bytes(payload[: count * width], dtype, little)
     if bits:
         flat = _widen_unsigned(flat, bits)
-    if fortran:
+    if fortran and len(shape) > 1:  # a 0-d or 1-d array is the same in either order
         return (
             flat.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()
         )
@@ -330,7 +227,7 @@ def read_semantic_kitti(
     dataset's ``learning_map`` (see ``SemanticKITTIScans``).
     """
     scan_path = Path(scan)
-    raw = scan_path.read_bytes()
+    raw = _read_regular(scan_path, "SemanticKITTI scan")
     if len(raw) % 16:
         raise ValueError(
             f"{scan_path}: {len(raw)} bytes is not a whole number of (x, y, z, remission) "
@@ -341,7 +238,7 @@ def read_semantic_kitti(
     if label is None:
         return cloud, None
     label_path = Path(label)
-    words = label_path.read_bytes()
+    words = _read_regular(label_path, "SemanticKITTI label file")
     if len(words) != 4 * values.shape[0]:
         raise ValueError(
             f"{label_path}: {len(words) // 4} labels for {values.shape[0]} points in {scan_path}"
