@@ -131,7 +131,7 @@ def _packed_linear(tmp_path: Path, scale: float) -> Path:
     packing = {"bits": "int4", "group_size": 32, "scale_dtype": "f16", "mode": "affine"}
     w = b.weight(storage_key="head", layout="linear_o_i", shape=(2, 32), packing=packing)
     b.add_output("y", b.linear(input=x, weight=w))
-    payload = {
+    payload: dict[str, np.ndarray] = {
         "head.weight": np.full((1, 2, 4), 0xFFFFFFFF, np.uint32),  # every code is 15
         "head.scales": np.full((1, 2, 1), scale, np.float16),
         "head.biases": np.zeros((1, 2, 1), np.float16),

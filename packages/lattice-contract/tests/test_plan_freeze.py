@@ -159,7 +159,7 @@ def _mutations(payload: Payload) -> Iterator[tuple[str, Callable[[Payload], None
             "location too long": lambda o: o.__setitem__("location", "m" * 4097),
             "location and an extra field": lambda o: o.update(location="enc", extra=1),
             "location, a field missing": lambda o: (
-                o.__setitem__("location", "enc"),
+                o.update(location="enc"),
                 o.pop("result_types"),
             ),
             "missing field": lambda o: o.pop("result_types"),

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -181,7 +182,11 @@ def test_ascii_bodies_are_parsed_in_bounded_memory(tmp_path: Path) -> None:
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path, reader: str) -> None:
     fifo = tmp_path / "scan"
     os.mkfifo(fifo)
-    read = {"ply": read_ply, "npy": read_npy, "kitti": read_semantic_kitti}[reader]
+    read: Callable[[Path], object] = {
+        "ply": read_ply,
+        "npy": read_npy,
+        "kitti": read_semantic_kitti,
+    }[reader]
     with pytest.raises(ValueError, match="is a FIFO"):
         read(fifo)
 
