@@ -182,11 +182,12 @@ def test_ascii_bodies_are_parsed_in_bounded_memory(tmp_path: Path) -> None:
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path, reader: str) -> None:
     fifo = tmp_path / "scan"
     os.mkfifo(fifo)
-    read: Callable[[Path], object] = {
+    readers: dict[str, Callable[[Path], object]] = {
         "ply": read_ply,
         "npy": read_npy,
         "kitti": read_semantic_kitti,
-    }[reader]
+    }
+    read = readers[reader]
     with pytest.raises(ValueError, match="is a FIFO"):
         read(fifo)
 
