@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 
@@ -33,3 +34,29 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+_PACKAGES = (
+    "lattice_contract",
+    "lattice_mlir",
+    "mlx_lattice",
+    "torch_lattice",
+    "lattice_conformance",
+    "lattice_tools",
+)
+
+
+@pytest.fixture(autouse=True)
+def _package_logging_restored() -> Iterator[None]:
+    """A command run in process configures the packages' loggers; undo it after each test.
+
+    Commands (``lattice ...``) send INFO stage times to stderr for the rest of
+    the process, as a CLI should; a later test that expects a library call to
+    stay quiet must not see them.
+    """
+    loggers = [logging.getLogger(name) for name in _PACKAGES]
+    saved = [(lg, lg.level, list(lg.handlers)) for lg in loggers]
+    yield
+    for lg, level, handlers in saved:
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
