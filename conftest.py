@@ -60,3 +60,16 @@ def _package_logging_restored() -> Iterator[None]:
     for lg, level, handlers in saved:
         lg.setLevel(level)
         lg.handlers[:] = handlers
+
+
+@pytest.fixture
+def command_logging() -> None:
+    """The packages' loggers set up as a command sets them (INFO to stderr).
+
+    For tests that call a subcommand's ``main`` directly, bypassing the
+    command entry that configures logging, and read its messages from
+    stderr; the autouse fixture above undoes it afterwards.
+    """
+    from lattice_contract.artifact import configure_logging
+
+    configure_logging(logging.INFO)

@@ -12,6 +12,9 @@ import pytest
 from lattice_conformance.geometry import GeometryProfileError, ProfileResult, main, run_profile
 from lattice_conformance.ply import write_ply
 
+# Subcommands are called here without the command entry that sets up logging.
+pytestmark = pytest.mark.usefixtures("command_logging")
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "geometry"
 WEIGHTS = EXAMPLE / "model.lattice" / "weights.safetensors"
 LEVEL8 = EXAMPLE / "level8.ply"

@@ -29,6 +29,9 @@ from lattice_conformance.replay import main as replay_main
 from lattice_conformance.torch_fixtures import write_torch_fixture_archive
 from torch_lattice import SparseTensor, nn
 
+# Subcommands are called here without the command entry that sets up logging.
+pytestmark = pytest.mark.usefixtures("command_logging")
+
 
 @pytest.mark.parametrize("name", seg.MODELS)
 @pytest.mark.parametrize("variant", seg.VARIANTS)

@@ -24,6 +24,9 @@ from lattice_conformance.safe_extract import ArchiveLimits, FixtureArchiveError,
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from upstream_data import upstream_root
 
+# Subcommands are called here without the command entry that sets up logging.
+pytestmark = pytest.mark.usefixtures("command_logging")
+
 CASE = "sparse_reindex"
 SCHEMA = "torch_lattice_e2e_fixtures/v1"
 

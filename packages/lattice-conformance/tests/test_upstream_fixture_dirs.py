@@ -27,6 +27,9 @@ from safetensors.numpy import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from upstream_data import upstream_root
 
+# Subcommands are called here without the command entry that sets up logging.
+pytestmark = pytest.mark.usefixtures("command_logging")
+
 
 def _case(tmp_path: Path, name: str) -> tuple[Path, dict[str, float]]:
     fixtures = upstream_root() / "fixtures"
