@@ -92,6 +92,7 @@ def test_locations_print_as_mlir_name_locations_and_reach_the_plan():
 
     status, payload = native.verify_and_import(text)
     assert status.valid, status.diagnostics
+    assert payload is not None
     # native MLIR reads the name location; the payload carries it only where there is one
     assert [op.get("location") for op in payload["ops"]] == ['head."odd" name', None]
     assert "location" not in payload["ops"][1]
