@@ -8,6 +8,8 @@ margin, sorted once, and queried with ``searchsorted``.  Because z is the
 fastest digit, the rows of one ``(batch, x, y)`` column are contiguous in the
 sorted table, which lets a whole column of kernel taps be resolved with one
 binary search followed by cheap neighbour steps (see :func:`lookup_offsets`).
+On the CPU the lookups run in NumPy, and a column's binary searches become
+one merge of two sorted key runs (:func:`merge_lower_bound`).
 """
 
 from __future__ import annotations
@@ -294,9 +296,10 @@ class CoordinateTable:
             base_keys, base_order = self.keys, self.order
         else:
             base_keys = self.packing.pack(base)
-            # Coarsened targets come in key order already: one comparison pass
-            # replaces the sort and the permutation gathers.
-            if bool(torch.all(base_keys[1:] > base_keys[:-1])):
+            # Coarsened targets come in key order already: on the CPU one comparison
+            # pass replaces the sort and the permutation gathers (on a GPU the test
+            # would be a host sync, so the sort stays).
+            if base.device.type == "cpu" and bool(torch.all(base_keys[1:] > base_keys[:-1])):
                 base_order = None
             else:
                 base_keys, base_order = torch.sort(base_keys)
@@ -309,8 +312,7 @@ class CoordinateTable:
             return self._lookup_cpu(
                 base_keys, None if identity else base_order, offsets, columns, base_is_table
             )
-        if base_order is None:
-            base_order = torch.arange(base_keys.numel(), device=base.device)
+        assert base_order is not None  # only the CPU skips the sort
         sentinel = torch.full((1,), _KEY_LIMIT, dtype=torch.int64, device=base.device)
         keys_padded = torch.cat([self.keys, sentinel])
         for (dx, dy), members in columns.items():

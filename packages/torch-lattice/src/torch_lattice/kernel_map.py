@@ -428,9 +428,12 @@ def _tiled_map(
     When ``d = 1``, ``K <= s`` and the centred offset of tap 0 cancels the
     padding on every axis (k2s2 p0 is the common case), input ``c`` feeds
     exactly one output, ``floor(c / s)``, through tap ``c mod s`` (none when
-    that tap is ``>= K``): one sort-based unique gives the coarsened support
-    and every pair.  Pairs are tap-grouped in input row order; for inputs in
-    key order the outputs of one tap increase too.  ``None`` where it does
+    that tap is ``>= K``): no search at all.  The rows are put in tap order
+    by a counting sort; for rows in key order each tap's coarsened keys then
+    increase, so the unique that numbers the outputs is a merge of at most 27
+    sorted runs, and its inverse is every pair's output.  Pairs are
+    tap-grouped in input row order; for inputs in key order the outputs of
+    one tap increase too (checked, not assumed).  ``None`` where it does
     not apply (other geometry, not on the CPU, no rows, or a coarsened support
     cached already, whose rows this must not replace).
     """
