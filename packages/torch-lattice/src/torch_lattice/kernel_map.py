@@ -228,21 +228,21 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
 def _stable_order(keys: np.ndarray) -> np.ndarray:
     """Stable argsort of int64 keys on the CPU: the cheaper of two sorts for these keys.
 
-    NumPy's stable sort is a run-merging timsort: for keys that come nearly in
-    order (the coarsened keys of rows in key order form a few interleaved
-    runs) it costs about a third of torch's radix sort, for shuffled keys
-    twice as much.  One pass counting descents picks; both give the same
-    permutation (stable).
+    NumPy's stable sort is a run-merging timsort: keys made of a few sorted
+    runs (the lookups' two runs, a tiled map's per-tap runs) cost it one
+    merge pass per doubling of runs.  Keys in many short runs cost it up to
+    four times torch's radix sort, so one pass counting the descents picks.
+    Both give the same permutation (stable).
     """
     descents = int(np.count_nonzero(keys[1:] < keys[:-1]))
-    if descents * _RUN_FRACTION <= keys.size:
+    if descents < _FEW_RUNS:
         return np.argsort(keys, kind="stable")
     order: np.ndarray = torch.sort(torch.from_numpy(keys), stable=True).indices.numpy()
     return order
 
 
-_RUN_FRACTION = 4
-"""Keys with at most one descent per this many keys go to NumPy's timsort (see _stable_order)."""
+_FEW_RUNS = 64
+"""Keys with fewer descents than this go to NumPy's timsort (see :func:`_stable_order`)."""
 
 
 def _unique(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
