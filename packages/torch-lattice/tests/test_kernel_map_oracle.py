@@ -245,3 +245,12 @@ def test_merge_lower_bound_is_searchsorted() -> None:
     ):
         assert np.array_equal(merge_lower_bound(keys, query), np.searchsorted(keys, query))
     assert np.array_equal(merge_lower_bound(keys[:0], np.arange(3)), np.zeros(3, dtype=np.int64))
+
+
+@pytest.mark.parametrize("runs", [1, 2, 27, 63, 64, 500, 20000])
+def test_stable_order_is_a_stable_argsort_on_both_sorts(runs: int) -> None:
+    """Few runs go to NumPy's timsort, many to torch's radix sort: both a stable argsort."""
+    rng = np.random.default_rng(runs)
+    keys = np.sort(rng.integers(-50, 50, size=(runs, 40000 // runs)), axis=1).reshape(-1)
+    order = km._stable_order(keys)
+    assert np.array_equal(order, np.argsort(keys, kind="stable"))
