@@ -1,13 +1,19 @@
 """torch_lattice sparse conv vs spconv 2.x on surface scenes, side by side in one process.
 
 For each scene (about 100k and 200k voxels in a 512^3 grid, see lattice_conformance.scenes) and
-each layer (subm 3x3x3 64->64, a k2 s2 64->64 conv) it times, on CPU:
+each layer (subm 3x3x3 32->32 and 64->64, a k2 s2 64->64 conv) it times, on CPU:
 
 * ``ours+map``: the layer on a fresh support, kernel-map building included;
 * ``ours``: the layer with its map cached (later layers of a network);
 * ``map``: the kernel-map build alone;
 * ``spconv+map`` / ``spconv``: the same layer in spconv, which runs with
   ``torch.set_num_threads(1)`` (its multi-threaded CPU scatter races);
+* ``spconv-map``: spconv's pair generation alone (``get_indice_pairs``, what
+  its layer runs first on a fresh tensor);
+
+Every timing of one layer runs interleaved with the others (round by round,
+see :func:`interleaved`), because the machine may be shared; ratios are
+medians of per-round ratios.
 
 ours runs both with one thread (``ours@1``, the like-for-like comparison) and
 with ``--threads`` threads (default: all the machine's cores).  Printed:
@@ -34,6 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import torch
 from lattice_conformance.scenes import batched, make_scene
@@ -43,8 +50,10 @@ from torch_lattice.sparse import Support
 
 try:  # spconv is the outside peer; the benchmark still runs without it
     import spconv.pytorch as spconv
+    from spconv.pytorch import ops as spconv_ops
 except ImportError:  # pragma: no cover - depends on the machine
     spconv = None
+    spconv_ops = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class Layer:
 
 
 LAYERS = (
+    Layer("subm3 32->32", "subm", 32, 32, 3, 1),
     Layer("subm3 64->64", "subm", 64, 64, 3, 1),
     Layer("conv k2s2 64->64", "conv", 64, 64, 2, 2),
 )
@@ -138,6 +148,24 @@ def _map_only(layer: Layer, coords: torch.Tensor) -> object:
     return conv_map(support, k, (layer.stride,) * 3, (0, 0, 0), (1, 1, 1))
 
 
+def _spconv_map(module: Any, coords: torch.Tensor, shape: list[int]) -> object:
+    """spconv's own pair generation for the module's geometry (what its layer runs first)."""
+    assert spconv is not None
+    return spconv_ops.get_indice_pairs(
+        coords,
+        1,
+        shape,
+        module.algo,
+        list(module.kernel_size),
+        list(module.stride),
+        list(module.padding),
+        list(module.dilation),
+        list(module.output_padding),
+        module.subm,
+        False,
+    )
+
+
 def _spconv_layer(layer: Layer, w: torch.Tensor) -> torch.nn.Module:
     assert spconv is not None
     if layer.kind == "subm":
@@ -165,26 +193,23 @@ def bench_cpu(n: int, threads: int, repeat: int) -> None:
         feats = torch.randn(coords.shape[0], layer.c_in, generator=torch.Generator().manual_seed(1))
         pairs = _pairs(layer, coords)
         flops = 2 * pairs * layer.c_in * layer.c_out
-        row = {}
+        fns: dict[str, Callable[[], object]] = {}
         for t in sorted({1, threads}):
-            torch.set_num_threads(t)
             cached = SparseTensor.trusted(coords, feats)
-            _ours(layer, cached, w)
-            with torch.no_grad():
-                row[f"ours@{t}+map"] = median_time(partial(_fresh, layer, coords, feats, w), repeat)
-                row[f"ours@{t}"] = median_time(partial(_ours, layer, cached, w), repeat)
-                row[f"map@{t}"] = median_time(partial(_map_only, layer, coords), repeat)
+            fns[f"ours@{t}+map"] = _at(t, partial(_fresh, layer, coords, feats, w))
+            fns[f"ours@{t}"] = _at(t, partial(_ours, layer, cached, w))
+            fns[f"map@{t}"] = _at(t, partial(_map_only, layer, coords))
         if spconv is not None:
-            torch.set_num_threads(1)
             module = _spconv_layer(layer, w)
             shape = [int(v) + 2 for v in coords[:, 1:].max(dim=0).values]
-            with torch.no_grad():
-                row["spconv+map"] = median_time(
-                    partial(_spconv_fresh, module, feats, coords, shape), repeat
-                )
-                first = spconv.SparseConvTensor(feats, coords, shape, 1)
-                module(first)  # builds and caches the indice pairs under indice_key "b"
-                row["spconv"] = median_time(partial(module, first), repeat)
+            first = spconv.SparseConvTensor(feats, coords, shape, 1)
+            fns["spconv+map"] = _at(1, partial(_spconv_fresh, module, feats, coords, shape))
+            fns["spconv-map"] = _at(1, partial(_spconv_map, module, coords, shape))
+            # the warm-up call builds and caches the indice pairs under indice_key "b"
+            fns["spconv"] = _at(1, partial(module, first))
+        with torch.no_grad():
+            times = interleaved(fns, repeat)
+        row = {key: statistics.median(v) for key, v in times.items()}
         print(f"  {layer.name}: pairs {pairs} ({pairs / coords.shape[0]:.1f}/voxel)")
         for key, value in row.items():
             t = int(key.split("@")[1].split("+")[0]) if "@" in key else 1
@@ -198,12 +223,50 @@ def bench_cpu(n: int, threads: int, repeat: int) -> None:
             print(f"    {key:>14}: {value * 1e3:8.2f} ms{extra}")
         if spconv is not None:
             for t in sorted({1, threads}):
-                fresh_ratio = row["spconv+map"] / row[f"ours@{t}+map"]
-                cached_ratio = row["spconv"] / row[f"ours@{t}"]
+                fresh = _paired(times["spconv+map"], times[f"ours@{t}+map"])
+                cached_ratio = _paired(times["spconv"], times[f"ours@{t}"])
+                map_ratio = _paired(times["spconv-map"], times[f"map@{t}"])
                 print(
-                    f"    spconv+map / ours@{t}+map = {fresh_ratio:.2f}x   "
-                    f"spconv / ours@{t} (cached) = {cached_ratio:.2f}x"
+                    f"    spconv+map / ours@{t}+map = {fresh:.2f}x   "
+                    f"spconv / ours@{t} (cached) = {cached_ratio:.2f}x   "
+                    f"spconv-map / map@{t} = {map_ratio:.2f}x"
                 )
+
+
+def _at(threads: int, fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run with ``torch.set_num_threads(threads)``."""
+
+    def run() -> object:
+        torch.set_num_threads(threads)
+        return fn()
+
+    return run
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Times of every ``fn`` over ``repeat`` rounds, each round running all of them in turn.
+
+    Every function is warmed once first.  Within a round the functions run one
+    after another, starting one further along each round, so that a change in
+    the machine's load (it is shared) falls on all of them alike; ratios are
+    then taken round by round (:func:`_paired`).
+    """
+    for fn in fns.values():
+        fn()
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeat):
+        for i in range(len(names)):
+            name = names[(i + r) % len(names)]
+            start = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def _paired(peer: list[float], ours: list[float]) -> float:
+    """Median over rounds of peer / ours (above 1: ours is faster)."""
+    return statistics.median(p / o for p, o in zip(peer, ours, strict=True))
 
 
 def bench_cuda(n: int, repeat: int) -> None:

@@ -21,6 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from lattice_contract.dialect import forward_stride, transposed_stride
 from lattice_contract.frontend import Attrs, implement, op_errors
@@ -366,19 +367,26 @@ def _segments(kmap: KernelMap, budget: int) -> _Segments:
     # per (t, c).
     shift = torch.cumsum(seg, 0) - seg - cut_rows[:, :-1]
     # Group the positions by output row (any order within a row will do): a counting
-    # sort, tap by tap; each tap meets a row at most once.
+    # sort, tap by tap; each tap meets a row at most once, so every write below has
+    # distinct indices and ``scatter_`` (about twice as fast as ``index_copy_`` on
+    # one CPU thread) is exact and deterministic.
+    # Pairs in map order run tap by tap, range by range: block (t, c) holds seg[t, c]
+    # pairs, the j-th of them (j counted from the tap's first) at shift[t, c] + j;
+    # all positions at once in NumPy (torch.repeat_interleave is far slower there).
+    tap_start = torch.tensor([kmap.starts[k] for k in taps], dtype=torch.int64)
+    delta = (shift - tap_start[:, None]).reshape(-1).numpy()
+    position = np.arange(total, dtype=np.int64)
+    position += np.repeat(delta, seg.reshape(-1).numpy())
+    positions = torch.from_numpy(position.astype(np.int32))
     fill = ends - counts
     bag = torch.empty(total, dtype=torch.int32, device=device)
-    for t, k in enumerate(taps):
-        rows = out_idx[kmap.starts[k] : kmap.starts[k + 1]].to(torch.int64)
-        size = int(rows.numel())
-        position = torch.repeat_interleave(shift[t], seg[t], output_size=size)
-        position += torch.arange(size, device=device)
+    for k in taps:
+        a, b = kmap.starts[k], kmap.starts[k + 1]
+        rows = out_idx[a:b].to(torch.int64)
         slot = fill.index_select(0, rows)
-        bag.index_copy_(0, slot, position.to(torch.int32))
-        fill.index_copy_(0, rows, slot.add_(1))
+        bag.scatter_(0, slot, positions[a:b])
+        fill.scatter_(0, rows, slot.add_(1))
     offsets = torch.cat([counts.new_zeros(1), ends]).to(torch.int32)
-    tap_start = torch.tensor([kmap.starts[k] for k in taps], dtype=torch.int64, device=device)
     found = _Segments(
         taps,
         tuple(edges.tolist()),
