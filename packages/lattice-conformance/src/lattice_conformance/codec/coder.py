@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from lattice_conformance.codec.format import CodecFormatError
+
 __all__ = ["PONE", "Coder", "Recorder", "bern_bits", "quant_from_counts"]
 
 PBITS = 16
@@ -62,7 +64,10 @@ class Coder:
             self.enc.encode(y.astype(np.int32), model, p)
             return y.astype(np.int64)
         assert self.dec is not None
-        return np.asarray(self.dec.decode(model, p), dtype=np.int64)
+        try:
+            return np.asarray(self.dec.decode(model, p), dtype=np.int64)
+        except AssertionError as exc:  # constriction's word for an invalid stream
+            raise CodecFormatError(f"the range-coded payload is corrupt ({exc})") from None
 
     def words(self) -> bytes:
         """The finished stream (encoder), little-endian 32-bit words."""

@@ -1,0 +1,387 @@
+"""The mixing model: several context models combined by logistic mixing, then an APM.
+
+The phase schedule of :mod:`.phases` codes the parents of a level phase by
+phase (coordinate parity) and bit by bit, so when a child is coded the
+decoder already knows some of its 26 neighbours *at the child level*: the
+children of parents of earlier phases, the earlier siblings, and every child
+of an absent neighbour parent (empty for sure).  Each neighbour is in one of
+three states, empty, occupied or unknown, and the models read those states:
+
+* ``axes``: per axis, the unordered pair of states of the two face
+  neighbours along it (6 values, 216 patterns), with the known occupied
+  siblings: a plane shows as occupied neighbours along two axes;
+* ``counts``: occupied and unknown counts of the face, edge and corner
+  neighbours;
+* ``parent``: the parent level: occupied neighbour parents, the parent's
+  face neighbours on the child's outward side, and the child offset;
+* ``exact``: the full 26-neighbour pattern (hashed to 2^20 entries), the
+  exact repeats LZMA exploits on flat faces;
+* ``side``: occupied/unknown counts of the 9 neighbours on each side of the
+  child along its own axes.
+
+Each model keeps integer counts per context, halved when a context has seen
+:data:`LIMIT` bits (so sparse contexts adapt fast and busy ones track
+drift), and turns them into a 12-bit probability.  A mixer adds their
+``stretch`` values with weights chosen by a small context and learnt online
+(PAQ style), and an adaptive probability map (counts per context and
+quantised mixed probability) refines the result.  All arithmetic is integer
+(the squash table is PAQ's 33 integers, stretch its exact inverse), so the
+encoder and decoder compute identical probabilities on any machine.
+
+As in the other adaptive methods, a pass is coded in chunks of growing size
+(see :func:`.context.chunk_bounds`): every bit of a chunk sees the state
+learnt from earlier chunks, and the chunk then updates counts, mixer
+weights and APM together.  The decoder repeats the same vectorised passes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lattice_conformance.codec.coder import PONE, Coder, bern_bits
+from lattice_conformance.codec.context import chunk_bounds
+from lattice_conformance.codec.octree import OFFSETS, off_index
+
+__all__ = ["MixState", "code_level_mix"]
+
+import os
+W_INIT = int(os.environ.get("MIX_W", 16000))  # initial mixer weight (16-bit fixed point)
+LR = int(os.environ.get("MIX_LR", 4))  # mixer learning rate: weights move by mean(x * err) * steps * LR / 2^12 / 2^LR_SHIFT
+LR_SHIFT = 3
+APM_W = int(os.environ.get("MIX_APM", 1))
+LIMIT = int(os.environ.get("MIX_LIMIT", 127))  # a context's count is halved beyond this (adaptation rate)
+HASH_BITS = 20
+_SQUASH_T = np.array(
+    [1, 2, 3, 6, 10, 16, 27, 45, 73, 120, 194, 310, 488, 747, 1101, 1546, 2047, 2549, 2994]
+    + [3348, 3607, 3785, 3901, 3975, 4022, 4050, 4068, 4079, 4085, 4089, 4092, 4093, 4094],
+    np.int64,
+)
+
+
+def _squash_table() -> np.ndarray:
+    d = np.arange(-2047, 2048, dtype=np.int64)
+    w = d & 127
+    i = (d >> 7) + 16
+    out: np.ndarray = (_SQUASH_T[i] * (128 - w) + _SQUASH_T[np.minimum(i + 1, 32)] * w + 64) >> 7
+    return out
+
+
+SQUASH = _squash_table()  # index d + 2047 -> 12-bit probability
+
+
+def _stretch_table() -> np.ndarray:
+    # stretch(p) = the smallest d with squash(d) >= p (PAQ's inverse), all integer.
+    pos = np.searchsorted(SQUASH, np.arange(4096, dtype=np.int64), side="left")
+    out: np.ndarray = np.clip(pos, 0, 4094) - 2047
+    return out
+
+
+STRETCH = _stretch_table()  # index 12-bit probability -> [-2047, 2047]
+
+
+def squash(d: np.ndarray) -> np.ndarray:
+    """12-bit probability of the stretch-domain value ``d`` (clipped to +-2047)."""
+    out: np.ndarray = SQUASH[np.clip(d, -2047, 2047) + 2047]
+    return out
+
+
+# Face, edge and corner neighbours (OFFSETS rows without the centre).
+_KIND = np.abs(OFFSETS).sum(axis=1)
+_FACE = [i for i in range(27) if _KIND[i] == 1]
+_EDGE = [i for i in range(27) if _KIND[i] == 2]
+_CORNER = [i for i in range(27) if _KIND[i] == 3]
+_NBR26 = [i for i in range(27) if _KIND[i] > 0]
+_PAIR = np.array([[0, 1, 2], [1, 3, 4], [2, 4, 5]], np.int64)  # unordered pair of states
+_MODELS = {  # name -> table size
+    "axes": 216 * 3 * 8,
+    "counts": 7 * 7 * 7 * 5 * 5 * 4,
+    "parent": 10 * 8 * 5 * 8,
+    "exact": 1 << HASH_BITS,
+    "side": 10 * 10 * 10 * 4,
+    "halves": 5 * 5 * 5 * 3 * 8,
+    "pexact": 1 << HASH_BITS,
+}
+if os.environ.get("MIX_NOPEX"):
+    del _MODELS["pexact"]
+NIN = len(_MODELS) + 1  # the models and a bias
+NSETS = 7 * 4 * 3
+APM_BUCKETS = 33
+APM_CTX = 7 * 7
+
+
+def _child_map(k: int, d: np.ndarray) -> tuple[int, int]:
+    """(parent neighbour column, child bit) of the child-level neighbour ``d`` of child ``k``."""
+    o = np.array([k & 1, (k >> 1) & 1, (k >> 2) & 1])
+    t = o + d
+    p = t >> 1
+    c = t & 1
+    return off_index(p.tolist()), int(c[0] + 2 * c[1] + 4 * c[2])
+
+
+# _HALF[a, h, code]: children of ``code`` whose offset along axis ``a`` is ``h``.
+_HALF = np.array(
+    [
+        [[bin(c & sum(1 << b for b in range(8) if (b >> a) & 1 == h)).count("1") for c in range(256)]
+         for h in (0, 1)]
+        for a in range(3)
+    ],
+    np.int64,
+)
+
+_MAPS = [[_child_map(k, OFFSETS[i]) for i in range(27)] for k in range(8)]
+_MAP_COLS = np.array([[c for c, _ in row] for row in _MAPS], np.int64)
+_MAP_BITS = np.array([[b for _, b in row] for row in _MAPS], np.int64)
+_POW3 = 3 ** np.arange(25, -1, -1, dtype=np.int64)  # base-3 digits of the 26 states
+_POW2 = 1 << np.arange(25, -1, -1, dtype=np.int64)
+
+
+@dataclass
+class MixState:
+    """What encoder and decoder both hold between passes and levels."""
+
+    n1: dict[str, np.ndarray] = field(default_factory=dict)
+    n: dict[str, np.ndarray] = field(default_factory=dict)
+    weights: np.ndarray = field(default_factory=lambda: _weights_init())
+    apm1: np.ndarray = field(default_factory=lambda: _apm_init()[0])
+    apmn: np.ndarray = field(default_factory=lambda: _apm_init()[1])
+
+    def __post_init__(self) -> None:
+        for name, size in _MODELS.items():
+            dt = np.int32 if size == 1 << HASH_BITS else np.int64
+            self.n1.setdefault(name, np.zeros(size, dt))
+            self.n.setdefault(name, np.zeros(size, dt))
+
+    def copy(self) -> MixState:
+        """An independent copy (the encoder estimates without committing)."""
+        return MixState(
+            {k: v.copy() for k, v in self.n1.items()},
+            {k: v.copy() for k, v in self.n.items()},
+            self.weights.copy(),
+            self.apm1.copy(),
+            self.apmn.copy(),
+        )
+
+    def halve(self) -> None:
+        """Forget half of the counts after a level (integer, so both sides agree)."""
+        for k in self.n1:
+            self.n1[k] >>= 1
+            self.n[k] >>= 1
+        self.apm1 >>= 1
+        self.apmn >>= 1
+
+
+def _weights_init() -> np.ndarray:
+    w = np.full((NSETS, NIN), W_INIT, np.int64)
+    w[:, -1] = 0
+    return w
+
+
+def _apm_init() -> tuple[np.ndarray, np.ndarray]:
+    centre = SQUASH[np.clip((np.arange(APM_BUCKETS) - 16) * 128, -2047, 2047) + 2047]
+    n = np.full((APM_CTX, APM_BUCKETS), 16, np.int64)
+    return np.tile((centre * 16 + 2048) >> 12, (APM_CTX, 1)), n
+
+
+def _states(
+    nbr: np.ndarray, known: np.ndarray, val: np.ndarray, rows: np.ndarray, k: int
+) -> np.ndarray:
+    """``(len(rows), 27)`` state of each child-level neighbour: 0 empty, 1 occupied, 2 unknown.
+
+    The centre column (the child itself) reads as empty; nothing uses it.
+    """
+    cols, bits = _MAP_COLS[k], _MAP_BITS[k]
+    j = nbr[rows][:, cols]
+    jj = np.maximum(j, 0)
+    kn = (known[jj] >> bits) & 1
+    v = (val[jj] >> bits) & 1
+    out: np.ndarray = np.where(j < 0, 0, np.where(kn == 1, v, 2))
+    out[:, 13] = 0
+    return out
+
+
+def _contexts(
+    nbr: np.ndarray, known: np.ndarray, val: np.ndarray, rows: np.ndarray, k: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """``(model contexts, mixer set, APM context, forced)`` of child ``k`` of ``rows``."""
+    st = _states(nbr, known, val, rows, k)
+    occ = st == 1
+    unk = st == 2
+    fo, fu = occ[:, _FACE].sum(1), unk[:, _FACE].sum(1)
+    eo, eu = occ[:, _EDGE].sum(1), unk[:, _EDGE].sum(1)
+    co, cu = occ[:, _CORNER].sum(1), unk[:, _CORNER].sum(1)
+    axes = np.zeros(len(rows), np.int64)
+    for a in range(3):
+        lo = np.zeros(3, np.int64)
+        lo[a] = -1
+        axes = axes * 6 + _PAIR[st[:, off_index(lo.tolist())], st[:, off_index((-lo).tolist())]]
+    own = val[rows] & known[rows]
+    sib = np.zeros(len(rows), np.int64)
+    for b in range(8):
+        sib += (own >> b) & 1
+    forced = (sib == 0) & ((known[rows] & 0x7F) == 0x7F) if k == 7 else np.zeros(len(rows), bool)
+    nb = nbr[rows]
+    pocc = (nb[:, _NBR26] >= 0).sum(1)  # occupied neighbour parents (0..26)
+    o = (k & 1, (k >> 1) & 1, (k >> 2) & 1)
+    fcp = np.zeros(len(rows), np.int64)
+    ec = np.zeros(len(rows), np.int64)
+    for a in range(3):
+        d = [0, 0, 0]
+        d[a] = 2 * o[a] - 1
+        fcp |= (nb[:, off_index(d)] >= 0).astype(np.int64) << a
+    s = [2 * v - 1 for v in o]
+    for e in ((s[0], s[1], 0), (s[0], 0, s[2]), (0, s[1], s[2]), s):
+        ec += nb[:, off_index(e)] >= 0
+    # the 9 neighbours on each side of the child along its outward axes
+    side = np.zeros(len(rows), np.int64)
+    for a in range(3):
+        sel = [i for i in _NBR26 if OFFSETS[i][a] == s[a]]
+        so, su = occ[:, sel].sum(1), unk[:, sel].sum(1)
+        side = side * 10 + np.where(su == 9, 9, np.minimum(so, 8))
+    # which half of their parents the known neighbours' children lie in, per axis
+    full = known[nb[:, _NBR26].clip(0)] == 0xFF
+    codes = np.where(full & (nb[:, _NBR26] >= 0), val[nb[:, _NBR26].clip(0)], 0)
+    halves = np.zeros(len(rows), np.int64)
+    for a in range(3):
+        same = _HALF[a, o[a]][codes].sum(1)
+        other = _HALF[a, 1 - o[a]][codes].sum(1)
+        hv = np.where(same + other == 0, 0, np.where(same == 0, 1, np.where(other == 0, 2, 3)))
+        halves = halves * 5 + np.where((hv == 3) & (same <= other), 4, hv)
+    pat = (st[:, _NBR26] @ _POW3).astype(np.uint64)
+    h = (pat * np.uint64(0x9E3779B97F4A7C15) + np.uint64(k)) * np.uint64(0xD6E8FEB86659FD93)
+    exact = (h >> np.uint64(64 - HASH_BITS)).astype(np.int64)
+    ppat = ((nb[:, _NBR26] >= 0).astype(np.int64) @ _POW2).astype(np.uint64)
+    ppat = (ppat << np.uint64(11)) | (own.astype(np.uint64) << np.uint64(3)) | np.uint64(k)
+    h2 = (ppat + np.uint64(0x632BE59BD9B4E019)) * np.uint64(0x9E3779B97F4A7C15)
+    pexact = (h2 >> np.uint64(64 - HASH_BITS)).astype(np.int64)
+    ctx = {
+        "axes": (axes * 3 + np.minimum(sib, 2)) * 8 + k,
+        "counts": (((fo * 7 + fu) * 7 + np.minimum(eo, 6)) * 5 + np.minimum(eu, 12) // 3) * 20
+        + np.minimum(co, 4) * 4
+        + np.minimum(cu, 8) // 3,
+        "parent": ((np.minimum(pocc, 27) * 10 // 27 * 8 + fcp) * 5 + ec) * 8 + k,
+        "exact": exact,
+        "side": side * 4 + np.minimum(sib, 3),
+        "halves": (halves * 3 + np.minimum(sib, 2)) * 8 + k,
+        "pexact": pexact,
+    }
+    known_n = 26 - (fu + eu + cu)
+    mset = (fu * 4 + np.minimum(known_n, 25) // 7) * 3 + np.minimum(fo, 2)
+    apm = fo * 7 + fu
+    return ctx, mset, apm, forced
+
+
+def _model_p(n1: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """12-bit probability of counts (KT-like estimate), in integers."""
+    p: np.ndarray = ((2 * n1.astype(np.int64) + 1) << 12) // (2 * n.astype(np.int64) + 2)
+    return p  # in [0, 4095]: STRETCH takes every value
+
+
+def _predict(
+    state: MixState, ctx: dict[str, np.ndarray], mset: np.ndarray, apm: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(q16, inputs, mixed p12, apm bucket)`` for a chunk."""
+    x = np.empty((len(mset), NIN), np.int64)
+    for i, name in enumerate(_MODELS):
+        c = ctx[name]
+        x[:, i] = STRETCH[_model_p(state.n1[name][c], state.n[name][c])]
+    x[:, -1] = 256
+    dot = (x * state.weights[mset]).sum(1) >> 16
+    pm = squash(dot)
+    sd = np.clip(dot, -2047, 2047) + 2048
+    bucket = np.minimum((sd + 64) >> 7, APM_BUCKETS - 1)
+    a1 = state.apm1[apm, bucket]
+    an = state.apmn[apm, bucket]
+    pa = ((2 * a1 + 1) << 12) // (2 * an + 2)
+    p = ((4 - APM_W) * pm + APM_W * pa + 2) >> 2
+    q: np.ndarray = np.clip(p << 4, 1, PONE - 1)
+    return q, x, pm, bucket
+
+
+def _update(
+    state: MixState,
+    ctx: dict[str, np.ndarray],
+    mset: np.ndarray,
+    apm: np.ndarray,
+    x: np.ndarray,
+    pm: np.ndarray,
+    bucket: np.ndarray,
+    y: np.ndarray,
+) -> None:
+    for name in _MODELS:
+        c = ctx[name]
+        n, n1 = state.n[name], state.n1[name]
+        np.add.at(n, c, 1)
+        np.add.at(n1, c, y.astype(n1.dtype))
+        big = np.unique(c[n[c] > LIMIT])
+        n[big] >>= 1
+        n1[big] >>= 1
+    err = (y << 12) - pm
+    g = x * err[:, None]  # |g| < 2^24
+    cnt = np.bincount(mset, minlength=NSETS)
+    grad = np.stack(
+        [np.bincount(mset, weights=g[:, i], minlength=NSETS) for i in range(NIN)], 1
+    ).astype(np.int64)
+    steps = np.minimum(cnt, 256)[:, None]
+    state.weights += (grad * steps * LR) // (np.maximum(cnt, 1)[:, None] << (12 + LR_SHIFT))
+    flat = apm * APM_BUCKETS + bucket
+    state.apmn += np.bincount(flat, minlength=APM_CTX * APM_BUCKETS).reshape(APM_CTX, -1)
+    state.apm1 += (
+        np.bincount(flat, weights=y, minlength=APM_CTX * APM_BUCKETS)
+        .astype(np.int64)
+        .reshape(APM_CTX, -1)
+    )
+    over = state.apmn > 255
+    state.apmn[over] >>= 1
+    state.apm1[over] >>= 1
+
+
+def code_level_mix(
+    coder: Coder | None,
+    rows_xyz: np.ndarray,
+    nbr: np.ndarray,
+    codes: np.ndarray | None,
+    state: MixState,
+) -> tuple[np.ndarray, float]:
+    """Code (``codes`` given) or decode one level; returns ``(codes, bits)``.
+
+    ``state`` is updated in place to what both sides hold after the level
+    (before the per-level halving, which the caller does).
+    """
+    m = len(nbr)
+    phase = (rows_xyz[:, 0] & 1) * 4 + (rows_xyz[:, 1] & 1) * 2 + (rows_xyz[:, 2] & 1)
+    known = np.zeros(m, np.int64)
+    val = np.zeros(m, np.int64)
+    full = None if codes is None else codes.astype(np.int64)
+    bits = 0.0
+    for f in range(8):
+        rows = np.flatnonzero(phase == f)
+        if len(rows) == 0:
+            continue
+        for k in range(8):
+            ctx, mset, apm, forced = _contexts(nbr, known, val, rows, k)
+            free = ~forced
+            cf = {key: c[free] for key, c in ctx.items()}
+            ms, ap = mset[free], apm[free]
+            y = None if full is None else ((full[rows] >> k) & 1)[free]
+            got = np.zeros(int(free.sum()), np.int64)
+            for lo, hi in itertools.pairwise(chunk_bounds(len(ms))):
+                cc = {key: c[lo:hi] for key, c in cf.items()}
+                q, x, pm, bucket = _predict(state, cc, ms[lo:hi], ap[lo:hi])
+                if y is not None:
+                    yy = y[lo:hi]
+                    bits += bern_bits(yy, q)
+                    if coder is not None:
+                        coder.bern(yy, q)
+                else:
+                    assert coder is not None
+                    yy = coder.bern(None, q)
+                got[lo:hi] = yy
+                _update(state, cc, ms[lo:hi], ap[lo:hi], x, pm, bucket, yy)
+            res = np.ones(len(rows), np.int64)
+            res[free] = got
+            val[rows] |= res << k
+            known[rows] |= 1 << k
+    return val, bits
