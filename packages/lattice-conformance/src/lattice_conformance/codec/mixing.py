@@ -9,24 +9,34 @@ three states, empty, occupied or unknown, and the models read those states:
 
 * ``axes``: per axis, the unordered pair of states of the two face
   neighbours along it (6 values, 216 patterns), with the known occupied
-  siblings: a plane shows as occupied neighbours along two axes;
+  siblings and the child offset: a plane shows as occupied neighbours along
+  two axes;
+* ``far``: the same pairs two children away (the same child of the
+  face-neighbour parents) with ``axes``: where a flat face continues;
 * ``counts``: occupied and unknown counts of the face, edge and corner
   neighbours;
+* ``side``: occupied counts of the 9 neighbours on the child's outward side
+  along each axis;
+* ``halves``: per axis, whether the known children of the neighbouring
+  parents lie in the child's half of their parents, the other half or both
+  (which half of a parent a surface passes through);
 * ``parent``: the parent level: occupied neighbour parents, the parent's
-  face neighbours on the child's outward side, and the child offset;
-* ``exact``: the full 26-neighbour pattern (hashed to 2^20 entries), the
-  exact repeats LZMA exploits on flat faces;
-* ``side``: occupied/unknown counts of the 9 neighbours on each side of the
-  child along its own axes.
+  face and edge neighbours on the child's outward side, the child offset;
+* ``exact`` and ``pexact``: the full pattern of the 26 child-level states,
+  and of the 26 neighbour parents with the known siblings, hashed to 2^20
+  entries each: the exact repeats LZMA exploits on flat and regular faces.
 
 Each model keeps integer counts per context, halved when a context has seen
 :data:`LIMIT` bits (so sparse contexts adapt fast and busy ones track
-drift), and turns them into a 12-bit probability.  A mixer adds their
-``stretch`` values with weights chosen by a small context and learnt online
-(PAQ style), and an adaptive probability map (counts per context and
-quantised mixed probability) refines the result.  All arithmetic is integer
-(the squash table is PAQ's 33 integers, stretch its exact inverse), so the
-encoder and decoder compute identical probabilities on any machine.
+drift), and turns them into a 12-bit probability.  Two mixers add their
+``stretch`` values with weights chosen by small contexts (the neighbour
+states known; the child offset, siblings and parent density) and learnt
+online, PAQ style; their outputs are averaged in the stretch domain, and an
+adaptive probability map (counts per face-neighbour context and quantised
+mixed probability) refines the result.  All arithmetic is integer (the
+squash table is PAQ's 33 integers, stretch its exact inverse, hashes wrap
+in uint64), so the encoder and decoder compute identical probabilities on
+any machine.
 
 As in the other adaptive methods, a pass is coded in chunks of growing size
 (see :func:`.context.chunk_bounds`): every bit of a chunk sees the state
@@ -47,18 +57,19 @@ from lattice_conformance.codec.octree import OFFSETS, off_index
 
 __all__ = ["MixState", "code_level_mix"]
 
-import os
-W_INIT = int(os.environ.get("MIX_W", 16000))  # initial mixer weight (16-bit fixed point)
-LR = int(os.environ.get("MIX_LR", 4))  # mixer learning rate: weights move by mean(x * err) * steps * LR / 2^12 / 2^LR_SHIFT
+W_INIT = 16000  # initial mixer weight (16-bit fixed point)
+LR = 4  # mixer learning rate: weights move by mean(x * err) * steps * LR / 2^12 / 2^LR_SHIFT
 LR_SHIFT = 3
-APM_W = int(os.environ.get("MIX_APM", 1))
-LIMIT = int(os.environ.get("MIX_LIMIT", 127))  # a context's count is halved beyond this (adaptation rate)
+APM_W = 1  # the APM's share of the final probability, in quarters
+LIMIT = 127  # a context's count is halved beyond this (adaptation rate)
 HASH_BITS = 20
-_SQUASH_T = np.array(
-    [1, 2, 3, 6, 10, 16, 27, 45, 73, 120, 194, 310, 488, 747, 1101, 1546, 2047, 2549, 2994]
-    + [3348, 3607, 3785, 3901, 3975, 4022, 4050, 4068, 4079, 4085, 4089, 4092, 4093, 4094],
-    np.int64,
-)
+# PAQ's squash at stretch -2048, -1920, ... 2048, as 12-bit probabilities.
+# fmt: off
+_SQUASH_T = np.array([
+    1, 2, 3, 6, 10, 16, 27, 45, 73, 120, 194, 310, 488, 747, 1101, 1546, 2047, 2549, 2994,
+    3348, 3607, 3785, 3901, 3975, 4022, 4050, 4068, 4079, 4085, 4089, 4092, 4093, 4094,
+], np.int64)
+# fmt: on
 
 
 def _squash_table() -> np.ndarray:
@@ -103,11 +114,11 @@ _MODELS = {  # name -> table size
     "side": 10 * 10 * 10 * 4,
     "halves": 5 * 5 * 5 * 3 * 8,
     "pexact": 1 << HASH_BITS,
+    "far": 216 * 216,
 }
-if os.environ.get("MIX_NOPEX"):
-    del _MODELS["pexact"]
 NIN = len(_MODELS) + 1  # the models and a bias
 NSETS = 7 * 4 * 3
+NSETS2 = 8 * 4 * 3
 APM_BUCKETS = 33
 APM_CTX = 7 * 7
 
@@ -124,8 +135,13 @@ def _child_map(k: int, d: np.ndarray) -> tuple[int, int]:
 # _HALF[a, h, code]: children of ``code`` whose offset along axis ``a`` is ``h``.
 _HALF = np.array(
     [
-        [[bin(c & sum(1 << b for b in range(8) if (b >> a) & 1 == h)).count("1") for c in range(256)]
-         for h in (0, 1)]
+        [
+            [
+                bin(c & sum(1 << b for b in range(8) if (b >> a) & 1 == h)).count("1")
+                for c in range(256)
+            ]
+            for h in (0, 1)
+        ]
         for a in range(3)
     ],
     np.int64,
@@ -144,7 +160,8 @@ class MixState:
 
     n1: dict[str, np.ndarray] = field(default_factory=dict)
     n: dict[str, np.ndarray] = field(default_factory=dict)
-    weights: np.ndarray = field(default_factory=lambda: _weights_init())
+    weights: np.ndarray = field(default_factory=lambda: _weights_init(NSETS))
+    weights2: np.ndarray = field(default_factory=lambda: _weights_init(NSETS2))
     apm1: np.ndarray = field(default_factory=lambda: _apm_init()[0])
     apmn: np.ndarray = field(default_factory=lambda: _apm_init()[1])
 
@@ -160,6 +177,7 @@ class MixState:
             {k: v.copy() for k, v in self.n1.items()},
             {k: v.copy() for k, v in self.n.items()},
             self.weights.copy(),
+            self.weights2.copy(),
             self.apm1.copy(),
             self.apmn.copy(),
         )
@@ -173,8 +191,8 @@ class MixState:
         self.apmn >>= 1
 
 
-def _weights_init() -> np.ndarray:
-    w = np.full((NSETS, NIN), W_INIT, np.int64)
+def _weights_init(sets: int) -> np.ndarray:
+    w = np.full((sets, NIN), W_INIT, np.int64)
     w[:, -1] = 0
     return w
 
@@ -217,6 +235,18 @@ def _contexts(
         lo = np.zeros(3, np.int64)
         lo[a] = -1
         axes = axes * 6 + _PAIR[st[:, off_index(lo.tolist())], st[:, off_index((-lo).tolist())]]
+    # the children two steps away along each axis: the same child of the face-neighbour parents
+    axes2 = np.zeros(len(rows), np.int64)
+    for a in range(3):
+        lo = np.zeros(3, np.int64)
+        lo[a] = -1
+        pair = []
+        for step in (lo, -lo):
+            j = nbr[rows, off_index(step.tolist())]
+            jj = np.maximum(j, 0)
+            kn = (known[jj] >> k) & 1
+            pair.append(np.where(j < 0, 0, np.where(kn == 1, (val[jj] >> k) & 1, 2)))
+        axes2 = axes2 * 6 + _PAIR[pair[0], pair[1]]
     own = val[rows] & known[rows]
     sib = np.zeros(len(rows), np.int64)
     for b in range(8):
@@ -266,9 +296,12 @@ def _contexts(
         "side": side * 4 + np.minimum(sib, 3),
         "halves": (halves * 3 + np.minimum(sib, 2)) * 8 + k,
         "pexact": pexact,
+        "far": axes2 * 216 + axes,
     }
     known_n = 26 - (fu + eu + cu)
     mset = (fu * 4 + np.minimum(known_n, 25) // 7) * 3 + np.minimum(fo, 2)
+    mset2 = (k * 4 + np.minimum(sib, 3)) * 3 + np.minimum(pocc, 26) // 9
+    mset = np.stack([mset, mset2], 1)
     apm = fo * 7 + fu
     return ctx, mset, apm, forced
 
@@ -288,14 +321,16 @@ def _predict(
         c = ctx[name]
         x[:, i] = STRETCH[_model_p(state.n1[name][c], state.n[name][c])]
     x[:, -1] = 256
-    dot = (x * state.weights[mset]).sum(1) >> 16
-    pm = squash(dot)
+    dot1 = (x * state.weights[mset[:, 0]]).sum(1) >> 16
+    dot2 = (x * state.weights2[mset[:, 1]]).sum(1) >> 16
+    dot = (dot1 + dot2) >> 1
+    pm = np.stack([squash(dot1), squash(dot2)], 1)
     sd = np.clip(dot, -2047, 2047) + 2048
     bucket = np.minimum((sd + 64) >> 7, APM_BUCKETS - 1)
     a1 = state.apm1[apm, bucket]
     an = state.apmn[apm, bucket]
     pa = ((2 * a1 + 1) << 12) // (2 * an + 2)
-    p = ((4 - APM_W) * pm + APM_W * pa + 2) >> 2
+    p = ((4 - APM_W) * squash(dot) + APM_W * pa + 2) >> 2
     q: np.ndarray = np.clip(p << 4, 1, PONE - 1)
     return q, x, pm, bucket
 
@@ -318,14 +353,16 @@ def _update(
         big = np.unique(c[n[c] > LIMIT])
         n[big] >>= 1
         n1[big] >>= 1
-    err = (y << 12) - pm
-    g = x * err[:, None]  # |g| < 2^24
-    cnt = np.bincount(mset, minlength=NSETS)
-    grad = np.stack(
-        [np.bincount(mset, weights=g[:, i], minlength=NSETS) for i in range(NIN)], 1
-    ).astype(np.int64)
-    steps = np.minimum(cnt, 256)[:, None]
-    state.weights += (grad * steps * LR) // (np.maximum(cnt, 1)[:, None] << (12 + LR_SHIFT))
+    for col, (w, sets) in enumerate(((state.weights, NSETS), (state.weights2, NSETS2))):
+        ms = mset[:, col]
+        err = (y << 12) - pm[:, col]
+        g = x * err[:, None]  # |g| < 2^24
+        cnt = np.bincount(ms, minlength=sets)
+        grad = np.stack(
+            [np.bincount(ms, weights=g[:, i], minlength=sets) for i in range(NIN)], 1
+        ).astype(np.int64)
+        steps = np.minimum(cnt, 256)[:, None]
+        w += (grad * steps * LR) // (np.maximum(cnt, 1)[:, None] << (12 + LR_SHIFT))
     flat = apm * APM_BUCKETS + bucket
     state.apmn += np.bincount(flat, minlength=APM_CTX * APM_BUCKETS).reshape(APM_CTX, -1)
     state.apm1 += (
