@@ -28,7 +28,7 @@ from lattice_conformance.codec.context import (
     halve,
     update_tables,
 )
-from lattice_conformance.codec.mixing import MixState, code_level_mix
+from lattice_conformance.codec.mixing import MIN_PARENTS, MixState, code_level_mix
 from lattice_conformance.codec.neural import (
     LOGIT_MIN,
     LOGIT_TABLE,
@@ -198,12 +198,12 @@ def encode_voxels(
             _, cands[fmt.METHOD_PHASES] = code_level_phases(
                 recs[fmt.METHOD_PHASES], rows, nbr, codes[lv], ph_after
             )
-        if "mix" in allowed:  # the mixing state after a level is the same whichever method won
+        if "mix" in allowed and m >= MIN_PARENTS:  # its state after a level: whichever won
             recs[fmt.METHOD_MIX] = Recorder()
             _, cands[fmt.METHOD_MIX] = code_level_mix(
                 recs[fmt.METHOD_MIX], rows, nbr, codes[lv], mix_state
             )
-            mix_state.halve()
+        mix_state.halve()
         li = None
         fixes: tuple[np.ndarray, np.ndarray] | None = None
         if model is not None and m and allowed & {"neural", "hybrid"}:
@@ -375,7 +375,7 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
     hyb_tables: Tables = [None] * 8
     ph_tables: PhaseTables = [None] * 8
     last_phases = max((i for i, m in enumerate(methods) if m == fmt.METHOD_PHASES), default=-1)
-    mix_state = MixState()
+    mix_state = MixState()  # its levels and the larger ones before them learn (MIN_PARENTS)
     last_mix = max((i for i, m in enumerate(methods) if m == fmt.METHOD_MIX), default=-1)
     side_iter = iter(sides)
     for lv, meth in enumerate(methods):
@@ -408,7 +408,7 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
             _code_level(None, fmt.METHOD_CONTEXT, nbr, codes, None, ctx_tables, [], m)
         if meth != fmt.METHOD_PHASES and lv < last_phases:  # a later level needs these statistics
             code_level_phases(None, rows, nbr, codes, ph_tables)
-        if meth != fmt.METHOD_MIX and lv < last_mix:
+        if meth != fmt.METHOD_MIX and lv < last_mix and m >= MIN_PARENTS:
             code_level_mix(None, rows, nbr, codes, mix_state)
         if lv < last_mix:
             mix_state.halve()

@@ -55,7 +55,7 @@ from lattice_conformance.codec.coder import PONE, Coder, bern_bits
 from lattice_conformance.codec.context import chunk_bounds
 from lattice_conformance.codec.octree import OFFSETS, off_index
 
-__all__ = ["MixState", "code_level_mix"]
+__all__ = ["MIN_PARENTS", "MixState", "code_level_mix"]
 
 W_INIT = 16000  # initial mixer weight (16-bit fixed point)
 LR = 4  # mixer learning rate: weights move by mean(x * err) * steps * LR / 2^12 / 2^LR_SHIFT
@@ -63,6 +63,10 @@ LR_SHIFT = 3
 APM_W = 1  # the APM's share of the final probability, in quarters
 LIMIT = 127  # a context's count is halved beyond this (adaptation rate)
 HASH_BITS = 20
+# Levels with fewer parents are neither coded nor learnt by this method (on
+# both sides): they cost a few bytes with any model, and 64 passes over a
+# handful of parents would cost more time than they save bits.
+MIN_PARENTS = 256
 # PAQ's squash at stretch -2048, -1920, ... 2048, as 12-bit probabilities.
 # fmt: off
 _SQUASH_T = np.array([
