@@ -99,15 +99,12 @@ STRETCH = _stretch_table()  # index 12-bit probability -> [-2047, 2047]
 
 def squash(d: np.ndarray) -> np.ndarray:
     """12-bit probability of the stretch-domain value ``d`` (clipped to +-2047)."""
-    out: np.ndarray = SQUASH[np.clip(d, -2047, 2047) + 2047]
+    out: np.ndarray = SQUASH[np.maximum(np.minimum(d, 2047), -2047) + 2047]
     return out
 
 
-# Face, edge and corner neighbours (OFFSETS rows without the centre).
+# Neighbour kinds: 1 face, 2 edge, 3 corner (0: the centre).
 _KIND = np.abs(OFFSETS).sum(axis=1)
-_FACE = [i for i in range(27) if _KIND[i] == 1]
-_EDGE = [i for i in range(27) if _KIND[i] == 2]
-_CORNER = [i for i in range(27) if _KIND[i] == 3]
 _NBR26 = [i for i in range(27) if _KIND[i] > 0]
 _PAIR = np.array([[0, 1, 2], [1, 3, 4], [2, 4, 5]], np.int64)  # unordered pair of states
 _MODELS = {  # name -> table size
@@ -121,6 +118,9 @@ _MODELS = {  # name -> table size
     "far": 216 * 216,
 }
 NIN = len(_MODELS) + 1  # the models and a bias
+# All models' counts live in one flat table; model i's contexts start at _BASE[i].
+_BASE = np.cumsum([0, *_MODELS.values()])[:-1].astype(np.int64)
+_TABLE = int(sum(_MODELS.values()))
 NSETS = 7 * 4 * 3
 NSETS2 = 8 * 4 * 3
 APM_BUCKETS = 33
@@ -158,28 +158,52 @@ _POW3 = 3 ** np.arange(25, -1, -1, dtype=np.int64)  # base-3 digits of the 26 st
 _POW2 = 1 << np.arange(25, -1, -1, dtype=np.int64)
 
 
+def _groups(k: int) -> np.ndarray:
+    """``(27, 6)`` 0/1: face, edge and corner neighbours, and the 9 on each outward side."""
+    s = [2 * ((k >> a) & 1) - 1 for a in range(3)]
+    g = np.zeros((27, 6), np.int64)
+    for i in _NBR26:
+        g[i, _KIND[i] - 1] = 1
+        for a in range(3):
+            g[i, 3 + a] = OFFSETS[i][a] == s[a]
+    return g
+
+
+_GROUPS = [_groups(k) for k in range(8)]
+# _HPACK[k][code]: per axis a, (children of ``code`` in child k's half along a) + 128 * (in
+# the other half), at bit 14 * a; summed over 26 neighbours, no field overflows.
+_HPACK = np.array(
+    [
+        sum(
+            (_HALF[a, (k >> a) & 1] + 128 * _HALF[a, 1 - ((k >> a) & 1)]) << (14 * a)
+            for a in range(3)
+        )
+        for k in range(8)
+    ],
+    np.int64,
+)
+
+
+def _zeros() -> np.ndarray:
+    return np.zeros(_TABLE, np.int32)
+
+
 @dataclass
 class MixState:
     """What encoder and decoder both hold between passes and levels."""
 
-    n1: dict[str, np.ndarray] = field(default_factory=dict)
-    n: dict[str, np.ndarray] = field(default_factory=dict)
+    n1: np.ndarray = field(default_factory=_zeros)  # ones seen per context (all models)
+    n: np.ndarray = field(default_factory=_zeros)  # bits seen per context
     weights: np.ndarray = field(default_factory=lambda: _weights_init(NSETS))
     weights2: np.ndarray = field(default_factory=lambda: _weights_init(NSETS2))
     apm1: np.ndarray = field(default_factory=lambda: _apm_init()[0])
     apmn: np.ndarray = field(default_factory=lambda: _apm_init()[1])
 
-    def __post_init__(self) -> None:
-        for name, size in _MODELS.items():
-            dt = np.int32 if size == 1 << HASH_BITS else np.int64
-            self.n1.setdefault(name, np.zeros(size, dt))
-            self.n.setdefault(name, np.zeros(size, dt))
-
     def copy(self) -> MixState:
         """An independent copy (the encoder estimates without committing)."""
         return MixState(
-            {k: v.copy() for k, v in self.n1.items()},
-            {k: v.copy() for k, v in self.n.items()},
+            self.n1.copy(),
+            self.n.copy(),
             self.weights.copy(),
             self.weights2.copy(),
             self.apm1.copy(),
@@ -188,9 +212,8 @@ class MixState:
 
     def halve(self) -> None:
         """Forget half of the counts after a level (integer, so both sides agree)."""
-        for k in self.n1:
-            self.n1[k] >>= 1
-            self.n[k] >>= 1
+        self.n1 >>= 1
+        self.n >>= 1
         self.apm1 >>= 1
         self.apmn >>= 1
 
@@ -207,60 +230,84 @@ def _apm_init() -> tuple[np.ndarray, np.ndarray]:
     return np.tile((centre * 16 + 2048) >> 12, (APM_CTX, 1)), n
 
 
-def _states(
-    nbr: np.ndarray, known: np.ndarray, val: np.ndarray, rows: np.ndarray, k: int
-) -> np.ndarray:
-    """``(len(rows), 27)`` state of each child-level neighbour: 0 empty, 1 occupied, 2 unknown.
+@dataclass
+class _Around:
+    """What a phase's parents see around them that stays fixed during the phase.
 
-    The centre column (the child itself) reads as empty; nothing uses it.
+    Their neighbour parents belong to other phases, so within a phase only
+    the parents' own bits change; this is computed once per phase.
     """
-    cols, bits = _MAP_COLS[k], _MAP_BITS[k]
-    j = nbr[rows][:, cols]
-    jj = np.maximum(j, 0)
-    kn = (known[jj] >> bits) & 1
-    v = (val[jj] >> bits) & 1
-    out: np.ndarray = np.where(j < 0, 0, np.where(kn == 1, v, 2))
+
+    nb: np.ndarray  # (m, 27) neighbour parent rows, -1 where absent
+    comb: np.ndarray  # (m, 27) known << 8 | val of each neighbour parent, -1 where absent
+    halves: np.ndarray  # (m,) per axis a at bit 14a: children in half 0, + 128 * in half 1
+    pocc: np.ndarray  # (m,) occupied neighbour parents (0..26)
+    ppat: np.ndarray  # (m,) uint64: which of the 26 neighbour parents are occupied
+
+
+def _around(nbr: np.ndarray, known: np.ndarray, val: np.ndarray, rows: np.ndarray) -> _Around:
+    nb = nbr[rows]
+    jj = np.maximum(nb, 0)
+    comb = np.where(nb >= 0, (known[jj] << 8) | val[jj], -1)
+    nbc = comb[:, _NBR26]
+    full = np.where((nbc >= 0) & ((nbc >> 8) == 0xFF), nbc & 0xFF, 0)
+    occ = (nb[:, _NBR26] >= 0).astype(np.int64)
+    return _Around(nb, comb, _HPACK[0][full].sum(1), occ.sum(1), (occ @ _POW2).astype(np.uint64))
+
+
+def _states(comb: np.ndarray, k: int) -> np.ndarray:
+    """``(m, 27)`` state of each child-level neighbour of child ``k``: 0 empty, 1 occupied, 2
+    unknown, read from :attr:`_Around.comb`.  The centre column reads as empty; nothing uses it.
+    """
+    c = comb[:, _MAP_COLS[k]]
+    bits = _MAP_BITS[k]
+    kn = (c >> (bits + 8)) & 1
+    v = (c >> bits) & 1
+    out: np.ndarray = np.where(c < 0, 0, np.where(kn == 1, v, 2))
     out[:, 13] = 0
     return out
 
 
 def _contexts(
-    nbr: np.ndarray, known: np.ndarray, val: np.ndarray, rows: np.ndarray, k: int
-) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
-    """``(model contexts, mixer set, APM context, forced)`` of child ``k`` of ``rows``."""
-    st = _states(nbr, known, val, rows, k)
-    occ = st == 1
-    unk = st == 2
-    fo, fu = occ[:, _FACE].sum(1), unk[:, _FACE].sum(1)
-    eo, eu = occ[:, _EDGE].sum(1), unk[:, _EDGE].sum(1)
-    co, cu = occ[:, _CORNER].sum(1), unk[:, _CORNER].sum(1)
-    axes = np.zeros(len(rows), np.int64)
+    ar: _Around, known_own: np.ndarray, val_own: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(model contexts, mixer sets, APM context, forced)`` of child ``k`` of a phase's parents.
+
+    The model contexts are ``(m, models)`` indices into the flat count table.
+    """
+    nb = ar.nb
+    ar.comb[:, 13] = (known_own << 8) | val_own  # the parents' own bits so far
+    st = _states(ar.comb, k)
+    oc = (st == 1).astype(np.int64) @ _GROUPS[k]  # occupied: face, edge, corner, 3 sides
+    uc = (st == 2).astype(np.int64) @ _GROUPS[k]  # unknown, the same groups
+    fo, eo, co = oc[:, 0], oc[:, 1], oc[:, 2]
+    fu, eu, cu = uc[:, 0], uc[:, 1], uc[:, 2]
+    m = len(nb)
+    axes = np.zeros(m, np.int64)
     for a in range(3):
         lo = np.zeros(3, np.int64)
         lo[a] = -1
         axes = axes * 6 + _PAIR[st[:, off_index(lo.tolist())], st[:, off_index((-lo).tolist())]]
     # the children two steps away along each axis: the same child of the face-neighbour parents
-    axes2 = np.zeros(len(rows), np.int64)
+    axes2 = np.zeros(m, np.int64)
     for a in range(3):
         lo = np.zeros(3, np.int64)
         lo[a] = -1
         pair = []
         for step in (lo, -lo):
-            j = nbr[rows, off_index(step.tolist())]
-            jj = np.maximum(j, 0)
-            kn = (known[jj] >> k) & 1
-            pair.append(np.where(j < 0, 0, np.where(kn == 1, (val[jj] >> k) & 1, 2)))
+            c = ar.comb[:, off_index(step.tolist())]
+            kn = (c >> (k + 8)) & 1
+            pair.append(np.where(c < 0, 0, np.where(kn == 1, (c >> k) & 1, 2)))
         axes2 = axes2 * 6 + _PAIR[pair[0], pair[1]]
-    own = val[rows] & known[rows]
-    sib = np.zeros(len(rows), np.int64)
+    own = val_own & known_own
+    sib = np.zeros(m, np.int64)
     for b in range(8):
         sib += (own >> b) & 1
-    forced = (sib == 0) & ((known[rows] & 0x7F) == 0x7F) if k == 7 else np.zeros(len(rows), bool)
-    nb = nbr[rows]
-    pocc = (nb[:, _NBR26] >= 0).sum(1)  # occupied neighbour parents (0..26)
+    forced = (sib == 0) & ((known_own & 0x7F) == 0x7F) if k == 7 else np.zeros(m, bool)
+    pocc = ar.pocc
     o = (k & 1, (k >> 1) & 1, (k >> 2) & 1)
-    fcp = np.zeros(len(rows), np.int64)
-    ec = np.zeros(len(rows), np.int64)
+    fcp = np.zeros(m, np.int64)
+    ec = np.zeros(m, np.int64)
     for a in range(3):
         d = [0, 0, 0]
         d[a] = 2 * o[a] - 1
@@ -269,28 +316,24 @@ def _contexts(
     for e in ((s[0], s[1], 0), (s[0], 0, s[2]), (0, s[1], s[2]), s):
         ec += nb[:, off_index(e)] >= 0
     # the 9 neighbours on each side of the child along its outward axes
-    side = np.zeros(len(rows), np.int64)
+    side = np.zeros(m, np.int64)
     for a in range(3):
-        sel = [i for i in _NBR26 if OFFSETS[i][a] == s[a]]
-        so, su = occ[:, sel].sum(1), unk[:, sel].sum(1)
+        so, su = oc[:, 3 + a], uc[:, 3 + a]
         side = side * 10 + np.where(su == 9, 9, np.minimum(so, 8))
     # which half of their parents the known neighbours' children lie in, per axis
-    full = known[nb[:, _NBR26].clip(0)] == 0xFF
-    codes = np.where(full & (nb[:, _NBR26] >= 0), val[nb[:, _NBR26].clip(0)], 0)
-    halves = np.zeros(len(rows), np.int64)
+    halves = np.zeros(m, np.int64)
     for a in range(3):
-        same = _HALF[a, o[a]][codes].sum(1)
-        other = _HALF[a, 1 - o[a]][codes].sum(1)
+        same = (ar.halves >> (14 * a + 7 * o[a])) & 127
+        other = (ar.halves >> (14 * a + 7 * (1 - o[a]))) & 127
         hv = np.where(same + other == 0, 0, np.where(same == 0, 1, np.where(other == 0, 2, 3)))
         halves = halves * 5 + np.where((hv == 3) & (same <= other), 4, hv)
     pat = (st[:, _NBR26] @ _POW3).astype(np.uint64)
     h = (pat * np.uint64(0x9E3779B97F4A7C15) + np.uint64(k)) * np.uint64(0xD6E8FEB86659FD93)
     exact = (h >> np.uint64(64 - HASH_BITS)).astype(np.int64)
-    ppat = ((nb[:, _NBR26] >= 0).astype(np.int64) @ _POW2).astype(np.uint64)
-    ppat = (ppat << np.uint64(11)) | (own.astype(np.uint64) << np.uint64(3)) | np.uint64(k)
+    ppat = (ar.ppat << np.uint64(11)) | (own.astype(np.uint64) << np.uint64(3)) | np.uint64(k)
     h2 = (ppat + np.uint64(0x632BE59BD9B4E019)) * np.uint64(0x9E3779B97F4A7C15)
     pexact = (h2 >> np.uint64(64 - HASH_BITS)).astype(np.int64)
-    ctx = {
+    cols = {
         "axes": (axes * 3 + np.minimum(sib, 2)) * 8 + k,
         "counts": (((fo * 7 + fu) * 7 + np.minimum(eo, 6)) * 5 + np.minimum(eu, 12) // 3) * 20
         + np.minimum(co, 4) * 4
@@ -302,6 +345,7 @@ def _contexts(
         "pexact": pexact,
         "far": axes2 * 216 + axes,
     }
+    ctx = np.stack([cols[name] for name in _MODELS], 1) + _BASE
     known_n = 26 - (fu + eu + cu)
     mset = (fu * 4 + np.minimum(known_n, 25) // 7) * 3 + np.minimum(fo, 2)
     mset2 = (k * 4 + np.minimum(sib, 3)) * 3 + np.minimum(pocc, 26) // 9
@@ -317,31 +361,29 @@ def _model_p(n1: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _predict(
-    state: MixState, ctx: dict[str, np.ndarray], mset: np.ndarray, apm: np.ndarray
+    state: MixState, ctx: np.ndarray, mset: np.ndarray, apm: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(q16, inputs, mixed p12, apm bucket)`` for a chunk."""
+    """``(q16, inputs, the two mixers' p12, apm bucket)`` for a chunk."""
     x = np.empty((len(mset), NIN), np.int64)
-    for i, name in enumerate(_MODELS):
-        c = ctx[name]
-        x[:, i] = STRETCH[_model_p(state.n1[name][c], state.n[name][c])]
+    x[:, :-1] = STRETCH[_model_p(state.n1[ctx], state.n[ctx])]
     x[:, -1] = 256
     dot1 = (x * state.weights[mset[:, 0]]).sum(1) >> 16
     dot2 = (x * state.weights2[mset[:, 1]]).sum(1) >> 16
     dot = (dot1 + dot2) >> 1
     pm = np.stack([squash(dot1), squash(dot2)], 1)
-    sd = np.clip(dot, -2047, 2047) + 2048
+    sd = np.maximum(np.minimum(dot, 2047), -2047) + 2048
     bucket = np.minimum((sd + 64) >> 7, APM_BUCKETS - 1)
     a1 = state.apm1[apm, bucket]
     an = state.apmn[apm, bucket]
     pa = ((2 * a1 + 1) << 12) // (2 * an + 2)
     p = ((4 - APM_W) * squash(dot) + APM_W * pa + 2) >> 2
-    q: np.ndarray = np.clip(p << 4, 1, PONE - 1)
+    q: np.ndarray = np.maximum(np.minimum(p << 4, PONE - 1), 1)
     return q, x, pm, bucket
 
 
 def _update(
     state: MixState,
-    ctx: dict[str, np.ndarray],
+    ctx: np.ndarray,
     mset: np.ndarray,
     apm: np.ndarray,
     x: np.ndarray,
@@ -349,22 +391,18 @@ def _update(
     bucket: np.ndarray,
     y: np.ndarray,
 ) -> None:
-    for name in _MODELS:
-        c = ctx[name]
-        n, n1 = state.n[name], state.n1[name]
-        np.add.at(n, c, 1)
-        np.add.at(n1, c, y.astype(n1.dtype))
-        big = np.unique(c[n[c] > LIMIT])
-        n[big] >>= 1
-        n1[big] >>= 1
+    c = ctx.ravel()
+    np.add.at(state.n, c, 1)
+    np.add.at(state.n1, c, np.repeat(y, ctx.shape[1]).astype(np.int32))
+    big = np.unique(c[state.n[c] > LIMIT])
+    state.n[big] >>= 1
+    state.n1[big] >>= 1
     for col, (w, sets) in enumerate(((state.weights, NSETS), (state.weights2, NSETS2))):
         ms = mset[:, col]
-        err = (y << 12) - pm[:, col]
-        g = x * err[:, None]  # |g| < 2^24
+        g = x * ((y << 12) - pm[:, col])[:, None]  # |g| < 2^24
         cnt = np.bincount(ms, minlength=sets)
-        grad = np.stack(
-            [np.bincount(ms, weights=g[:, i], minlength=sets) for i in range(NIN)], 1
-        ).astype(np.int64)
+        grad = np.zeros((sets, NIN), np.int64)
+        np.add.at(grad, ms, g)
         steps = np.minimum(cnt, 256)[:, None]
         w += (grad * steps * LR) // (np.maximum(cnt, 1)[:, None] << (12 + LR_SHIFT))
     flat = apm * APM_BUCKETS + bucket
@@ -401,15 +439,16 @@ def code_level_mix(
         rows = np.flatnonzero(phase == f)
         if len(rows) == 0:
             continue
+        ar = _around(nbr, known, val, rows)
         for k in range(8):
-            ctx, mset, apm, forced = _contexts(nbr, known, val, rows, k)
+            ctx, mset, apm, forced = _contexts(ar, known[rows], val[rows], k)
             free = ~forced
-            cf = {key: c[free] for key, c in ctx.items()}
+            cf = ctx[free]
             ms, ap = mset[free], apm[free]
             y = None if full is None else ((full[rows] >> k) & 1)[free]
             got = np.zeros(int(free.sum()), np.int64)
             for lo, hi in itertools.pairwise(chunk_bounds(len(ms))):
-                cc = {key: c[lo:hi] for key, c in cf.items()}
+                cc = cf[lo:hi]
                 q, x, pm, bucket = _predict(state, cc, ms[lo:hi], ap[lo:hi])
                 if y is not None:
                     yy = y[lo:hi]
