@@ -15,7 +15,7 @@ import numpy as np
 
 from lattice_conformance.codec.format import CodecFormatError
 
-__all__ = ["PONE", "Coder", "Recorder", "bern_bits", "quant_from_counts"]
+__all__ = ["PONE", "Coder", "Recorder", "bern_bits", "code_bits", "quant_from_counts"]
 
 PBITS = 16
 PONE = 1 << PBITS
@@ -42,6 +42,20 @@ def bern_bits(y: np.ndarray, q: np.ndarray) -> float:
     """Ideal code length in bits of the bits ``y`` under the integer probabilities ``q``."""
     p = np.where(y == 1, q, PONE - q) / PONE
     return float(-np.log2(p).sum())
+
+
+def code_bits(coder: Coder | None, y: np.ndarray | None, q: np.ndarray) -> tuple[np.ndarray, float]:
+    """One chunk of every method: ``(bits, ideal code length)``.
+
+    The encoder passes ``y`` (with ``coder=None`` it only measures, which is
+    how it compares methods); the decoder passes ``y=None`` and gets the bits.
+    """
+    if y is not None:
+        if coder is not None:
+            coder.bern(y, q)
+        return y, bern_bits(y, q)
+    assert coder is not None, "decoding needs a coder"
+    return coder.bern(None, q), 0.0
 
 
 class Coder:

@@ -51,9 +51,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lattice_conformance.codec.coder import PONE, Coder, bern_bits
+from lattice_conformance.codec.coder import PONE, Coder, code_bits
 from lattice_conformance.codec.context import chunk_bounds
 from lattice_conformance.codec.octree import OFFSETS, off_index
+from lattice_conformance.codec.phases import parity_phase
 
 __all__ = ["MIN_PARENTS", "MixState", "code_level_mix"]
 
@@ -429,14 +430,12 @@ def code_level_mix(
     ``state`` is updated in place to what both sides hold after the level
     (before the per-level halving, which the caller does).
     """
-    m = len(nbr)
-    phase = (rows_xyz[:, 0] & 1) * 4 + (rows_xyz[:, 1] & 1) * 2 + (rows_xyz[:, 2] & 1)
-    known = np.zeros(m, np.int64)
-    val = np.zeros(m, np.int64)
+    phase = parity_phase(rows_xyz)
+    known = np.zeros(len(nbr), np.int64)
+    val = np.zeros(len(nbr), np.int64)
     full = None if codes is None else codes.astype(np.int64)
     bits = 0.0
-    for f in range(8):
-        rows = np.flatnonzero(phase == f)
+    for rows in (np.flatnonzero(phase == f) for f in range(8)):
         if len(rows) == 0:
             continue
         ar = _around(nbr, known, val, rows)
@@ -450,14 +449,8 @@ def code_level_mix(
             for lo, hi in itertools.pairwise(chunk_bounds(len(ms))):
                 cc = cf[lo:hi]
                 q, x, pm, bucket = _predict(state, cc, ms[lo:hi], ap[lo:hi])
-                if y is not None:
-                    yy = y[lo:hi]
-                    bits += bern_bits(yy, q)
-                    if coder is not None:
-                        coder.bern(yy, q)
-                else:
-                    assert coder is not None
-                    yy = coder.bern(None, q)
+                yy, cost = code_bits(coder, None if y is None else y[lo:hi], q)
+                bits += cost
                 got[lo:hi] = yy
                 _update(state, cc, ms[lo:hi], ap[lo:hi], x, pm, bucket, yy)
             res = np.ones(len(rows), np.int64)
