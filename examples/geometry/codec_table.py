@@ -15,7 +15,7 @@ parent) and Draco, with encode/decode wall times.
 Run from the repository root (a few minutes on one idle core, more with a model)::
 
     .venv/bin/python examples/geometry/codec_table.py [--model examples/geometry/model.lattice]
-        [--only cad_part@8] [--seed 1] [--json table.json]
+        [--only cad_part@8] [--seed 1] [--extra] [--json table.json]
 """
 
 from __future__ import annotations
@@ -132,6 +132,46 @@ def cad_part(levels: int, rng: np.random.Generator, sparse: bool = False) -> np.
     return _vox(p, levels)
 
 
+def _extra_n(levels: int) -> int:
+    return 200_000 if levels < 10 else 300_000
+
+
+def boxes(levels: int, rng: np.random.Generator, sparse: bool = False) -> np.ndarray:
+    """Six random axis-aligned box surfaces (``--extra``: a generator the tuning never saw)."""
+    n = _extra_n(levels)
+    pts = []
+    for _ in range(6):
+        lo = rng.uniform(0.05, 0.6, 3)
+        hi = lo + rng.uniform(0.1, 0.35, 3)
+        for ax in range(3):
+            for side in (lo, hi):
+                q = rng.uniform(lo, hi, (n // 36, 3))
+                q[:, ax] = side[ax]
+                pts.append(q)
+    return _vox(np.concatenate(pts), levels)
+
+
+def torus(levels: int, rng: np.random.Generator, sparse: bool = False) -> np.ndarray:
+    """A torus shell (``--extra``)."""
+    u, v = rng.uniform(0, 2 * math.pi, (2, _extra_n(levels)))
+    big, small = 0.3, 0.1
+    ring = big + small * np.cos(v)
+    return _vox(
+        np.c_[0.5 + ring * np.cos(u), 0.5 + ring * np.sin(u), 0.5 + small * np.sin(v)], levels
+    )
+
+
+def terrain(levels: int, rng: np.random.Generator, sparse: bool = False) -> np.ndarray:
+    """A noisy terrain heightfield (``--extra``)."""
+    n = _extra_n(levels)
+    xy = rng.uniform(0, 1, (n, 2))
+    z = 0.4 + 0.08 * np.sin(7 * xy[:, 0]) * np.cos(5 * xy[:, 1]) + 0.01 * rng.normal(size=n)
+    return _vox(np.c_[xy, z], levels)
+
+
+EXTRA = {"boxes": boxes, "torus": torus, "terrain": terrain}
+EXTRA_CASES = [(lv, name, False) for lv in (8, 10) for name in EXTRA]
+
 CLOUDS = {
     "sphere_shell": sphere_shell,
     "thin_wires": thin_wires,
@@ -154,7 +194,7 @@ def run_case(
     name: str, levels: int, sparse: bool, model: NeuralModel | None, seed: int = 1
 ) -> dict[str, object]:
     """One row of the table (bits per occupied voxel unless named otherwise)."""
-    vox = CLOUDS[name](levels, np.random.default_rng(seed), sparse)
+    vox = {**CLOUDS, **EXTRA}[name](levels, np.random.default_rng(seed), sparse)
     n = max(len(vox), 1)
     start = time.perf_counter()
     res = encode_voxels(vox, levels, model)
@@ -230,12 +270,18 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="geometry artifact (adds the neural methods)")
     parser.add_argument("--runtime", choices=("torch", "mlx"), default="torch")
     parser.add_argument("--only", nargs="*", help="cases as name@level (both densities)")
+    parser.add_argument(
+        "--extra",
+        action="store_true",
+        help="the three generators the tuning never saw (boxes, torus, terrain; measured with "
+        "--seed 7) instead of the table's",
+    )
     parser.add_argument("--seed", type=int, default=1, help="cloud seed (1: the held-out table)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     model = None if args.model is None else NeuralModel(args.model, args.runtime)
     rows = []
-    for levels, name, sparse in CASES:
+    for levels, name, sparse in EXTRA_CASES if args.extra else CASES:
         if args.only and f"{name}@{levels}" not in args.only:
             continue
         rows.append(run_case(name, levels, sparse, model, args.seed))
