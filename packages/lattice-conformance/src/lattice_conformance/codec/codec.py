@@ -28,6 +28,7 @@ from lattice_conformance.codec.context import (
     halve,
     update_tables,
 )
+from lattice_conformance.codec.mixing import MIN_PARENTS, MixState, code_level_mix
 from lattice_conformance.codec.neural import (
     LOGIT_MIN,
     LOGIT_TABLE,
@@ -170,6 +171,7 @@ def encode_voxels(
     ctx_tables: Tables = [None] * 8
     hyb_tables: Tables = [None] * 8
     ph_tables: PhaseTables = [None] * 8
+    mix_state = MixState()
     methods: list[int] = []
     side = io.BytesIO()
     report: list[dict[str, float]] = []
@@ -196,6 +198,12 @@ def encode_voxels(
             _, cands[fmt.METHOD_PHASES] = code_level_phases(
                 recs[fmt.METHOD_PHASES], rows, nbr, codes[lv], ph_after
             )
+        if "mix" in allowed and m >= MIN_PARENTS:  # its state after a level: whichever won
+            recs[fmt.METHOD_MIX] = Recorder()
+            _, cands[fmt.METHOD_MIX] = code_level_mix(
+                recs[fmt.METHOD_MIX], rows, nbr, codes[lv], mix_state
+            )
+        mix_state.halve()
         li = None
         fixes: tuple[np.ndarray, np.ndarray] | None = None
         if model is not None and m and allowed & {"neural", "hybrid"}:
@@ -367,6 +375,8 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
     hyb_tables: Tables = [None] * 8
     ph_tables: PhaseTables = [None] * 8
     last_phases = max((i for i, m in enumerate(methods) if m == fmt.METHOD_PHASES), default=-1)
+    mix_state = MixState()  # its levels and the larger ones before them learn (MIN_PARENTS)
+    last_mix = max((i for i, m in enumerate(methods) if m == fmt.METHOD_MIX), default=-1)
     side_iter = iter(sides)
     for lv, meth in enumerate(methods):
         m = len(parents)
@@ -390,14 +400,26 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
                 )
         if meth == fmt.METHOD_PHASES:
             codes, _ = code_level_phases(coder, rows, nbr, None, ph_tables)
-            _code_level(None, fmt.METHOD_CONTEXT, nbr, codes, None, ctx_tables, [], m)
+        elif meth == fmt.METHOD_MIX:
+            codes, _ = code_level_mix(coder, rows, nbr, None, mix_state)
         else:
             codes, _ = _code_level(coder, meth, nbr, None, li, ctx_tables, hyb_tables, m)
-            if lv < last_phases:  # a later level needs the phase model's statistics
-                code_level_phases(None, rows, nbr, codes, ph_tables)
+        if meth != fmt.METHOD_CONTEXT and meth not in fmt.MODEL_METHODS:
+            _code_level(None, fmt.METHOD_CONTEXT, nbr, codes, None, ctx_tables, [], m)
+        if meth != fmt.METHOD_PHASES and lv < last_phases:  # a later level needs these statistics
+            code_level_phases(None, rows, nbr, codes, ph_tables)
+        if meth != fmt.METHOD_MIX and lv < last_mix and m >= MIN_PARENTS:
+            code_level_mix(None, rows, nbr, codes, mix_state)
+        if lv < last_mix:
+            mix_state.halve()
         ctx_tables, ph_tables = halve(ctx_tables), halve_phases(ph_tables)
         hyb_tables = halve(hyb_tables)
         parents = expand_level(parents, codes.astype(np.uint8))
+        if len(parents) > head.voxels:  # a level never has more voxels than the last one
+            raise fmt.CodecFormatError(
+                f"level {lv + 1} decodes to {len(parents)} voxels, more than the header's "
+                f"{head.voxels} (corrupt file)"
+            )
     return _finish(parents, head), head.levels
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PONE", "Coder", "Recorder", "bern_bits", "quant_from_counts"]
+from lattice_conformance.codec.format import CodecFormatError
+
+__all__ = ["PONE", "Coder", "Recorder", "bern_bits", "code_bits", "quant_from_counts"]
 
 PBITS = 16
 PONE = 1 << PBITS
@@ -42,6 +44,20 @@ def bern_bits(y: np.ndarray, q: np.ndarray) -> float:
     return float(-np.log2(p).sum())
 
 
+def code_bits(coder: Coder | None, y: np.ndarray | None, q: np.ndarray) -> tuple[np.ndarray, float]:
+    """One chunk of every method: ``(bits, ideal code length)``.
+
+    The encoder passes ``y`` (with ``coder=None`` it only measures, which is
+    how it compares methods); the decoder passes ``y=None`` and gets the bits.
+    """
+    if y is not None:
+        if coder is not None:
+            coder.bern(y, q)
+        return y, bern_bits(y, q)
+    assert coder is not None, "decoding needs a coder"
+    return coder.bern(None, q), 0.0
+
+
 class Coder:
     """One range-coded stream; the encoder and decoder make the same calls in the same order."""
 
@@ -62,7 +78,10 @@ class Coder:
             self.enc.encode(y.astype(np.int32), model, p)
             return y.astype(np.int64)
         assert self.dec is not None
-        return np.asarray(self.dec.decode(model, p), dtype=np.int64)
+        try:
+            return np.asarray(self.dec.decode(model, p), dtype=np.int64)
+        except AssertionError as exc:  # constriction's word for an invalid stream
+            raise CodecFormatError(f"the range-coded payload is corrupt ({exc})") from None
 
     def words(self) -> bytes:
         """The finished stream (encoder), little-endian 32-bit words."""

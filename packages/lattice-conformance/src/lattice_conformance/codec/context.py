@@ -25,7 +25,7 @@ import itertools
 
 import numpy as np
 
-from lattice_conformance.codec.coder import Coder, bern_bits, quant_from_counts
+from lattice_conformance.codec.coder import Coder, code_bits, quant_from_counts
 from lattice_conformance.codec.octree import off_index
 
 __all__ = [
@@ -114,14 +114,8 @@ def adaptive_pass(
     for lo, hi in itertools.pairwise(b):
         c = ctx[lo:hi]
         q = quant_from_counts(2 * c1[c] + 1, 2 * cn[c] + 2)
-        if y is not None:
-            yy = y[lo:hi]
-            bits += bern_bits(yy, q)
-            if coder is not None:
-                coder.bern(yy, q)
-        else:
-            assert coder is not None
-            yy = coder.bern(None, q)
+        yy, cost = code_bits(coder, None if y is None else y[lo:hi], q)
+        bits += cost
         out[lo:hi] = yy
         cn += np.bincount(c, minlength=len(cn))
         c1 += np.bincount(c, weights=yy, minlength=len(cn)).astype(np.int64)

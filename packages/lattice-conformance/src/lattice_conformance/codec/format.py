@@ -9,7 +9,7 @@ Layout (all integers little-endian)::
     voxels     varint   number of voxels (checked after decoding)
   mode 0:
     methods    L bytes  per level: 0 context-adaptive, 1 neural, 2 neural + adaptive,
-                        3 parity phases with backoff
+                        3 parity phases with backoff, 4 mixing (context models mixed)
     digest     32 bytes SHA-256 of the model artifact (only when a level uses 1 or 2)
     per level with method 1 or 2:
       crc      u32      CRC-32 of the level's quantised logits (after the fixes below)
@@ -29,12 +29,13 @@ __all__ = ["FORMAT_VERSION", "MAGIC", "CodecFormatError", "read_varint", "write_
 MAGIC = b"LGCC"
 FORMAT_VERSION = 1
 
-METHOD_CONTEXT, METHOD_NEURAL, METHOD_HYBRID, METHOD_PHASES = 0, 1, 2, 3
+METHOD_CONTEXT, METHOD_NEURAL, METHOD_HYBRID, METHOD_PHASES, METHOD_MIX = 0, 1, 2, 3, 4
 METHOD_NAMES = {
     METHOD_CONTEXT: "context",
     METHOD_NEURAL: "neural",
     METHOD_HYBRID: "hybrid",
     METHOD_PHASES: "phases",
+    METHOD_MIX: "mix",
 }
 MODEL_METHODS = frozenset({METHOD_NEURAL, METHOD_HYBRID})  # the levels that need the model
 MODE_OCTREE, MODE_LZMA = 0, 1

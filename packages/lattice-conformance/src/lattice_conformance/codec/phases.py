@@ -32,11 +32,11 @@ import itertools
 
 import numpy as np
 
-from lattice_conformance.codec.coder import PONE, Coder, bern_bits
+from lattice_conformance.codec.coder import PONE, Coder, code_bits
 from lattice_conformance.codec.context import chunk_bounds
 from lattice_conformance.codec.octree import off_index
 
-__all__ = ["PhaseTables", "code_level_phases", "halve_phases"]
+__all__ = ["PhaseTables", "code_level_phases", "halve_phases", "parity_phase"]
 
 FINE, COARSE = 7 * 8 * 5 * 4 * 7, 7 * 8 * 4
 # Per bit k: (fine ones, fine totals, coarse ones, coarse totals), or None before any level.
@@ -97,6 +97,12 @@ def _contexts(
     return fine, coarse, forced
 
 
+def parity_phase(rows_xyz: np.ndarray) -> np.ndarray:
+    """Each parent's phase, ``(x & 1) * 4 + (y & 1) * 2 + (z & 1)``: the coding order of a level."""
+    out: np.ndarray = (rows_xyz[:, 0] & 1) * 4 + (rows_xyz[:, 1] & 1) * 2 + (rows_xyz[:, 2] & 1)
+    return out
+
+
 def _backoff_q(f1: np.ndarray, fn: np.ndarray, c1: np.ndarray, cn: np.ndarray) -> np.ndarray:
     """``(f1 + 2 p_c) / (fn + 2)`` in 16-bit fixed point, ``p_c = (c1 + .4) / (cn + .8)``."""
     pc = ((5 * c1 + 2) * PONE) // (5 * cn + 4)
@@ -117,14 +123,8 @@ def _pass(
     for lo, hi in itertools.pairwise(chunk_bounds(len(fine))):
         ff, cc = fine[lo:hi], coarse[lo:hi]
         q = _backoff_q(f1[ff], fn[ff], c1[cc], cn[cc])
-        if y is not None:
-            yy = y[lo:hi]
-            bits += bern_bits(yy, q)
-            if coder is not None:
-                coder.bern(yy, q)
-        else:
-            assert coder is not None
-            yy = coder.bern(None, q)
+        yy, cost = code_bits(coder, None if y is None else y[lo:hi], q)
+        bits += cost
         out[lo:hi] = yy
         fn += np.bincount(ff, minlength=FINE)
         f1 += np.bincount(ff, weights=yy, minlength=FINE).astype(np.int64)
@@ -145,9 +145,8 @@ def code_level_phases(
     ``tables`` is updated in place to what both sides hold after the level
     (before the per-level halving, which the caller does).
     """
-    m = len(nbr)
-    phase = (rows_xyz[:, 0] & 1) * 4 + (rows_xyz[:, 1] & 1) * 2 + (rows_xyz[:, 2] & 1)
-    known = np.zeros(m, np.int64)
+    phase = parity_phase(rows_xyz)
+    known = np.zeros(len(nbr), np.int64)
     full = None if codes is None else codes.astype(np.int64)
     bits = 0.0
     for f in range(8):
