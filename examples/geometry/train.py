@@ -22,8 +22,10 @@ differ).  Then the script
 * and writes ``training.json`` (data, steps, time, device).
 
 Run from the repository root: ``.venv/bin/python examples/geometry/train.py``
-(CPU; ``--device cuda`` on a GPU).  Training is deterministic for a given
-seed, device and thread count.  ``--state-out`` saves the float training
+(CPU; ``--device cuda`` on a GPU).  Data and initialisation are
+deterministic in the seed; the learning rate follows a cosine over the step
+budget or the ``--minutes`` cap, whichever ends first, so a run cut off by
+the cap is reproduced step for step only on a machine of the same speed.  ``--state-out`` saves the float training
 weights (to export them elsewhere), ``--from-state`` exports saved training
 weights without training, ``--no-export`` skips the artifact (a machine
 without the native verifier), and ``--reexport`` re-exports
@@ -176,15 +178,15 @@ def evaluate(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--minutes", type=float, default=8.0, help="wall-clock cap on training")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--minutes", type=float, default=34.0, help="wall-clock cap on training")
     parser.add_argument("--clouds", type=int, default=96)
     parser.add_argument("--levels", default="8,9,10,11", help="comma-separated training levels")
     parser.add_argument(
-        "--max-samples", type=int, default=600_000, help="surface samples per cloud at most"
+        "--max-samples", type=int, default=40_000, help="surface samples per cloud at most"
     )
     parser.add_argument("--held-out", type=int, default=12, help="held-out clouds to evaluate")
-    parser.add_argument("--channels", type=int, default=32)
+    parser.add_argument("--channels", type=int, default=24)
     parser.add_argument("--blocks", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)

@@ -169,8 +169,8 @@ def cad(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
     p = np.concatenate(pts)
     if rng.uniform() < 0.5:  # a slot through everything
         ax = int(rng.integers(2))
-        c, w = rng.uniform(0.2, 0.8), rng.uniform(0.02, 0.08)
-        p = p[np.abs(p[:, ax] - c) > w]
+        at, half = rng.uniform(0.2, 0.8), rng.uniform(0.02, 0.08)
+        p = p[np.abs(p[:, ax] - at) > half]
     if rng.uniform() < 0.5:  # rotated about z: faces no longer on the grid
         a = rng.uniform(0, math.pi / 2)
         rot = np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])

@@ -176,16 +176,18 @@ def test_integer_check_refuses_float_weights() -> None:
     with pytest.raises(ValueError, match=r"head: a sum can reach \d+ grid steps"):
         check_integer_network(off_grid)
     too_big = m.freeze()
+    bias = too_big.stem.bias
+    assert bias is not None
     with torch.no_grad():
         # exactness is scale-free: what counts is the span from the largest weight to the grid
         too_big.stem.weight.zero_()
-        too_big.stem.bias.zero_()
+        bias.zero_()
         too_big.stem.weight[0, 0, 0, 0, 0] = 1.0
         too_big.stem.weight[0, 0, 0, 1, 0] = 2.0**-23
     with pytest.raises(ValueError, match=r"stem: .* beyond float32's exact 2\^24"):
         check_integer_network(too_big)
     with torch.no_grad():
-        too_big.stem.bias[0] = 2.0**-40
+        bias[0] = 2.0**-40
     with pytest.raises(ValueError, match="stem: the bias is not on its products' grid"):
         check_integer_network(too_big)
 

@@ -375,6 +375,7 @@ def check_integer_network(model: GeometryModel) -> int:
     """
     if not model.frozen:
         raise ValueError("check_integer_network: freeze the model first (model.freeze())")
+    named: list[tuple[str, nn.SubmConv3d | nn.GenerativeConvTranspose3d | nn.Linear]]
     named = [("stem", model.stem)]
     for i, block in enumerate(model.blocks):
         assert isinstance(block, _Residual)

@@ -106,7 +106,9 @@ class NeuralModel:
                 self._impl = load_geometry_model(self.artifact / "weights.safetensors")
         return self._impl
 
-    def candidate_logits(self, rows: np.ndarray, level: int, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    def candidate_logits(
+        self, rows: np.ndarray, level: int, levels: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(coords (N, 3) in child units, logits (N,))`` of the candidates of ``rows``."""
         from torch_lattice.geometry import level_features
 
