@@ -25,10 +25,11 @@ Run from the repository root: ``.venv/bin/python examples/geometry/train.py``
 (CPU; ``--device cuda`` on a GPU).  Data and initialisation are
 deterministic in the seed; the learning rate follows a cosine over the step
 budget or the ``--minutes`` cap, whichever ends first, so a run cut off by
-the cap is reproduced step for step only on a machine of the same speed.  ``--state-out`` saves the float training
-weights (to export them elsewhere), ``--from-state`` exports saved training
-weights without training, ``--no-export`` skips the artifact (a machine
-without the native verifier), and ``--reexport`` re-exports
+the cap is reproduced step for step only on a machine of the same speed.
+``--state-out`` saves the float training weights (to export them
+elsewhere), ``--from-state`` exports saved training weights without
+training, ``--no-export`` skips the artifact (a machine without the native
+verifier), and ``--reexport`` re-exports
 ``model.lattice/`` from its own weights (after a change of the dialect or of
 the exporter).
 """
