@@ -58,7 +58,7 @@ def direct_level_bits(points: np.ndarray, levels: int) -> tuple[list[float], lis
     h = occupancy_hierarchy(coords, levels)
     bits = []
     for level in range(levels):
-        parents, _ = level_inputs(h.levels[level], h.levels[level + 1])
+        parents, _ = level_inputs(h.levels[level], h.levels[level + 1], level=level, levels=levels)
         with torch.no_grad():
             logits = model.candidate_logits(parents)
         rows = logits.coords.tolist()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import subprocess
 import sys
 import tarfile
@@ -106,7 +107,8 @@ def test_lattice_closed_pipe_and_quiet(tmp_path: Path) -> None:
     _no_traceback(err)
     page = tmp_path / "g.html"
     loud = _run(LATTICE, "view", GEOMETRY, "--html", page)
-    assert loud.returncode == 0 and "lattice view: 25 ops" in loud.stderr
+    # the op count is the shipped model's own (it changes when the model is retrained)
+    assert loud.returncode == 0 and re.match(r"lattice view: [1-9]\d* ops", loud.stderr)
     quiet = _run(LATTICE, "--quiet", "view", GEOMETRY, "--html", page)
     assert quiet.returncode == 0 and quiet.stderr == ""
     after = _run(LATTICE, "view", GEOMETRY, "--html", page, "-q")  # after the command too

@@ -10,8 +10,10 @@ import pytest
 import torch
 from torch_lattice.geometry import (
     GeometryModel,
+    check_integer_network,
     export_geometry_artifact,
     hierarchy_bits,
+    level_features,
     level_inputs,
     load_geometry_model,
     save_geometry_weights,
@@ -43,9 +45,11 @@ def model(seed: int = 0, channels: int = 8, blocks: int = 1) -> GeometryModel:
     return m
 
 
-def direct_bits(m: GeometryModel, parents: torch.Tensor, children: torch.Tensor) -> float:
+def direct_bits(
+    m: GeometryModel, parents: torch.Tensor, children: torch.Tensor, level: int, levels: int
+) -> float:
     """-log2 p of every candidate's true bit, from the logits alone, in float64 NumPy."""
-    p, _ = level_inputs(parents, children)
+    p, _ = level_inputs(parents, children, level=level, levels=levels)
     with torch.no_grad():
         logits = m.candidate_logits(p)
     rows = logits.coords.tolist()
@@ -65,14 +69,14 @@ def test_bits_equal_a_direct_computation() -> None:
     per_level = hierarchy_bits(m, h)
     assert len(per_level) == h.depth
     for level in range(h.depth):
-        expected = direct_bits(m, h.levels[level], h.levels[level + 1])
+        expected = direct_bits(m, h.levels[level], h.levels[level + 1], level, h.depth)
         assert per_level[level] == pytest.approx(expected, rel=1e-5)
     assert sum(per_level) > 0
 
 
 def test_logits_cover_exactly_the_candidates() -> None:
     h = tiny_hierarchy(1)
-    parents, children = level_inputs(h.levels[2], h.levels[3])
+    parents, children = level_inputs(h.levels[2], h.levels[3], level=2, levels=h.depth)
     logits, bits = model()(parents, children)
     assert logits.stride == (1, 1, 1) and logits.num_channels == 1
     assert sorted(map(tuple, logits.coords.tolist())) == sorted(
@@ -81,15 +85,18 @@ def test_logits_cover_exactly_the_candidates() -> None:
     assert bits.shape == (1, 1)
 
 
-def test_only_rows_are_read() -> None:
+def test_only_rows_and_the_level_are_read() -> None:
     h = tiny_hierarchy(2)
-    parents, children = level_inputs(h.levels[3], h.levels[4])
+    parents, children = level_inputs(h.levels[3], h.levels[4], level=3, levels=h.depth)
     m = model()
     _, reference = m(parents, children)
-    noisy_p = parents.with_feats(torch.randn(parents.num_rows, 1))
     noisy_c = children.with_feats(torch.randn(children.num_rows, 1) * 5)
-    _, bits = m(noisy_p, noisy_c)
-    assert torch.equal(bits, reference)
+    _, bits = m(parents, noisy_c)
+    assert torch.equal(bits, reference)  # the children lend their rows only
+    deeper, _ = level_inputs(h.levels[3], h.levels[4], level=3, levels=h.depth + 2)
+    _, conditioned = m(deeper, children)
+    assert not torch.equal(conditioned, reference)  # the level features condition the model
+    assert parents.feats[0].tolist() == list(level_features(3, h.depth))
 
 
 def test_stacked_levels_equal_per_level_calls() -> None:
@@ -126,14 +133,70 @@ def test_training_lowers_the_rate() -> None:
 def test_weights_round_trip(tmp_path: Path) -> None:
     m = model(channels=5, blocks=3)
     save_geometry_weights(m, tmp_path / "w.safetensors")
-    loaded = load_geometry_model(tmp_path / "w.safetensors")
-    assert loaded.channels == 5 and len(loaded.blocks) == 3
+    loaded = load_geometry_model(tmp_path / "w.safetensors", frozen=False)
+    assert loaded.channels == 5 and len(loaded.blocks) == 3 and not loaded.frozen
     h = tiny_hierarchy(6)
     assert hierarchy_bits(loaded, h) == hierarchy_bits(m, h)
-    flat = load_geometry_model({k: v.clone() for k, v in m.state_dict().items()})
+    save_geometry_weights(m.freeze(), tmp_path / "frozen.safetensors")
+    frozen = load_geometry_model(tmp_path / "frozen.safetensors")
+    assert frozen.frozen
+    assert hierarchy_bits(frozen, h) == hierarchy_bits(m, h)
+    flat = load_geometry_model({k: v.clone() for k, v in m.state_dict().items()}, frozen=False)
     assert hierarchy_bits(flat, h) == hierarchy_bits(m, h)
     without_blocks = GeometryModel(4, 0)
-    assert len(load_geometry_model(without_blocks.state_dict()).blocks) == 0
+    assert len(load_geometry_model(without_blocks.freeze().state_dict()).blocks) == 0
+
+
+def test_frozen_model_computes_exactly_what_training_simulated() -> None:
+    # The training forward runs on the same dyadic grids, so it is exact too:
+    # freezing changes the units, not a single bit of any logit.
+    m = model(channels=12, blocks=2)
+    frozen = m.freeze()
+    assert check_integer_network(frozen) < 1 << 24
+    parents, _ = stacked_level_inputs([tiny_hierarchy(8, count=300, levels=6)])
+    with torch.no_grad():
+        a = m.candidate_logits(parents)
+        b = frozen.candidate_logits(parents)
+    assert torch.equal(a.coords, b.coords) and torch.equal(a.feats, b.feats)
+    for layer in (frozen.stem, frozen.expand, frozen.head):  # integer weights on 2^-s grids
+        w = layer.weight.detach().double()
+        scale = 2.0 ** torch.ceil(torch.log2(127 / w.abs().max()))
+        assert torch.equal(w * scale * 16, torch.round(w * scale * 16))
+
+
+def test_integer_check_refuses_float_weights() -> None:
+    m = model()
+    with pytest.raises(ValueError, match="freeze the model first"):
+        check_integer_network(m)
+    with pytest.raises(ValueError, match="not a frozen integer GeometryModel"):
+        load_geometry_model(m.state_dict())
+    off_grid = m.freeze()
+    with torch.no_grad():
+        off_grid.head.weight[0, 0] += 1e-3  # off its grid: sums need ~2^30 steps
+    with pytest.raises(ValueError, match=r"head: a sum can reach \d+ grid steps"):
+        check_integer_network(off_grid)
+    too_big = m.freeze()
+    bias = too_big.stem.bias
+    assert bias is not None
+    with torch.no_grad():
+        # exactness is scale-free: what counts is the span from the largest weight to the grid
+        too_big.stem.weight.zero_()
+        bias.zero_()
+        too_big.stem.weight[0, 0, 0, 0, 0] = 1.0
+        too_big.stem.weight[0, 0, 0, 1, 0] = 2.0**-23
+    with pytest.raises(ValueError, match=r"stem: .* beyond float32's exact 2\^24"):
+        check_integer_network(too_big)
+    with torch.no_grad():
+        bias[0] = 2.0**-40
+    with pytest.raises(ValueError, match="stem: the bias is not on its products' grid"):
+        check_integer_network(too_big)
+
+
+def test_level_features_are_checked() -> None:
+    assert level_features(0, 8) == (1.0, 1 / 16, 8 / 16)
+    for level, levels in ((8, 8), (-1, 8), (0, 0), (0, 40)):
+        with pytest.raises(ValueError, match="level_features"):
+            level_features(level, levels)
 
 
 def test_foreign_weights_are_refused(tmp_path: Path) -> None:
@@ -169,7 +232,8 @@ def test_exported_artifact_reproduces_the_eager_bits(tmp_path: Path) -> None:
     eager = hierarchy_bits(m, h)
     for level in range(h.depth):
         with torch.no_grad():
-            logits, bits = program(*level_inputs(h.levels[level], h.levels[level + 1]))
+            pair = level_inputs(h.levels[level], h.levels[level + 1], level=level, levels=h.depth)
+            logits, bits = program(*pair)
         assert float(bits.sum()) == pytest.approx(eager[level], rel=1e-5)
         assert logits.num_rows == 8 * h.counts()[level]
     text = (tmp_path / "geo.lattice" / "graph.mlir").read_text()

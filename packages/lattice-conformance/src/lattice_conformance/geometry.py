@@ -314,6 +314,7 @@ class _MLXProfiler:
         mx = self._mx
         from mlx_lattice import SparseTensor
         from mlx_lattice.occupancy import occupancy_hierarchy
+        from torch_lattice.geometry import level_features
 
         start = time.perf_counter()
         hierarchy = occupancy_hierarchy(coords, self.levels, assume_canonical=True)
@@ -324,9 +325,9 @@ class _MLXProfiler:
         for level in range(self.levels):
             parents = hierarchy.levels[level]
             children = hierarchy.levels[level + 1]
-            p = SparseTensor.trusted(
-                parents * scale, mx.ones((parents.shape[0], 1), dtype=mx.float32), stride=2
-            )
+            row = np.asarray(level_features(level, self.levels), np.float32)
+            feats = mx.array(np.tile(row, (parents.shape[0], 1)))
+            p = SparseTensor.trusted(parents * scale, feats, stride=2)
             c = SparseTensor.trusted(
                 children, mx.ones((children.shape[0], 1), dtype=mx.float32), stride=1
             )
@@ -385,7 +386,10 @@ class _TorchProfiler:
         with torch.no_grad():
             for level in range(self.levels):
                 parents, children = level_inputs(
-                    hierarchy.levels[level], hierarchy.levels[level + 1]
+                    hierarchy.levels[level],
+                    hierarchy.levels[level + 1],
+                    level=level,
+                    levels=self.levels,
                 )
                 _, level_bits = self.model(parents, children)
                 per_level.append(level_bits.sum())

@@ -207,9 +207,9 @@ def encode_voxels(
         li = None
         fixes: tuple[np.ndarray, np.ndarray] | None = None
         if model is not None and m and allowed & {"neural", "hybrid"}:
-            li = model.logit_levels(rows)
+            li = model.logit_levels(rows, lv, levels)
             if cross_check is not None:
-                other = cross_check.logit_levels(rows)
+                other = cross_check.logit_levels(rows, lv, levels)
                 idx = np.flatnonzero((li != other).ravel())
                 if len(idx):
                     li = np.minimum(li, other)
@@ -386,7 +386,7 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
         if meth in fmt.MODEL_METHODS:
             crc, idx, val = next(side_iter)
             assert model is not None
-            li = model.logit_levels(rows) if m else np.zeros((0, 8), np.int64)
+            li = model.logit_levels(rows, lv, head.levels) if m else np.zeros((0, 8), np.int64)
             if len(idx) and idx.max() >= li.size:
                 raise fmt.CodecFormatError("a logit fix points past its level (corrupt file)")
             flat = li.ravel()

@@ -7,15 +7,23 @@ stays host code.  The decoder only has the parents of a level, so only the
 candidate logits are used (the artifact's second input, the true children, is
 given a dummy row and its ``bits`` output is ignored).
 
-How both runtimes give the coder the *same* probabilities: each logit is
-quantised on the host to the integer ``floor(8 * logit)`` (float32 -> float64
-is exact, so is the scaling), clipped to ``[-96, 95]``, and the probability of
-a 1 is read from a fixed 192-entry integer table (:data:`LOGIT_TABLE`).  Two
-runtimes agree unless a logit lies within their float32 rounding difference
-of a multiple of 1/8; the encoder can check both runtimes and drop the neural
-method on a level where they differ (``cross_check``), and the file stores a
-CRC-32 of every neural level's integers, so a decoder whose runtime disagrees
-stops with an error instead of decoding garbage.
+How both runtimes give the coder the *same* probabilities, by construction:
+the model is an integer network (:class:`torch_lattice.geometry.GeometryModel`,
+frozen): integer weights on power-of-two grids, integer activations reached by
+``round`` and a clamp, every partial sum below ``2^24`` grid steps.  float32
+computes such sums exactly in any order, so MLX and torch return bit-identical
+logits.  Each logit is then quantised on the host to the integer
+``floor(8 * logit)`` (float32 -> float64 is exact, so is the scaling), clipped
+to ``[-96, 95]``, and the probability of a 1 is read from a fixed 192-entry
+integer table (:data:`LOGIT_TABLE`).  The file still stores a CRC-32 of every
+neural level's integers, so a decoder given a model that is *not* an integer
+network stops with an error instead of decoding garbage; ``cross_check`` (run
+both runtimes while encoding) remains as a verification and finds nothing to
+fix with an integer model.
+
+The parents carry the level features of
+:func:`torch_lattice.geometry.level_features`, so the one network knows which
+level of how many it predicts.
 """
 
 from __future__ import annotations
@@ -98,19 +106,22 @@ class NeuralModel:
                 self._impl = load_geometry_model(self.artifact / "weights.safetensors")
         return self._impl
 
-    def _raw(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def candidate_logits(
+        self, rows: np.ndarray, level: int, levels: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(coords (N, 3) in child units, logits (N,))`` of the candidates of ``rows``."""
+        from torch_lattice.geometry import level_features
+
         impl = self._load()
         coords = np.zeros((len(rows), 4), np.int32)
         coords[:, 1:] = 2 * rows
         dummy = coords[:1].copy()
+        feats = np.tile(np.asarray(level_features(level, levels), np.float32), (len(rows), 1))
         if self.runtime == "mlx":
             import mlx.core as mx
             from mlx_lattice import SparseTensor
 
-            p = SparseTensor.trusted(
-                mx.array(coords), mx.ones((len(rows), 1), dtype=mx.float32), stride=2
-            )
+            p = SparseTensor.trusted(mx.array(coords), mx.array(feats), stride=2)
             c = SparseTensor.trusted(mx.array(dummy), mx.ones((1, 1), dtype=mx.float32), stride=1)
             res = impl.call_with_trusted_sparse_inputs(p, c)[0]
             mx.eval(res.coords, res.feats)
@@ -123,15 +134,17 @@ class NeuralModel:
         try:
             with torch.no_grad():
                 tp = TorchSparse.trusted(
-                    torch.from_numpy(coords), torch.ones((len(rows), 1)), stride=2
+                    torch.from_numpy(coords), torch.from_numpy(feats), stride=2
                 )
                 out = impl.candidate_logits(tp)
                 return out.coords[:, 1:].numpy().astype(np.int64), out.feats[:, 0].numpy()
         finally:
             torch.set_num_threads(threads)
 
-    def logit_levels(self, rows: np.ndarray) -> np.ndarray:
-        """``(M, 8)`` quantised logits of the children of the level's voxels ``rows`` (M, 3).
+    def logit_levels(self, rows: np.ndarray, level: int, levels: int) -> np.ndarray:
+        """``(M, 8)`` quantised logits of the children of level ``level``'s voxels ``rows`` (M, 3).
+
+        ``levels`` is the depth of the whole cloud (the model is conditioned on both).
 
         Column ``b`` is the child at offset ``(b & 1, b >> 1 & 1, b >> 2)``, the
         octree's mask bit order, whatever row order the runtime returns.
@@ -139,7 +152,7 @@ class NeuralModel:
         m = len(rows)
         if m == 0:
             return np.zeros((0, 8), np.int64)
-        cc, logits = self._raw(rows)
+        cc, logits = self.candidate_logits(rows, level, levels)
         par = cc >> 1
         bit = (cc[:, 0] & 1) + 2 * (cc[:, 1] & 1) + 4 * (cc[:, 2] & 1)
         span = int(max(rows.max(), par.max())) + 1
