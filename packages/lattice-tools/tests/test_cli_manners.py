@@ -195,6 +195,30 @@ def test_lattice_opt_exit_codes_pipe_and_quiet(tmp_path: Path) -> None:
     _no_traceback(err)
 
 
+# lattice-opt installed alone: its wrapper cannot import lattice_contract's escaping.
+LATTICE_OPT_ALONE = [
+    sys.executable,
+    "-c",
+    "import runpy, sys; sys.modules['lattice_contract'] = None; sys.argv.pop(0); "
+    "runpy.run_path(sys.argv[0], run_name='__main__')",
+    LATTICE_OPT[1],
+]
+
+
+@pytest.mark.parametrize("wrapper", [LATTICE_OPT, LATTICE_OPT_ALONE], ids=["project", "alone"])
+def test_lattice_opt_escapes_what_the_native_diagnostics_quote(
+    tmp_path: Path, wrapper: list[str]
+) -> None:
+    """MLIR quotes the graph's line and file name in a diagnostic: escapes there are shown."""
+    graph = tmp_path / "g\x1b[2J.mlir"
+    graph.write_text('module {\n  "foo\x1b]0;owned\x07"() : () -> ()\n}\n')
+    refused = _run(wrapper, graph)
+    assert refused.returncode == 1
+    assert "\x1b" not in refused.stderr and "\x07" not in refused.stderr, refused.stderr
+    assert "g\\x1b[2J.mlir:2:" in refused.stderr
+    assert '"foo\\x1b]0;owned\\x07"()' in refused.stderr
+
+
 def test_the_convention_is_documented_once() -> None:
     text = (ROOT / "docs/index.md").read_text()
     section = text.split("## Command-line conventions", 1)[1]

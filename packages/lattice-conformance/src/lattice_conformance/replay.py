@@ -574,7 +574,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot is not None and result.cases:
         from lattice_conformance.plots import plot_replay_errors
 
-        plot_replay_errors(result, args.plot)
+        try:
+            plot_replay_errors(result, args.plot)
+        except (OSError, ValueError, WriterLockedError) as exc:
+            log.error("conformance replay: cannot write the plot: %s", exc)
+            return EXIT_USAGE
         log.info("plot:   %s", args.plot)
     if result.error is not None:
         log.error("conformance replay: %s", result.error)

@@ -62,6 +62,26 @@ def _input_problem(path: str) -> str | None:
     return None
 
 
+def _printable(text: str) -> str:
+    """``text`` with control characters escaped, line breaks kept, for the terminal.
+
+    MLIR's diagnostics quote the graph's source line and its file name, so a
+    graph holding ``ESC ] 0 ;`` would retitle the window when its error is
+    shown.  The project's one escaping function
+    (``lattice_contract.artifact.printable``) does it; ``lattice-opt``
+    installed without ``lattice_contract`` (this package depends on nothing)
+    escapes with :func:`ascii` instead, imported only when there is text.
+    """
+    try:
+        from lattice_contract.artifact.untrusted import printable
+    except ImportError:
+        return "\n".join(
+            "".join(c if c.isprintable() or c == "\t" else ascii(c)[1:-1] for c in line)
+            for line in text.split("\n")
+        )
+    return printable(text, multiline=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the bundled ``lattice-opt`` on ``argv``; return the exit status (see the module)."""
     from lattice_mlir import lattice_opt_path
@@ -102,7 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         return EXIT_OK
     if stderr:  # the native diagnostics: errors when it failed, warnings otherwise
-        log.log(logging.ERROR if done.returncode else logging.WARNING, "%s", stderr.rstrip("\n"))
+        level = logging.ERROR if done.returncode else logging.WARNING
+        log.log(level, "%s", _printable(stderr.rstrip("\n")))
     if done.returncode == 0:
         return EXIT_OK
     if any(marker in stderr for marker in _USAGE_MARKERS):

@@ -340,16 +340,25 @@ def check_outputs(
     *,
     existing: Iterable[str | os.PathLike[str]] = (),
 ) -> None:
-    """Refuse outputs that are, hold or lie inside an input; and existing unnamed outputs.
+    """Refuse outputs that are, hold or lie in an input or each other; existing unnamed outputs.
 
     Every writer of this module calls it with its destination (and
     companion); commands may call it earlier, before their slow work, with
-    the same arguments.  ``existing`` lists outputs that must not exist yet
-    (files the user did not name as the destination).  Raises
+    every output they will write (``--report x --plot x`` would write the
+    second over the first).  ``existing`` lists outputs that must not exist
+    yet (files the user did not name as the destination).  Raises
     :class:`OutputClashError` naming both paths and the fix.
     """
     sources = [Path(p) for p in inputs]
-    for output in (Path(p) for p in outputs):
+    targets = [Path(p) for p in outputs]
+    for index, output in enumerate(targets):
+        for other in targets[index + 1 :]:
+            if _same_or_inside(output, other) or _same_or_inside(other, output):
+                raise OutputClashError(
+                    f"refusing to write {str(output)!r} and {str(other)!r}: one would replace "
+                    "(or lie inside) the other; name a separate path for each output"
+                )
+    for output in targets:
         for source in sources:
             if _same_or_inside(output, source):
                 raise OutputClashError(
