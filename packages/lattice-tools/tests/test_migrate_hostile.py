@@ -114,3 +114,14 @@ def test_case_names_with_terminal_escapes_are_printed_escaped(
     assert lattice_main(["migrate", str(tree), str(tmp_path / "out")]) == 0
     out, err = capsys.readouterr()
     assert "\x1b" not in out + err and "case\\x1b[2J" in out
+
+
+def test_paths_with_terminal_escapes_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SRC, DST and the manifest's path are printed in the summary (a name from a glob)."""
+    tree = _tree(tmp_path).rename(tmp_path / "tree\x1b]0;owned\x07")
+    assert lattice_main(["migrate", str(tree), str(tmp_path / "out\x1b[2J")]) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "tree\\x1b]0;owned\\x07" in out and out.count("out\\x1b[2J") == 2

@@ -162,7 +162,8 @@ class MigrationReport:
         """A few readable lines for the terminal."""
         total = sum(len(c) for c in self.cases.values())
         lines = [
-            f"migrated {self.kind} {self.source} ({self.producer}) -> {self.destination}: "
+            f"migrated {self.kind} {printable(self.source)} ({self.producer}) -> "
+            f"{printable(self.destination)}: "
             f"{len(self.cases)} graph(s), {total} change(s)"
         ]
         for name, changes in self.cases.items():
@@ -170,7 +171,7 @@ class MigrationReport:
                 where = f"{printable(name)}: " if self.kind == "fixture-tree" else ""
                 before, after = printable(repr(change.before)), printable(repr(change.after))
                 lines.append(f"  {where}{change.what}: {before} -> {after}")
-        lines.append(f"manifest of changes: {self.manifest}")
+        lines.append(f"manifest of changes: {printable(self.manifest)}")
         return "\n".join(lines)
 
 
