@@ -219,6 +219,42 @@ def test_lattice_opt_escapes_what_the_native_diagnostics_quote(
     assert '"foo\\x1b]0;owned\\x07"()' in refused.stderr
 
 
+@pytest.mark.parametrize("wrapper", [LATTICE_OPT, LATTICE_OPT_ALONE], ids=["project", "alone"])
+def test_lattice_opt_output_never_replaces_an_input_or_a_file_on_failure(
+    tmp_path: Path, wrapper: list[str]
+) -> None:
+    """The native tool truncates ``-o`` first and deletes it when the graph fails.
+
+    ``lattice-opt bad.mlir -o bad.mlir`` deleted the user's graph; ``-o notes.txt``
+    on a failing graph deleted ``notes.txt``.  Now ``-o`` naming an input (or a
+    file in an input bundle) is refused, and the output changes only on success.
+    """
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("module { lattice.bogus }\n")
+    link = tmp_path / "link.mlir"
+    link.symlink_to(bad)
+    for output in (bad, link, f"-o={bad}"):
+        args = [bad, output] if str(output).startswith("-o=") else [bad, "-o", output]
+        clash = _run(wrapper, *args)
+        assert clash.returncode == 2 and "refusing to write" in clash.stderr, clash.stderr
+    inside = _run(wrapper, GEOMETRY, "-o", GEOMETRY / "graph.mlir")
+    assert inside.returncode == 2 and "refusing to write" in inside.stderr
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    failed = _run(wrapper, bad, "-o", notes)
+    assert failed.returncode == 1 and notes.read_text() == "mine"
+    assert bad.read_text() == "module { lattice.bogus }\n"
+    good = _run(wrapper, GEOMETRY / "graph.mlir", "-o", tmp_path / "out.mlir")
+    assert good.returncode == 0 and good.stdout == ""
+    assert "lattice.sparse.make" in (tmp_path / "out.mlir").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad.mlir",
+        "link.mlir",
+        "notes.txt",
+        "out.mlir",
+    ]
+
+
 def test_the_convention_is_documented_once() -> None:
     text = (ROOT / "docs/index.md").read_text()
     section = text.split("## Command-line conventions", 1)[1]
