@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -276,3 +277,24 @@ def test_no_bare_print_for_diagnostics(package: str) -> None:
         if "print(" in line and "sys.stderr" in line
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("wrapper", [LATTICE_OPT, LATTICE_OPT_ALONE], ids=["project", "alone"])
+def test_lattice_opt_reads_files_and_writes_devices_as_devices(
+    tmp_path: Path, wrapper: list[str]
+) -> None:
+    """A FIFO input blocked the native tool, ``/dev/zero`` filled memory; ``-o`` through a
+    link to ``/dev/null`` replaced the link with a file instead of writing to the device."""
+    fifo = tmp_path / "g.mlir"
+    os.mkfifo(fifo)
+    for source in (fifo, Path("/dev/zero")):
+        refused = _run(wrapper, source)
+        assert refused.returncode == 2 and "is not a regular file" in refused.stderr
+    null = tmp_path / "null.mlir"
+    null.symlink_to(os.devnull)
+    done = _run(wrapper, GEOMETRY / "graph.mlir", "-o", null)
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
+    assert null.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "g.mlir",
+        "null.mlir",
+    ]

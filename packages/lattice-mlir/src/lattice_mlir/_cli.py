@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -60,10 +61,27 @@ def _inputs(args: Sequence[str]) -> list[str]:
 
 
 def _input_problem(path: str) -> str | None:
-    """A missing input, named here; a bundle directory goes to the native tool, which reads it."""
+    """A missing input, or one that is not a file or a directory, named here.
+
+    A bundle directory goes to the native tool, which reads it.  A FIFO would
+    block the native tool until a writer came, and ``/dev/zero`` would be
+    read until memory ran out.
+    """
     if not os.path.exists(path):
         return f"no such file or bundle directory {path!r}: give a graph.mlir or a model.lattice/"
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return f"{path!r} is not a regular file or a bundle directory: give a graph.mlir file"
     return None
+
+
+def _is_special(path: str) -> bool:
+    """Whether ``path`` is (or links to) a device, a FIFO or a socket (``-o /dev/null``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _printable(text: str) -> str:
@@ -195,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem is not None:
             log.error("lattice-opt: %s", problem)
             return EXIT_USAGE
+    if output is not None and _is_special(output):
+        args += ["-o", output]  # a device takes the stream as is; nothing there to lose
+        output = None
     problem = None if output is None else _output_problem(output, inputs)
     if problem is not None:
         log.error("lattice-opt: %s", _printable(problem))

@@ -51,6 +51,7 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -58,6 +59,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from lattice_contract.artifact.untrusted import special_kind
 
 __all__ = [
     "Companion",
@@ -342,6 +345,9 @@ def check_outputs(
 ) -> None:
     """Refuse outputs that are, hold or lie in an input or each other; existing unnamed outputs.
 
+    An output that is (or links to) a device, a FIFO or a socket is refused
+    too (``--report /dev/stdout``): the writer replaces files, never those.
+
     Every writer of this module calls it with its destination (and
     companion); commands may call it earlier, before their slow work, with
     every output they will write (``--report x --plot x`` would write the
@@ -351,6 +357,8 @@ def check_outputs(
     """
     sources = [Path(p) for p in inputs]
     targets = [Path(p) for p in outputs]
+    for output in targets:
+        _check_replaceable(output)
     for index, output in enumerate(targets):
         for other in targets[index + 1 :]:
             if _same_or_inside(output, other) or _same_or_inside(other, output):
@@ -386,6 +394,26 @@ def _check_writer(
     if companion is not None and not companion.replace:
         existing.append(companion.path)
     check_outputs(outputs, inputs, existing=existing)
+
+
+def _check_replaceable(output: Path) -> None:
+    """Refuse a destination that is (or links to) a device, a FIFO or a socket.
+
+    The writer replaces the destination's directory entry: ``--report
+    /dev/stdout`` or ``-o /dev/null`` would put a lock file in ``/dev`` and,
+    for an account allowed to write there, swap the device node for a
+    regular file.  Such a path never names a file the user means to replace.
+    """
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:  # missing (or a dangling link): a new file
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise OutputClashError(
+            f"refusing to write {str(output)!r}: it is {special_kind(mode)}"
+            f"{' (through a link)' if os.path.islink(output) else ''}, not a file this "
+            "command replaces; name a regular file path"
+        )
 
 
 @contextlib.contextmanager
