@@ -10,7 +10,10 @@ built here, in ``tmp_path``.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +119,27 @@ def test_codec_prints_file_names_escaped(
     out, err = capsys.readouterr()
     assert not any(c in out + err for c in "\x1b\x07\u202e"), out
     assert out.count("in\\x1b]0;owned") == 1 and out.count("coded\\x1b]0;owned") == 2
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_inputs_that_are_not_files_are_named_and_never_read(tmp_path: Path, kind: str) -> None:
+    """``decode`` blocked on a FIFO and read ``/dev/zero`` until memory ran out; the profile
+    said such a cloud did not exist.  Run as processes: the old behaviour never returns."""
+    coded, cloud = tmp_path / "c.lgc", tmp_path / "c.ply"
+    for path in (coded, cloud):
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    conformance = [sys.executable, "-m", "lattice_conformance"]
+    commands = [
+        ["geometry-codec", "decode", "--input", str(coded), "--output", str(tmp_path / "o.ply")],
+        ["geometry-profile", "--weights", str(MODEL), "--input", str(cloud), "--runtime", "torch"],
+    ]
+    for command in commands:
+        done = subprocess.run(
+            [*conformance, *command], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 2 and f"is {what}; name a regular file" in done.stderr
+        assert "Traceback" not in done.stderr

@@ -53,3 +53,21 @@ def test_a_link_to_a_regular_file_is_replaced_as_a_link(tmp_path: Path) -> None:
     atomic_write_file(link, lambda tmp: tmp.write_text("report"))
     assert not link.is_symlink() and link.read_text() == "report"
     assert victim.read_text() == "mine"
+
+
+def test_a_directory_where_a_file_goes_is_named(tmp_path: Path) -> None:
+    """It ended in ``[Errno 21] Is a directory`` naming the writer's hidden temporary path."""
+    folder = tmp_path / "page.html"
+    folder.mkdir()
+    with pytest.raises(OutputClashError, match="it is a directory; name a file path"):
+        atomic_write_file(folder, lambda tmp: tmp.write_text("x"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]
+
+
+def test_a_missing_folder_is_named_not_the_lock_file(tmp_path: Path) -> None:
+    """It ended in ``No such file or directory: '.../.page.html.lock'``."""
+    with pytest.raises(FileNotFoundError) as caught:
+        atomic_write_file(tmp_path / "no" / "page.html", lambda tmp: tmp.write_text("x"))
+    message = str(caught.value)
+    assert f"the folder {str(tmp_path / 'no')!r} does not exist" in message
+    assert ".lock" not in message

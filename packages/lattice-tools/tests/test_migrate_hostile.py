@@ -125,3 +125,16 @@ def test_paths_with_terminal_escapes_are_printed_escaped(
     out, err = capsys.readouterr()
     assert "\x1b" not in out + err and "\x07" not in out + err
     assert "tree\\x1b]0;owned\\x07" in out and out.count("out\\x1b[2J") == 2
+
+
+def test_an_archive_or_a_fifo_as_src_is_named_as_what_it_is(tmp_path: Path) -> None:
+    """An archive was read as a graph (a UTF-8 error); a FIFO was said not to exist."""
+    archive = tmp_path / "fixtures.tar.gz"
+    archive.write_bytes(b"\x1f\x8b\x08\x00" + bytes(20))
+    with pytest.raises(MigrationError, match=r"is an archive; .* extract the archive"):
+        migrate(archive, tmp_path / "out")
+    fifo = tmp_path / "graph.mlir"
+    os.mkfifo(fifo)
+    with pytest.raises(MigrationError, match=r"is a FIFO \(named pipe\); name a bundle"):
+        migrate(fifo, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fixtures.tar.gz", "graph.mlir"]

@@ -41,7 +41,7 @@ def read_ply(path: str | os.PathLike[str]) -> np.ndarray:
     ignored.
     """
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():  # a FIFO or a device is named by the reader, which opens files only
         raise FileNotFoundError(f"PLY file {str(file)!r} does not exist")
     try:
         props = read_ply_properties(file)

@@ -34,6 +34,7 @@ from lattice_contract.artifact import (
     atomic_write_file,
     check_outputs,
     printable,
+    read_regular_file,
 )
 
 from lattice_conformance.codec.baselines import codec_measurement, format_bits_per_voxel
@@ -43,6 +44,8 @@ from lattice_conformance.codec.neural import NeuralModel
 from lattice_conformance.ply import PlyFormatError, read_ply, write_ply
 
 PROG = "conformance geometry-codec"
+MAX_CODED_BYTES = 1 << 30
+"""Largest coded file ``decode`` reads (far above any cloud a 2^16 grid codes to)."""
 
 
 class _Fail(Exception):
@@ -128,10 +131,10 @@ def _encode(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _decode(args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        data = Path(args.input).read_bytes()
-    except OSError as exc:
-        raise _Fail(f"cannot read {args.input}: {exc}") from None
+    try:  # a regular file only: a FIFO blocked, /dev/zero was read until memory ran out
+        data = read_regular_file(args.input, MAX_CODED_BYTES, what="coded file")
+    except (OSError, ValueError) as exc:
+        raise _Fail(f"cannot read {str(args.input)!r}: {exc}") from None
     model = _model(args)
     start = time.perf_counter()
     try:

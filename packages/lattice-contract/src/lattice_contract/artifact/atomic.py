@@ -390,6 +390,14 @@ def _check_writer(
     target: Path, companion: Companion | None, inputs: Iterable[Any], overwrite: bool
 ) -> None:
     outputs = [target] + ([companion.path] if companion is not None else [])
+    for output in outputs:
+        folder = _parent(output)
+        if not folder.is_dir():  # else the lock file's name would be the error's
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"cannot write {str(output)!r}: the folder {str(folder)!r} does not exist; "
+                "create it first",
+            )
     existing = [] if overwrite else [target]
     if companion is not None and not companion.replace:
         existing.append(companion.path)
@@ -577,6 +585,10 @@ def atomic_write_file(
     target = Path(path)
     parent = _parent(target)
     _check_writer(target, companion, inputs, overwrite)
+    if target.is_dir() and not target.is_symlink():
+        raise OutputClashError(
+            f"refusing to write {str(target)!r}: it is a directory; name a file path"
+        )
     with _locked(target, companion):
         if os.path.lexists(target) and check_existing is not None:
             check_existing(target)
