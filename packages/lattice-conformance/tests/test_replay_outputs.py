@@ -146,3 +146,29 @@ def test_a_plot_that_cannot_be_written_is_a_message(
     code = main([str(tree), "--no-progress", "--plot", str(tmp_path / "plain" / "p.png")])
     err = capsys.readouterr().err
     assert code == 2 and "cannot write the plot" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_an_archive_that_is_not_a_file_is_named_and_never_read(tmp_path: Path, kind: str) -> None:
+    """Hashing the archive blocked on a FIFO and never ended on a link to ``/dev/zero``.
+
+    Run as a process: the old behaviour never returns.
+    """
+    import os
+    import subprocess
+
+    archive = tmp_path / "fixtures.tar.gz"
+    if kind == "fifo":
+        os.mkfifo(archive)
+    else:
+        archive.symlink_to("/dev/zero")
+    done = subprocess.run(
+        [sys.executable, "-m", "lattice_conformance", "replay", str(archive)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert done.returncode == 2 and f"is {what}; name a regular file" in done.stderr
+    assert "Traceback" not in done.stderr

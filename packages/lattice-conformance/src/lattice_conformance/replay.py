@@ -317,7 +317,7 @@ def replay_archive(
     started = time.perf_counter()
     try:
         result.archive_sha256 = fingerprint(path)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a FIFO or a device, never read
         result.error = f"cannot read {path}: {exc}"
         return result
     try:

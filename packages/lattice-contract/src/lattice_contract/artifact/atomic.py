@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from lattice_contract.artifact.untrusted import special_kind
+from lattice_contract.artifact.untrusted import open_regular_file, special_kind
 
 __all__ = [
     "Companion",
@@ -131,7 +131,9 @@ def fingerprint(path: str | os.PathLike[str]) -> str:
 
 
 def _file_sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
+    # A regular file only: a FIFO would block the hash and /dev/zero never end it
+    # (NotRegularFileError, a ValueError).
+    with open_regular_file(path) as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
