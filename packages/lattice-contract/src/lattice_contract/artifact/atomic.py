@@ -133,8 +133,11 @@ def fingerprint(path: str | os.PathLike[str]) -> str:
 def _file_sha256(path: Path) -> str:
     # A regular file only: a FIFO would block the hash and /dev/zero never end it
     # (NotRegularFileError, a ValueError).
+    digest = hashlib.sha256()
     with open_regular_file(path) as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _umask() -> int:
