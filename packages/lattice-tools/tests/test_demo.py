@@ -211,3 +211,37 @@ def test_demo_never_writes_into_what_it_reads(
     assert "refusing to write" in err and "Traceback" not in err
     after = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert after == before and not (artifact / "demo").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_demo_input_that_is_not_a_file_is_named(tmp_path: Path, kind: str) -> None:
+    """``.npy`` went to ``np.load``: a FIFO blocked it, ``/dev/zero`` was called pickled data;
+    now the project's one ``.npy`` reader refuses both, before any output folder is made."""
+    import os
+
+    cloud = tmp_path / "cloud.npy"
+    if kind == "fifo":
+        os.mkfifo(cloud)
+    else:
+        cloud.symlink_to("/dev/zero")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "lattice_tools", "demo", "--input", str(cloud), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert done.returncode == 2 and f"is {what}; name a regular file" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
+def test_demo_out_that_is_a_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.write_text("mine")
+    assert lattice_main(["demo", "--out", str(out), "--no-fixtures"]) == 2
+    assert "is a file; name a directory" in capsys.readouterr().err
+    assert out.read_text() == "mine"

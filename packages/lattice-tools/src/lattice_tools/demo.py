@@ -496,7 +496,8 @@ def run_demo(args: argparse.Namespace) -> int:
     # What the demo writes never replaces, or lands inside, what it reads
     # (``--artifact A --out A`` would add files to the user's bundle).
     check_outputs(_outputs(out, args), inputs)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"--out {str(out)!r} is a file; name a directory for the demo's outputs")
     device = _device(args.device)
     name = args.model
     shown = name if args.artifact is None else f"artifact {args.artifact}"
@@ -511,6 +512,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 f"generated scene seed {args.seed} ({len(scene.coords)} voxels, "
                 f"{len(scene.points)} points, labelled)"
             )
+    out.mkdir(parents=True, exist_ok=True)  # once the input is known to be usable
     model = None
     if args.artifact is None:
         with stages("load trained model"):
