@@ -71,3 +71,13 @@ def test_a_missing_folder_is_named_not_the_lock_file(tmp_path: Path) -> None:
     message = str(caught.value)
     assert f"the folder {str(tmp_path / 'no')!r} does not exist" in message
     assert ".lock" not in message
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/dev/null", "/proc/self/fd/2"])
+def test_entries_of_dev_and_proc_are_refused_before_anything_is_written(name: str) -> None:
+    """``/dev/stdout`` links to the process's descriptor: a regular file when stdout is
+    redirected to one, so the writer replaced the link (an account allowed to write in
+    ``/dev`` lost ``/dev/stdout``).  Checked with ``check_outputs`` alone, which writes
+    nothing even if the rule were gone."""
+    with pytest.raises(OutputClashError, match="never files this command replaces"):
+        check_outputs([name])

@@ -298,3 +298,19 @@ def test_lattice_opt_reads_files_and_writes_devices_as_devices(
         "g.mlir",
         "null.mlir",
     ]
+
+
+def test_lattice_opt_writes_to_its_own_stdout_when_asked_by_name(tmp_path: Path) -> None:
+    """``-o /dev/fd/1`` with stdout redirected to a file: the stream, never a replaced link."""
+    captured = tmp_path / "captured.mlir"
+    with captured.open("w") as stdout:
+        done = subprocess.run(
+            [*LATTICE_OPT, str(GEOMETRY / "graph.mlir"), "-o", "/dev/fd/1"],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "lattice.sparse.make" in captured.read_text()

@@ -76,7 +76,15 @@ def _input_problem(path: str) -> str | None:
 
 
 def _is_special(path: str) -> bool:
-    """Whether ``path`` is (or links to) a device, a FIFO or a socket (``-o /dev/null``)."""
+    """Whether ``path`` is a device or a stream rather than a file to replace.
+
+    A device, FIFO or socket (or a link to one: ``-o /dev/null``), or an entry
+    of ``/dev`` or ``/proc`` (``-o /dev/stdout`` links to the process's own
+    descriptor, a regular file when stdout is redirected to one).
+    """
+    folder = os.path.realpath(os.path.dirname(path) or ".")
+    if folder in ("/dev", "/proc") or folder.startswith("/proc/"):
+        return True
     try:
         mode = os.stat(path).st_mode
     except OSError:

@@ -417,6 +417,12 @@ def _check_replaceable(output: Path) -> None:
     for an account allowed to write there, swap the device node for a
     regular file.  Such a path never names a file the user means to replace.
     """
+    if _system_folder(output):
+        raise OutputClashError(
+            f"refusing to write {str(output)!r}: it lies in {_system_folder(output)}, whose "
+            "entries are devices and the process's own descriptors, never files this "
+            "command replaces; name a regular file path"
+        )
     try:
         mode = os.stat(output).st_mode
     except OSError:  # missing (or a dangling link): a new file
@@ -427,6 +433,21 @@ def _check_replaceable(output: Path) -> None:
             f"{' (through a link)' if os.path.islink(output) else ''}, not a file this "
             "command replaces; name a regular file path"
         )
+
+
+def _system_folder(output: Path) -> str | None:
+    """``/dev`` or ``/proc`` when ``output``'s folder resolves there, else None.
+
+    ``/dev/stdout`` links to ``/proc/self/fd/1``, which is a regular file when
+    stdout is redirected to one: judged by what it points to, the link would
+    be replaced, taking ``/dev/stdout`` away (for an account allowed to write
+    in ``/dev``).  ``/dev/shm``, a real file system, is not such a folder.
+    """
+    folder = os.path.realpath(_parent(output))
+    for system in ("/dev", "/proc"):
+        if folder == system or (system == "/proc" and folder.startswith("/proc/")):
+            return system
+    return None
 
 
 @contextlib.contextmanager
