@@ -314,3 +314,9 @@ def test_lattice_opt_writes_to_its_own_stdout_when_asked_by_name(tmp_path: Path)
         )
     assert done.returncode == 0, done.stderr
     assert "lattice.sparse.make" in captured.read_text()
+
+
+def test_lattice_opt_on_a_full_output_is_a_usage_error() -> None:
+    """``-o /dev/full``: the output could not be written (2), not a graph that failed (1)."""
+    done = _run(LATTICE_OPT, GEOMETRY / "graph.mlir", "-o", "/dev/full")
+    assert done.returncode == 2 and "No space left on device" in done.stderr

@@ -39,7 +39,12 @@ EXIT_USAGE = 2
 # Native options whose next argument is a value, not an input file.
 _VALUE_OPTIONS = {"-o", "--split-input-file", "--mlir-print-op-on-diagnostic"}
 # What LLVM's option parser prints for a bad command line.
-_USAGE_MARKERS = ("Unknown command line argument", "for the -", "Not enough positional")
+_USAGE_MARKERS = (
+    "Unknown command line argument",
+    "for the -",
+    "Not enough positional",
+    "IO failure on output stream",  # -o a full disk or /dev/full: an output it could not write
+)
 # LLVM ends a tool whose stdout reader went away with EX_IOERR (74) or SIGPIPE.
 _PIPE_STATUSES = {74, -13, 141}
 
