@@ -112,3 +112,63 @@ def test_an_archive_of_more_members_than_any_fixture_is_refused_early(tmp_path: 
     with pytest.raises(FixtureArchiveError) as caught:
         extract_members(archive, tmp_path / "out", limits)
     assert caught.value.reason == "too_many_members"
+
+
+def test_names_with_tex_markup_still_draw_the_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``$...$`` in a tree or case name was parsed as TeX: the plot failed with a traceback."""
+    tree = _tree(tmp_path, "case$\\foo{$")
+    tree = tree.rename(tmp_path / "tree$\\bar{$\x1b[2J")
+    plot = tmp_path / "errors.png"
+    # 1: the staged upstream case needs `lattice migrate`; its verdict and reason are drawn
+    assert main([str(tree), "--no-progress", "--plot", str(plot)]) == 1
+    out, err = capsys.readouterr()
+    assert "case$\\foo{$: artifact:" in out and "Traceback" not in err
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_and_plot_on_one_path_are_refused_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _tree(tmp_path)
+    both = tmp_path / "out.png"
+    assert main([str(tree), "--report", str(both), "--plot", str(both)]) == 2
+    assert "name a separate path for each output" in capsys.readouterr().err
+    assert not both.exists()
+
+
+def test_a_plot_that_cannot_be_written_is_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _tree(tmp_path)
+    (tmp_path / "plain").write_text("x")  # a folder that is a file: no account can write there
+    code = main([str(tree), "--no-progress", "--plot", str(tmp_path / "plain" / "p.png")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot write the plot" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_an_archive_that_is_not_a_file_is_named_and_never_read(tmp_path: Path, kind: str) -> None:
+    """Hashing the archive blocked on a FIFO and never ended on a link to ``/dev/zero``.
+
+    Run as a process: the old behaviour never returns.
+    """
+    import os
+    import subprocess
+
+    archive = tmp_path / "fixtures.tar.gz"
+    if kind == "fifo":
+        os.mkfifo(archive)
+    else:
+        archive.symlink_to("/dev/zero")
+    done = subprocess.run(
+        [sys.executable, "-m", "lattice_conformance", "replay", str(archive)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert done.returncode == 2 and f"is {what}; name a regular file" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -63,6 +63,10 @@ REGRESSIONS = Path(__file__).resolve().parent / "regressions-inputs"
 CALL_ALLOWANCE_S = {"artifact": 2.0, "convert": 1.0}
 """Fixed CPU allowance per call, on top of one second per megabyte (default 0.2 s)."""
 
+REPORT_EVERY_S = 30.0
+"""Seconds between progress lines at most: a run ended by ``-max_total_time`` (libFuzzer exits
+without returning) still ends with counts at most this old."""
+
 SCRATCH = Path(tempfile.mkdtemp(prefix="lattice-fuzz-"))
 atexit.register(lambda: __import__("shutil").rmtree(SCRATCH, ignore_errors=True))
 
@@ -305,6 +309,7 @@ class Runner:
         self.baseline: float | None = None
         self.slowest = (0.0, 0, 0.0)  # seconds per byte, size, seconds
         self.runs = runs  # libFuzzer ends the process with _exit: report at the last run
+        self.reported = time.monotonic()  # and every 30 s, for runs ended by -max_total_time
 
     def _timed(self, data: bytes) -> float:
         start = time.process_time()
@@ -331,7 +336,11 @@ class Runner:
         if per_byte > self.slowest[0]:
             self.slowest = (per_byte, len(data), seconds)
         self.count += 1
-        if self.count == self.runs or self.count % 10_000 == 0:
+        if (
+            self.count == self.runs
+            or self.count % 10_000 == 0
+            or time.monotonic() - self.reported > REPORT_EVERY_S
+        ):
             self.report()
         if self.count == self.warmup:
             self.baseline = _rss_mb()
@@ -344,6 +353,7 @@ class Runner:
                 )
 
     def report(self) -> None:
+        self.reported = time.monotonic()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         per_byte, size, seconds = self.slowest
         print(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
 import subprocess
 import sys
@@ -197,6 +198,66 @@ def test_lattice_opt_exit_codes_pipe_and_quiet(tmp_path: Path) -> None:
     _no_traceback(err)
 
 
+# lattice-opt installed alone: its wrapper cannot import lattice_contract's escaping.
+LATTICE_OPT_ALONE = [
+    sys.executable,
+    "-c",
+    "import runpy, sys; sys.modules['lattice_contract'] = None; sys.argv.pop(0); "
+    "runpy.run_path(sys.argv[0], run_name='__main__')",
+    LATTICE_OPT[1],
+]
+
+
+@pytest.mark.parametrize("wrapper", [LATTICE_OPT, LATTICE_OPT_ALONE], ids=["project", "alone"])
+def test_lattice_opt_escapes_what_the_native_diagnostics_quote(
+    tmp_path: Path, wrapper: list[str]
+) -> None:
+    """MLIR quotes the graph's line and file name in a diagnostic: escapes there are shown."""
+    graph = tmp_path / "g\x1b[2J.mlir"
+    graph.write_text('module {\n  "foo\x1b]0;owned\x07"() : () -> ()\n}\n')
+    refused = _run(wrapper, graph)
+    assert refused.returncode == 1
+    assert "\x1b" not in refused.stderr and "\x07" not in refused.stderr, refused.stderr
+    assert "g\\x1b[2J.mlir:2:" in refused.stderr
+    assert '"foo\\x1b]0;owned\\x07"()' in refused.stderr
+
+
+@pytest.mark.parametrize("wrapper", [LATTICE_OPT, LATTICE_OPT_ALONE], ids=["project", "alone"])
+def test_lattice_opt_output_never_replaces_an_input_or_a_file_on_failure(
+    tmp_path: Path, wrapper: list[str]
+) -> None:
+    """The native tool truncates ``-o`` first and deletes it when the graph fails.
+
+    ``lattice-opt bad.mlir -o bad.mlir`` deleted the user's graph; ``-o notes.txt``
+    on a failing graph deleted ``notes.txt``.  Now ``-o`` naming an input (or a
+    file in an input bundle) is refused, and the output changes only on success.
+    """
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("module { lattice.bogus }\n")
+    link = tmp_path / "link.mlir"
+    link.symlink_to(bad)
+    for output in (bad, link, f"-o={bad}"):
+        args = [bad, output] if str(output).startswith("-o=") else [bad, "-o", output]
+        clash = _run(wrapper, *args)
+        assert clash.returncode == 2 and "refusing to write" in clash.stderr, clash.stderr
+    inside = _run(wrapper, GEOMETRY, "-o", GEOMETRY / "graph.mlir")
+    assert inside.returncode == 2 and "refusing to write" in inside.stderr
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    failed = _run(wrapper, bad, "-o", notes)
+    assert failed.returncode == 1 and notes.read_text() == "mine"
+    assert bad.read_text() == "module { lattice.bogus }\n"
+    good = _run(wrapper, GEOMETRY / "graph.mlir", "-o", tmp_path / "out.mlir")
+    assert good.returncode == 0 and good.stdout == ""
+    assert "lattice.sparse.make" in (tmp_path / "out.mlir").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad.mlir",
+        "link.mlir",
+        "notes.txt",
+        "out.mlir",
+    ]
+
+
 def test_the_convention_is_documented_once() -> None:
     text = (ROOT / "docs/index.md").read_text()
     section = text.split("## Command-line conventions", 1)[1]
@@ -218,3 +279,46 @@ def test_no_bare_print_for_diagnostics(package: str) -> None:
         if "print(" in line and "sys.stderr" in line
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("wrapper", [LATTICE_OPT, LATTICE_OPT_ALONE], ids=["project", "alone"])
+def test_lattice_opt_reads_files_and_writes_devices_as_devices(
+    tmp_path: Path, wrapper: list[str]
+) -> None:
+    """A FIFO input blocked the native tool, ``/dev/zero`` filled memory; ``-o`` through a
+    link to ``/dev/null`` replaced the link with a file instead of writing to the device."""
+    fifo = tmp_path / "g.mlir"
+    os.mkfifo(fifo)
+    for source in (fifo, Path("/dev/zero")):
+        refused = _run(wrapper, source)
+        assert refused.returncode == 2 and "is not a regular file" in refused.stderr
+    null = tmp_path / "null.mlir"
+    null.symlink_to(os.devnull)
+    done = _run(wrapper, GEOMETRY / "graph.mlir", "-o", null)
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
+    assert null.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "g.mlir",
+        "null.mlir",
+    ]
+
+
+def test_lattice_opt_writes_to_its_own_stdout_when_asked_by_name(tmp_path: Path) -> None:
+    """``-o /dev/fd/1`` with stdout redirected to a file: the stream, never a replaced link."""
+    captured = tmp_path / "captured.mlir"
+    with captured.open("w") as stdout:
+        done = subprocess.run(
+            [*LATTICE_OPT, str(GEOMETRY / "graph.mlir"), "-o", "/dev/fd/1"],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "lattice.sparse.make" in captured.read_text()
+
+
+def test_lattice_opt_on_a_full_output_is_a_usage_error() -> None:
+    """``-o /dev/full``: the output could not be written (2), not a graph that failed (1)."""
+    done = _run(LATTICE_OPT, GEOMETRY / "graph.mlir", "-o", "/dev/full")
+    assert done.returncode == 2 and "No space left on device" in done.stderr

@@ -166,3 +166,82 @@ def test_demo_with_a_given_artifact(tmp_path: Path, capsys: pytest.CaptureFixtur
     graph.write_text(graph.read_text().replace("lattice.ir_version = 2", "lattice.ir_version = 1"))
     assert lattice_main(args) == 2
     assert "does not verify" in capsys.readouterr().err
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\u202e"
+"""A window-title escape, a screen clear and a right-to-left override."""
+
+
+def test_demo_prints_names_from_the_command_line_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """File names reach the summary (artifact, cloud, output folder): printed, never obeyed."""
+    from lattice_conformance.archive import copy_artifact, open_fixture_archive
+
+    with open_fixture_archive(seg.fixture_path("spvcnn", "int8")) as archive:
+        artifact = copy_artifact(archive, tmp_path / f"given{HOSTILE}.lattice")
+    scene = seg.make_scene(78, n_voxels=1500)
+    cloud = tmp_path / f"cloud{HOSTILE}.ply"
+    write_ply(cloud, scene.points.astype(np.float32))
+    out = tmp_path / f"out{HOSTILE}"
+    args = ["demo", "--artifact", str(artifact), "--input", str(cloud), "--out", str(out)]
+    assert lattice_main(args) == 0, capsys.readouterr()
+    printed = capsys.readouterr()
+    for stream in (printed.out, printed.err):
+        assert not any(c in stream for c in "\x1b\x07\u202e"), stream
+    assert "given\\x1b]0;owned\\x07\\x1b[2J\\u202e.lattice" in printed.out
+    assert "cloud\\x1b]0;owned" in printed.out and "out\\x1b]0;owned" in printed.out
+    assert (out / "report.json").is_file()
+
+
+@pytest.mark.parametrize("where", ["out_is_artifact", "out_inside_artifact"])
+def test_demo_never_writes_into_what_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """``--out`` naming the given artifact (or a folder in it) added files to the user's bundle."""
+    from lattice_conformance.archive import copy_artifact, open_fixture_archive
+
+    with open_fixture_archive(seg.fixture_path("spvcnn", "int8")) as archive:
+        artifact = copy_artifact(archive, tmp_path / "given.lattice")
+    out = artifact if where == "out_is_artifact" else artifact / "demo"
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    args = ["demo", "--artifact", str(artifact), "--out", str(out), "--voxels", "1500"]
+    assert lattice_main(args) == 2
+    err = capsys.readouterr().err
+    assert "refusing to write" in err and "Traceback" not in err
+    after = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == before and not (artifact / "demo").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_demo_input_that_is_not_a_file_is_named(tmp_path: Path, kind: str) -> None:
+    """``.npy`` went to ``np.load``: a FIFO blocked it, ``/dev/zero`` was called pickled data;
+    now the project's one ``.npy`` reader refuses both, before any output folder is made."""
+    import os
+
+    cloud = tmp_path / "cloud.npy"
+    if kind == "fifo":
+        os.mkfifo(cloud)
+    else:
+        cloud.symlink_to("/dev/zero")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "lattice_tools", "demo", "--input", str(cloud), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert done.returncode == 2 and f"is {what}; name a regular file" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
+def test_demo_out_that_is_a_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.write_text("mine")
+    assert lattice_main(["demo", "--out", str(out), "--no-fixtures"]) == 2
+    assert "is a file; name a directory" in capsys.readouterr().err
+    assert out.read_text() == "mine"

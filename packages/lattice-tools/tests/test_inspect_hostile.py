@@ -84,3 +84,23 @@ def test_a_hostile_quantization_report_is_a_message(
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err and "\x1b" not in out + err
     assert words in out
+
+
+@pytest.mark.parametrize("kind", ["weights-dev-zero", "graph-fifo"])
+def test_bundle_files_that_are_not_files_are_named_as_what_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A weight file linked to ``/dev/zero`` or a FIFO graph was reported as missing."""
+    import os
+
+    root = _bundle(tmp_path)
+    if kind == "weights-dev-zero":
+        (root / WEIGHT_FILE).unlink()
+        (root / WEIGHT_FILE).symlink_to("/dev/zero")
+        words = f"{WEIGHT_FILE} is a character device, not a file"
+    else:
+        (root / GRAPH_FILE).unlink()
+        os.mkfifo(root / GRAPH_FILE)
+        words = f"{GRAPH_FILE} is a FIFO (named pipe), not a file"
+    assert lattice_main(["inspect", str(root)]) == 2
+    assert words in capsys.readouterr().out  # inspect's report names the error

@@ -114,3 +114,27 @@ def test_case_names_with_terminal_escapes_are_printed_escaped(
     assert lattice_main(["migrate", str(tree), str(tmp_path / "out")]) == 0
     out, err = capsys.readouterr()
     assert "\x1b" not in out + err and "case\\x1b[2J" in out
+
+
+def test_paths_with_terminal_escapes_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SRC, DST and the manifest's path are printed in the summary (a name from a glob)."""
+    tree = _tree(tmp_path).rename(tmp_path / "tree\x1b]0;owned\x07")
+    assert lattice_main(["migrate", str(tree), str(tmp_path / "out\x1b[2J")]) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "tree\\x1b]0;owned\\x07" in out and out.count("out\\x1b[2J") == 2
+
+
+def test_an_archive_or_a_fifo_as_src_is_named_as_what_it_is(tmp_path: Path) -> None:
+    """An archive was read as a graph (a UTF-8 error); a FIFO was said not to exist."""
+    archive = tmp_path / "fixtures.tar.gz"
+    archive.write_bytes(b"\x1f\x8b\x08\x00" + bytes(20))
+    with pytest.raises(MigrationError, match=r"is an archive; .* extract the archive"):
+        migrate(archive, tmp_path / "out")
+    fifo = tmp_path / "graph.mlir"
+    os.mkfifo(fifo)
+    with pytest.raises(MigrationError, match=r"is a FIFO \(named pipe\); name a bundle"):
+        migrate(fifo, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fixtures.tar.gz", "graph.mlir"]

@@ -191,3 +191,47 @@ def test_a_killed_conversion_leaves_nothing_a_later_run_keeps(tmp_path: Path) ->
     assert main([str(src), str(dst), "--kernel-spec", str(spec)]) == 0
     left = sorted(p.name for p in dst.parent.iterdir())
     assert left == ["o.manifest.json", "o.safetensors"]
+
+
+FULL_DISK_CHILD = """
+import resource, signal, sys
+from torch_lattice.convert import main
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG, as ENOSPC would
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("destination", ["new", "existing"])
+def test_a_full_disk_is_a_message_and_leaves_the_tree_as_it_was(
+    tmp_path: Path, destination: str
+) -> None:
+    """The disk fills while safetensors writes (``RLIMIT_FSIZE`` in a child process).
+
+    Exit status 2 (the output could not be written), one line naming the
+    destination, no traceback; afterwards the tree holds exactly what it held
+    before: no partial destination, no temporary file, no manifest, no empty
+    folder the command created, and an existing destination is untouched.
+    """
+    state = {"conv.kernel": torch.ones(27, 64, 64), "head": torch.ones(64, 64)}
+    src, spec = _files(tmp_path, state)
+    if destination == "new":
+        dst = tmp_path / "out" / "deep" / "o.safetensors"
+    else:
+        dst = tmp_path / "o.safetensors"
+        assert main([str(src), str(dst), "--kernel-spec", str(spec)]) == 0
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    folders = sorted(p for p in tmp_path.rglob("*") if p.is_dir())
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_CHILD, str(src), str(dst), "--kernel-spec", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"convert-checkpoint: error: cannot write {str(dst)!r}")
+    assert "File too large" in done.stderr and done.stderr.count("\n") == 1
+    after = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_dir()) == folders

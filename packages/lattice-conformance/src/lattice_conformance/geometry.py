@@ -76,7 +76,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from lattice_contract.artifact import WriterLockedError, atomic_write_file
+from lattice_contract.artifact import (
+    OutputClashError,
+    WriterLockedError,
+    atomic_write_file,
+    check_outputs,
+    printable,
+)
 from lattice_contract.plan import ArtifactCapabilityError
 
 from lattice_conformance.ply import PlyFormatError, read_ply
@@ -529,7 +535,8 @@ def _codec(
 
 def _table(result: ProfileResult) -> str:
     lines = [
-        f"geometry profile: {result.input}  ({result.points} points -> {result.voxels} voxels "
+        f"geometry profile: {printable(result.input)}  ({result.points} points -> "
+        f"{result.voxels} voxels "
         f"in a {1 << result.levels}^3 grid{', rescaled to fit' if result.quantised_fit else ''})",
         f"runtime {result.runtime} on {result.device}",
         "",
@@ -604,6 +611,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:
         return 0 if exc.code in (0, None) else 2
+    log = logging.getLogger(__name__)
+    inputs = [args.weights, args.input]
+    try:  # the report never replaces (or lands in) the weights or the cloud
+        check_outputs([args.report] if args.report is not None else [], inputs)
+    except OutputClashError as exc:
+        log.error("conformance geometry-profile: error: %s", exc)
+        return 2
     try:
         result = run_profile(
             args.weights,
@@ -617,16 +631,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             codec=args.codec,
         )
     except GeometryProfileError as exc:
-        logging.getLogger(__name__).error("conformance geometry-profile: error: %s", exc)
+        log.error("conformance geometry-profile: error: %s", exc)
         return 2
-    print(_table(result))
+    print(printable(_table(result), multiline=True))  # the cloud's file name
     if args.report is not None:
         text = json.dumps(result.as_dict(), indent=2) + "\n"
         try:
-            atomic_write_file(args.report, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        except (OSError, WriterLockedError) as exc:
-            logging.getLogger(__name__).error(
-                "conformance geometry-profile: cannot write the report: %s", exc
+            atomic_write_file(
+                args.report, lambda tmp: tmp.write_text(text, encoding="utf-8"), inputs=inputs
             )
+        except (OSError, ValueError, WriterLockedError) as exc:
+            log.error("conformance geometry-profile: cannot write the report: %s", exc)
             return 2
     return 0

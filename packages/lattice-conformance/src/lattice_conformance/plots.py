@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from lattice_contract.artifact import atomic_write_file
+from lattice_contract.artifact import atomic_write_file, printable
 
 if TYPE_CHECKING:
     from lattice_conformance.replay import ReplayResult
@@ -41,9 +41,17 @@ class ErrorSeries:
 
 
 def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, with ``$`` in text drawn as itself.
+
+    Titles, legends and verdicts quote names from the user's files (an
+    archive's file name, case and output names, failure messages).  With
+    mathtext on, a name such as ``a$\\foo{$`` is parsed as TeX and the whole
+    figure fails to draw; these figures set no formula, so text is text.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -315,7 +323,7 @@ def plot_replay_errors(result: ReplayResult, path: str | os.PathLike[str]) -> Pa
     s = result.summary()
     verdict = "PASS" if s["passed"] == s["cases"] else f"FAIL ({s['cases'] - s['passed']} failing)"
     fig.suptitle(
-        f"{result.archive.name}: {s['passed']}/{s['cases']} cases pass on "
+        f"{printable(result.archive.name)}: {s['passed']}/{s['cases']} cases pass on "
         f"{result.runtime} ({result.device}) - {verdict}"
         + ("" if len(series) <= 8 else f"  [{len(series)} outputs overlaid]"),
         fontsize=11,

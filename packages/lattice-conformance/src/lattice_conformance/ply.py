@@ -12,6 +12,7 @@ counts against the file's size); this module turns its ``ValueError`` into
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +41,7 @@ def read_ply(path: str | os.PathLike[str]) -> np.ndarray:
     ignored.
     """
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():  # a FIFO or a device is named by the reader, which opens files only
         raise FileNotFoundError(f"PLY file {str(file)!r} does not exist")
     try:
         props = read_ply_properties(file)
@@ -61,13 +62,15 @@ def write_ply(
     points: np.ndarray,
     *,
     encoding: Encoding = "binary_little_endian",
+    inputs: Sequence[str | os.PathLike[str]] = (),
 ) -> None:
     """Write ``points`` ``(P, 3)`` as PLY vertices ``x``, ``y``, ``z`` (their dtype kept).
 
     ``encoding`` is ``binary_little_endian`` (default), ``binary_big_endian``
     or ``ascii``.  Integer or float points are written with their own dtype
     (float32 is a good default for voxelised clouds).  The file is written
-    under a temporary name and renamed, so a failure leaves no partial file.
+    under a temporary name and renamed, so a failure leaves no partial file;
+    ``inputs`` (what the caller read) are never replaced.
     """
     arr = np.asarray(points)
     if arr.ndim != 2 or arr.shape[1] != 3:
@@ -80,4 +83,4 @@ def write_ply(
     record["x"], record["y"], record["z"] = arr[:, 0], arr[:, 1], arr[:, 2]
     element = PlyElement.describe(record, "vertex")
     ply = PlyData([element], text=encoding == "ascii", byte_order=order)
-    atomic_write_file(path, lambda tmp: ply.write(str(tmp)))
+    atomic_write_file(path, lambda tmp: ply.write(str(tmp)), inputs=inputs)

@@ -317,7 +317,7 @@ def replay_archive(
     started = time.perf_counter()
     try:
         result.archive_sha256 = fingerprint(path)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a FIFO or a device, never read
         result.error = f"cannot read {path}: {exc}"
         return result
     try:
@@ -574,7 +574,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot is not None and result.cases:
         from lattice_conformance.plots import plot_replay_errors
 
-        plot_replay_errors(result, args.plot)
+        try:
+            plot_replay_errors(result, args.plot)
+        except (OSError, ValueError, WriterLockedError) as exc:
+            log.error("conformance replay: cannot write the plot: %s", exc)
+            return EXIT_USAGE
         log.info("plot:   %s", args.plot)
     if result.error is not None:
         log.error("conformance replay: %s", result.error)

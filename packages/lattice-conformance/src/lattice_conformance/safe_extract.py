@@ -43,6 +43,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 import numpy as np
+from lattice_contract.artifact import NotRegularFileError, open_regular_file
 
 __all__ = [
     "MAX_TRAILING_BYTES",
@@ -284,8 +285,12 @@ def _archive_size(archive: Path, limits: ArchiveLimits) -> int:
 @contextlib.contextmanager
 def _streamed(archive: Path) -> Iterator[tuple[gzip.GzipFile, tarfile.TarFile]]:
     """The archive as a gzip stream and a tar read from it once, front to back."""
+    try:
+        raw = open_regular_file(archive, what="fixture archive")
+    except NotRegularFileError as exc:  # a FIFO blocks, /dev/zero never ends
+        raise FixtureArchiveError("not_a_file", str(exc)) from None
     with (
-        open(archive, "rb") as raw,
+        raw,
         gzip.GzipFile(fileobj=raw, mode="rb") as gz,
         tarfile.open(fileobj=gz, mode="r|") as tar,
     ):

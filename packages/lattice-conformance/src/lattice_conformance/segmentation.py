@@ -157,8 +157,10 @@ def load_point_cloud(path: str | os.PathLike[str]) -> Array:
     """Read ``(P, 3)`` float points from a .ply (x, y, z vertex properties) or .npy file."""
     source = Path(path)
     suffix = source.suffix.lower()
-    if suffix == ".npy":
-        array = np.load(source, allow_pickle=False)
+    if suffix == ".npy":  # the project's one .npy reader: regular files, bounded shapes
+        from torch_lattice.data import read_npy
+
+        array = read_npy(source).numpy()
     elif suffix == ".ply":
         from lattice_conformance.ply import read_ply
 

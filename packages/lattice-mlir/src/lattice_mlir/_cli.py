@@ -18,12 +18,17 @@ convention is written out here rather than imported from ``lattice_contract``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 log = logging.getLogger("lattice_mlir.cli")
 
@@ -34,7 +39,12 @@ EXIT_USAGE = 2
 # Native options whose next argument is a value, not an input file.
 _VALUE_OPTIONS = {"-o", "--split-input-file", "--mlir-print-op-on-diagnostic"}
 # What LLVM's option parser prints for a bad command line.
-_USAGE_MARKERS = ("Unknown command line argument", "for the -", "Not enough positional")
+_USAGE_MARKERS = (
+    "Unknown command line argument",
+    "for the -",
+    "Not enough positional",
+    "IO failure on output stream",  # -o a full disk or /dev/full: an output it could not write
+)
 # LLVM ends a tool whose stdout reader went away with EX_IOERR (74) or SIGPIPE.
 _PIPE_STATUSES = {74, -13, 141}
 
@@ -56,10 +66,138 @@ def _inputs(args: Sequence[str]) -> list[str]:
 
 
 def _input_problem(path: str) -> str | None:
-    """A missing input, named here; a bundle directory goes to the native tool, which reads it."""
+    """A missing input, or one that is not a file or a directory, named here.
+
+    A bundle directory goes to the native tool, which reads it.  A FIFO would
+    block the native tool until a writer came, and ``/dev/zero`` would be
+    read until memory ran out.
+    """
     if not os.path.exists(path):
         return f"no such file or bundle directory {path!r}: give a graph.mlir or a model.lattice/"
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return f"{path!r} is not a regular file or a bundle directory: give a graph.mlir file"
     return None
+
+
+def _is_special(path: str) -> bool:
+    """Whether ``path`` is a device or a stream rather than a file to replace.
+
+    A device, FIFO or socket (or a link to one: ``-o /dev/null``), or an entry
+    of ``/dev`` or ``/proc`` (``-o /dev/stdout`` links to the process's own
+    descriptor, a regular file when stdout is redirected to one).
+    """
+    folder = os.path.realpath(os.path.dirname(path) or ".")
+    if folder in ("/dev", "/proc") or folder.startswith("/proc/"):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters escaped, line breaks kept, for the terminal.
+
+    MLIR's diagnostics quote the graph's source line and its file name, so a
+    graph holding ``ESC ] 0 ;`` would retitle the window when its error is
+    shown.  The project's one escaping function
+    (``lattice_contract.artifact.printable``) does it; ``lattice-opt``
+    installed without ``lattice_contract`` (this package depends on nothing)
+    escapes with :func:`ascii` instead, imported only when there is text.
+    """
+    try:
+        from lattice_contract.artifact.untrusted import printable
+    except ImportError:
+        return "\n".join(
+            "".join(c if c.isprintable() or c == "\t" else ascii(c)[1:-1] for c in line)
+            for line in text.split("\n")
+        )
+    return printable(text, multiline=True)
+
+
+def _take_output(args: list[str]) -> tuple[str | None, list[str]]:
+    """The ``-o`` file (``-o F``, ``-o=F``, ``--o F``, ``--o=F``; ``-`` is stdout) and the rest."""
+    output: str | None = None
+    rest: list[str] = []
+    items = iter(args)
+    for arg in items:
+        if arg in {"-o", "--o"}:
+            output = next(items, None)
+            if output is None:
+                rest.append(arg)  # the native tool names the missing value
+        elif arg.startswith(("-o=", "--o=")):
+            output = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    return (None if output == "-" else output), rest
+
+
+def _output_problem(output: str, inputs: Sequence[str]) -> str | None:
+    """Why ``-o`` may not be written: it is an input, or lies inside an input bundle.
+
+    The native tool opens ``-o`` before it reads and deletes it when the graph
+    fails: ``lattice-opt g.mlir -o g.mlir`` on a graph that did not verify
+    used to delete ``g.mlir``.  With ``lattice_contract`` installed this is
+    its atomic writer's one check; alone, the same rule by resolved paths.
+    """
+    sources = [p for p in inputs if p != "-"]
+    try:
+        from lattice_contract.artifact.atomic import OutputClashError, check_outputs
+    except ImportError:
+        target = os.path.realpath(output)
+        for source in map(os.path.realpath, sources):
+            if target == source or target.startswith(source.rstrip(os.sep) + os.sep):
+                return (
+                    f"refusing to write {output!r}: it is (or lies inside) the input "
+                    f"{source!r}, which this command reads; name another output path"
+                )
+        return None
+    try:
+        check_outputs([output], sources)
+    except OutputClashError as exc:
+        return str(exc)
+    return None
+
+
+def _run_into(
+    output: str, inputs: Sequence[str], run: Callable[[str], subprocess.CompletedProcess[bytes]]
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the native tool writing ``output`` through a private temporary file.
+
+    ``output`` changes only when the tool succeeds, in one rename: a graph that
+    fails leaves the file the user had (the native tool alone truncates it,
+    then deletes it).  With ``lattice_contract`` installed the project's atomic
+    writer does it (lock, sync, modes).
+    """
+    done: list[subprocess.CompletedProcess[bytes]] = []
+
+    def write(tmp: Path) -> None:
+        done.append(run(str(tmp)))
+        if done[-1].returncode != 0:
+            raise _NativeFailed
+
+    try:
+        from lattice_contract.artifact.atomic import atomic_write_file
+    except ImportError:
+        target = Path(output)
+        box = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            write(box / target.name)
+            os.replace(box / target.name, target)
+        except _NativeFailed:
+            pass
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+        return done[-1]
+    with contextlib.suppress(_NativeFailed):
+        atomic_write_file(output, write, inputs=inputs)
+    return done[-1]
+
+
+class _NativeFailed(Exception):
+    """The native tool failed: the output is not replaced."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,20 +219,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.addHandler(handler)
         log.propagate = False
     log.setLevel(level)
-    for path in _inputs(args):
+    output, args = _take_output(args)
+    inputs = _inputs(args)
+    for path in inputs:
         problem = _input_problem(path)
         if problem is not None:
             log.error("lattice-opt: %s", problem)
             return EXIT_USAGE
+    if output is not None and _is_special(output):
+        args += ["-o", output]  # a device takes the stream as is; nothing there to lose
+        output = None
+    problem = None if output is None else _output_problem(output, inputs)
+    if problem is not None:
+        log.error("lattice-opt: %s", _printable(problem))
+        return EXIT_USAGE
     exe = str(lattice_opt_path())
-    log.debug("lattice-opt: running %s", " ".join([exe, *args]))
+    log.debug("lattice-opt: running %s", _printable(" ".join([exe, *args])))
     started = time.perf_counter()
+
+    def run(*extra: str) -> subprocess.CompletedProcess[bytes]:
+        command = [exe, *args, *extra]
+        return subprocess.run(command, stdout=sys.stdout.fileno(), stderr=subprocess.PIPE)
+
     try:
         sys.stdout.flush()
-        done = subprocess.run([exe, *args], stdout=sys.stdout.fileno(), stderr=subprocess.PIPE)
+        done = run() if output is None else _run_into(output, inputs, lambda tmp: run("-o", tmp))
     except KeyboardInterrupt:
         log.error("lattice-opt: interrupted")
         return 130
+    except (OSError, RuntimeError, ValueError) as exc:  # a lock held, an unwritable folder
+        log.error("lattice-opt: cannot write %r: %s", output, _printable(str(exc)))
+        return EXIT_USAGE
     log.debug("lattice-opt: native tool took %.3f s", time.perf_counter() - started)
     stderr = done.stderr.decode("utf-8", "replace")
     if done.returncode in _PIPE_STATUSES and (
@@ -102,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         return EXIT_OK
     if stderr:  # the native diagnostics: errors when it failed, warnings otherwise
-        log.log(logging.ERROR if done.returncode else logging.WARNING, "%s", stderr.rstrip("\n"))
+        level = logging.ERROR if done.returncode else logging.WARNING
+        log.log(level, "%s", _printable(stderr.rstrip("\n")))
     if done.returncode == 0:
         return EXIT_OK
     if any(marker in stderr for marker in _USAGE_MARKERS):

@@ -54,7 +54,7 @@ from lattice_conformance.replay import (
     write_json_atomic,
 )
 from lattice_conformance.runners import MLXRunner, RunResult, RuntimeUnavailable, TorchRunner
-from lattice_contract.artifact import EXIT_USAGE
+from lattice_contract.artifact import EXIT_USAGE, check_outputs, printable
 
 from lattice_tools.demo_plot import Disagreement, row_disagreement
 
@@ -353,25 +353,34 @@ def _print_report(
     out: Path,
     ok: bool,
 ) -> None:
+    """Print the demo's summary; every text from the user's files or command line escaped.
+
+    File and directory names (``--input``, ``--artifact``, ``--out``), the
+    artifact's ABI names and a replay's error message come from the user's
+    files: a terminal escape in one of them is printed as ``\\x1b``, never
+    obeyed (:func:`~lattice_contract.artifact.printable`).
+    """
+    lines: list[str] = []
+    say = lines.append
     line = "=" * 78
-    print(line)
-    print(f"Lattice demo: {name} on {scene_text}")
-    print(line)
+    say(line)
+    say(f"Lattice demo: {printable(name)} on {printable(scene_text)}")
+    say(line)
     first = variants[0]
-    print("Artifact ABI:")
+    say("Artifact ABI:")
     for item in first.abi.get("inputs", []):
-        print(f"  in  {item['name']:<12} {item['role']:<16} {item['type']}")
+        say(_abi_line("in ", item))
     for item in first.abi.get("outputs", []):
-        print(f"  out {item['name']:<12} {item['role']:<16} {item['type']}")
+        say(_abi_line("out", item))
     for v in variants:
         total = sum(v.op_counts.values())
         ops = ", ".join(f"{k.removeprefix('lattice.')} {n}" for k, n in v.op_counts.items())
-        print(
+        say(
             f"Artifact {v.name}: {'verified' if v.verified else 'REJECTED'} by native MLIR; "
             f"{total} ops ({ops}); weights {v.weight_bytes / 1e6:.2f} MB"
             + (f", {v.packed_weights} packed" if v.packed_weights else "")
         )
-    print("torch vs MLX on the scene (same artifact):")
+    say("torch vs MLX on the scene (same artifact):")
     for v in variants:
         a = v.agreement
         coords = "n/a (dense output)"
@@ -380,11 +389,11 @@ def _print_report(
             coords = "equal" if c.equal else f"DIFFER ({c.rows_differing} rows)"
             coords += f" ({c.expected_rows} rows)"
         verdict = "within tolerance" if a is not None and a.passed else "OUT OF TOLERANCE"
-        print(f"  {v.name:<5} coordinates {coords}; {verdict}")
-        print(f"        {_fmt_stats(a)}")
-    print("Segmentation (mIoU on the scene):")
+        say(f"  {v.name:<5} coordinates {coords}; {verdict}")
+        say(f"        {_fmt_stats(a)}")
+    say("Segmentation (mIoU on the scene):")
     if eager_miou is not None:
-        print(f"  torch eager f32          {eager_miou:.4f}")
+        say(f"  torch eager f32          {eager_miou:.4f}")
     for v in variants:
         for runtime in ("torch", "mlx"):
             if runtime in v.miou:
@@ -392,15 +401,15 @@ def _print_report(
                     f"{n} {x:.3f}" for n, x in zip(seg.CLASS_NAMES, v.iou[runtime], strict=True)
                 )
                 label = f"{runtime} {v.name} artifact"
-                print(f"  {label:<24} {v.miou[runtime]:.4f}   ({ious})")
+                say(f"  {label:<24} {v.miou[runtime]:.4f}   ({ious})")
         if {"torch", "mlx"} <= set(v.predictions):
             same = float(np.mean(v.predictions["torch"] == v.predictions["mlx"]))
-            print(f"  {v.name}: torch and MLX predict the same class for {same:.2%} of rows")
+            say(f"  {v.name}: torch and MLX predict the same class for {same:.2%} of rows")
     if not any(v.miou for v in variants) and eager_miou is None:
-        print("  n/a (the input has no labels)")
-    print("Shipped conformance fixtures replayed on MLX:")
+        say("  n/a (the input has no labels)")
+    say("Shipped conformance fixtures replayed on MLX:")
     if not replays:
-        print("  skipped (--no-fixtures, or a user artifact the fixtures do not belong to)")
+        say("  skipped (--no-fixtures, or a user artifact the fixtures do not belong to)")
     for label, replay in replays.items():
         s = replay.summary()
         stats = _fixture_stats(replay)
@@ -408,18 +417,24 @@ def _print_report(
         coords = (
             "n/a" if not s["sparse_outputs"] else ("equal" if s["coordinates_equal"] else "DIFFER")
         )
-        problem = f"  ERROR {replay.error}" if replay.error else ""
-        print(
+        problem = f"  ERROR {printable(replay.error)}" if replay.error else ""
+        say(
             f"  {label:<16} {s['passed']}/{s['cases']} pass; coordinates {coords}; "
             f"abs error p99 {ap99 if ap99 is not None else float('nan'):.2e} "
             f"max {amax if amax is not None else float('nan'):.2e}; "
             f"replay overhead {s['overhead_s'] * 1e3:.0f} ms{problem}"
         )
-    print("Stage times:")
+    say("Stage times:")
     for stage, seconds in stages.times.items():
-        print(f"  {stage:<34} {seconds:8.3f} s")
-    print(f"Report: {out / 'report.json'}   Picture: {out / 'demo.png'}")
-    print("RESULT: " + ("PASS" if ok else "FAIL"))
+        say(f"  {stage:<34} {seconds:8.3f} s")
+    say(f"Report: {printable(out / 'report.json')}   Picture: {printable(out / 'demo.png')}")
+    say("RESULT: " + ("PASS" if ok else "FAIL"))
+    print("\n".join(lines))
+
+
+def _abi_line(direction: str, item: dict[str, Any]) -> str:
+    name, role, kind = (printable(item.get(k, "?")) for k in ("name", "role", "type"))
+    return f"  {direction} {name:<12} {role:<16} {kind}"
 
 
 def _draw(
@@ -437,7 +452,7 @@ def _draw(
     from lattice_tools.demo_plot import demo_figure
 
     xyz = (scene.coords[:, 1:] if kind == "voxels" else scene.points).astype(np.float32)
-    title = f"Lattice demo: {name}, {len(xyz)} {kind}"
+    title = f"Lattice demo: {printable(name)}, {len(xyz)} {kind}"
     fig = demo_figure(title, xyz, truth, truth_title, variants, replays, seg.CLASS_NAMES)
     return save_figure(fig, path, dpi=90)
 
@@ -477,7 +492,12 @@ def run_demo(args: argparse.Namespace) -> int:
     """The demo proper; returns the exit status."""
     stages = Stages()
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    inputs = [p for p in (args.input, args.artifact) if p is not None]
+    # What the demo writes never replaces, or lands inside, what it reads
+    # (``--artifact A --out A`` would add files to the user's bundle).
+    check_outputs(_outputs(out, args), inputs)
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"--out {str(out)!r} is a file; name a directory for the demo's outputs")
     device = _device(args.device)
     name = args.model
     shown = name if args.artifact is None else f"artifact {args.artifact}"
@@ -492,6 +512,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 f"generated scene seed {args.seed} ({len(scene.coords)} voxels, "
                 f"{len(scene.points)} points, labelled)"
             )
+    out.mkdir(parents=True, exist_ok=True)  # once the input is known to be usable
     model = None
     if args.artifact is None:
         with stages("load trained model"):
@@ -585,12 +606,20 @@ def run_demo(args: argparse.Namespace) -> int:
         },
         "stages_s": stages.times,
     }
-    write_json_atomic(out / "report.json", _json_clean(report))
+    write_json_atomic(out / "report.json", _json_clean(report), inputs=inputs)
     _print_report(shown, scene_text, variants, eager_miou, replays, stages, out, ok)
     for replay in replays.values():
         if not replay.passed:
-            print(format_table(replay))
+            print(printable(format_table(replay), multiline=True))  # case names
     return 0 if ok else 1
+
+
+def _outputs(out: Path, args: argparse.Namespace) -> list[Path]:
+    """Every path the demo writes under ``--out``."""
+    written = [out / "report.json", out / "demo.png"]
+    if args.artifact is None:
+        written += [out / f"{args.model}-{variant}.lattice" for variant in seg.VARIANTS]
+    return written
 
 
 def _json_clean(value: Any) -> Any:

@@ -75,6 +75,7 @@ from lattice_contract.artifact import (
     path_lock,
     printable,
     recover_interrupted,
+    special_kind,
 )
 from lattice_contract.dialect import (
     GRAPH_FILE,
@@ -162,7 +163,8 @@ class MigrationReport:
         """A few readable lines for the terminal."""
         total = sum(len(c) for c in self.cases.values())
         lines = [
-            f"migrated {self.kind} {self.source} ({self.producer}) -> {self.destination}: "
+            f"migrated {self.kind} {printable(self.source)} ({self.producer}) -> "
+            f"{printable(self.destination)}: "
             f"{len(self.cases)} graph(s), {total} change(s)"
         ]
         for name, changes in self.cases.items():
@@ -170,7 +172,7 @@ class MigrationReport:
                 where = f"{printable(name)}: " if self.kind == "fixture-tree" else ""
                 before, after = printable(repr(change.before)), printable(repr(change.after))
                 lines.append(f"  {where}{change.what}: {before} -> {after}")
-        lines.append(f"manifest of changes: {self.manifest}")
+        lines.append(f"manifest of changes: {printable(self.manifest)}")
         return "\n".join(lines)
 
 
@@ -359,8 +361,18 @@ def _check_weights(path: Path) -> None:
 
 
 def _source_kind(src: Path) -> str:
+    if src.name.endswith((".tar.gz", ".tgz", ".tar")) and src.is_file():
+        raise MigrationError(
+            f"SRC {str(src)!r} is an archive; lattice migrate reads a bundle directory, a "
+            "fixture tree or a graph.mlir: extract the archive and migrate the tree"
+        )
     if src.is_file():
         return "graph"
+    if os.path.exists(src) and not src.is_dir():
+        raise MigrationError(
+            f"SRC {str(src)!r} is {special_kind(src.stat().st_mode)}; name a bundle "
+            "directory, a fixture tree or a graph.mlir file"
+        )
     if not src.is_dir():
         raise MigrationError(f"SRC {str(src)!r} does not exist")
     if (src / MANIFEST).is_file():

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lattice_contract.artifact import WriterLockedError, atomic_write_file
+from lattice_contract.artifact import (
+    OutputClashError,
+    WriterLockedError,
+    atomic_write_file,
+    check_outputs,
+    printable,
+    read_regular_file,
+)
 
 from lattice_conformance.codec.baselines import codec_measurement, format_bits_per_voxel
 from lattice_conformance.codec.codec import decode_voxels
@@ -37,6 +44,8 @@ from lattice_conformance.codec.neural import NeuralModel
 from lattice_conformance.ply import PlyFormatError, read_ply, write_ply
 
 PROG = "conformance geometry-codec"
+MAX_CODED_BYTES = 1 << 30
+"""Largest coded file ``decode`` reads (far above any cloud a 2^16 grid codes to)."""
 
 
 class _Fail(Exception):
@@ -67,11 +76,22 @@ def _model(args: argparse.Namespace) -> NeuralModel | None:
         raise _Fail(str(exc)) from None
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: Path, data: bytes, inputs: list[Path]) -> None:
     try:
-        atomic_write_file(path, lambda tmp: tmp.write_bytes(data))
-    except (OSError, WriterLockedError) as exc:
-        raise _Fail(f"cannot write {path}: {exc}") from None
+        atomic_write_file(path, lambda tmp: tmp.write_bytes(data), inputs=inputs)
+    except (OSError, ValueError, WriterLockedError) as exc:
+        raise _Fail(f"cannot write {str(path)!r}: {exc}") from None
+
+
+def _check_paths(args: argparse.Namespace) -> list[Path]:
+    """The command's inputs; refuses an output that is one of them, or another output."""
+    inputs = [args.input] + ([args.model] if args.model is not None else [])
+    outputs = [args.output] + ([args.report] if args.report is not None else [])
+    try:
+        check_outputs(outputs, inputs)
+    except OutputClashError as exc:
+        raise _Fail(str(exc)) from None
+    return inputs
 
 
 def _encode(args: argparse.Namespace) -> dict[str, Any]:
@@ -93,7 +113,7 @@ def _encode(args: argparse.Namespace) -> dict[str, Any]:
     # baselines on the same voxel set, the wall times.
     measured = codec_measurement(vox, args.levels, model, cross_check=other)
     data = measured.pop("data")
-    _write(args.output, data)
+    _write(args.output, data, _check_paths(args))
     measured.update(
         input=str(args.input),
         output=str(args.output),
@@ -102,7 +122,8 @@ def _encode(args: argparse.Namespace) -> dict[str, Any]:
         torch_threads=1,
     )
     print(
-        f"{args.input} -> {args.output}: {len(vox)} voxels at level {args.levels}, "
+        f"{printable(args.input)} -> {printable(args.output)}: {len(vox)} voxels at level "
+        f"{args.levels}, "
         f"{len(data)} bytes ({measured['mode']}; levels: {' '.join(measured['methods'])})\n"
         + format_bits_per_voxel(measured)
     )
@@ -110,10 +131,10 @@ def _encode(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _decode(args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        data = Path(args.input).read_bytes()
-    except OSError as exc:
-        raise _Fail(f"cannot read {args.input}: {exc}") from None
+    try:  # a regular file only: a FIFO blocked, /dev/zero was read until memory ran out
+        data = read_regular_file(args.input, MAX_CODED_BYTES, what="coded file")
+    except (OSError, ValueError) as exc:
+        raise _Fail(f"cannot read {str(args.input)!r}: {exc}") from None
     model = _model(args)
     start = time.perf_counter()
     try:
@@ -122,11 +143,12 @@ def _decode(args: argparse.Namespace) -> dict[str, Any]:
         raise _Fail(f"{args.input}: {exc}") from None
     dec_s = time.perf_counter() - start
     try:
-        write_ply(args.output, vox.astype(np.float32))
-    except (OSError, WriterLockedError) as exc:
-        raise _Fail(f"cannot write {args.output}: {exc}") from None
+        write_ply(args.output, vox.astype(np.float32), inputs=_check_paths(args))
+    except (OSError, ValueError, WriterLockedError) as exc:
+        raise _Fail(f"cannot write {str(args.output)!r}: {exc}") from None
     print(
-        f"{args.input} -> {args.output}: {len(vox)} voxels at level {levels}; decode "
+        f"{printable(args.input)} -> {printable(args.output)}: {len(vox)} voxels at level "
+        f"{levels}; decode "
         f"{dec_s:.2f} s ({len(vox) / max(dec_s, 1e-9):.0f} voxels/s)"
     )
     return {"voxels": len(vox), "levels": levels, "decode_s": dec_s}
@@ -163,9 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return 0 if exc.code in (0, None) else 2
     try:
+        inputs = _check_paths(args)  # before the (slow) coding
         report = _encode(args) if args.command == "encode" else _decode(args)
         if args.report is not None:
-            _write(args.report, (json.dumps(report, indent=2) + "\n").encode())
+            _write(args.report, (json.dumps(report, indent=2) + "\n").encode(), inputs)
     except _Fail as exc:
         logging.getLogger(__name__).error("%s: error: %s", PROG, exc)
         return 2

@@ -58,6 +58,7 @@ from lattice_contract.artifact.untrusted import (
     open_regular_file,
     printable,
     read_regular_file,
+    special_kind,
 )
 from lattice_contract.artifact.version import (
     DISTRIBUTIONS,
@@ -106,6 +107,7 @@ __all__ = [
     "read_regular_file",
     "recover_interrupted",
     "run_command",
+    "special_kind",
     "split_verbosity",
     "version_report",
 ]

@@ -51,6 +51,7 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -58,6 +59,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from lattice_contract.artifact.untrusted import open_regular_file, special_kind
 
 __all__ = [
     "Companion",
@@ -128,8 +131,13 @@ def fingerprint(path: str | os.PathLike[str]) -> str:
 
 
 def _file_sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+    # A regular file only: a FIFO would block the hash and /dev/zero never end it
+    # (NotRegularFileError, a ValueError).
+    digest = hashlib.sha256()
+    with open_regular_file(path) as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _umask() -> int:
@@ -340,16 +348,30 @@ def check_outputs(
     *,
     existing: Iterable[str | os.PathLike[str]] = (),
 ) -> None:
-    """Refuse outputs that are, hold or lie inside an input; and existing unnamed outputs.
+    """Refuse outputs that are, hold or lie in an input or each other; existing unnamed outputs.
+
+    An output that is (or links to) a device, a FIFO or a socket is refused
+    too (``--report /dev/stdout``): the writer replaces files, never those.
 
     Every writer of this module calls it with its destination (and
     companion); commands may call it earlier, before their slow work, with
-    the same arguments.  ``existing`` lists outputs that must not exist yet
-    (files the user did not name as the destination).  Raises
+    every output they will write (``--report x --plot x`` would write the
+    second over the first).  ``existing`` lists outputs that must not exist
+    yet (files the user did not name as the destination).  Raises
     :class:`OutputClashError` naming both paths and the fix.
     """
     sources = [Path(p) for p in inputs]
-    for output in (Path(p) for p in outputs):
+    targets = [Path(p) for p in outputs]
+    for output in targets:
+        _check_replaceable(output)
+    for index, output in enumerate(targets):
+        for other in targets[index + 1 :]:
+            if _same_or_inside(output, other) or _same_or_inside(other, output):
+                raise OutputClashError(
+                    f"refusing to write {str(output)!r} and {str(other)!r}: one would replace "
+                    "(or lie inside) the other; name a separate path for each output"
+                )
+    for output in targets:
         for source in sources:
             if _same_or_inside(output, source):
                 raise OutputClashError(
@@ -373,10 +395,59 @@ def _check_writer(
     target: Path, companion: Companion | None, inputs: Iterable[Any], overwrite: bool
 ) -> None:
     outputs = [target] + ([companion.path] if companion is not None else [])
+    for output in outputs:
+        folder = _parent(output)
+        if not folder.is_dir():  # else the lock file's name would be the error's
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"cannot write {str(output)!r}: the folder {str(folder)!r} does not exist; "
+                "create it first",
+            )
     existing = [] if overwrite else [target]
     if companion is not None and not companion.replace:
         existing.append(companion.path)
     check_outputs(outputs, inputs, existing=existing)
+
+
+def _check_replaceable(output: Path) -> None:
+    """Refuse a destination that is (or links to) a device, a FIFO or a socket.
+
+    The writer replaces the destination's directory entry: ``--report
+    /dev/stdout`` or ``-o /dev/null`` would put a lock file in ``/dev`` and,
+    for an account allowed to write there, swap the device node for a
+    regular file.  Such a path never names a file the user means to replace.
+    """
+    if _system_folder(output):
+        raise OutputClashError(
+            f"refusing to write {str(output)!r}: it lies in {_system_folder(output)}, whose "
+            "entries are devices and the process's own descriptors, never files this "
+            "command replaces; name a regular file path"
+        )
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:  # missing (or a dangling link): a new file
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise OutputClashError(
+            f"refusing to write {str(output)!r}: it is {special_kind(mode)}"
+            f"{' (through a link)' if os.path.islink(output) else ''}, not a file this "
+            "command replaces; name a regular file path"
+        )
+
+
+def _system_folder(output: Path) -> str | None:
+    """``/dev`` or ``/proc`` when ``output``'s folder resolves there, else None.
+
+    ``/dev/stdout`` links to ``/proc/self/fd/1``, which is a regular file when
+    stdout is redirected to one: judged by what it points to, the link would
+    be replaced, taking ``/dev/stdout`` away (for an account allowed to write
+    in ``/dev``).  ``/dev/shm``, a real file system, is not such a folder.
+    """
+    folder = os.path.realpath(_parent(output))
+    for system in ("/dev", "/proc"):
+        if folder == system or (system == "/proc" and folder.startswith("/proc/")):
+            return system
+    return None
 
 
 @contextlib.contextmanager
@@ -540,6 +611,10 @@ def atomic_write_file(
     target = Path(path)
     parent = _parent(target)
     _check_writer(target, companion, inputs, overwrite)
+    if target.is_dir() and not target.is_symlink():
+        raise OutputClashError(
+            f"refusing to write {str(target)!r}: it is a directory; name a file path"
+        )
     with _locked(target, companion):
         if os.path.lexists(target) and check_existing is not None:
             check_existing(target)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from lattice_contract.artifact.atomic import atomic_write_dir
+from lattice_contract.artifact.untrusted import special_kind
 from lattice_contract.dialect import GRAPH_FILE, WEIGHT_FILE
 
 __all__ = [
@@ -112,6 +113,12 @@ def check_bundle_dir(path: str | os.PathLike[str]) -> BundlePaths:
     graph = root / GRAPH_FILE
     weights = root / WEIGHT_FILE
     for required in (graph, weights):
+        if os.path.exists(required) and not required.is_file():  # a FIFO, a device, a folder
+            raise BundleError(
+                f"artifact {str(root)!r}: {required.name} is "
+                f"{special_kind(required.stat().st_mode)}, not a file; a bundle holds "
+                f"{GRAPH_FILE} and {WEIGHT_FILE} as regular files"
+            )
         if not required.is_file():
             raise BundleError(
                 f"artifact {str(root)!r} has no {required.name}; a bundle holds {GRAPH_FILE} "

@@ -22,14 +22,21 @@ import unicodedata
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["NotRegularFileError", "open_regular_file", "printable", "read_regular_file"]
+__all__ = [
+    "NotRegularFileError",
+    "open_regular_file",
+    "printable",
+    "read_regular_file",
+    "special_kind",
+]
 
 
 class NotRegularFileError(ValueError):
     """The path names a FIFO, a device, a directory or a socket, not a regular file."""
 
 
-def _kind(mode: int) -> str:
+def special_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words (``"a FIFO (named pipe)"``)."""
     for test, name in (
         (stat.S_ISFIFO, "a FIFO (named pipe)"),
         (stat.S_ISCHR, "a character device"),
@@ -56,7 +63,7 @@ def open_regular_file(path: str | os.PathLike[str], *, what: str = "file") -> Bi
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFileError(
-                f"{what} {str(path)!r} is {_kind(info.st_mode)}; name a regular file"
+                f"{what} {str(path)!r} is {special_kind(info.st_mode)}; name a regular file"
             )
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)

@@ -11,6 +11,7 @@ exactly what was done to it, so a conversion can be audited afterwards.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import logging
@@ -241,7 +242,7 @@ def convert_checkpoint(
     destination is swapped, so a writer killed at any point leaves a manifest
     that describes the weights beside it (or the previous pair).
     """
-    from safetensors.torch import save_file
+    from torch_lattice.artifact import TORCH_BACKEND
 
     dst_path = Path(dst)
     if dst_path.suffix != ".safetensors":
@@ -271,15 +272,38 @@ def convert_checkpoint(
         manifest["destination_sha256"] = destination_sha256
         return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
-    dst_path.parent.mkdir(parents=True, exist_ok=True)
-    mpath.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_file(
-        dst_path,
-        lambda tmp: save_file(result.tensors, str(tmp)),
-        companion=Companion(mpath, render),
-        inputs=inputs,
-    )
+    created = _make_parents(dst_path, mpath)
+    try:
+        atomic_write_file(
+            dst_path,
+            lambda tmp: TORCH_BACKEND.write_weights(tmp, result.tensors, None),
+            companion=Companion(mpath, render),
+            inputs=inputs,
+        )
+    except BaseException:
+        for directory in reversed(created):  # a failed write leaves no empty folders either
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
     return manifest
+
+
+def _make_parents(*paths: Path) -> list[Path]:
+    """Create the missing parent folders of ``paths``; return those created, outermost first.
+
+    A conversion that fails (a full disk) removes them again, so the user
+    finds the tree as it was before the command.
+    """
+    created: list[Path] = []
+    for path in paths:
+        missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+        for directory in reversed(missing):
+            try:
+                directory.mkdir()
+            except FileExistsError:
+                continue
+            created.append(directory)
+    return created
 
 
 def main(argv: Sequence[str] | None = None) -> int:
