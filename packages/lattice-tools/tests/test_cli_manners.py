@@ -198,7 +198,7 @@ def test_lattice_opt_exit_codes_pipe_and_quiet(tmp_path: Path) -> None:
     _no_traceback(err)
 
 
-# lattice-opt installed alone: its wrapper cannot import lattice_contract's escaping.
+# lattice-opt installed alone: its wrapper needs nothing of lattice_contract.
 LATTICE_OPT_ALONE = [
     sys.executable,
     "-c",

@@ -18,7 +18,6 @@ convention is written out here rather than imported from ``lattice_contract``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -102,19 +101,14 @@ def _printable(text: str) -> str:
 
     MLIR's diagnostics quote the graph's source line and its file name, so a
     graph holding ``ESC ] 0 ;`` would retitle the window when its error is
-    shown.  The project's one escaping function
-    (``lattice_contract.artifact.printable``) does it; ``lattice-opt``
-    installed without ``lattice_contract`` (this package depends on nothing)
-    escapes with :func:`ascii` instead, imported only when there is text.
+    shown.  The rule is the one ``lattice_contract``'s printer follows
+    (non-printable characters as Python escapes), written out here because
+    this package sits below ``lattice_contract`` and imports nothing of it.
     """
-    try:
-        from lattice_contract.artifact.untrusted import printable
-    except ImportError:
-        return "\n".join(
-            "".join(c if c.isprintable() or c == "\t" else ascii(c)[1:-1] for c in line)
-            for line in text.split("\n")
-        )
-    return printable(text, multiline=True)
+    return "\n".join(
+        "".join(c if c.isprintable() or c == "\t" else ascii(c)[1:-1] for c in line)
+        for line in text.split("\n")
+    )
 
 
 def _take_output(args: list[str]) -> tuple[str | None, list[str]]:
@@ -139,65 +133,40 @@ def _output_problem(output: str, inputs: Sequence[str]) -> str | None:
 
     The native tool opens ``-o`` before it reads and deletes it when the graph
     fails: ``lattice-opt g.mlir -o g.mlir`` on a graph that did not verify
-    used to delete ``g.mlir``.  With ``lattice_contract`` installed this is
-    its atomic writer's one check; alone, the same rule by resolved paths.
+    used to delete ``g.mlir``.  Paths are compared resolved, so a link or a
+    ``..`` spelling of an input is refused too.
     """
-    sources = [p for p in inputs if p != "-"]
-    try:
-        from lattice_contract.artifact.atomic import OutputClashError, check_outputs
-    except ImportError:
-        target = os.path.realpath(output)
-        for source in map(os.path.realpath, sources):
-            if target == source or target.startswith(source.rstrip(os.sep) + os.sep):
-                return (
-                    f"refusing to write {output!r}: it is (or lies inside) the input "
-                    f"{source!r}, which this command reads; name another output path"
-                )
-        return None
-    try:
-        check_outputs([output], sources)
-    except OutputClashError as exc:
-        return str(exc)
+    target = os.path.realpath(output)
+    for source in map(os.path.realpath, (p for p in inputs if p != "-")):
+        if target == source or target.startswith(source.rstrip(os.sep) + os.sep):
+            return (
+                f"refusing to write {output!r}: it is (or lies inside) the input "
+                f"{source!r}, which this command reads; name another output path"
+            )
+    if os.path.isdir(output):
+        return f"refusing to write {output!r}: it is a directory; name a file for -o"
     return None
 
 
 def _run_into(
-    output: str, inputs: Sequence[str], run: Callable[[str], subprocess.CompletedProcess[bytes]]
+    output: str, run: Callable[[str], subprocess.CompletedProcess[bytes]]
 ) -> subprocess.CompletedProcess[bytes]:
     """Run the native tool writing ``output`` through a private temporary file.
 
-    ``output`` changes only when the tool succeeds, in one rename: a graph that
-    fails leaves the file the user had (the native tool alone truncates it,
-    then deletes it).  With ``lattice_contract`` installed the project's atomic
-    writer does it (lock, sync, modes).
+    ``output`` changes only when the tool succeeds, in one rename inside the
+    output's folder: a graph that fails leaves the file the user had (the
+    native tool alone truncates it, then deletes it), and a killed run leaves
+    at most a private ``.NAME.tmp-*`` folder, never a half-written ``output``.
     """
-    done: list[subprocess.CompletedProcess[bytes]] = []
-
-    def write(tmp: Path) -> None:
-        done.append(run(str(tmp)))
-        if done[-1].returncode != 0:
-            raise _NativeFailed
-
+    target = Path(output)
+    box = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
-        from lattice_contract.artifact.atomic import atomic_write_file
-    except ImportError:
-        target = Path(output)
-        box = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
-            write(box / target.name)
+        done = run(str(box / target.name))
+        if done.returncode == 0:
             os.replace(box / target.name, target)
-        except _NativeFailed:
-            pass
-        finally:
-            shutil.rmtree(box, ignore_errors=True)
-        return done[-1]
-    with contextlib.suppress(_NativeFailed):
-        atomic_write_file(output, write, inputs=inputs)
-    return done[-1]
-
-
-class _NativeFailed(Exception):
-    """The native tool failed: the output is not replaced."""
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
+    return done
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -243,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         sys.stdout.flush()
-        done = run() if output is None else _run_into(output, inputs, lambda tmp: run("-o", tmp))
+        done = run() if output is None else _run_into(output, lambda tmp: run("-o", tmp))
     except KeyboardInterrupt:
         log.error("lattice-opt: interrupted")
         return 130
