@@ -126,6 +126,10 @@ def test_names_with_tex_markup_still_draw_the_plot(
     out, err = capsys.readouterr()
     assert "case$\\foo{$: artifact:" in out and "Traceback" not in err
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib
+
+    # the setting was scoped to our figure: a caller's own figures keep their maths
+    assert matplotlib.rcParams["text.parse_math"] is True
 
 
 def test_report_and_plot_on_one_path_are_refused_before_the_replay(

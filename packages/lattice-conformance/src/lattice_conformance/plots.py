@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -41,20 +42,27 @@ class ErrorSeries:
 
 
 def pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend, with ``$`` in text drawn as itself.
+    """matplotlib's pyplot on the Agg backend (files only, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plain_text() -> AbstractContextManager[Any]:
+    """A matplotlib settings context in which ``$`` in text is drawn as itself.
 
     Titles, legends and verdicts quote names from the user's files (an
     archive's file name, case and output names, failure messages).  With
     mathtext on, a name such as ``a$\\foo{$`` is parsed as TeX and the whole
-    figure fails to draw; these figures set no formula, so text is text.
+    figure fails to draw; these figures set no formula, so text is text.  A
+    context, not a global setting: the caller's own figures keep their maths.
     """
     import matplotlib
 
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False
-    import matplotlib.pyplot as plt
-
-    return plt
+    return matplotlib.rc_context({"text.parse_math": False})
 
 
 def log_range(values: Sequence[Array], marks: Sequence[float] = ()) -> tuple[int, int]:
@@ -300,6 +308,11 @@ def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:
 
 def plot_replay_errors(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
     """PNG of a replay: error histograms (axes from the data, tolerance lines) and verdicts."""
+    with plain_text():
+        return _plot_replay_errors(result, path)
+
+
+def _plot_replay_errors(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
     plt = pyplot()
     series = replay_series(result)
     verdicts = replay_verdicts(result)

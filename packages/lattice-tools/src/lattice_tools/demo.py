@@ -447,14 +447,15 @@ def _draw(
     variants: list[VariantResult],
     replays: dict[str, ReplayResult],
 ) -> Path:
-    from lattice_conformance.plots import save_figure
+    from lattice_conformance.plots import plain_text, save_figure
 
     from lattice_tools.demo_plot import demo_figure
 
     xyz = (scene.coords[:, 1:] if kind == "voxels" else scene.points).astype(np.float32)
     title = f"Lattice demo: {printable(name)}, {len(xyz)} {kind}"
-    fig = demo_figure(title, xyz, truth, truth_title, variants, replays, seg.CLASS_NAMES)
-    return save_figure(fig, path, dpi=90)
+    with plain_text():  # the file's name is drawn as itself, never as TeX
+        fig = demo_figure(title, xyz, truth, truth_title, variants, replays, seg.CLASS_NAMES)
+        return save_figure(fig, path, dpi=90)
 
 
 # ---------------------------------------------------------------------------
