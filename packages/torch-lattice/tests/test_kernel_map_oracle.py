@@ -200,6 +200,8 @@ def test_subm_map_matches_oracle(case: str, kernel: Triple, dilation: Triple) ->
 CONV = [
     ((2, 2, 2), (2, 2, 2), (0, 0, 0)),  # windows tile the grid: no search
     ((1, 2, 1), (2, 2, 3), (0, 0, 0)),  # tiled, and taps past K feed nothing
+    ((8, 8, 8), (8, 8, 8), (0, 0, 0)),  # tiled, 512 taps: more tap tags than a byte holds
+    ((8, 8, 4), (8, 8, 8), (0, 0, 0)),  # tiled, 256 taps plus the "feeds nothing" tag
     ((2, 2, 2), (2, 2, 2), (1, 0, 0)),  # padded: a search at the coarsened rows
     ((3, 3, 3), (2, 2, 2), (1, 1, 1)),  # overlapping windows: a search
     ((3, 3, 3), (1, 1, 1), (1, 0, 2)),  # stride 1, not submanifold

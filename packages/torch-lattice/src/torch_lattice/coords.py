@@ -202,10 +202,13 @@ class CoordinateTable:
             self.order = torch.empty(0, dtype=torch.int64, device=logical.device)
             self.row_keys = self.keys
             self._in_key_order = True
-            self.bounds: tuple[list[int], list[int]] = ([0] * 4, [0] * 4)
+            # never read: every lookup on an empty table returns before it
+            self.box: tuple[list[int], list[int]] = ([0] * 4, [0] * 4)
             return
         lo, hi = bounds(logical)
-        self.bounds = (lo, hi)
+        # The rows' (lo, hi) per column, kept so lookups with the table's own rows as
+        # the base need no second pass (and, on a GPU, no second host sync).
+        self.box = (lo, hi)
         self.packing = Packing.covering(lo, hi)
         self.row_keys = self.packing.pack(logical)
         # Supports made by this runtime (conv outputs) and x-y-z sorted inputs are
@@ -276,7 +279,7 @@ class CoordinateTable:
         empty = torch.empty(0, dtype=torch.int64, device=base.device)
         if self.num_rows == 0 or base.shape[0] == 0 or not offsets:
             return [(empty, empty) for _ in offsets]
-        blo, bhi = self.bounds if base_is_table else bounds(base)
+        blo, bhi = self.box if base_is_table else bounds(base)
         olo = [min(o[a] for o in offsets) for a in range(3)]
         ohi = [max(o[a] for o in offsets) for a in range(3)]
         safe = self.packing.contains(

@@ -430,8 +430,8 @@ def _tiled_map(
     exactly one output, ``floor(c / s)``, through tap ``c mod s`` (none when
     that tap is ``>= K``): no search at all.  The rows are put in tap order
     by a counting sort; for rows in key order each tap's coarsened keys then
-    increase, so the unique that numbers the outputs is a merge of at most 27
-    sorted runs, and its inverse is every pair's output.  Pairs are
+    increase, so the unique that numbers the outputs is a merge of at most one
+    sorted run per tap (8 for k2s2), and its inverse is every pair's output.  Pairs are
     tap-grouped in input row order; for inputs in key order the outputs of
     one tap increase too (checked, not assumed).  ``None`` where it does
     not apply (other geometry, not on the CPU, no rows, or a coarsened support
@@ -471,10 +471,14 @@ def _tiled_map(
     volume = kernel_volume(kernel)
     if kernel != stride:  # taps >= K feed nothing: sort them past the last tap
         tap[~inside] = volume
-    # Tap-major order first (taps are below 28: NumPy's stable sort of bytes is a
-    # counting sort).  For rows in key order each tap's coarsened keys then
-    # increase, so sorting them is a merge of at most 28 runs.
-    order = np.argsort(tap.astype(np.uint8), kind="stable")
+    # Tap-major order first: tags run to ``volume`` (inclusive, the "feeds
+    # nothing" tag), and NumPy's stable sort of small unsigned integers is a
+    # radix sort; the narrowest type that holds every tag keeps it one pass
+    # (a narrower one would wrap the tag and regroup the pairs).  For rows in
+    # key order each tap's coarsened keys then increase, so sorting them is a
+    # merge of at most ``volume + 1`` runs.
+    narrow = np.min_scalar_type(volume)
+    order = np.argsort(tap.astype(narrow), kind="stable")
     counts = np.bincount(tap, minlength=volume + 1)[:volume].tolist()
     tap_keys = keys.take(order)
     perm = _stable_order(tap_keys)

@@ -339,12 +339,17 @@ class _Segments:
 
 
 def _segments(kmap: KernelMap, budget: int) -> _Segments:
-    """Build (or fetch) the segmented walk of a map with sorted outputs; O(pairs), vectorised."""
+    """Build (or fetch) the segmented walk of a map with sorted outputs; O(pairs), vectorised.
+
+    CPU only (``_segmented_ok`` sends nothing else here): the pair positions are
+    laid out with NumPy, which reads the map's host memory directly.
+    """
     key = f"segments/{budget}"
     found = kmap.cache.get(key)
     if isinstance(found, _Segments):
         return found
     device = kmap.out_idx.device
+    assert device.type == "cpu", "the segmented walk is built on the CPU only"
     n = kmap.num_out
     taps = tuple(k for k in range(kmap.volume) if kmap.starts[k + 1] > kmap.starts[k])
     out_idx = kmap.out_idx
