@@ -232,27 +232,3 @@ def test_tiled_map_on_rows_in_key_order_promises_sorted_outputs() -> None:
     _, kmap = km.conv_map(_support(rows), (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1))
     assert kmap.outputs_sorted and kmap.inputs_sorted
     _check_promises(kmap)
-
-
-def test_merge_lower_bound_is_searchsorted() -> None:
-    from torch_lattice.coords import merge_lower_bound
-
-    rng = np.random.default_rng(0)
-    keys = np.unique(rng.integers(-1000, 1000, size=700))
-    for query in (
-        np.sort(rng.integers(-1200, 1200, size=900)),
-        np.repeat(keys[:50], 3),  # ties with keys and between queries
-        keys + 1,
-        np.array([], dtype=np.int64),
-    ):
-        assert np.array_equal(merge_lower_bound(keys, query), np.searchsorted(keys, query))
-    assert np.array_equal(merge_lower_bound(keys[:0], np.arange(3)), np.zeros(3, dtype=np.int64))
-
-
-@pytest.mark.parametrize("runs", [1, 2, 27, 63, 64, 500, 20000])
-def test_stable_order_is_a_stable_argsort_on_both_sorts(runs: int) -> None:
-    """Few runs go to NumPy's timsort, many to torch's radix sort: both a stable argsort."""
-    rng = np.random.default_rng(runs)
-    keys = np.sort(rng.integers(-50, 50, size=(runs, 40000 // runs)), axis=1).reshape(-1)
-    order = km._stable_order(keys)
-    assert np.array_equal(order, np.argsort(keys, kind="stable"))

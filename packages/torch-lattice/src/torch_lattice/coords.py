@@ -8,8 +8,6 @@ margin, sorted once, and queried with ``searchsorted``.  Because z is the
 fastest digit, the rows of one ``(batch, x, y)`` column are contiguous in the
 sorted table, which lets a whole column of kernel taps be resolved with one
 binary search followed by cheap neighbour steps (see :func:`lookup_offsets`).
-On the CPU the lookups run in NumPy, and a column's binary searches become
-one merge of two sorted key runs (:func:`merge_lower_bound`).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from lattice_contract.dialect import SPAN_CELL_LIMIT, coordinate_span_error, span_cells
 
@@ -27,7 +24,6 @@ __all__ = [
     "Packing",
     "canonical_order",
     "inverse_permutation",
-    "merge_lower_bound",
     "morton_keys",
 ]
 
@@ -166,28 +162,9 @@ class Packing:
 
 
 def bounds(logical: torch.Tensor) -> tuple[list[int], list[int]]:
-    """Per-axis inclusive min and max of non-empty logical rows (one device sync).
-
-    ``aminmax`` reads the rows once (a separate ``min`` and ``max`` along dim 0
-    cost about four times as much on the CPU).
-    """
-    lo, hi = torch.aminmax(logical, dim=0)
-    both = torch.stack([lo, hi]).cpu().tolist()
+    """Per-axis inclusive min and max of non-empty logical rows (one device sync)."""
+    both = torch.stack([logical.min(dim=0).values, logical.max(dim=0).values]).cpu().tolist()
     return [int(v) for v in both[0]], [int(v) for v in both[1]]
-
-
-def merge_lower_bound(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``searchsorted(keys, query)`` (left) for a *sorted* query, as one merge (CPU, int64).
-
-    A binary search per query costs ~40 ns of dependent cache misses; a stable
-    sort of the two sorted runs laid end to end is one linear merge (NumPy's
-    stable sort of int64 is a run-detecting timsort), four times cheaper at
-    100k rows.  Queries come first, so on ties a query precedes the equal key:
-    the j-th query sits after exactly j queries and the keys below it.
-    """
-    n = int(query.size)
-    merged = np.argsort(np.concatenate([query, keys]), kind="stable")
-    return np.flatnonzero(merged < n) - np.arange(n)
 
 
 class CoordinateTable:
@@ -202,13 +179,8 @@ class CoordinateTable:
             self.order = torch.empty(0, dtype=torch.int64, device=logical.device)
             self.row_keys = self.keys
             self._in_key_order = True
-            # never read: every lookup on an empty table returns before it
-            self.box: tuple[list[int], list[int]] = ([0] * 4, [0] * 4)
             return
         lo, hi = bounds(logical)
-        # The rows' (lo, hi) per column, kept so lookups with the table's own rows as
-        # the base need no second pass (and, on a GPU, no second host sync).
-        self.box = (lo, hi)
         self.packing = Packing.covering(lo, hi)
         self.row_keys = self.packing.pack(logical)
         # Supports made by this runtime (conv outputs) and x-y-z sorted inputs are
@@ -279,7 +251,7 @@ class CoordinateTable:
         empty = torch.empty(0, dtype=torch.int64, device=base.device)
         if self.num_rows == 0 or base.shape[0] == 0 or not offsets:
             return [(empty, empty) for _ in offsets]
-        blo, bhi = self.box if base_is_table else bounds(base)
+        blo, bhi = bounds(base)
         olo = [min(o[a] for o in offsets) for a in range(3)]
         ohi = [max(o[a] for o in offsets) for a in range(3)]
         safe = self.packing.contains(
@@ -294,28 +266,15 @@ class CoordinateTable:
                 results[i] = (q, found[q])
             return [r if r is not None else (empty, empty) for r in results]
 
-        base_order: torch.Tensor | None
         if base_is_table:
             base_keys, base_order = self.keys, self.order
         else:
-            base_keys = self.packing.pack(base)
-            # Coarsened targets come in key order already: on the CPU one comparison
-            # pass replaces the sort and the permutation gathers (on a GPU the test
-            # would be a host sync, so the sort stays).
-            if base.device.type == "cpu" and bool(torch.all(base_keys[1:] > base_keys[:-1])):
-                base_order = None
-            else:
-                base_keys, base_order = torch.sort(base_keys)
+            base_keys, base_order = torch.sort(self.packing.pack(base))
         # With the table in row order both permutations are the identity.
         identity = base_is_table and self._in_key_order
         columns: dict[tuple[int, int], list[int]] = {}
         for i, off in enumerate(offsets):
             columns.setdefault((off[0], off[1]), []).append(i)
-        if base.device.type == "cpu":
-            return self._lookup_cpu(
-                base_keys, None if identity else base_order, offsets, columns, base_is_table
-            )
-        assert base_order is not None  # only the CPU skips the sort
         sentinel = torch.full((1,), _KEY_LIMIT, dtype=torch.int64, device=base.device)
         keys_padded = torch.cat([self.keys, sentinel])
         for (dx, dy), members in columns.items():
@@ -344,54 +303,3 @@ class CoordinateTable:
                 pos += hit
                 query += 1
         return [r if r is not None else (empty, empty) for r in results]
-
-    def _lookup_cpu(
-        self,
-        base_keys: torch.Tensor,
-        base_order: torch.Tensor | None,
-        offsets: Sequence[Triple],
-        columns: dict[tuple[int, int], list[int]],
-        base_is_table: bool,
-    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`lookup_offsets` on the CPU, in NumPy (same pairs, same order).
-
-        Each column of offsets costs one merge (:func:`merge_lower_bound`) where
-        the generic path runs a binary search per query; the hits of each
-        offset are compacted with ``flatnonzero``, several times faster than
-        ``torch.nonzero`` on one thread.  ``base_order`` is ``None`` when the
-        sorted queries are the base rows in order; the table's ``order`` is
-        skipped when the table is in key order.
-        """
-        keys = self.keys.numpy()
-        query_keys = base_keys.numpy()
-        keys_padded = np.concatenate([keys, np.array([_KEY_LIMIT], dtype=np.int64)])
-        table_order = None if self._in_key_order else self.order.numpy()
-        query_order = None if base_order is None else base_order.numpy()
-        results: list[tuple[torch.Tensor, torch.Tensor]] = [
-            (torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64))
-        ] * len(offsets)
-        for (dx, dy), members in columns.items():
-            members = sorted(members, key=lambda i: offsets[i][2])
-            zs = [offsets[i][2] for i in members]
-            step = all(b - a == 1 for a, b in itertools.pairwise(zs))
-            pos = np.empty(0, dtype=np.int64)
-            query = np.empty(0, dtype=np.int64)
-            for j, i in enumerate(members):
-                if j == 0 or not step:
-                    query = query_keys + self.packing.shift(offsets[i])
-                    if base_is_table and (dx, dy) == (0, 0) and -1 <= zs[j] <= 1:
-                        pos = self._own_column_bound(zs[j]).numpy()
-                    else:
-                        pos = merge_lower_bound(keys, query)
-                hit = keys_padded.take(pos) == query
-                q = np.flatnonzero(hit)
-                r = pos.take(q)
-                if query_order is not None:
-                    q = query_order.take(q)
-                if table_order is not None:
-                    r = table_order.take(r)
-                results[i] = (torch.from_numpy(q), torch.from_numpy(r))
-                if step:
-                    pos = pos + hit
-                    query = query + 1
-        return results

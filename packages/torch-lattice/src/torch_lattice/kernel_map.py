@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from lattice_contract.dialect import Window, geometry, kernel_volume, subm_offsets
 from lattice_contract.frontend import TapPairs, cached_relation, target_key
@@ -156,16 +155,7 @@ def _assemble(
     # int32 indices halve the map (the memory bar: O(pairs) int32); index_select and
     # index_add_ take them directly.  Beyond 2^31 rows int64 is kept.
     index_dtype = torch.int32 if max(num_in, num_out) < 2**31 - 1 else torch.int64
-    if pairs and device.type == "cpu":
-        # One NumPy pass concatenates and narrows (torch.cat then .to makes two).
-        np_dtype = np.int32 if index_dtype == torch.int32 else np.int64
-        in_idx = torch.from_numpy(
-            np.concatenate([a.numpy() for a, _ in pairs], dtype=np_dtype, casting="same_kind")
-        )
-        out_idx = torch.from_numpy(
-            np.concatenate([b.numpy() for _, b in pairs], dtype=np_dtype, casting="same_kind")
-        )
-    elif pairs:
+    if pairs:
         in_idx = torch.cat([a for a, _ in pairs]).to(index_dtype)
         out_idx = torch.cat([b for _, b in pairs]).to(index_dtype)
     else:
@@ -225,47 +215,24 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     return cached_relation(support.maps, key, KernelMap, build)
 
 
-def _stable_order(keys: np.ndarray) -> np.ndarray:
-    """Stable argsort of int64 keys on the CPU: the cheaper of two sorts for these keys.
-
-    NumPy's stable sort is a run-merging timsort: keys made of a few sorted
-    runs (the lookups' two runs, a tiled map's per-tap runs) cost it one
-    merge pass per doubling of runs.  Keys in many short runs cost it up to
-    four times torch's radix sort, so one pass counting the descents picks.
-    Both give the same permutation (stable).
-    """
-    descents = int(np.count_nonzero(keys[1:] < keys[:-1]))
-    if descents < _FEW_RUNS:
-        return np.argsort(keys, kind="stable")
-    order: np.ndarray = torch.sort(torch.from_numpy(keys), stable=True).indices.numpy()
-    return order
-
-
-_FEW_RUNS = 64
-"""Keys with fewer descents than this go to NumPy's timsort (see :func:`_stable_order`)."""
-
-
 def _unique(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.unique(keys, sorted=True, return_inverse=True)``, on the CPU through one sort.
 
-    On the CPU ``torch.unique`` with an inverse costs about twice one stable
-    sort of the same int64 keys; a stable sort (:func:`_stable_order`), a
-    first-occurrence mask and a cumulative sum give the same two arrays.
+    On the CPU ``torch.unique`` with an inverse costs about four times a
+    (radix) sort of the same int64 keys; a stable sort, a first-occurrence
+    mask and a cumulative sum give the same two arrays.
     """
     if keys.device.type != "cpu":
         uniq, inverse = torch.unique(keys, sorted=True, return_inverse=True)
         return uniq, inverse
     if keys.numel() == 0:
         return keys.clone(), torch.empty(0, dtype=torch.int64)
-    k = keys.numpy()
-    perm = _stable_order(k)
-    ordered = k.take(perm)
-    first = np.empty(ordered.size, dtype=bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    inverse = np.empty(ordered.size, dtype=np.int64)
-    inverse[perm] = np.cumsum(first) - 1
-    return torch.from_numpy(ordered[first]), torch.from_numpy(inverse)
+    ordered, perm = torch.sort(keys, stable=True)
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    inverse = torch.empty_like(perm)
+    inverse.index_copy_(0, perm, torch.cumsum(first, 0) - 1)
+    return ordered[first], inverse
 
 
 def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -379,9 +346,7 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
         if coarse.shape[0]:
             lo, hi = bounds(coarse)
             packing = Packing.covering(lo, hi, margin=0)
-            keys = packing.pack(coarse)
-            distinct = _unique(keys)[0] if keys.device.type == "cpu" else torch.unique(keys)
-            coarse = packing.unpack(distinct)
+            coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
         out = Support.from_logical(coarse, out_stride)
         return out
 
@@ -428,12 +393,9 @@ def _tiled_map(
     When ``d = 1``, ``K <= s`` and the centred offset of tap 0 cancels the
     padding on every axis (k2s2 p0 is the common case), input ``c`` feeds
     exactly one output, ``floor(c / s)``, through tap ``c mod s`` (none when
-    that tap is ``>= K``): no search at all.  The rows are put in tap order
-    by a counting sort; for rows in key order each tap's coarsened keys then
-    increase, so the unique that numbers the outputs is a merge of at most one
-    sorted run per tap (8 for k2s2), and its inverse is every pair's output.  Pairs are
-    tap-grouped in input row order; for inputs in key order the outputs of
-    one tap increase too (checked, not assumed).  ``None`` where it does
+    that tap is ``>= K``): one sort-based unique gives the coarsened support
+    and every pair.  Pairs are tap-grouped in input row order; for inputs in
+    key order the outputs of one tap increase too.  ``None`` where it does
     not apply (other geometry, not on the CPU, no rows, or a coarsened support
     cached already, whose rows this must not replace).
     """
@@ -449,70 +411,39 @@ def _tiled_map(
     coarse_key = ("coarsen", stride)
     if isinstance(support.maps.get(coarse_key), Support):
         return None
-    lo, hi = bounds(logical)
-    # floor(c / s) is monotone, so the coarsened box is the floored box: no second pass.
-    clo = [lo[0]] + [lo[a + 1] // stride[a] for a in range(3)]
-    chi = [hi[0]] + [hi[a + 1] // stride[a] for a in range(3)]
-    packing = Packing.covering(clo, chi, margin=0)
-    strides = packing.strides
-    columns = np.ascontiguousarray(logical.numpy().T)  # (4, n): contiguous passes per axis
-    keys = columns[0] * strides[0]
-    tap = np.zeros(n, dtype=np.int64)
-    inside = np.ones(n, dtype=bool)
-    for a in range(3):  # three axes, each one vectorised pass over the rows
-        c, s = columns[a + 1], stride[a]
-        o = c >> (s.bit_length() - 1) if s & (s - 1) == 0 else c // s
-        keys += o * strides[a + 1]
-        t = c - o * s
-        if kernel[a] != s:
-            inside &= t < kernel[a]
-        tap = tap * kernel[a] + t
-    keys -= sum(clo[a] * strides[a] for a in range(4))
-    volume = kernel_volume(kernel)
-    if kernel != stride:  # taps >= K feed nothing: sort them past the last tap
-        tap[~inside] = volume
-    # Tap-major order first: tags run to ``volume`` (inclusive, the "feeds
-    # nothing" tag), and NumPy's stable sort of small unsigned integers is a
-    # radix sort; the narrowest type that holds every tag keeps it one pass
-    # (a narrower one would wrap the tag and regroup the pairs).  For rows in
-    # key order each tap's coarsened keys then increase, so sorting them is a
-    # merge of at most ``volume + 1`` runs.
-    narrow = np.min_scalar_type(volume)
-    order = np.argsort(tap.astype(narrow), kind="stable")
-    counts = np.bincount(tap, minlength=volume + 1)[:volume].tolist()
-    tap_keys = keys.take(order)
-    perm = _stable_order(tap_keys)
-    ordered = tap_keys.take(perm)
-    first = np.empty(n, dtype=bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    out_of = np.empty(n, dtype=np.int32)  # output row of each row, in tap-major order
-    out_of[perm] = np.cumsum(first, dtype=np.int32) - 1
-    # Each output's coordinates from one of its input rows: a gather, not a division.
-    source = torch.from_numpy(order.take(perm[first]))
-    shape = torch.tensor((1, *stride), dtype=torch.int64)
+    s = torch.tensor((1, *stride), dtype=torch.int64)
+    coarse = torch.div(logical, s, rounding_mode="floor")
+    lo, hi = bounds(coarse)
+    packing = Packing.covering(lo, hi, margin=0)
+    out_keys, inverse = _unique(packing.pack(coarse))
     out = Support.from_logical(
-        torch.div(logical.index_select(0, source), shape, rounding_mode="floor"),
-        geometry.forward_stride(support.stride, stride),
+        packing.unpack(out_keys), geometry.forward_stride(support.stride, stride)
     )
     support.maps[coarse_key] = out
+    tap3 = logical[:, 1:] - coarse[:, 1:] * s[1:]
+    tap = (tap3[:, 0] * kernel[1] + tap3[:, 1]) * kernel[2] + tap3[:, 2]
+    volume = kernel_volume(kernel)
+    if kernel != stride:  # taps >= K feed nothing: sort them past the last tap
+        inside = (tap3 < torch.tensor(kernel, dtype=torch.int64)).all(dim=1)
+        tap = torch.where(inside, tap, volume)
+    order = torch.sort(tap, stable=True).indices
+    counts = torch.bincount(tap, minlength=volume + 1)[:volume].tolist()
     used = sum(counts)
-    in_idx = order[:used].astype(np.int32)
-    out_idx = out_of[:used]
+    in_idx = order[:used].to(torch.int32)
+    out_idx = inverse.index_select(0, order[:used]).to(torch.int32)
     starts = [0]
     for c in counts:
         starts.append(starts[-1] + int(c))
-    # Within a tap the inputs increase (stable sort); the outputs increase too
-    # exactly when every step inside a tap's slice goes up.
-    falls = np.flatnonzero(out_idx[1:] <= out_idx[:-1]) + 1
-    outputs_sorted = bool(np.isin(falls, starts).all())
+    lo_in, hi_in = bounds(logical)
+    keys = Packing.covering(lo_in, hi_in, margin=0).pack(logical)
+    in_order = bool(torch.all(keys[1:] > keys[:-1]))
     kmap = KernelMap(
-        torch.from_numpy(in_idx),
-        torch.from_numpy(out_idx),
+        in_idx,
+        out_idx,
         tuple(starts),
         n,
         out.num_rows,
-        outputs_sorted=outputs_sorted,
+        outputs_sorted=in_order,
         inputs_sorted=True,
     )
     return out, kmap

@@ -21,7 +21,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from lattice_contract.dialect import forward_stride, transposed_stride
 from lattice_contract.frontend import Attrs, implement, op_errors
@@ -339,17 +338,12 @@ class _Segments:
 
 
 def _segments(kmap: KernelMap, budget: int) -> _Segments:
-    """Build (or fetch) the segmented walk of a map with sorted outputs; O(pairs), vectorised.
-
-    CPU only (``_segmented_ok`` sends nothing else here): the pair positions are
-    laid out with NumPy, which reads the map's host memory directly.
-    """
+    """Build (or fetch) the segmented walk of a map with sorted outputs; O(pairs), vectorised."""
     key = f"segments/{budget}"
     found = kmap.cache.get(key)
     if isinstance(found, _Segments):
         return found
     device = kmap.out_idx.device
-    assert device.type == "cpu", "the segmented walk is built on the CPU only"
     n = kmap.num_out
     taps = tuple(k for k in range(kmap.volume) if kmap.starts[k + 1] > kmap.starts[k])
     out_idx = kmap.out_idx
@@ -372,26 +366,19 @@ def _segments(kmap: KernelMap, budget: int) -> _Segments:
     # per (t, c).
     shift = torch.cumsum(seg, 0) - seg - cut_rows[:, :-1]
     # Group the positions by output row (any order within a row will do): a counting
-    # sort, tap by tap; each tap meets a row at most once, so every write below has
-    # distinct indices and ``scatter_`` (about twice as fast as ``index_copy_`` on
-    # one CPU thread) is exact and deterministic.
-    # Pairs in map order run tap by tap, range by range: block (t, c) holds seg[t, c]
-    # pairs, the j-th of them (j counted from the tap's first) at shift[t, c] + j;
-    # all positions at once in NumPy (torch.repeat_interleave is far slower there).
-    tap_start = torch.tensor([kmap.starts[k] for k in taps], dtype=torch.int64)
-    delta = (shift - tap_start[:, None]).reshape(-1).numpy()
-    position = np.arange(total, dtype=np.int64)
-    position += np.repeat(delta, seg.reshape(-1).numpy())
-    positions = torch.from_numpy(position.astype(np.int32))
+    # sort, tap by tap; each tap meets a row at most once.
     fill = ends - counts
     bag = torch.empty(total, dtype=torch.int32, device=device)
-    for k in taps:
-        a, b = kmap.starts[k], kmap.starts[k + 1]
-        rows = out_idx[a:b].to(torch.int64)
+    for t, k in enumerate(taps):
+        rows = out_idx[kmap.starts[k] : kmap.starts[k + 1]].to(torch.int64)
+        size = int(rows.numel())
+        position = torch.repeat_interleave(shift[t], seg[t], output_size=size)
+        position += torch.arange(size, device=device)
         slot = fill.index_select(0, rows)
-        bag.scatter_(0, slot, positions[a:b])
-        fill.scatter_(0, rows, slot.add_(1))
+        bag.index_copy_(0, slot, position.to(torch.int32))
+        fill.index_copy_(0, rows, slot.add_(1))
     offsets = torch.cat([counts.new_zeros(1), ends]).to(torch.int32)
+    tap_start = torch.tensor([kmap.starts[k] for k in taps], dtype=torch.int64, device=device)
     found = _Segments(
         taps,
         tuple(edges.tolist()),
