@@ -157,10 +157,13 @@ def test_neural_file_needs_the_right_model(models: dict[str, NeuralModel], tmp_p
         decode_voxels(data)
     fake = tmp_path / "other.lattice"
     fake.mkdir()
-    (fake / "graph.mlir").write_bytes((MODEL / "graph.mlir").read_bytes())
-    (fake / "weights.safetensors").write_bytes((MODEL / "weights.safetensors").read_bytes() + b" ")
+    (fake / "graph.mlir").write_bytes((MODEL / "graph.mlir").read_bytes() + b"\n")
+    (fake / "weights.safetensors").write_bytes((MODEL / "weights.safetensors").read_bytes())
     with pytest.raises(CodecFormatError, match="needs the model with digest"):
         decode_voxels(data, NeuralModel(fake, "torch"))
+    (fake / "weights.safetensors").write_bytes((MODEL / "weights.safetensors").read_bytes() + b" ")
+    with pytest.raises(ValueError, match=r"cannot read .*weights\.safetensors"):
+        NeuralModel(fake, "mlx")
 
 
 def _altered_artifact(tmp_path: Path, name: str, change: dict[str, Any]) -> Path:
@@ -194,7 +197,7 @@ def test_old_or_hostile_artifacts_get_one_clear_line(
     ply = tmp_path / "in.ply"
     write_ply(ply, _faces(6).astype(np.float32))
     for artifact, expected in (
-        (old, "predates the level-conditioned"),
+        (old, "predate the level-conditioned"),
         (hostile, "ceiling_parents.bias"),
     ):
         with pytest.raises(ValueError, match=expected):
@@ -206,6 +209,10 @@ def test_old_or_hostile_artifacts_get_one_clear_line(
         err = capsys.readouterr().err
         assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
         assert not out.exists()
+        profile = ["geometry-profile", "--input", str(ply), "--weights", str(artifact)]
+        assert conformance_main([*profile, "--runtime", runtime]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def _box(levels: int) -> np.ndarray:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 from lattice_conformance.codec import CodecFormatError, decode_voxels, encode_voxels
-from lattice_conformance.codec.coder import Coder
 from lattice_conformance.codec import codec as codec_module
+from lattice_conformance.codec.coder import Coder
 from lattice_conformance.codec.mixing import MIN_PARENTS, MixState, code_level_mix
 from lattice_conformance.codec.octree import (
     build_octree,

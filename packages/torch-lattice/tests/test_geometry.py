@@ -248,6 +248,10 @@ def test_foreign_weights_are_refused(tmp_path: Path) -> None:
     state["head.weight"] = torch.zeros(3, 3)
     with pytest.raises(ValueError, match="do not fit"):
         load_geometry_model(state)
+    old = model().freeze().state_dict()  # parents with one feature: before the level features
+    old["stem.weight"] = old["stem.weight"][..., :1].contiguous()
+    with pytest.raises(ValueError, match=r"predate the level-conditioned .* 1 feature\(s\), not 3"):
+        load_geometry_model(old)
     with pytest.raises(ValueError, match="channels"):
         GeometryModel(0)
 

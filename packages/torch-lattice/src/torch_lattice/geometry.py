@@ -558,6 +558,13 @@ def load_geometry_model(
         raise ValueError(
             f"these weights are not a GeometryModel's: the entry {exc.args[0]!r} is missing"
         ) from None
+    stem = state["stem.weight"]
+    if stem.ndim == 5 and int(stem.shape[-1]) != INPUT_FEATURES:
+        raise ValueError(
+            "these weights predate the level-conditioned integer model (the parents carry "
+            f"{int(stem.shape[-1])} feature(s), not {INPUT_FEATURES}) and cannot be converted; "
+            "use examples/geometry/model.lattice or train a model with examples/geometry/train.py"
+        )
     blocks = len({k.split(".")[1] for k in state if k.startswith("blocks.")})
     model = GeometryModel(channels, blocks, in_channels=in_channels, frozen=frozen)
     try:

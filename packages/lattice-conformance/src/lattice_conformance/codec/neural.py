@@ -107,23 +107,13 @@ class NeuralModel:
         if self._checked is None:
             from safetensors import SafetensorError
             from safetensors.torch import load_file
-            from torch_lattice.geometry import INPUT_FEATURES, load_geometry_model
+            from torch_lattice.geometry import load_geometry_model
 
             path = self.artifact / "weights.safetensors"
             try:
                 state = load_file(str(path))
             except (OSError, SafetensorError) as exc:
                 raise ValueError(f"cannot read {printable(path)}: {exc}") from None
-            stem = state.get("stem.weight")
-            if stem is not None and stem.ndim == 5 and int(stem.shape[-1]) != INPUT_FEATURES:
-                raise ValueError(
-                    f"the geometry artifact {printable(self.artifact)} predates the "
-                    "level-conditioned integer model (its parents carry "
-                    f"{int(stem.shape[-1])} feature(s), this codec gives "
-                    f"{INPUT_FEATURES}) and cannot be converted; use the shipped "
-                    "examples/geometry/model.lattice or train one with "
-                    "examples/geometry/train.py"
-                )
             try:
                 self._checked = load_geometry_model(state)
             except ValueError as exc:
