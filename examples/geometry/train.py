@@ -50,7 +50,6 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # train_shapes beside this file
 
-import train_shapes  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from torch_lattice.geometry import (  # noqa: E402
     GeometryModel,
@@ -79,8 +78,7 @@ def save_state(model: GeometryModel, path: Path) -> None:
 
 
 def _cloud(job: tuple[int, int, tuple[int, ...], int]) -> tuple[str, int, np.ndarray]:
-    train_shapes.MAX_SAMPLES = job[3]
-    return training_cloud(*job[:3])
+    return training_cloud(*job)
 
 
 def make_clouds(
@@ -157,9 +155,10 @@ def evaluate(
 ) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     frozen = model.freeze().to(args.device)
-    train_shapes.MAX_SAMPLES = args.max_samples
     for i in range(args.held_out):
-        name, level, vox = training_cloud(i, args.seed + HELD_OUT_SEED_OFFSET, levels)
+        name, level, vox = training_cloud(
+            i, args.seed + HELD_OUT_SEED_OFFSET, levels, args.max_samples
+        )
         h = hierarchy_of(vox, level, args.device)
         bits = sum(hierarchy_bits(frozen, h))
         n = len(vox)

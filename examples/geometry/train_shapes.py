@@ -29,9 +29,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-MAX_SAMPLES = 600_000  # caps a cloud's surface samples (Level 11 dense surfaces are sparser)
+MAX_SAMPLES = 600_000  # default cap on a cloud's surface samples (Level 11 surfaces are sparser)
 
-Generator = Callable[[int, np.random.Generator, float], np.ndarray]
+Generator = Callable[[int, np.random.Generator, float, int], np.ndarray]
+"""``(level, rng, density, max_samples) -> voxels``."""
 
 
 def _rotation(rng: np.random.Generator) -> np.ndarray:
@@ -39,8 +40,8 @@ def _rotation(rng: np.random.Generator) -> np.ndarray:
     return q * np.sign(np.diag(r))
 
 
-def _count(level: int, area: float, density: float) -> int:
-    return int(min(MAX_SAMPLES, max(2_000, density * area * (1 << level) ** 2)))
+def _count(level: int, area: float, density: float, max_samples: int) -> int:
+    return int(min(max_samples, max(2_000, density * area * (1 << level) ** 2)))
 
 
 def _vox(p: np.ndarray, level: int) -> np.ndarray:
@@ -60,13 +61,15 @@ def _fit(p: np.ndarray, rng: np.random.Generator, margin: float = 0.02) -> np.nd
     return q + rng.uniform(margin, room)
 
 
-def superquadric(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
+def superquadric(
+    level: int, rng: np.random.Generator, density: float, max_samples: int
+) -> np.ndarray:
     radii = rng.uniform(0.15, 0.45, 3)
     while radii.max() / radii.min() < 1.3:
         radii = rng.uniform(0.15, 0.45, 3)
     e1, e2 = rng.uniform(0.3, 1.8, 2)
     area = 4 * math.pi * float(np.prod(radii)) ** (2 / 3)
-    n = _count(level, area, density)
+    n = _count(level, area, density, max_samples)
     eta = rng.uniform(-math.pi / 2, math.pi / 2, n)
     om = rng.uniform(-math.pi, math.pi, n)
 
@@ -81,9 +84,11 @@ def superquadric(level: int, rng: np.random.Generator, density: float) -> np.nda
     return _vox(_fit((p * radii) @ _rotation(rng).T, rng), level)
 
 
-def height_field(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
+def height_field(
+    level: int, rng: np.random.Generator, density: float, max_samples: int
+) -> np.ndarray:
     w, h = rng.uniform(0.4, 1.0, 2)
-    n = _count(level, 1.3 * w * h, density)
+    n = _count(level, 1.3 * w * h, density, max_samples)
     uv = rng.uniform(0, 1, (n, 2)) * [w, h]
     z = np.zeros(n)
     for _ in range(int(rng.integers(1, 5))):
@@ -97,7 +102,7 @@ def height_field(level: int, rng: np.random.Generator, density: float) -> np.nda
     return _vox(_fit(p @ _rotation(rng).T, rng), level)
 
 
-def curves(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
+def curves(level: int, rng: np.random.Generator, density: float, max_samples: int) -> np.ndarray:
     side = 1 << level
     parts = []
     for _ in range(int(rng.integers(1, 4))):
@@ -138,7 +143,7 @@ def _box_surface(lo: np.ndarray, hi: np.ndarray, n: int, rng: np.random.Generato
     return q
 
 
-def cad(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
+def cad(level: int, rng: np.random.Generator, density: float, max_samples: int) -> np.ndarray:
     pieces = []
     areas = []
     for _ in range(int(rng.integers(2, 6))):
@@ -152,7 +157,7 @@ def cad(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
             pieces.append(("cyl", lo, hi))
             r = float((hi - lo)[:2].min()) / 2
             areas.append(2 * math.pi * r * (hi - lo)[2] + 2 * math.pi * r * r)
-    n = _count(level, float(sum(areas)), density)
+    n = _count(level, float(sum(areas)), density, max_samples)
     pts = []
     for (kind, lo, hi), a in zip(pieces, areas, strict=True):
         m = max(100, int(n * a / sum(areas)))
@@ -178,7 +183,7 @@ def cad(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
     return _vox(_fit(p, rng), level)
 
 
-def scan(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
+def scan(level: int, rng: np.random.Generator, density: float, max_samples: int) -> np.ndarray:
     side = 1 << level
     res = int(np.clip(math.sqrt(density) * side * rng.uniform(0.5, 1.0), 64, 900))
     w, h = res, int(res * rng.uniform(0.6, 0.9))
@@ -227,11 +232,11 @@ def _rotation_small(rng: np.random.Generator) -> np.ndarray:
     return np.eye(3) + math.sin(a) * k + (1 - math.cos(a)) * k @ k
 
 
-def rooms(level: int, rng: np.random.Generator, density: float) -> np.ndarray:
+def rooms(level: int, rng: np.random.Generator, density: float, max_samples: int) -> np.ndarray:
     from lattice_conformance.scenes import make_scene
 
     side = 1 << level
-    target = int(min(MAX_SAMPLES // 3, density * 0.3 * side * side, 60 * side * side // 256))
+    target = int(min(max_samples // 3, density * 0.3 * side * side, 60 * side * side // 256))
     coords, _ = make_scene(max(target, 2_000), grid=side, seed=int(rng.integers(1 << 30)))
     return np.unique(coords.astype(np.int64), axis=0)
 
@@ -246,8 +251,13 @@ FAMILIES: dict[str, Generator] = {
 }
 
 
-def training_cloud(index: int, seed: int, levels: tuple[int, ...]) -> tuple[str, int, np.ndarray]:
+def training_cloud(
+    index: int, seed: int, levels: tuple[int, ...], max_samples: int = MAX_SAMPLES
+) -> tuple[str, int, np.ndarray]:
     """The ``index``-th training cloud: ``(family, level, voxels)``, deterministic in the seed.
+
+    ``max_samples`` caps the surface samples of one cloud (the generators that
+    sample a surface; curves and scans are sized by the level alone).
 
     Families and levels cycle so that every family meets every level; the
     density is log-uniform in ``[0.25, 4]`` samples per voxel face.
@@ -256,5 +266,5 @@ def training_cloud(index: int, seed: int, levels: tuple[int, ...]) -> tuple[str,
     name = list(FAMILIES)[index % len(FAMILIES)]
     level = levels[(index // len(FAMILIES)) % len(levels)]
     density = float(np.exp(rng.uniform(math.log(0.25), math.log(4.0))))
-    vox = FAMILIES[name](level, rng, density)
+    vox = FAMILIES[name](level, rng, density, max_samples)
     return name, level, vox

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from lattice_conformance.codec import (
 from lattice_conformance.codec.baselines import baselines
 from lattice_conformance.codec.cli import main as codec_main
 from lattice_conformance.ply import read_ply, write_ply
+from safetensors.torch import load_file, save_file
 
 ROOT = Path(__file__).resolve().parents[3]
 MODEL = ROOT / "examples" / "geometry" / "model.lattice"
@@ -155,10 +157,62 @@ def test_neural_file_needs_the_right_model(models: dict[str, NeuralModel], tmp_p
         decode_voxels(data)
     fake = tmp_path / "other.lattice"
     fake.mkdir()
-    (fake / "graph.mlir").write_bytes((MODEL / "graph.mlir").read_bytes())
-    (fake / "weights.safetensors").write_bytes((MODEL / "weights.safetensors").read_bytes() + b" ")
+    (fake / "graph.mlir").write_bytes((MODEL / "graph.mlir").read_bytes() + b"\n")
+    (fake / "weights.safetensors").write_bytes((MODEL / "weights.safetensors").read_bytes())
     with pytest.raises(CodecFormatError, match="needs the model with digest"):
         decode_voxels(data, NeuralModel(fake, "torch"))
+    (fake / "weights.safetensors").write_bytes((MODEL / "weights.safetensors").read_bytes() + b" ")
+    with pytest.raises(ValueError, match=r"cannot read .*weights\.safetensors"):
+        NeuralModel(fake, "mlx")
+
+
+def _altered_artifact(tmp_path: Path, name: str, change: dict[str, Any]) -> Path:
+    """A copy of the shipped artifact whose weights have entries replaced by ``change``."""
+    state = load_file(str(MODEL / "weights.safetensors"))
+    state.update(change)
+    out = tmp_path / name
+    out.mkdir()
+    (out / "graph.mlir").write_bytes((MODEL / "graph.mlir").read_bytes())
+    save_file(state, str(out / "weights.safetensors"))
+    return out
+
+
+@pytest.mark.parametrize("runtime", ["torch", "mlx"])
+def test_old_or_hostile_artifacts_get_one_clear_line(
+    runtime: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both runtimes run the integer-network proof on the artifact before any coding."""
+    state = load_file(str(MODEL / "weights.safetensors"))
+    old = _altered_artifact(  # an artifact from before the level features: 1 parent feature
+        tmp_path,
+        "old.lattice",
+        {
+            "stem.weight": state["stem.weight"][..., :1].contiguous(),
+            "ceiling_parents.weight": state["ceiling_parents.weight"][:, :1].contiguous(),
+        },
+    )
+    ceiling = state["ceiling_parents.bias"].clone()
+    ceiling[0] = 1e7
+    hostile = _altered_artifact(tmp_path, "hostile.lattice", {"ceiling_parents.bias": ceiling})
+    ply = tmp_path / "in.ply"
+    write_ply(ply, _faces(6).astype(np.float32))
+    for artifact, expected in (
+        (old, "predate the level-conditioned"),
+        (hostile, "ceiling_parents.bias"),
+    ):
+        with pytest.raises(ValueError, match=expected):
+            NeuralModel(artifact, runtime)
+        out = tmp_path / "x.lgc"
+        argv = ["geometry-codec", "encode", "--input", str(ply), "--output", str(out)]
+        argv += ["--levels", "6", "--model", str(artifact), "--runtime", runtime]
+        assert conformance_main(argv) == 2
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()
+        profile = ["geometry-profile", "--input", str(ply), "--weights", str(artifact)]
+        assert conformance_main([*profile, "--runtime", runtime]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def _box(levels: int) -> np.ndarray:
@@ -192,12 +246,31 @@ def test_never_more_than_a_few_bytes_above_context_only() -> None:
         encode_voxels(_faces(8), 8, methods_allowed=("context", "zip"))
 
 
+def test_format_1_files_still_decode_but_cannot_hold_mixing() -> None:
+    """Version 2 only added method 4: a version 1 file decodes; one claiming method 4 is refused."""
+    vox = _faces(8)
+    old = encode_voxels(vox, 8, allow_lzma=False, methods_allowed=("context", "phases"))
+    assert old.data[4] == 2
+    got, levels = decode_voxels(old.data[:4] + bytes([1]) + old.data[5:])
+    assert levels == 8 and _same(got, vox)
+    methods_at = 7 + 1  # magic, version/mode/levels, a one-byte voxel count (27 voxels)
+    assert old.data[7] == len(vox)
+    claimed = bytearray(old.data)
+    claimed[4], claimed[methods_at + 7] = 1, 4
+    with pytest.raises(CodecFormatError, match="format 1 file cannot use method 4"):
+        decode_voxels(bytes(claimed))
+
+
 def test_bad_files_are_refused() -> None:
     good = encode_voxels(_faces(8), 8, allow_lzma=False).data
     with pytest.raises(CodecFormatError, match="magic"):
         decode_voxels(b"XXXX" + good[4:])
-    with pytest.raises(CodecFormatError, match="version"):
+    with pytest.raises(
+        CodecFormatError, match=r"newer codec \(format 99\); this decoder reads up to 2"
+    ):
         decode_voxels(good[:4] + bytes([99]) + good[5:])
+    with pytest.raises(CodecFormatError, match="version 0 does not exist"):
+        decode_voxels(good[:4] + bytes([0]) + good[5:])
     with pytest.raises(CodecFormatError, match="truncated"):
         decode_voxels(good[:6])
     with pytest.raises(ValueError, match="must lie in"):

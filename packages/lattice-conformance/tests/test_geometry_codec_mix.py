@@ -11,12 +11,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from lattice_conformance.codec import CodecFormatError, decode_voxels, encode_voxels
+from lattice_conformance.codec import codec as codec_module
 from lattice_conformance.codec.coder import Coder
-from lattice_conformance.codec.mixing import MixState, code_level_mix
+from lattice_conformance.codec.mixing import MIN_PARENTS, MixState, code_level_mix
 from lattice_conformance.codec.octree import (
     build_octree,
     expand_level,
@@ -85,10 +87,38 @@ def test_mix_method_alone_round_trips_edge_clouds(name: str) -> None:
     assert _same(_mix_only_round_trip(vox, levels), vox)
 
 
-def test_mix_method_alone_round_trips_several_batches_of_levels() -> None:
-    for levels in (2, 6):  # level 6: about 300 parents at level 5, over MIN_PARENTS
+def test_mix_method_alone_round_trips_random_clouds() -> None:
+    # every level is coded with the method here (MIN_PARENTS is the file's rule, not applied)
+    for levels in (2, 6):
         vox = np.random.default_rng(levels).integers(0, 1 << levels, (400, 3))
         assert _same(_mix_only_round_trip(vox, levels), vox)
+
+
+def test_decoder_learns_levels_that_another_method_won(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A level with >= MIN_PARENTS parents won by another method, before a mix level.
+
+    The mixing state learns from every such level, so the decoder must run the
+    method learn-only there; a decoder that skipped it would fall out of step
+    at the next mix level.  The encoder's cost for the mix method is inflated
+    at the first large level only, which forces exactly that file.
+    """
+    vox = _slab_shell(7, 3)
+    keys, _ = build_octree(vox, 7)
+    counts = [len(k) for k in keys]
+    first = next(lv for lv, n in enumerate(counts) if n >= MIN_PARENTS)
+    real = codec_module.code_level_mix
+
+    def costly_at_first(
+        coder: Any, rows: np.ndarray, nbr: np.ndarray, codes: Any, state: MixState
+    ) -> tuple[np.ndarray, float]:
+        got, bits = real(coder, rows, nbr, codes, state)
+        return got, bits + (1e9 if len(rows) == counts[first] else 0.0)
+
+    monkeypatch.setattr(codec_module, "code_level_mix", costly_at_first)
+    result = encode_voxels(vox, 7, allow_lzma=False)
+    assert result.methods[first] != "mix" and "mix" in result.methods[first + 1 :], result.methods
+    monkeypatch.undo()
+    assert _same(decode_voxels(result.data)[0], vox)
 
 
 def test_mix_is_chosen_beats_phases_and_decodes_in_another_process(tmp_path: Path) -> None:

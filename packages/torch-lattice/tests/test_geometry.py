@@ -152,7 +152,7 @@ def test_frozen_model_computes_exactly_what_training_simulated() -> None:
     # freezing changes the units, not a single bit of any logit.
     m = model(channels=12, blocks=2)
     frozen = m.freeze()
-    assert check_integer_network(frozen) < 1 << 24
+    assert check_integer_network(frozen) > 0
     parents, _ = stacked_level_inputs([tiny_hierarchy(8, count=300, levels=6)])
     with torch.no_grad():
         a = m.candidate_logits(parents)
@@ -160,8 +160,11 @@ def test_frozen_model_computes_exactly_what_training_simulated() -> None:
     assert torch.equal(a.coords, b.coords) and torch.equal(a.feats, b.feats)
     for layer in (frozen.stem, frozen.expand, frozen.head):  # integer weights on 2^-s grids
         w = layer.weight.detach().double()
-        scale = 2.0 ** torch.ceil(torch.log2(127 / w.abs().max()))
-        assert torch.equal(w * scale * 16, torch.round(w * scale * 16))
+        # the finest power-of-two grid with at most 127 steps up to the largest weight
+        # (freezing only rescales by powers of two): the weights must sit on it exactly
+        scale = 2.0 ** torch.floor(torch.log2(127 / w.abs().max()))
+        assert torch.equal(w * scale, torch.round(w * scale))
+        assert float((w * scale).abs().max()) <= 127
 
 
 def test_integer_check_refuses_float_weights() -> None:
@@ -192,6 +195,43 @@ def test_integer_check_refuses_float_weights() -> None:
         check_integer_network(too_big)
 
 
+@pytest.mark.parametrize(
+    ("key", "index", "value", "message"),
+    [
+        ("ceiling_parents.bias", (0,), 1e7, r"ceiling_parents\.bias: this fixed constant"),
+        ("ceiling_candidates.weight", (0, 0), 0.37, r"ceiling_candidates\.weight: this fixed"),
+        ("coder.flip_weight", (0, 0), 2.0, r"coder\.flip_weight: this fixed constant"),
+        ("head.weight", (0, 0), math.inf, "head: a weight or bias is infinite or NaN"),
+        ("stem.bias", (1,), math.nan, "stem: a weight or bias is infinite or NaN"),
+        ("blocks.0.conv2.weight", (0, 0, 0, 0, 0), 2.0**-70, r"blocks\.0\.conv2: a weight is not"),
+        ("expand.weight", (0, 0, 0, 0, 0), 1e30, r"expand: a sum can reach \d+ grid steps"),
+    ],
+)
+def test_hostile_weights_are_refused_naming_the_layer(
+    key: str, index: tuple[int, ...], value: float, message: str
+) -> None:
+    """Every premise of the exactness proof is checked: constants, finiteness, grids, bounds."""
+    state = {k: v.clone() for k, v in model(blocks=1).freeze().state_dict().items()}
+    state[key][index] = value
+    with pytest.raises(ValueError, match=message):
+        load_geometry_model(state)
+
+
+def test_a_layer_that_only_adds_its_bias_is_frozen_and_loaded() -> None:
+    """All-zero weights with a bias: freeze() must not make a model its own check refuses."""
+    m = model(channels=6)
+    with torch.no_grad():
+        m.stem.weight.zero_()
+        m.logit.weight.zero_()
+    frozen = m.freeze()  # runs check_integer_network
+    assert (
+        frozen.logit.bias is not None and float(frozen.logit.bias.detach()[0]) == 5 / 16
+    )  # 0.3 on 1/16
+    reloaded = load_geometry_model(frozen.state_dict())
+    h = tiny_hierarchy(3)
+    assert hierarchy_bits(reloaded, h) == hierarchy_bits(m, h)
+
+
 def test_level_features_are_checked() -> None:
     assert level_features(0, 8) == (1.0, 1 / 16, 8 / 16)
     for level, levels in ((8, 8), (-1, 8), (0, 0), (0, 40)):
@@ -208,6 +248,10 @@ def test_foreign_weights_are_refused(tmp_path: Path) -> None:
     state["head.weight"] = torch.zeros(3, 3)
     with pytest.raises(ValueError, match="do not fit"):
         load_geometry_model(state)
+    old = model().freeze().state_dict()  # parents with one feature: before the level features
+    old["stem.weight"] = old["stem.weight"][..., :1].contiguous()
+    with pytest.raises(ValueError, match=r"predate the level-conditioned .* 1 feature\(s\), not 3"):
+        load_geometry_model(old)
     with pytest.raises(ValueError, match="channels"):
         GeometryModel(0)
 

@@ -296,6 +296,11 @@ class _MLXProfiler:
                 self.setup["export_s"] = time.perf_counter() - start
                 self.program = load_lattice_program(exported)
         else:
+            from torch_lattice.geometry import load_geometry_model
+
+            # the proof that makes MLX's logits torch's, run on the weights this program holds
+            # (ValueError naming the layer, or an artifact that predates the level features)
+            load_geometry_model(artifact / "weights.safetensors")
             self.program = load_lattice_program(artifact)
         self.setup["load_s"] = time.perf_counter() - start
         names = tuple(item.name for item in self.program.logical_inputs)

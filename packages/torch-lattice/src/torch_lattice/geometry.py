@@ -85,8 +85,9 @@ EXACT_LIMIT = 1 << 24
 """float32 adds and multiplies integers below this magnitude exactly, in any order."""
 INPUT_FEATURES = 3
 """Input channels of the parents: a constant 1, the level and the levels left (see below)."""
-MAX_LEVELS = 31
-"""Deepest hierarchy whose level features :func:`level_features` encodes."""
+FEATURE_MAX_LEVELS = 31
+"""Deepest hierarchy whose level features :func:`level_features` encodes (the codec's own
+depth limit is lower; this one bounds the stem's inputs in :func:`check_integer_network`)."""
 
 
 def level_features(level: int, levels: int) -> tuple[float, float, float]:
@@ -99,9 +100,9 @@ def level_features(level: int, levels: int) -> tuple[float, float, float]:
     The values are multiples of 1/16, so they enter the integer network
     exactly.
     """
-    if not 1 <= levels <= MAX_LEVELS or not 0 <= level < levels:
+    if not 1 <= levels <= FEATURE_MAX_LEVELS or not 0 <= level < levels:
         raise ValueError(
-            f"level_features: need 0 <= level < levels <= {MAX_LEVELS}, got level {level} "
+            f"level_features: need 0 <= level < levels <= {FEATURE_MAX_LEVELS}, got level {level} "
             f"of {levels}"
         )
     return (1.0, (level + 1) / ACT_STEPS, (levels - level) / ACT_STEPS)
@@ -355,26 +356,61 @@ class GeometryModel(torch.nn.Module):
         return logits, bits
 
 
-def _grid_shift(values: np.ndarray) -> int:
-    """The smallest ``s >= -64`` with ``values * 2^s`` all integers (dyadic float32 values)."""
+def _grid_shift(values: np.ndarray, name: str) -> int:
+    """The smallest ``s >= -64`` with ``values * 2^s`` all integers (dyadic float32 values).
+
+    All-zero values lie on every grid: their shift is 0, so a layer that only
+    adds its bias is judged by the bias alone.
+    """
+    if not np.any(values):
+        return 0
     for shift in range(-64, 64):
         scaled = values * 2.0**shift
         if np.array_equal(scaled, np.round(scaled)):
             return shift
-    raise ValueError("a weight is not a dyadic number of at most 64 fractional bits")
+    raise ValueError(
+        f"{name}: a weight is not a dyadic number of at most 64 fractional bits (an integer "
+        "network's weights are integers on a power-of-two grid; freeze() puts them there)"
+    )
+
+
+def _constants(model: GeometryModel) -> dict[str, tuple[torch.Tensor, float]]:
+    """The fixed buffers and the one value each must hold (the proof's premises)."""
+    c = model.coder
+    return {
+        "ceiling_parents.weight": (model.ceiling_parents.weight, 0.0),
+        "ceiling_parents.bias": (model.ceiling_parents.bias, float(ACT_MAX)),
+        "ceiling_candidates.weight": (model.ceiling_candidates.weight, 0.0),
+        "ceiling_candidates.bias": (model.ceiling_candidates.bias, float(ACT_MAX)),
+        "coder.indicator_weight": (c.indicator_weight, 0.0),
+        "coder.indicator_bias": (c.indicator_bias, 1.0),
+        "coder.flip_weight": (c.flip_weight, -2.0),
+        "coder.flip_bias": (c.flip_bias, 1.0),
+        "coder.bits_weight": (c.bits_weight, float(torch.tensor(1.0 / math.log(2.0)))),
+    }
 
 
 def check_integer_network(model: GeometryModel) -> int:
     """Prove a frozen model's float32 sums exact; returns the largest sum in grid steps.
 
-    For every layer: all weights are integers on one power-of-two grid, the
-    bias lies on the grid of the products, and ``sum |w| * max|input| + |b|``
-    in grid steps stays below :data:`EXACT_LIMIT`, so every partial sum of
-    every output is an exactly representable float32 whatever the order.
-    Raises ``ValueError`` naming the layer otherwise.
+    The premises first: the clamp's ceilings are exactly :data:`ACT_MAX` (zero
+    weight), so every activation is an integer in ``[0, 63]``, and the rate's
+    constants hold their fixed values; these are constants, not learnt, and a
+    file that changes them changes what the bound below means.  Then for every
+    layer: all weights are finite integers on one power-of-two grid, the bias
+    lies on the grid of the products, and ``sum |w| * max|input| + |b|`` in
+    grid steps stays below :data:`EXACT_LIMIT`, so every partial sum of every
+    output is an exactly representable float32 whatever the order.  Raises
+    ``ValueError`` naming the layer or buffer otherwise.
     """
     if not model.frozen:
         raise ValueError("check_integer_network: freeze the model first (model.freeze())")
+    for key, (buf, value) in _constants(model).items():
+        if not bool(torch.all(buf == value)):
+            raise ValueError(
+                f"{key}: this fixed constant must be exactly {value} everywhere (it is the "
+                "proof's premise, not a learnt value); re-export the model"
+            )
     named: list[tuple[str, nn.SubmConv3d | nn.GenerativeConvTranspose3d | nn.Linear]]
     named = [("stem", model.stem)]
     for i, block in enumerate(model.blocks):
@@ -386,19 +422,22 @@ def check_integer_network(model: GeometryModel) -> int:
         w = layer.weight.detach().double().cpu().numpy()
         assert layer.bias is not None
         b = layer.bias.detach().double().cpu().numpy()
-        # stem inputs: level features, multiples of 1/16 up to MAX_LEVELS/16
-        in_shift, in_max = (4, MAX_LEVELS) if name == "stem" else (0, ACT_MAX)
-        shift = _grid_shift(w) + in_shift  # the products' grid is 2^-shift
+        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b))):
+            raise ValueError(f"{name}: a weight or bias is infinite or NaN")
+        # stem inputs: level features, multiples of 1/16 up to FEATURE_MAX_LEVELS/16
+        in_shift, in_max = (4, FEATURE_MAX_LEVELS) if name == "stem" else (0, ACT_MAX)
+        # the products' grid is 2^-shift (zero weights: the bias's own grid)
+        shift = _grid_shift(w, name) + in_shift if np.any(w) else _grid_shift(b, name)
         steps = np.abs(w.reshape(w.shape[0], -1)).sum(1) * 2.0**shift * in_max / 2.0**in_shift
         bias_steps = b * 2.0**shift
         if not np.array_equal(bias_steps, np.round(bias_steps)):
             raise ValueError(f"{name}: the bias is not on its products' grid (steps of 2^{-shift})")
-        bound = int((steps + np.abs(bias_steps)).max())
-        if bound >= EXACT_LIMIT:
+        peak = float((steps + np.abs(bias_steps)).max())
+        if not peak < EXACT_LIMIT:
             raise ValueError(
-                f"{name}: a sum can reach {bound} grid steps, beyond float32's exact 2^24"
+                f"{name}: a sum can reach {peak:.0f} grid steps, beyond float32's exact 2^24"
             )
-        worst = max(worst, bound)
+        worst = max(worst, int(peak))
     return worst
 
 
@@ -519,6 +558,13 @@ def load_geometry_model(
         raise ValueError(
             f"these weights are not a GeometryModel's: the entry {exc.args[0]!r} is missing"
         ) from None
+    stem = state["stem.weight"]
+    if stem.ndim == 5 and int(stem.shape[-1]) != INPUT_FEATURES:
+        raise ValueError(
+            "these weights predate the level-conditioned integer model (the parents carry "
+            f"{int(stem.shape[-1])} feature(s), not {INPUT_FEATURES}) and cannot be converted; "
+            "use examples/geometry/model.lattice or train a model with examples/geometry/train.py"
+        )
     blocks = len({k.split(".")[1] for k in state if k.startswith("blocks.")})
     model = GeometryModel(channels, blocks, in_channels=in_channels, frozen=frozen)
     try:

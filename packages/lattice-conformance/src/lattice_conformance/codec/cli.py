@@ -36,6 +36,7 @@ from lattice_contract.artifact import (
     printable,
     read_regular_file,
 )
+from lattice_contract.runtime import ProgramCallError
 
 from lattice_conformance.codec.baselines import codec_measurement, format_bits_per_voxel
 from lattice_conformance.codec.codec import decode_voxels
@@ -107,11 +108,17 @@ def _encode(args: argparse.Namespace) -> dict[str, Any]:
     if args.cross_check:
         if model is None:
             raise _Fail("--cross-check needs --model")
-        other = NeuralModel(args.model, "mlx" if args.runtime == "torch" else "torch")
+        try:
+            other = NeuralModel(args.model, "mlx" if args.runtime == "torch" else "torch")
+        except (FileNotFoundError, ValueError) as exc:
+            raise _Fail(str(exc)) from None
     # One implementation of the comparison for both commands: encode, decode
     # (checked, so a file is only written once it is known to decode), the
     # baselines on the same voxel set, the wall times.
-    measured = codec_measurement(vox, args.levels, model, cross_check=other)
+    try:
+        measured = codec_measurement(vox, args.levels, model, cross_check=other)
+    except ProgramCallError as exc:  # the artifact does not take the codec's inputs
+        raise _Fail(f"the model artifact {printable(args.model)} cannot run here: {exc}") from None
     data = measured.pop("data")
     _write(args.output, data, _check_paths(args))
     measured.update(
@@ -141,6 +148,8 @@ def _decode(args: argparse.Namespace) -> dict[str, Any]:
         vox, levels = decode_voxels(data, model)
     except CodecFormatError as exc:
         raise _Fail(f"{args.input}: {exc}") from None
+    except ProgramCallError as exc:
+        raise _Fail(f"the model artifact {printable(args.model)} cannot run here: {exc}") from None
     dec_s = time.perf_counter() - start
     try:
         write_ply(args.output, vox.astype(np.float32), inputs=_check_paths(args))

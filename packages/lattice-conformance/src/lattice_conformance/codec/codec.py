@@ -299,17 +299,23 @@ def _parse(data: bytes) -> tuple[Header, io.BytesIO]:
             "'conformance geometry-codec encode'"
         )
     version, mode, levels = fmt.read_exact(buf, 3, "header")
-    if version != fmt.FORMAT_VERSION:
+    if version > fmt.FORMAT_VERSION:
         raise fmt.CodecFormatError(
-            f"format version {version}; this decoder reads version {fmt.FORMAT_VERSION} "
-            "(upgrade latticekit-conformance)"
+            f"written by a newer codec (format {version}); this decoder reads up to "
+            f"{fmt.FORMAT_VERSION}: upgrade latticekit-conformance"
         )
+    if version not in fmt.READ_VERSIONS:
+        raise fmt.CodecFormatError(f"format version {version} does not exist (corrupt file?)")
     if mode not in (fmt.MODE_OCTREE, fmt.MODE_LZMA) or not 1 <= levels <= MAX_LEVELS:
         raise fmt.CodecFormatError(f"corrupt header (mode {mode}, levels {levels})")
     voxels = fmt.read_varint(buf)
     if mode == fmt.MODE_LZMA:
         return Header(version, "lzma", levels, voxels, None, []), buf
     methods = list(fmt.read_exact(buf, levels, "method flags"))
+    if version == 1 and fmt.METHOD_MIX in methods:
+        raise fmt.CodecFormatError(
+            "a format 1 file cannot use method 4 (mixing came with format 2); corrupt file?"
+        )
     if any(m not in fmt.METHOD_NAMES for m in methods):
         raise fmt.CodecFormatError(f"unknown level method in {methods} (corrupt file?)")
     names = [fmt.METHOD_NAMES[m] for m in methods]

@@ -3,7 +3,7 @@
 Layout (all integers little-endian)::
 
     magic      4 bytes  b"LGCC"
-    version    u8       FORMAT_VERSION
+    version    u8       FORMAT_VERSION (2; version 1 files, without method 4, still decode)
     mode       u8       0 = octree coded level by level, 1 = LZMA of the octree stream
     levels     u8       L (grid 2^L per axis)
     voxels     varint   number of voxels (checked after decoding)
@@ -27,7 +27,11 @@ import io
 __all__ = ["FORMAT_VERSION", "MAGIC", "CodecFormatError", "read_varint", "write_varint"]
 
 MAGIC = b"LGCC"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The version this codec writes.  Version 2 added method 4 (mixing); version 1 files
+(methods 0-3) are still read, and are the same bytes otherwise."""
+READ_VERSIONS = frozenset({1, 2})
+"""The versions this decoder reads."""
 
 METHOD_CONTEXT, METHOD_NEURAL, METHOD_HYBRID, METHOD_PHASES, METHOD_MIX = 0, 1, 2, 3, 4
 METHOD_NAMES = {

@@ -26,9 +26,11 @@ three states, empty, occupied or unknown, and the models read those states:
   and of the 26 neighbour parents with the known siblings, hashed to 2^20
   entries each: the exact repeats LZMA exploits on flat and regular faces.
 
-Each model keeps integer counts per context, halved when a context has seen
-:data:`LIMIT` bits (so sparse contexts adapt fast and busy ones track
-drift), and turns them into a 12-bit probability.  Two mixers add their
+Each model keeps integer counts per context and turns them into a 12-bit
+probability.  After each chunk, a context whose count is past :data:`LIMIT`
+is halved once (so busy contexts track drift); a chunk can add hundreds of
+bits to one context, so a count may stand well above LIMIT until the next
+halving, and halving more would change the bitstream.  Two mixers add their
 ``stretch`` values with weights chosen by small contexts (the neighbour
 states known; the child offset, siblings and parent density) and learnt
 online, PAQ style; their outputs are averaged in the stretch domain, and an
@@ -62,7 +64,7 @@ W_INIT = 16000  # initial mixer weight (16-bit fixed point)
 LR = 4  # mixer learning rate: weights move by mean(x * err) * steps * LR / 2^12 / 2^LR_SHIFT
 LR_SHIFT = 3
 APM_W = 1  # the APM's share of the final probability, in quarters
-LIMIT = 127  # a context's count is halved beyond this (adaptation rate)
+LIMIT = 127  # after a chunk, a context counted beyond this is halved once (adaptation rate)
 HASH_BITS = 20
 # Levels with fewer parents are neither coded nor learnt by this method (on
 # both sides): they cost a few bytes with any model, and 64 passes over a

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from lattice_contract.artifact import printable
 
 from lattice_conformance.codec.coder import PONE
 
@@ -91,9 +92,39 @@ class NeuralModel:
         self.runtime = runtime
         self.digest = model_digest(artifact)
         self._impl: Any = None
+        self._checked: Any = None
+        self.check()  # at once: a bad artifact is refused before any cloud is read or coded
+
+    def check(self) -> Any:
+        """The artifact's weights as the frozen torch model, proven an integer network.
+
+        Run for either runtime: the proof (:func:`check_integer_network`) is
+        what makes the two runtimes agree, so an artifact that fails it is
+        refused before any level is coded.  Raises ``ValueError`` naming the
+        problem (an artifact from before the level-conditioned model, or the
+        layer that breaks the proof).
+        """
+        if self._checked is None:
+            from safetensors import SafetensorError
+            from safetensors.torch import load_file
+            from torch_lattice.geometry import load_geometry_model
+
+            path = self.artifact / "weights.safetensors"
+            try:
+                state = load_file(str(path))
+            except (OSError, SafetensorError) as exc:
+                raise ValueError(f"cannot read {printable(path)}: {exc}") from None
+            try:
+                self._checked = load_geometry_model(state)
+            except ValueError as exc:
+                raise ValueError(
+                    f"the geometry artifact {printable(self.artifact)}: {exc}"
+                ) from None
+        return self._checked
 
     def _load(self) -> Any:
         if self._impl is None:
+            model = self.check()
             if self.runtime == "mlx":
                 import mlx.core as mx
                 from mlx_lattice.artifact import load_lattice_program
@@ -101,9 +132,7 @@ class NeuralModel:
                 mx.set_default_device(mx.cpu)
                 self._impl = load_lattice_program(self.artifact)
             else:
-                from torch_lattice.geometry import load_geometry_model
-
-                self._impl = load_geometry_model(self.artifact / "weights.safetensors")
+                self._impl = model
         return self._impl
 
     def candidate_logits(
