@@ -46,7 +46,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from lattice_contract.artifact import atomic_write_file
 from safetensors.torch import load_file, save_file
@@ -356,17 +355,17 @@ class GeometryModel(torch.nn.Module):
         return logits, bits
 
 
-def _grid_shift(values: np.ndarray, name: str) -> int:
+def _grid_shift(values: torch.Tensor, name: str) -> int:
     """The smallest ``s >= -64`` with ``values * 2^s`` all integers (dyadic float32 values).
 
     All-zero values lie on every grid: their shift is 0, so a layer that only
     adds its bias is judged by the bias alone.
     """
-    if not np.any(values):
+    if not bool(torch.any(values != 0)):
         return 0
     for shift in range(-64, 64):
         scaled = values * 2.0**shift
-        if np.array_equal(scaled, np.round(scaled)):
+        if torch.equal(scaled, torch.round(scaled)):
             return shift
     raise ValueError(
         f"{name}: a weight is not a dyadic number of at most 64 fractional bits (an integer "
@@ -419,20 +418,21 @@ def check_integer_network(model: GeometryModel) -> int:
     named += [("expand", model.expand), ("head", model.head), ("logit", model.logit)]
     worst = 0
     for name, layer in named:
-        w = layer.weight.detach().double().cpu().numpy()
+        w = layer.weight.detach().double().cpu()
         assert layer.bias is not None
-        b = layer.bias.detach().double().cpu().numpy()
-        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b))):
+        b = layer.bias.detach().double().cpu()
+        if not (bool(torch.isfinite(w).all()) and bool(torch.isfinite(b).all())):
             raise ValueError(f"{name}: a weight or bias is infinite or NaN")
         # stem inputs: level features, multiples of 1/16 up to FEATURE_MAX_LEVELS/16
         in_shift, in_max = (4, FEATURE_MAX_LEVELS) if name == "stem" else (0, ACT_MAX)
         # the products' grid is 2^-shift (zero weights: the bias's own grid)
-        shift = _grid_shift(w, name) + in_shift if np.any(w) else _grid_shift(b, name)
-        steps = np.abs(w.reshape(w.shape[0], -1)).sum(1) * 2.0**shift * in_max / 2.0**in_shift
+        any_weight = bool(torch.any(w != 0))
+        shift = _grid_shift(w, name) + in_shift if any_weight else _grid_shift(b, name)
+        steps = w.reshape(w.shape[0], -1).abs().sum(1) * 2.0**shift * in_max / 2.0**in_shift
         bias_steps = b * 2.0**shift
-        if not np.array_equal(bias_steps, np.round(bias_steps)):
+        if not torch.equal(bias_steps, torch.round(bias_steps)):
             raise ValueError(f"{name}: the bias is not on its products' grid (steps of 2^{-shift})")
-        peak = float((steps + np.abs(bias_steps)).max())
+        peak = float((steps + bias_steps.abs()).max())
         if not peak < EXACT_LIMIT:
             raise ValueError(
                 f"{name}: a sum can reach {peak:.0f} grid steps, beyond float32's exact 2^24"
