@@ -51,11 +51,20 @@ class MLXBackend(RuntimeAdapter):
     def write_weights(
         self, path: Path, entries: Mapping[str, mx.array], metadata: Mapping[str, str] | None
     ) -> None:
-        """``mx.save_safetensors`` (with ``__metadata__`` only when there is some)."""
-        if metadata:
-            mx.save_safetensors(str(path), dict(entries), metadata=dict(metadata))
-        else:
-            mx.save_safetensors(str(path), dict(entries))
+        """``mx.save_safetensors`` (with ``__metadata__`` only when there is some).
+
+        A full disk or a file-size limit surfaces from MLX as a bare
+        ``RuntimeError`` ("Unable to write ... bytes"); as an ``OSError`` naming
+        the file it is reported like every other failed write, as on torch
+        (the atomic writer has left nothing behind by then).
+        """
+        try:
+            if metadata:
+                mx.save_safetensors(str(path), dict(entries), metadata=dict(metadata))
+            else:
+                mx.save_safetensors(str(path), dict(entries))
+        except RuntimeError as exc:
+            raise OSError(f"cannot write {path.name}: {exc}") from None
 
     def read_weights(self, path: str | os.PathLike[str]) -> Mapping[str, mx.array]:
         """``mx.load``, which maps the payload lazily."""
