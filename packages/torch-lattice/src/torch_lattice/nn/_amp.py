@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 
 import torch
 
+from torch_lattice._master import half_copy
 from torch_lattice.sparse import SparseTensor
 
 T = TypeVar("T", SparseTensor, torch.Tensor)
@@ -67,8 +68,9 @@ class autocast_operands(Generic[T]):
         self._off: torch.autocast | None = None
         self._operands: tuple[T, torch.Tensor, torch.Tensor | None] = (x, weight, bias)
         if dtype is not None:
-            w = cast_param(weight, dtype)
-            assert w is not None
+            # The weight's half copy records its master, so that the conv saves the
+            # f32 parameter for backward instead of a second, half copy of it.
+            w = half_copy(weight, dtype)
             self._operands = (cast_input(x, dtype), w, cast_param(bias, dtype))
             self._off = torch.autocast(x.device.type, enabled=False)
 

@@ -60,10 +60,12 @@ def _activation(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
     k, approx = attrs["kind"], attrs["approximate"]
     alpha, beta, threshold = attrs["alpha"], attrs["beta"], attrs["threshold"]
     x = require_features(x, "activation")
-    v = x.to(compute_dtype(x.dtype))
     if k is ActivationKind.relu:
-        y = F.relu(v)
-    elif k is ActivationKind.leaky_relu:
+        # Exact in every dtype (no rounding), so computed in the features' own
+        # dtype: one pass, and autograd keeps the half output instead of an f32 copy.
+        return F.relu(x)
+    v = x.to(compute_dtype(x.dtype))
+    if k is ActivationKind.leaky_relu:
         y = F.leaky_relu(v, float(alpha))
     elif k is ActivationKind.gelu:
         if approx is GeluApprox.fast:
@@ -98,13 +100,21 @@ def _batch_norm(
     e = attrs["eps"]
     x = require_features(x, "batch_norm")
     c = int(x.shape[1])
-    dtype = compute_dtype(x.dtype)
-    s, b, m, v = (
-        channel_vector(t, c, "batch_norm", n).to(dtype)
+    vectors = [
+        channel_vector(t, c, "batch_norm", n)
         for t, n in ((scale, "scale"), (bias, "bias"), (mean, "mean"), (var, "var"))
-    )
-    y = (x.to(dtype) - m) * torch.rsqrt(v + e) * s + b
-    return y.to(x.dtype)
+    ]
+    # One pass over the features: torch's inference batch norm computes
+    # (x - m) * rsqrt(v + e) * s + b per element in f32 (its accumulation type for
+    # f16/bf16 features, which it reads with f32 statistics as they are) and rounds
+    # once to the features' dtype.  Widening x first cost a pass per operation and
+    # an f32 copy of every activation.
+    same = all(t.dtype == x.dtype for t in vectors)
+    dtype = x.dtype if same else compute_dtype(x.dtype)
+    s, b, m, v = (t.to(dtype) for t in vectors)
+    if x.shape[0] == 0:  # no rows: nothing to pass over
+        return x.clone()
+    return F.batch_norm(x, m, v, s, b, training=False, momentum=0.0, eps=float(e))
 
 
 batch_norm: sig.BatchNorm[torch.Tensor] = implement(

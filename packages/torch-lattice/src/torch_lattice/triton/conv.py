@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from torch_lattice._master import restore_weight, weight_to_save
 from torch_lattice.sparse import SparseTensor, Support
 from torch_lattice.triton.epilogue import take_epilogue
 from torch_lattice.triton.kernels import launch_conv, launch_wgrad
@@ -56,7 +57,8 @@ class _TritonConvFunction(torch.autograd.Function):
         w = _taps(_operand(weight, feats))
         b = None if bias is None else bias.detach().float().contiguous()
         out = launch_conv(feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache)
-        ctx.save_for_backward(feats, weight)
+        saved, ctx.weight_dtype = weight_to_save(weight)  # an autocast copy saves its master
+        ctx.save_for_backward(feats, saved)
         ctx.smap = smap
         ctx.has_bias = bias is not None
         return out
@@ -64,7 +66,8 @@ class _TritonConvFunction(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        feats, weight = ctx.saved_tensors
+        feats, saved = ctx.saved_tensors
+        weight = restore_weight(saved, ctx.weight_dtype)
         smap: SlotMap = ctx.smap
         grad = grad.to(feats.dtype).contiguous()
         grad_feats = grad_weight = grad_bias = None
