@@ -112,6 +112,11 @@ def _batch_norm(
     same = all(t.dtype == x.dtype for t in vectors)
     dtype = x.dtype if same else compute_dtype(x.dtype)
     s, b, m, v = (t.to(dtype) for t in vectors)
+    if torch.is_grad_enabled() and (m.requires_grad or v.requires_grad):
+        # torch's batch norm has no gradient for its statistics: the formula has.
+        acc = compute_dtype(x.dtype)
+        y = (x.to(acc) - m.to(acc)) * torch.rsqrt(v.to(acc) + e) * s.to(acc) + b.to(acc)
+        return y.to(x.dtype)
     if x.shape[0] == 0:  # no rows: nothing to pass over
         return x.clone()
     return F.batch_norm(x, m, v, s, b, training=False, momentum=0.0, eps=float(e))
