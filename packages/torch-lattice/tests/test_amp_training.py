@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -267,3 +268,46 @@ def test_relu_in_half_is_the_f32_relu_rounded(device: str) -> None:
         assert x.grad is not None and torch.equal(x.grad, (x > 0).to(dtype))
     empty = ops.activation(torch.zeros(0, 3, device=device, dtype=torch.float16), kind="relu")
     assert empty.shape == (0, 3)
+
+
+ACTIVATIONS = [
+    {"kind": "leaky_relu", "alpha": 0.1},
+    {"kind": "gelu"},
+    {"kind": "gelu", "approximate": "tanh"},
+    {"kind": "gelu", "approximate": "fast"},
+    {"kind": "silu"},
+    {"kind": "sigmoid"},
+    {"kind": "tanh"},
+    {"kind": "softplus", "beta": 2.0, "threshold": 5.0},
+    {"kind": "elu", "alpha": 0.7},
+    {"kind": "hardswish"},
+    {"kind": "identity"},
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("attrs", ACTIVATIONS, ids=lambda a: "-".join(map(str, a.values())))
+def test_half_activation_keeps_the_half_input_only(device: str, attrs: dict[str, Any]) -> None:
+    for dtype in HALF[device]:
+        for rows in (0, 1, 300):
+            g = torch.Generator().manual_seed(rows)
+            x = (torch.randn(rows, 5, generator=g) * 3).to(device, dtype).requires_grad_()
+            ref_x = x.detach().clone().requires_grad_()
+            saved: list[torch.Tensor] = []
+
+            def pack(t: torch.Tensor, keep: list[torch.Tensor] = saved) -> torch.Tensor:
+                keep.append(t)
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                y = ops.activation(x, **attrs)
+            # the old arithmetic: widen, activate in f32 with autograd, round once
+            v = ref_x.float()
+            ref = ops.activation(v, **attrs).to(dtype)
+            assert y.dtype == dtype and torch.equal(y, ref)
+            assert all(t.dtype == dtype for t in saved), [t.dtype for t in saved]
+            w = torch.randn(rows, 5, generator=g).to(device, dtype)
+            (y * w).float().sum().backward()
+            (ref * w).float().sum().backward()
+            assert x.grad is not None and ref_x.grad is not None
+            assert torch.equal(x.grad, ref_x.grad)

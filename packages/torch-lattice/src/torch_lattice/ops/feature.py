@@ -56,6 +56,68 @@ linear: sig.Linear[torch.Tensor, torch.Tensor | QuantizedWeight] = implement(
 )
 
 
+def _in_f32(
+    v: torch.Tensor,
+    k: ActivationKind,
+    approx: GeluApprox,
+    alpha: float,
+    beta: float,
+    threshold: float,
+) -> torch.Tensor:
+    """The activation ``k`` of the f32 (or f64) tensor ``v``."""
+    if k is ActivationKind.relu:
+        return F.relu(v)
+    if k is ActivationKind.leaky_relu:
+        return F.leaky_relu(v, alpha)
+    if k is ActivationKind.gelu:
+        if approx is GeluApprox.fast:
+            return v * torch.sigmoid(1.702 * v)
+        # none and precise are both the erf form
+        return F.gelu(v, approximate="tanh" if approx is GeluApprox.tanh else "none")
+    if k is ActivationKind.silu:
+        return F.silu(v)
+    if k is ActivationKind.sigmoid:
+        return torch.sigmoid(v)
+    if k is ActivationKind.tanh:
+        return torch.tanh(v)
+    if k is ActivationKind.softplus:
+        return F.softplus(v, beta=beta, threshold=threshold)
+    if k is ActivationKind.elu:
+        return F.elu(v, alpha)
+    if k is ActivationKind.hardswish:
+        return v * F.relu6(v + 3.0) / 6.0
+    return v
+
+
+class _HalfActivation(torch.autograd.Function):
+    """An activation of half features computed in f32, keeping only the half input.
+
+    Autograd through ``x.float()`` -> activation -> ``.to(half)`` keeps f32
+    copies of the rows (the activation's input or output) for the backward
+    pass: twice the bytes of the half activation, for every layer of a
+    network trained under autocast.  This function keeps the half input and
+    evaluates the f32 activation again in backward; forward values and
+    gradients are the very same numbers.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, fn: Any) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.fn = fn
+        out: torch.Tensor = fn(x.float()).to(x.dtype)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            v = x.detach().float().requires_grad_()
+            y = ctx.fn(v)
+        (g,) = torch.autograd.grad(y, v, grad.float())
+        return g.to(x.dtype), None
+
+
 def _activation(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
     k, approx = attrs["kind"], attrs["approximate"]
     alpha, beta, threshold = attrs["alpha"], attrs["beta"], attrs["threshold"]
@@ -64,29 +126,15 @@ def _activation(x: torch.Tensor, attrs: Attrs) -> torch.Tensor:
         # Exact in every dtype (no rounding), so computed in the features' own
         # dtype: one pass, and autograd keeps the half output instead of an f32 copy.
         return F.relu(x)
-    v = x.to(compute_dtype(x.dtype))
-    if k is ActivationKind.leaky_relu:
-        y = F.leaky_relu(v, float(alpha))
-    elif k is ActivationKind.gelu:
-        if approx is GeluApprox.fast:
-            y = v * torch.sigmoid(1.702 * v)
-        else:  # none and precise are both the erf form
-            y = F.gelu(v, approximate="tanh" if approx is GeluApprox.tanh else "none")
-    elif k is ActivationKind.silu:
-        y = F.silu(v)
-    elif k is ActivationKind.sigmoid:
-        y = torch.sigmoid(v)
-    elif k is ActivationKind.tanh:
-        y = torch.tanh(v)
-    elif k is ActivationKind.softplus:
-        y = F.softplus(v, beta=float(beta), threshold=float(threshold))
-    elif k is ActivationKind.elu:
-        y = F.elu(v, float(alpha))
-    elif k is ActivationKind.hardswish:
-        y = v * F.relu6(v + 3.0) / 6.0
-    else:
-        y = v
-    return y.to(x.dtype)
+
+    def fn(v: torch.Tensor) -> torch.Tensor:
+        return _in_f32(v, k, approx, float(alpha), float(beta), float(threshold))
+
+    half = x.dtype in (torch.float16, torch.bfloat16)
+    if half and k is not ActivationKind.identity and x.requires_grad and torch.is_grad_enabled():
+        out: torch.Tensor = _HalfActivation.apply(x, fn)  # type: ignore[no-untyped-call]
+        return out
+    return fn(x.to(compute_dtype(x.dtype))).to(x.dtype)
 
 
 activation: sig.Activation[torch.Tensor] = implement(
