@@ -311,3 +311,42 @@ def test_half_activation_keeps_the_half_input_only(device: str, attrs: dict[str,
             (ref * w).float().sum().backward()
             assert x.grad is not None and ref_x.grad is not None
             assert torch.equal(x.grad, ref_x.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_linear_under_autocast_keeps_half_features_and_the_master(device: str) -> None:
+    for dtype in HALF[device]:
+        for rows in (0, 1, 257):
+            torch.manual_seed(rows)
+            lin = nn.Linear(6, 3).to(device)
+            x = torch.randn(rows, 6, device=device).to(dtype).requires_grad_()
+            params = {p.untyped_storage().data_ptr() for p in lin.parameters()}
+            saved: list[torch.Tensor] = []
+
+            def pack(t: torch.Tensor, keep: list[torch.Tensor] = saved) -> torch.Tensor:
+                keep.append(t)
+                return t
+
+            hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+            with hooks, torch.autocast(device, dtype=dtype):
+                y = lin(x)
+            # the half features and the f32 parameter itself: no f32 copy of the rows,
+            # no half copy of the weight
+            assert [t.dtype for t in saved] == [dtype, torch.float32]
+            assert saved[1].untyped_storage().data_ptr() in params
+            # the old arithmetic: f32 products of the half operands, rounded once
+            w16 = lin.weight.to(dtype)
+            ref_x = x.detach().clone().requires_grad_()
+            ref_w = lin.weight.detach().clone().requires_grad_()
+            ref_b = lin.bias.detach().clone().requires_grad_()
+            ref = (ref_x.float() @ ref_w.to(dtype).float().t() + ref_b.to(dtype).float()).to(dtype)
+            assert y.dtype == dtype and torch.equal(y, ref)
+            assert torch.equal(w16, ref_w.to(dtype))
+            w = torch.randn(rows, 3, device=device)
+            (y.float() * w).sum().backward()
+            (ref.float() * w).sum().backward()
+            assert x.grad is not None and ref_x.grad is not None
+            torch.testing.assert_close(x.grad, ref_x.grad)
+            for got, want in ((lin.weight.grad, ref_w.grad), (lin.bias.grad, ref_b.grad)):
+                assert got is not None and want is not None and got.dtype == torch.float32
+                torch.testing.assert_close(got, want)

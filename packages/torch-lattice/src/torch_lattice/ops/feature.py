@@ -18,6 +18,7 @@ from lattice_contract.dialect import ActivationKind, GeluApprox
 from lattice_contract.frontend import Attrs, implement, op_errors
 from lattice_contract.frontend import signatures as sig
 
+from torch_lattice._master import restore_weight, weight_to_save
 from torch_lattice._trace import traced
 from torch_lattice.ops._common import (
     channel_vector,
@@ -45,10 +46,57 @@ def _linear(x: torch.Tensor, weight: Any, bias: Any, attrs: Attrs) -> torch.Tens
         raise op_errors.linear_weight_shape(w.shape, int(x.shape[1]))
     if w.device != x.device:
         raise ValueError(f"linear: weight is on {w.device}, features on {x.device}")
-    out = x.to(dtype) @ w.t()
-    if bias is not None:
-        out = out + channel_vector(bias, int(w.shape[0]), "linear", "bias").to(dtype)
-    return out.to(x.dtype)
+    b = None if bias is None else channel_vector(bias, int(w.shape[0]), "linear", "bias")
+    half = x.dtype in (torch.float16, torch.bfloat16) and isinstance(weight, torch.Tensor)
+    operands = (x, weight, b) if isinstance(weight, torch.Tensor) else (x,)
+    if (
+        half
+        and torch.is_grad_enabled()
+        and any(t is not None and t.requires_grad for t in operands)
+    ):
+        out: torch.Tensor = _HalfLinear.apply(x, weight, b)  # type: ignore[no-untyped-call]
+        return out
+    return _linear_f32(x.to(dtype), w, None if b is None else b.to(dtype)).to(x.dtype)
+
+
+def _linear_f32(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    out = x @ w.t()
+    return out if b is None else out + b
+
+
+class _HalfLinear(torch.autograd.Function):
+    """``linear`` of half features in f32, keeping the operands as they came for backward.
+
+    Autograd through ``x.float() @ w.float().t()`` keeps f32 copies of the
+    features and of the weight; this keeps the half features and the weight
+    (an autocast copy's f32 master, :mod:`torch_lattice._master`) and widens
+    them again in backward: the same f32 products and sums, the same numbers.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
+        saved, ctx.weight_dtype = weight_to_save(weight)
+        ctx.save_for_backward(x, saved)
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        b = None if bias is None else bias.float()
+        return _linear_f32(x.float(), weight.float(), b).to(x.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, saved = ctx.saved_tensors
+        weight = restore_weight(saved, ctx.weight_dtype)
+        g = grad.float()
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = (g @ weight.float()).to(x.dtype)
+        if ctx.needs_input_grad[1]:
+            grad_w = (g.t() @ x.float()).to(weight.dtype)
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
+            grad_b = g.sum(0).to(ctx.bias_dtype)
+        return grad_x, grad_w, grad_b
 
 
 linear: sig.Linear[torch.Tensor, torch.Tensor | QuantizedWeight] = implement(
