@@ -88,10 +88,14 @@ class _TritonConvFunction(torch.autograd.Function):
             )
         if ctx.needs_input_grad[1]:
             pin, pout, starts = smap.pairs()
-            gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)  # (K, C_in, C_out)
             c_out, c_in = int(saved.shape[0]), int(saved.shape[-1])
-            grad_weight = torch.empty(saved.shape, dtype=dtype, device=gw.device)
-            grad_weight.view(c_out, -1, c_in).copy_(gw.permute(2, 0, 1))
+            grad_weight = torch.empty(saved.shape, dtype=dtype, device=feats.device)
+            layout = grad_weight.view(c_out, smap.volume, c_in)
+            if dtype == torch.float32:  # summed straight into the weight's layout
+                launch_wgrad(feats, grad, pin, pout, starts, smap.volume, layout)
+            else:  # (K, C_in, C_out) f32, rounded once into the weight's dtype and layout
+                gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)
+                layout.copy_(gw.permute(2, 0, 1))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad.float().sum(0)
         return grad_feats, grad_weight, grad_bias, None
