@@ -349,3 +349,25 @@ def test_linear_under_autocast_keeps_half_features_and_the_master(device: str) -
             for got, want in ((lin.weight.grad, ref_w.grad), (lin.bias.grad, ref_b.grad)):
                 assert got is not None and want is not None and got.dtype == torch.float32
                 torch.testing.assert_close(got, want)
+
+
+@pytest.mark.skipif(not TRITON, reason="the Triton path needs triton")
+def test_autocast_weight_copy_is_the_layout_the_kernels_read() -> None:
+    from torch_lattice._master import half_copy, restore_weight, weight_to_save
+    from torch_lattice.triton.conv import _taps
+
+    w = torch.randn(8, 3, 3, 3, 5, requires_grad=True)
+    copy = half_copy(w, torch.float16)
+    assert copy.shape == w.shape and torch.equal(copy, w.detach().half())
+    # the kernels' (K, C_in, C_out) operand is the copy itself, not one more copy
+    taps = _taps(copy, torch.float16)
+    assert taps.untyped_storage().data_ptr() == copy.untyped_storage().data_ptr()
+    assert torch.equal(taps, w.detach().half().reshape(8, -1, 5).permute(1, 2, 0))
+    # a conv saves the master and gets the copy's values back in backward
+    saved, dtype = weight_to_save(copy)
+    assert saved is w and dtype == torch.float16
+    assert torch.equal(restore_weight(saved, dtype), copy)
+    assert weight_to_save(w) == (w, None)
+    copy.float().sum().backward()
+    assert w.grad is not None and w.grad.dtype == torch.float32
+    assert torch.equal(w.grad, torch.ones_like(w))

@@ -21,10 +21,22 @@ _MASTER = "_torch_lattice_master"
 
 
 def half_copy(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``weight.to(dtype)`` (differentiable), remembering ``weight`` as its master."""
+    """``weight.to(dtype)`` (differentiable), remembering ``weight`` as its master.
+
+    A conv weight (C_out, Kx, Ky, Kz, C_in) is copied into tap-major memory
+    (Kx, Ky, Kz, C_in, C_out), the layout the Triton kernels read, so that the
+    cast is the only copy a conv call makes of it (the shape, and every value,
+    are ``weight``'s; only the strides differ).
+    """
     if weight.dtype == dtype:
         return weight
-    copy = weight.to(dtype)
+    if weight.ndim == 5:
+        c_out, _, ky, kz, c_in = weight.shape
+        strides = (1, ky * kz * c_in * c_out, kz * c_in * c_out, c_in * c_out, c_out)
+        copy = torch.empty_strided(weight.shape, strides, dtype=dtype, device=weight.device)
+        copy.copy_(weight)
+    else:
+        copy = weight.to(dtype)
     setattr(copy, _MASTER, weight)
     return copy
 

@@ -47,6 +47,8 @@ def _taps(weight: torch.Tensor, dtype: torch.dtype, transposed: bool = False) ->
     c_out, c_in = weight.shape[0], weight.shape[-1]
     view = weight.detach().reshape(c_out, -1, c_in)
     view = view.permute(1, 0, 2) if transposed else view.permute(1, 2, 0)
+    if view.dtype == dtype and view.is_contiguous():  # an autocast copy is tap-major already
+        return view
     return torch.empty(view.shape, dtype=dtype, device=weight.device).copy_(view)
 
 
