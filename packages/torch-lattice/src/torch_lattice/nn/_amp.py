@@ -7,7 +7,12 @@ so without this they would see f32 weights next to half features (or ignore
 autocast entirely).  The modules therefore cast their inputs, weight and bias
 to the autocast dtype themselves and run the op with autocast switched off,
 so that the op's own f32 accumulation is not re-cast underneath it.  The
-casts are differentiable: gradients reach the f32 parameters in f32.
+casts are differentiable: gradients reach the f32 parameters in f32.  A
+weight's half copy records its f32 master (:mod:`torch_lattice._master`), so
+a conv keeps the master for its backward pass rather than a second, half
+copy of every weight; the rest of the network (batch norm, activations,
+``linear``) likewise keeps half activations only, as torch's own modules do
+under autocast.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ kernel, :mod:`.fuse`) is applied here in inference.  Otherwise one
 ``torch.autograd.Function`` runs every conv kind: the forward pass is the
 implicit-GEMM kernel over the layer's slot table (bias fused), the input
 gradient the same kernel over the transposed table, the weight gradient the
-per-tap pair kernel.  It saves the features, the weight and the map; nothing
-gathered is kept for the backward pass.
+per-tap pair kernel.  It saves the features, the weight (an autocast copy's
+f32 master, recast in backward) and the map; nothing gathered is kept for the
+backward pass.
 """
 
 from __future__ import annotations
