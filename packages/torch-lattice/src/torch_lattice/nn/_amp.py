@@ -7,7 +7,12 @@ so without this they would see f32 weights next to half features (or ignore
 autocast entirely).  The modules therefore cast their inputs, weight and bias
 to the autocast dtype themselves and run the op with autocast switched off,
 so that the op's own f32 accumulation is not re-cast underneath it.  The
-casts are differentiable: gradients reach the f32 parameters in f32.
+casts are differentiable: gradients reach the f32 parameters in f32.  A
+weight's half copy records its f32 master (:mod:`torch_lattice._master`), so
+a conv keeps the master for its backward pass rather than a second, half
+copy of every weight; the rest of the network (batch norm, activations,
+``linear``) likewise keeps half activations only, as torch's own modules do
+under autocast.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Generic, TypeVar
 
 import torch
 
+from torch_lattice._master import half_copy
 from torch_lattice.sparse import SparseTensor
 
 T = TypeVar("T", SparseTensor, torch.Tensor)
@@ -67,8 +73,9 @@ class autocast_operands(Generic[T]):
         self._off: torch.autocast | None = None
         self._operands: tuple[T, torch.Tensor, torch.Tensor | None] = (x, weight, bias)
         if dtype is not None:
-            w = cast_param(weight, dtype)
-            assert w is not None
+            # The weight's half copy records its master, so that the conv saves the
+            # f32 parameter for backward instead of a second, half copy of it.
+            w = half_copy(weight, dtype)
             self._operands = (cast_input(x, dtype), w, cast_param(bias, dtype))
             self._off = torch.autocast(x.device.type, enabled=False)
 

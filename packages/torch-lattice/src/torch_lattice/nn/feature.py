@@ -139,14 +139,11 @@ class BatchNorm(torch.nn.Module):
 
     def _features(self, f: torch.Tensor) -> torch.Tensor:
         if not self.training:
-            dtype = f.dtype
+            # The module's own tensors, uncast: the op reads half features with f32
+            # statistics in one pass (rounding f32 statistics to f16 first would lose
+            # precision, and four casts a call cost launches).
             return ops.batch_norm(
-                f,
-                self.weight.to(dtype),
-                self.bias.to(dtype),
-                self.running_mean.to(dtype),
-                self.running_var.to(dtype),
-                eps=self.eps,
+                f, self.weight, self.bias, self.running_mean, self.running_var, eps=self.eps
             )
         if f.ndim != 2 or f.shape[1] != self.num_features:
             raise ValueError(
@@ -164,8 +161,13 @@ class BatchNorm(torch.nn.Module):
         mean, var = self.running_mean, self.running_var
         if mean.dtype != dtype:
             mean, var = mean.to(dtype), var.to(dtype)
+        # Half features go in as they are, with f32 parameters and statistics (as
+        # torch.nn.BatchNorm1d under autocast): torch sums the statistics in f32 and
+        # rounds the output once to the features' dtype, and autograd keeps the half
+        # input only.  Widening them first kept an f32 copy of every activation for
+        # the backward pass (twice the memory of the half network).
         y = F.batch_norm(
-            f.to(dtype),
+            f,
             mean,
             var,
             self.weight.to(dtype),
@@ -178,7 +180,7 @@ class BatchNorm(torch.nn.Module):
             with torch.no_grad():
                 self.running_mean.copy_(mean)
                 self.running_var.copy_(var)
-        return y.to(f.dtype)
+        return y
 
     @overload
     def forward(self, x: SparseTensor) -> SparseTensor: ...

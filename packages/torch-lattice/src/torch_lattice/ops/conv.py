@@ -27,6 +27,7 @@ from lattice_contract.frontend import Attrs, implement, op_errors
 from lattice_contract.frontend import ops as api
 from lattice_contract.frontend import signatures as sig
 
+from torch_lattice._master import restore_weight, weight_to_save
 from torch_lattice._trace import traced
 from torch_lattice.kernel_map import (
     KernelMap,
@@ -512,14 +513,16 @@ class _SparseConvFunction(torch.autograd.Function):
         same = feats.is_cuda and weight.dtype == feats.dtype
         w = _taps_matrix(weight, feats.dtype if same else dtype)
         out = _apply(feats, w, kmap, kmap.num_out, dtype)
-        ctx.save_for_backward(feats, weight)
+        saved, ctx.weight_dtype = weight_to_save(weight)  # an autocast copy saves its master
+        ctx.save_for_backward(feats, saved)
         ctx.kmap = kmap
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        feats, weight = ctx.saved_tensors
+        feats, saved = ctx.saved_tensors
+        weight = restore_weight(saved, ctx.weight_dtype)
         kmap: KernelMap = ctx.kmap
         dtype = compute_dtype(feats.dtype)
         grad = grad.to(dtype).contiguous()

@@ -5,8 +5,9 @@ kernel, :mod:`.fuse`) is applied here in inference.  Otherwise one
 ``torch.autograd.Function`` runs every conv kind: the forward pass is the
 implicit-GEMM kernel over the layer's slot table (bias fused), the input
 gradient the same kernel over the transposed table, the weight gradient the
-per-tap pair kernel.  It saves the features, the weight and the map; nothing
-gathered is kept for the backward pass.
+per-tap pair kernel.  It saves the features, the weight (an autocast copy's
+f32 master, recast in backward) and the map; nothing gathered is kept for the
+backward pass.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import torch
 
+from torch_lattice._master import restore_weight, weight_to_save
 from torch_lattice.sparse import SparseTensor, Support
 from torch_lattice.triton.epilogue import take_epilogue
 from torch_lattice.triton.kernels import launch_conv, launch_wgrad
@@ -28,19 +30,27 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 """Feature dtypes the kernels run; others (f64) stay on the reference path."""
 
 
-def _taps(weight: torch.Tensor) -> torch.Tensor:
-    """(C_out, Kx, Ky, Kz, C_in) -> contiguous (K, C_in, C_out)."""
-    c_out, c_in = weight.shape[0], weight.shape[-1]
-    return weight.reshape(c_out, -1, c_in).permute(1, 2, 0).contiguous()
-
-
-def _operand(weight: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
-    """The weight in the features' dtype when both are half precision or both f32, else f32.
+def _operand_dtype(weight: torch.dtype, feats: torch.dtype) -> torch.dtype:
+    """The weight's dtype when it is the features' (both half, or both f32), else f32.
 
     The kernels multiply two operands of one dtype on the tensor cores; a
     mixed pair (f16 features, f32 weights) is widened to f32 inside the kernel.
     """
-    return weight if weight.dtype == feats.dtype else weight.float()
+    return weight if weight == feats else torch.float32
+
+
+def _taps(weight: torch.Tensor, dtype: torch.dtype, transposed: bool = False) -> torch.Tensor:
+    """(C_out, Kx, Ky, Kz, C_in) -> contiguous (K, C_in, C_out), or (K, C_out, C_in) transposed.
+
+    One copy does the cast to ``dtype`` and the new layout together (a launch
+    less per conv and per backward pass than a cast and then a ``contiguous``).
+    """
+    c_out, c_in = weight.shape[0], weight.shape[-1]
+    view = weight.detach().reshape(c_out, -1, c_in)
+    view = view.permute(1, 0, 2) if transposed else view.permute(1, 2, 0)
+    if view.dtype == dtype and view.is_contiguous():  # an autocast copy is tap-major already
+        return view
+    return torch.empty(view.shape, dtype=dtype, device=weight.device).copy_(view)
 
 
 class _TritonConvFunction(torch.autograd.Function):
@@ -53,10 +63,11 @@ class _TritonConvFunction(torch.autograd.Function):
         smap: SlotMap,
     ) -> torch.Tensor:
         feats = feats.contiguous()
-        w = _taps(_operand(weight, feats))
+        w = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
         b = None if bias is None else bias.detach().float().contiguous()
         out = launch_conv(feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache)
-        ctx.save_for_backward(feats, weight)
+        saved, ctx.weight_dtype = weight_to_save(weight)  # an autocast copy saves its master
+        ctx.save_for_backward(feats, saved)
         ctx.smap = smap
         ctx.has_bias = bias is not None
         return out
@@ -64,22 +75,30 @@ class _TritonConvFunction(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        feats, weight = ctx.saved_tensors
+        feats, saved = ctx.saved_tensors
         smap: SlotMap = ctx.smap
+        # The weight's dtype in the forward pass (an autocast copy's, whose master was saved).
+        dtype: torch.dtype = ctx.weight_dtype or saved.dtype
         grad = grad.to(feats.dtype).contiguous()
         grad_feats = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
-            w = _operand(weight, feats)
-            c_out, c_in = w.shape[0], w.shape[-1]
-            wt = w.reshape(c_out, -1, c_in).permute(1, 0, 2).contiguous()  # (K, C_out, C_in)
+            operand = _operand_dtype(dtype, feats.dtype)
+            source = saved if operand == dtype else restore_weight(saved, ctx.weight_dtype)
+            wt = _taps(source, operand, transposed=True)  # the forward's values, (K, C_out, C_in)
             back = smap.transposed()
             grad_feats = launch_conv(
                 grad, wt, back.slots, back.order, feats.dtype, cache=back.cache
             )
         if ctx.needs_input_grad[1]:
             pin, pout, starts = smap.pairs()
-            gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)  # (K, C_in, C_out)
-            grad_weight = gw.permute(2, 0, 1).reshape(weight.shape).to(weight.dtype)
+            c_out, c_in = int(saved.shape[0]), int(saved.shape[-1])
+            grad_weight = torch.empty(saved.shape, dtype=dtype, device=feats.device)
+            layout = grad_weight.view(c_out, smap.volume, c_in)
+            if dtype == torch.float32:  # summed straight into the weight's layout
+                launch_wgrad(feats, grad, pin, pout, starts, smap.volume, layout)
+            else:  # (K, C_in, C_out) f32, rounded once into the weight's dtype and layout
+                gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)
+                layout.copy_(gw.permute(2, 0, 1))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad.float().sum(0)
         return grad_feats, grad_weight, grad_bias, None
@@ -110,7 +129,7 @@ def sparse_conv(
     epilogue = take_epilogue(bias, int(weight.shape[0]))
     if epilogue is not None:  # a fused block's batch norm and ReLU, inference only
         feats = x.feats.contiguous()
-        w = _taps(_operand(weight.detach(), feats))
+        w = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
         fused = launch_conv(
             feats, w, smap.slots, smap.order, feats.dtype, epilogue=epilogue, cache=smap.cache
         )

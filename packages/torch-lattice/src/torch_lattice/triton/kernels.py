@@ -613,16 +613,23 @@ def launch_wgrad(
     pout: torch.Tensor,
     starts: torch.Tensor,
     volume: int,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(K, C_in, C_out) f32: per tap, the sum over its pairs of ``x[in]^T g[out]``.
 
     Each program sums a strided share of one tap's pairs for one channel tile
     into its own partial; the partials are added afterwards (deterministic, no
     atomics).  The split count fills the chip when taps and tiles are few.
+    ``out``, an f32 ``(C_out, K, C_in)`` tensor (the weight's own layout),
+    receives the sum in that layout instead: the addition of the partials
+    writes it there in the same launch, where a sum and then a permuting
+    copy would take two.
     """
     c_in, c_out = int(x.shape[1]), int(g.shape[1])
     m = int(g.shape[0])
     if volume == 0 or c_in == 0 or c_out == 0 or m == 0 or int(x.shape[0]) == 0:
+        if out is not None:
+            return out.zero_()
         return torch.zeros(volume, c_in, c_out, dtype=torch.float32, device=x.device)
     tiles = triton.cdiv(c_in, _pow2(c_in, 16, 64)) * triton.cdiv(c_out, _pow2(c_out, 16, 64))
     if interpreting():
@@ -632,7 +639,7 @@ def launch_wgrad(
     part = torch.empty(split, volume, c_in, c_out, dtype=torch.float32, device=x.device)
     if interpreting():
         _run_wgrad((32, 4, 1), x, g, pin, pout, starts, volume, part)
-        return part.sum(0)
+        return _sum_parts(part, out)
     key = ("wgrad", m.bit_length(), volume, c_in, c_out, x.dtype, _F32, x.device)
     cfg = _TUNED.get(key)
     if cfg is None:
@@ -643,4 +650,11 @@ def launch_wgrad(
         )
         _TUNED[key] = cfg
     _run_wgrad(cfg, x, g, pin, pout, starts, volume, part)
-    return part.sum(0)
+    return _sum_parts(part, out)
+
+
+def _sum_parts(part: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """The sum of the (SPLIT, K, C_in, C_out) partials, into ``out``'s (C_out, K, C_in) if given."""
+    if out is None:
+        return part.sum(0)
+    return torch.sum(part.permute(0, 3, 1, 2), dim=0, out=out)
