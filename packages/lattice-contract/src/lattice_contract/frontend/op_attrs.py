@@ -218,6 +218,30 @@ def keyword_error(
     )
 
 
+_PLAIN = (int, str, bool, type(None))
+_CHECKED: dict[tuple[Any, ...], tuple[AttrDecl, dict[str, Any]]] = {}
+"""Attributes already checked, by op and typed value: a layer passes the same ones each call."""
+_CHECKED_MAX = 4096
+
+
+def _typed(value: object) -> object:
+    """A hashable key that tells apart what compares equal (``True`` and ``1``), or None.
+
+    Only plain values, enum members and tuples of them are keys; anything
+    else (a list the caller may change later, a tensor, a NumPy integer) is
+    checked afresh each call.
+    """
+    kind = type(value)
+    if kind is float:  # -0.0 == 0.0 and nan != nan: key floats by their exact bits
+        return (kind, value.hex())  # type: ignore[attr-defined]
+    if kind in _PLAIN or isinstance(value, Enum):
+        return (kind, value)
+    if kind is tuple:
+        inner = tuple(_typed(v) for v in value)  # type: ignore[attr-defined]
+        return None if None in inner else (kind, inner)
+    return None
+
+
 def normalise_attrs(decl: AttrDecl, given: Mapping[str, object]) -> dict[str, Any]:
     """Every declared attribute of ``decl.op``: the given value checked, or its default.
 
@@ -225,8 +249,25 @@ def normalise_attrs(decl: AttrDecl, given: Mapping[str, object]) -> dict[str, An
     op and the keywords it takes; each value is checked (and normalised:
     triples, enum members, floats) by its attribute's check, in declaration
     order, with the messages of :mod:`lattice_contract.dialect.values`, then the
-    declaration's joint check, if any.
+    declaration's joint check, if any.  A layer passes the same attributes on
+    every call, so values that passed are remembered by op and typed value
+    (a few microseconds a check, dozens of checks a network call).
     """
+    typed = tuple((k, _typed(v)) for k, v in given.items())
+    key = None if any(t is None for _, t in typed) else (id(decl), typed)
+    if key is not None:
+        found = _CHECKED.get(key)
+        if found is not None and found[0] is decl:
+            return dict(found[1])
+    out = _normalised(decl, given)
+    if key is not None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[key] = (decl, dict(out))
+    return out
+
+
+def _normalised(decl: AttrDecl, given: Mapping[str, object]) -> dict[str, Any]:
     names = decl.names
     for key in given:
         if key not in names:

@@ -12,6 +12,7 @@ backward pass.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -53,6 +54,37 @@ def _taps(weight: torch.Tensor, dtype: torch.dtype, transposed: bool = False) ->
     return torch.empty(view.shape, dtype=dtype, device=weight.device).copy_(view)
 
 
+_TAPS: dict[int, tuple[weakref.ref[torch.Tensor], tuple[Any, ...], torch.Tensor]] = {}
+"""Fused blocks: per weight (by id, checked through a weak reference) the state its
+tap-major copy was made from, and the copy; the entry goes when the weight does."""
+
+
+def _fused_taps(weight: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+    """:func:`_taps` of a fused block's kernel operand, kept while the weight is unchanged.
+
+    A fused model (:func:`~torch_lattice.triton.fuse_conv_bn_relu`) runs the
+    same weights on every frame, and the tap-major copy is one launch per layer
+    and call, so it is made once per weight state: storage address, dtype and
+    version counter, as for the folded batch norms (an optimiser step,
+    ``load_state_dict``, ``.half()`` or a reassigned parameter remakes it; a
+    write through ``.data`` is not seen, as the fused module's docs say).
+    Tensors compare elementwise, so a ``WeakKeyDictionary`` cannot hold them.
+    """
+    try:  # tensors made under inference_mode keep no version counter
+        state: tuple[Any, ...] | None = (weight.data_ptr(), weight._version, feats.dtype)
+    except RuntimeError:
+        state = None
+    key = id(weight)
+    found = _TAPS.get(key)
+    if state is not None and found is not None and found[0]() is weight and found[1] == state:
+        return found[2]
+    taps = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
+    if state is not None:
+        ref = weakref.ref(weight, lambda _, key=key: _TAPS.pop(key, None))  # type: ignore[misc]
+        _TAPS[key] = (ref, state, taps)
+    return taps
+
+
 class _TritonConvFunction(torch.autograd.Function):
     @staticmethod
     def forward(
@@ -61,11 +93,15 @@ class _TritonConvFunction(torch.autograd.Function):
         weight: torch.Tensor,
         bias: torch.Tensor | None,
         smap: SlotMap,
+        sorted_tiles: bool,
     ) -> torch.Tensor:
         feats = feats.contiguous()
         w = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
         b = None if bias is None else bias.detach().float().contiguous()
-        out = launch_conv(feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache)
+        out = launch_conv(
+            feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache,
+            sorted_tiles=sorted_tiles,
+        )  # fmt: skip
         saved, ctx.weight_dtype = weight_to_save(weight)  # an autocast copy saves its master
         ctx.save_for_backward(feats, saved)
         ctx.smap = smap
@@ -101,7 +137,7 @@ class _TritonConvFunction(torch.autograd.Function):
                 layout.copy_(gw.permute(2, 0, 1))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad.float().sum(0)
-        return grad_feats, grad_weight, grad_bias, None
+        return grad_feats, grad_weight, grad_bias, None, None
 
 
 def sparse_conv(
@@ -127,14 +163,18 @@ def sparse_conv(
         )
     out_support, smap = build(kind, x.support, kernel, stride, padding, dilation, target)
     epilogue = take_epilogue(bias, int(weight.shape[0]))
+    training = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x.feats, weight, bias)
+    )
+    sorted_tiles = smap.sorted_tiles(more_uses=training)  # the backward pass reuses the map
     if epilogue is not None:  # a fused block's batch norm and ReLU, inference only
         feats = x.feats.contiguous()
-        w = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
         fused = launch_conv(
-            feats, w, smap.slots, smap.order, feats.dtype, epilogue=epilogue, cache=smap.cache
-        )
+            feats, _fused_taps(weight, feats), smap.slots, smap.order, feats.dtype,
+            epilogue=epilogue, cache=smap.cache, sorted_tiles=sorted_tiles,
+        )  # fmt: skip
         return SparseTensor._make(out_support, fused)
-    out: torch.Tensor = _TritonConvFunction.apply(x.feats, weight, bias, smap)  # type: ignore[no-untyped-call]
+    out: torch.Tensor = _TritonConvFunction.apply(x.feats, weight, bias, smap, sorted_tiles)  # type: ignore[no-untyped-call]
     if bias is not None:
         out = out.to(x.dtype)
     return SparseTensor._make(out_support, out)

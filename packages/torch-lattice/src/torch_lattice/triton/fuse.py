@@ -230,6 +230,13 @@ def fuse_conv_bn_relu(model: torch.nn.Module) -> torch.nn.Module:
     untouched; ``model`` itself is returned (or its replacement, when it is
     such a container).  Blocks written in a custom ``forward`` are not seen:
     put them in a ``Sequential`` to fuse them.
+
+    A fused block keeps its batch norm's folded scale and shift and its conv
+    weight's tap-major copy from one call to the next, remade when a tensor's
+    storage, dtype or version changes (an optimiser step, ``load_state_dict``,
+    ``.half()``, a reassigned parameter).  A write through ``.data`` changes no
+    version and is not seen: update a fused model's tensors under
+    ``torch.no_grad()``.
     """
     for name, child in list(model.named_children()):
         replaced = fuse_conv_bn_relu(child)

@@ -146,7 +146,7 @@ def _conv_kernel(
     scale_ptr,  # (C_out,) f32 or dummy: the epilogue's per-channel factor
     bias_ptr,  # (C_out,) f32 or dummy: the epilogue's per-channel shift
     slots_ptr,  # (M, K) int32
-    order_ptr,  # (M,) int32 output row of each tile row (rows sorted by tap pattern)
+    order_ptr,  # (M,) int32/int64 output row of each tile row (rows sorted by tap pattern)
     taps_ptr,  # (tiles, K) int32 the taps present in each tile, first `count` of them (LIST)
     count_ptr,  # (tiles,) int32 how many taps each tile has (LIST)
     out_ptr,  # (M, C_out)
@@ -239,19 +239,23 @@ def _conv_kernel(
 @triton.jit
 def _tile_taps_kernel(
     slots_ptr,  # (M, K) int32
-    order_ptr,  # (M,) int32 rows sorted by tap pattern
+    order_ptr,  # (M,) rows sorted by tap pattern (REORDER), else a dummy
     taps_ptr,  # (tiles, K) int32 out: present taps first
     count_ptr,  # (tiles,) int32 out
     m_rows,
     K: tl.constexpr,
     KP: tl.constexpr,
+    REORDER: tl.constexpr,
     BM: tl.constexpr,
 ):
-    """Per tile of BM sorted rows: which taps any of its rows has, listed compactly."""
+    """Per tile of BM rows (sorted, or as they are): which taps any of its rows has, listed."""
     tile = tl.program_id(0)
     r = tile * BM + tl.arange(0, BM)
     live = r < m_rows
-    rows = tl.load(order_ptr + r, mask=live, other=0).to(tl.int64)
+    if REORDER:  # noqa: SIM108 (a jit kernel: keep the branch explicit)
+        rows = tl.load(order_ptr + r, mask=live, other=0).to(tl.int64)
+    else:
+        rows = r.to(tl.int64)
     ks = tl.arange(0, KP)
     src = tl.load(
         slots_ptr + rows[:, None] * K + ks[None, :],
@@ -265,10 +269,11 @@ def _tile_taps_kernel(
 
 
 def _tile_taps(
-    slots: torch.Tensor, order: torch.Tensor, bm: int, cache: dict[Any, Any] | None
+    slots: torch.Tensor, order: torch.Tensor | None, bm: int, cache: dict[Any, Any] | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(taps, counts) of each BM-row tile of ``order``: one launch, cached in ``cache``."""
-    key = ("tile_taps", bm)
+    """(taps, counts) of each BM-row tile of ``order`` (None: rows as they are): one launch,
+    cached in ``cache``."""
+    key = ("tile_taps", bm, order is not None)
     found = None if cache is None else cache.get(key)
     if found is not None:
         result: tuple[torch.Tensor, torch.Tensor] = found
@@ -278,7 +283,15 @@ def _tile_taps(
     taps = torch.empty(tiles, k, dtype=torch.int32, device=slots.device)
     counts = torch.empty(tiles, dtype=torch.int32, device=slots.device)
     _tile_taps_kernel[(tiles,)](
-        slots, order, taps, counts, m, K=k, KP=int(triton.next_power_of_2(k)), BM=bm
+        slots,
+        order if order is not None else slots,
+        taps,
+        counts,
+        m,
+        K=k,
+        KP=int(triton.next_power_of_2(k)),
+        REORDER=order is not None,
+        BM=bm,
     )
     if cache is not None:
         cache[key] = (taps, counts)
@@ -356,16 +369,18 @@ def _run_conv(
     order_of: Callable[[], torch.Tensor] | None,
     out: torch.Tensor,
     cache: dict[Any, Any] | None,
+    sorted_tiles: bool = True,
 ) -> None:
     m, k = slots.shape
     c_in, c_out = w.shape[1], w.shape[2]
     bm, warps, stages, walk = cfg
     if order_of is None:
         walk = "flat"
-    # Only a tile shape that skips taps needs the rows sorted by tap pattern (a sort).
-    order = order_of() if walk != "flat" and order_of is not None else None
+    # Only a tile shape that skips taps wants the rows sorted by tap pattern (a sort);
+    # without ``sorted_tiles`` it skips what the tiles of rows as they are let it skip.
+    order = order_of() if walk != "flat" and order_of is not None and sorted_tiles else None
     taps, counts = slots, slots  # dummies unless the walk lists taps
-    if order is not None and walk == "list":
+    if walk == "list":
         taps, counts = _tile_taps(slots, order, bm, cache)
     bn = _pow2(c_out, 16, 128)
     bk = _pow2(c_in, 16, 64)
@@ -411,6 +426,7 @@ def launch_conv(
     epilogue: Epilogue | None = None,
     cache: dict[Any, Any] | None = None,
     config: tuple[Any, ...] | None = None,
+    sorted_tiles: bool = True,
 ) -> torch.Tensor:
     """out[o] = sum_k x[slots[o, k]] @ w[k] (+ bias), f32 accumulation, stored in ``out_dtype``.
 
@@ -418,7 +434,9 @@ def launch_conv(
     shift, ReLU), of which a bias is the special case, so pass one or the other.
     ``order_of`` gives (on demand, cached by the caller) a permutation of the
     output rows sorted by which taps they have: it keeps the rows of one tile
-    alike, so tile shapes that skip absent taps skip whole taps per tile.
+    alike, so tile shapes that skip absent taps skip whole taps per tile;
+    ``sorted_tiles=False`` runs those shapes on the rows as they are (no sort:
+    a map used once, see :meth:`~torch_lattice.triton.maps.SlotMap.sorted_tiles`).
     ``cache`` (the map's) keeps the per-tile tap lists; ``config`` forces a
     tile shape (one of ``conv_candidates``; tests run each).  Under the
     interpreter a kernel of 27 taps walks tap lists, of 8 skips by branch and
@@ -439,7 +457,7 @@ def launch_conv(
         walk = "list" if volume == 27 else "skip" if volume == 8 else "flat"
         config = (32, 4, 1, walk)
     if config is not None:
-        _run_conv(config, x, w, epi, slots, order_of, out, cache)
+        _run_conv(config, x, w, epi, slots, order_of, out, cache, sorted_tiles)
         return out
     key = (
         "conv",
@@ -451,16 +469,17 @@ def launch_conv(
         w.dtype,
         _F32,
         x.device,
+        sorted_tiles,
     )
     cfg = _TUNED.get(key)
     if cfg is None:
         cfg = _autotune(
-            lambda c: _run_conv(c, x, w, epi, slots, order_of, out, cache),
+            lambda c: _run_conv(c, x, w, epi, slots, order_of, out, cache, sorted_tiles),
             conv_candidates(x.dtype, w.dtype),
             key,
         )
         _TUNED[key] = cfg
-    _run_conv(cfg, x, w, epi, slots, order_of, out, cache)
+    _run_conv(cfg, x, w, epi, slots, order_of, out, cache, sorted_tiles)
     return out
 
 

@@ -1,0 +1,145 @@
+"""A map used once runs on its rows as they are; fused blocks keep their weights' tap copies.
+
+A fresh scan per frame builds every map and uses each once (inference): the
+tap-pattern sort of a map (a device radix sort, about 0.2 ms of host time)
+does not pay back there, so the first use of a map without a backward pass
+runs its tiles in row order, and the second use sorts.  The oracle is the
+reference path (``schedule("tap_major")``).  Without a GPU the kernels run
+under ``TRITON_INTERPRET=1`` (set by the root conftest) on small inputs; with
+CUDA the same tests run on the GPU at full size.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import pytest
+import torch
+from torch_lattice import SparseTensor, nn, ops
+from torch_lattice.ops.conv import schedule
+from torch_lattice.ops.reference import random_sparse
+
+if importlib.util.find_spec("triton") is None:
+    pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
+
+from torch_lattice.triton import fuse_conv_bn_relu, kernels
+from torch_lattice.triton.maps import build
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+ROWS, C_IN, C_OUT, EXTENT = (20000, 32, 48, 40) if CUDA else (60, 5, 6, 5)
+SUBM = ((3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
+
+
+def _input(seed: int, dtype: torch.dtype = torch.float32) -> SparseTensor:
+    """Rows filling a small box (every face touched) over two batch items, shuffled."""
+    g = torch.Generator().manual_seed(seed)
+    x = random_sparse(g, ROWS, C_IN, batch=2, extent=EXTENT, stride=(1, 1, 1), dtype=dtype)
+    perm = torch.randperm(x.coords.shape[0], generator=g)
+    return SparseTensor(x.coords[perm].to(DEVICE), x.feats[perm].to(DEVICE))
+
+
+def _weight(seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(C_OUT, 3, 3, 3, C_IN, generator=g) / (C_IN * 3) ** 0.5
+    return w.to(dtype).to(DEVICE)
+
+
+@pytest.mark.parametrize("bm", [16, 32])
+def test_tiles_of_rows_as_they_are_list_exactly_their_taps(bm: int) -> None:
+    """Per tile of unsorted rows: exactly the taps some row of it has, in increasing order."""
+    x = _input(1)
+    _, smap = build("subm", x.support, *SUBM)
+    taps, counts = kernels._tile_taps(smap.slots, None, bm, None)
+    present = (smap.slots >= 0).cpu()
+    tiles = -(-present.shape[0] // bm)
+    padded = torch.zeros(tiles * bm, 27, dtype=torch.bool)
+    padded[: present.shape[0]] = present
+    want = padded.view(tiles, bm, 27).any(1)
+    assert torch.equal(counts.cpu(), want.sum(1).to(torch.int32))
+    taps = taps.cpu()
+    for t in range(tiles):
+        assert torch.equal(taps[t, : int(counts[t])], torch.nonzero(want[t]).flatten().int())
+    assert "order" not in smap.cache  # nothing was sorted
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_every_tile_shape_matches_the_reference_on_unsorted_rows(dtype: torch.dtype) -> None:
+    """Flat, skip-by-branch and listed-tap walks over tiles in row order give the result."""
+    x, w = _input(2, dtype), _weight(3, dtype)
+    with torch.no_grad(), schedule("tap_major"):
+        ref = ops.subm_conv3d(x, w, kernel_size=3).feats.double()
+    _, smap = build("subm", x.support, *SUBM)
+    taps = w.reshape(C_OUT, 27, C_IN).permute(1, 2, 0).contiguous()
+    tol = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    for cfg in kernels.conv_candidates(dtype, dtype):
+        got = kernels.launch_conv(
+            x.feats, taps, smap.slots, smap.order, dtype, cache=smap.cache, config=cfg,
+            sorted_tiles=False,
+        )  # fmt: skip
+        torch.testing.assert_close(got.double(), ref, **tol, msg=str(cfg))
+    assert "order" not in smap.cache
+
+
+def _fresh(x: SparseTensor) -> SparseTensor:
+    """The same rows on a new support: every map is built again, as for a new scan."""
+    return SparseTensor(x.coords.clone(), x.feats)
+
+
+def test_a_map_is_sorted_on_its_second_use_in_inference_and_first_in_training() -> None:
+    x, w = _input(4), _weight(5)
+    with schedule("triton"):
+        with torch.no_grad():
+            fresh = _fresh(x)
+            first = ops.subm_conv3d(fresh, w, kernel_size=3)
+            _, smap = build("subm", fresh.support, *SUBM)
+            assert "order" not in smap.cache, "a map used once was sorted"
+            second = ops.subm_conv3d(fresh, w, kernel_size=3)
+            assert "order" in smap.cache, "a reused map was not sorted"
+        torch.testing.assert_close(first.feats, second.feats, atol=1e-5, rtol=1e-5)
+        trained = _fresh(x)
+        out = ops.subm_conv3d(trained, w.clone().requires_grad_(), kernel_size=3)
+        _, tmap = build("subm", trained.support, *SUBM)
+        assert "order" in tmap.cache, "a map the backward pass reuses was not sorted"
+        torch.testing.assert_close(out.feats.detach(), first.feats, atol=1e-5, rtol=1e-5)
+
+
+def _block() -> nn.Sequential:
+    torch.manual_seed(6)
+    block = nn.Sequential(nn.SubmConv3d(C_IN, C_OUT, 3, bias=False), nn.BatchNorm(C_OUT), nn.ReLU())
+    with torch.no_grad():
+        block[1].running_mean.uniform_(-0.5, 0.5)
+        block[1].running_var.uniform_(0.5, 1.5)
+    return block.to(DEVICE).eval()
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_a_fused_block_sees_every_weight_update(mode: str) -> None:
+    """The kept tap copy follows in-place updates, load_state_dict and a new parameter."""
+    x = _input(7)
+    block = _block()
+    fused = fuse_conv_bn_relu(copy.deepcopy(block))
+    context = torch.inference_mode if mode == "inference_mode" else torch.no_grad
+
+    def check() -> None:
+        with context():
+            with schedule("triton"):
+                got = fused(_fresh(x)).feats
+            with schedule("tap_major"):
+                want = block(_fresh(x)).feats
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+    check()
+    with torch.no_grad():
+        block[0].weight.mul_(-2.0)
+        fused[0].weight.mul_(-2.0)  # in place: the version moves
+    check()
+    state = {k: v * 0.5 for k, v in block.state_dict().items() if k.endswith("0.weight")}
+    block.load_state_dict(state, strict=False)
+    fused.load_state_dict(state, strict=False)
+    check()
+    new = torch.nn.Parameter(torch.randn_like(block[0].weight))
+    block[0].weight = new
+    fused[0].weight = torch.nn.Parameter(new.detach().clone())
+    check()
