@@ -197,6 +197,10 @@ CASES = [
 ]
 
 
+LETTERS = {"context": "c", "neural": "n", "hybrid": "h", "phases": "p", "mix": "m", "mixnn": "x"}
+"""One letter per level method in the table's levels column (x: mixing with the neural model)."""
+
+
 def run_case(
     name: str, levels: int, sparse: bool, model: NeuralModel | None, seed: int = 1
 ) -> dict[str, object]:
@@ -227,7 +231,7 @@ def run_case(
         "draco": None if draco is None else 8 * draco / n,
         "draco_lossless": base["draco_lossless"],
         "ratio_xz": len(res.data) / base["xz_bytes"],
-        "methods": "".join(m[0] for m in res.methods),
+        "methods": "".join(LETTERS[m] for m in res.methods),
         "mode": res.mode,
         "exact": exact,
         "encode_s": enc_s,

@@ -63,17 +63,17 @@ def test_nn_stretch_is_the_centre_of_each_logit_step() -> None:
 def test_method_5_round_trips_across_runtimes_within_the_estimate(
     models: dict[str, NeuralModel], enc: str, dec: str
 ) -> None:
-    vox = _shell(7, 40_000, 3)
-    res = encode_voxels(vox, 7, models[enc], allow_lzma=False, methods_allowed=("context", "mixnn"))
+    vox = _shell(6, 15_000, 3)
+    res = encode_voxels(vox, 6, models[enc], allow_lzma=False, methods_allowed=("context", "mixnn"))
     assert "mixnn" in res.methods, res.methods
     head = read_header(res.data)
     assert head.version == 3 and head.digest == models[enc].digest
     back, levels = decode_voxels(res.data, models[dec])
-    assert levels == 7 and _same(back, vox)
+    assert levels == 6 and _same(back, vox)
     # payload = file - header - per-level side info (CRC, fix count): within 0.5 %
     side = 5 * sum(m in ("neural", "hybrid", "mixnn") for m in res.methods)
     count_bytes = max(1, (len(vox).bit_length() + 6) // 7)
-    payload = 8 * (len(res.data) - (4 + 3 + count_bytes + 7 + 32 + side))
+    payload = 8 * (len(res.data) - (4 + 3 + count_bytes + 6 + 32 + side))
     assert abs(payload - res.estimate_bits) <= 0.005 * res.estimate_bits
 
 
@@ -109,9 +109,9 @@ def test_decoder_follows_methods_4_and_5_sharing_one_state(
     The state after a level is the winning method's, so a decoder that kept
     the wrong one falls out of step at the next mixing level.
     """
-    vox = _shell(7, 40_000, 6)
-    keys, _ = build_octree(vox, 7)
-    big = [lv for lv in range(7) if len(keys[lv]) >= MIN_PARENTS]
+    vox = _shell(6, 15_000, 6)
+    keys, _ = build_octree(vox, 6)
+    big = [lv for lv in range(6) if len(keys[lv]) >= MIN_PARENTS]
     odd = {len(keys[lv]) for lv in big[::2]}
     real = codec_module.code_level_mix
 
@@ -130,7 +130,7 @@ def test_decoder_follows_methods_4_and_5_sharing_one_state(
 
     monkeypatch.setattr(codec_module, "code_level_mix", costly)
     res = encode_voxels(
-        vox, 7, models["torch"], allow_lzma=False, methods_allowed=("context", "mix", "mixnn")
+        vox, 6, models["torch"], allow_lzma=False, methods_allowed=("context", "mix", "mixnn")
     )
     monkeypatch.undo()
     chosen = [res.methods[lv] for lv in big]
