@@ -478,27 +478,18 @@ def _update(
         np.add.at(grad, ms, g)
         steps = np.minimum(cnt, 256)[:, None]
         w += (grad * steps * LR) // (np.maximum(cnt, 1)[:, None] << (12 + LR_SHIFT))
-    flat = apm * APM_BUCKETS + bucket
-    state.apmn += np.bincount(flat, minlength=APM_CTX * APM_BUCKETS).reshape(APM_CTX, -1)
-    state.apm1 += (
-        np.bincount(flat, weights=y, minlength=APM_CTX * APM_BUCKETS)
-        .astype(np.int64)
-        .reshape(APM_CTX, -1)
-    )
-    over = state.apmn > 255
-    state.apmn[over] >>= 1
-    state.apm1[over] >>= 1
+    _apm_learn(state.apm1, state.apmn, apm * APM_BUCKETS + bucket, y)
     if nn is not None:
-        flat = nn.apm * APM_BUCKETS + bucket
-        state.apm2n += np.bincount(flat, minlength=APM2_CTX * APM_BUCKETS).reshape(APM2_CTX, -1)
-        state.apm21 += (
-            np.bincount(flat, weights=y, minlength=APM2_CTX * APM_BUCKETS)
-            .astype(np.int64)
-            .reshape(APM2_CTX, -1)
-        )
-        over = state.apm2n > 255
-        state.apm2n[over] >>= 1
-        state.apm21[over] >>= 1
+        _apm_learn(state.apm21, state.apm2n, nn.apm * APM_BUCKETS + bucket, y)
+
+
+def _apm_learn(ones: np.ndarray, seen: np.ndarray, flat: np.ndarray, y: np.ndarray) -> None:
+    """Count a chunk's bits into an APM's cells ``flat`` (in place), halving cells past 255."""
+    seen += np.bincount(flat, minlength=seen.size).reshape(seen.shape)
+    ones += np.bincount(flat, weights=y, minlength=seen.size).astype(np.int64).reshape(seen.shape)
+    over = seen > 255
+    seen[over] >>= 1
+    ones[over] >>= 1
 
 
 def code_level_mix(
