@@ -136,3 +136,15 @@ def test_decoder_follows_methods_4_and_5_sharing_one_state(
     chosen = [res.methods[lv] for lv in big]
     assert "mix" in chosen and "mixnn" in chosen, chosen
     assert _same(decode_voxels(res.data, models["mlx"])[0], vox)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("enc", "dec"), [("torch", "mlx"), ("mlx", "torch")])
+def test_level_10_file_with_every_method_round_trips_across_runtimes(
+    models: dict[str, NeuralModel], enc: str, dec: str
+) -> None:
+    vox = _shell(10, 120_000, 7)
+    res = encode_voxels(vox, 10, models[enc])
+    assert res.mode == "octree" and "mixnn" in res.methods, res.methods
+    back, levels = decode_voxels(res.data, models[dec])
+    assert levels == 10 and _same(back, vox)
