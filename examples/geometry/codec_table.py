@@ -15,7 +15,10 @@ parent) and Draco, with encode/decode wall times.
 Run from the repository root (a few minutes on one idle core, more with a model)::
 
     .venv/bin/python examples/geometry/codec_table.py [--model examples/geometry/model.lattice]
-        [--only cad_part@8] [--seed 1] [--extra] [--json table.json]
+        [--only cad_part@8] [--seed 1] [--extra | --frozen] [--json table.json]
+
+``--frozen`` is the frozen test set of ``frozen_shapes.py`` (four families
+that no constant and no weight was chosen on).
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from lattice_conformance.codec import NeuralModel, decode_voxels, encode_voxels
 from lattice_conformance.codec.baselines import baselines
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # frozen_shapes beside this file
+from frozen_shapes import FROZEN, FROZEN_CASES, FROZEN_SEED
 
 # Procedural clouds (vectorised; coordinates in [0, 1), voxelised at the level).
 
@@ -190,11 +197,15 @@ CASES = [
 ]
 
 
+LETTERS = {"context": "c", "neural": "n", "hybrid": "h", "phases": "p", "mix": "m", "mixnn": "x"}
+"""One letter per level method in the table's levels column (x: mixing with the neural model)."""
+
+
 def run_case(
     name: str, levels: int, sparse: bool, model: NeuralModel | None, seed: int = 1
 ) -> dict[str, object]:
     """One row of the table (bits per occupied voxel unless named otherwise)."""
-    vox = {**CLOUDS, **EXTRA}[name](levels, np.random.default_rng(seed), sparse)
+    vox = {**CLOUDS, **EXTRA, **FROZEN}[name](levels, np.random.default_rng(seed), sparse)
     n = max(len(vox), 1)
     start = time.perf_counter()
     res = encode_voxels(vox, levels, model)
@@ -220,7 +231,7 @@ def run_case(
         "draco": None if draco is None else 8 * draco / n,
         "draco_lossless": base["draco_lossless"],
         "ratio_xz": len(res.data) / base["xz_bytes"],
-        "methods": "".join(m[0] for m in res.methods),
+        "methods": "".join(LETTERS[m] for m in res.methods),
         "mode": res.mode,
         "exact": exact,
         "encode_s": enc_s,
@@ -276,15 +287,25 @@ def main() -> None:
         help="the three generators the tuning never saw (boxes, torus, terrain; measured with "
         "--seed 7) instead of the table's",
     )
-    parser.add_argument("--seed", type=int, default=1, help="cloud seed (1: the held-out table)")
+    parser.add_argument(
+        "--frozen",
+        action="store_true",
+        help="the frozen test set (frozen_shapes.py: four families nothing was tuned or trained "
+        f"on, seed {FROZEN_SEED}) instead of the table's",
+    )
+    parser.add_argument("--seed", type=int, help="cloud seed (default 1, the held-out table)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     model = None if args.model is None else NeuralModel(args.model, args.runtime)
+    if args.extra and args.frozen:
+        parser.error("--extra and --frozen are two different sets: pick one")
+    cases = EXTRA_CASES if args.extra else FROZEN_CASES if args.frozen else CASES
+    seed = args.seed if args.seed is not None else FROZEN_SEED if args.frozen else 1
     rows = []
-    for levels, name, sparse in EXTRA_CASES if args.extra else CASES:
+    for levels, name, sparse in cases:
         if args.only and f"{name}@{levels}" not in args.only:
             continue
-        rows.append(run_case(name, levels, sparse, model, args.seed))
+        rows.append(run_case(name, levels, sparse, model, seed))
         print(json.dumps(rows[-1]), flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

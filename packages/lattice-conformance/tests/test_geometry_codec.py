@@ -247,10 +247,11 @@ def test_never_more_than_a_few_bytes_above_context_only() -> None:
 
 
 def test_format_1_files_still_decode_but_cannot_hold_mixing() -> None:
-    """Version 2 only added method 4: a version 1 file decodes; one claiming method 4 is refused."""
+    """Versions 2 and 3 only added methods 4 and 5: a version 1 file decodes; one claiming
+    method 4 is refused."""
     vox = _faces(8)
     old = encode_voxels(vox, 8, allow_lzma=False, methods_allowed=("context", "phases"))
-    assert old.data[4] == 2
+    assert old.data[4] == 3
     got, levels = decode_voxels(old.data[:4] + bytes([1]) + old.data[5:])
     assert levels == 8 and _same(got, vox)
     methods_at = 7 + 1  # magic, version/mode/levels, a one-byte voxel count (27 voxels)
@@ -266,7 +267,7 @@ def test_bad_files_are_refused() -> None:
     with pytest.raises(CodecFormatError, match="magic"):
         decode_voxels(b"XXXX" + good[4:])
     with pytest.raises(
-        CodecFormatError, match=r"newer codec \(format 99\); this decoder reads up to 2"
+        CodecFormatError, match=r"newer codec \(format 99\); this decoder reads up to 3"
     ):
         decode_voxels(good[:4] + bytes([99]) + good[5:])
     with pytest.raises(CodecFormatError, match="version 0 does not exist"):

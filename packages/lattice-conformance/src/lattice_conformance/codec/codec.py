@@ -1,8 +1,9 @@
 """Encode a voxel set to a geometry codec file and decode it back (see :mod:`.format`).
 
 Per level the encoder computes the exact code length of every method it may
-use (the context-adaptive model always; with a model, the neural model and the
-neural model adapted by context counts), codes the level with the cheapest and
+use (the context-adaptive, parity-phase and mixing models always; with a
+model, the neural model, the neural model adapted by context counts and the
+mixing model with the neural logits as extra mixer inputs), codes the level with the cheapest and
 records the choice in the header.  Over the whole file it then keeps the
 smaller of that octree coding and raw LZMA2 (preset 9e) of the octree byte
 stream, so a file is never larger than the context model's output, nor than
@@ -198,15 +199,10 @@ def encode_voxels(
             _, cands[fmt.METHOD_PHASES] = code_level_phases(
                 recs[fmt.METHOD_PHASES], rows, nbr, codes[lv], ph_after
             )
-        if "mix" in allowed and m >= MIN_PARENTS:  # its state after a level: whichever won
-            recs[fmt.METHOD_MIX] = Recorder()
-            _, cands[fmt.METHOD_MIX] = code_level_mix(
-                recs[fmt.METHOD_MIX], rows, nbr, codes[lv], mix_state
-            )
-        mix_state.halve()
         li = None
         fixes: tuple[np.ndarray, np.ndarray] | None = None
-        if model is not None and m and allowed & {"neural", "hybrid"}:
+        mixnn = "mixnn" in allowed and model is not None and m >= MIN_PARENTS
+        if model is not None and m and (mixnn or allowed & {"neural", "hybrid"}):
             li = model.logit_levels(rows, lv, levels)
             if cross_check is not None:
                 other = cross_check.logit_levels(rows, lv, levels)
@@ -223,6 +219,19 @@ def encode_voxels(
                     recs[meth], meth, nbr, codes[lv], li, list(ctx_tables), hyb, m
                 )
                 after[meth] = ([], hyb)
+        # The mixing state after a level: method 5's if it won, else method 4's
+        # (which every level with enough parents learns, whichever method won).
+        nn_state = mix_state.copy() if mixnn else None
+        if "mix" in allowed and m >= MIN_PARENTS:
+            recs[fmt.METHOD_MIX] = Recorder()
+            _, cands[fmt.METHOD_MIX] = code_level_mix(
+                recs[fmt.METHOD_MIX], rows, nbr, codes[lv], mix_state
+            )
+        if nn_state is not None:
+            recs[fmt.METHOD_MIXNN] = Recorder()
+            _, cands[fmt.METHOD_MIXNN] = code_level_mix(
+                recs[fmt.METHOD_MIXNN], rows, nbr, codes[lv], nn_state, li
+            )
         # The choice counts what each method adds to the header: a neural
         # level's CRC and fixes, and the model digest once.
         extra = _side_cost(fixes) + (0.0 if digest_paid else 8.0 * 32)
@@ -232,6 +241,10 @@ def encode_voxels(
         total_bits += cands[choice]
         if choice == fmt.METHOD_HYBRID:
             hyb_tables = after[choice][1]
+        if choice == fmt.METHOD_MIXNN:
+            assert nn_state is not None
+            mix_state = nn_state
+        mix_state.halve()
         ctx_tables, ph_tables = halve(ctx_after), halve_phases(ph_after)
         hyb_tables = halve(hyb_tables)
         methods.append(choice)
@@ -312,10 +325,12 @@ def _parse(data: bytes) -> tuple[Header, io.BytesIO]:
     if mode == fmt.MODE_LZMA:
         return Header(version, "lzma", levels, voxels, None, []), buf
     methods = list(fmt.read_exact(buf, levels, "method flags"))
-    if version == 1 and fmt.METHOD_MIX in methods:
-        raise fmt.CodecFormatError(
-            "a format 1 file cannot use method 4 (mixing came with format 2); corrupt file?"
-        )
+    for meth, first in fmt.FIRST_VERSION.items():
+        if version < first and meth in methods:
+            raise fmt.CodecFormatError(
+                f"a format {version} file cannot use method {meth} (it came with format "
+                f"{first}); corrupt file?"
+            )
     if any(m not in fmt.METHOD_NAMES for m in methods):
         raise fmt.CodecFormatError(f"unknown level method in {methods} (corrupt file?)")
     names = [fmt.METHOD_NAMES[m] for m in methods]
@@ -382,7 +397,7 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
     ph_tables: PhaseTables = [None] * 8
     last_phases = max((i for i, m in enumerate(methods) if m == fmt.METHOD_PHASES), default=-1)
     mix_state = MixState()  # its levels and the larger ones before them learn (MIN_PARENTS)
-    last_mix = max((i for i, m in enumerate(methods) if m == fmt.METHOD_MIX), default=-1)
+    last_mix = max((i for i, m in enumerate(methods) if m in fmt.MIX_METHODS), default=-1)
     side_iter = iter(sides)
     for lv, meth in enumerate(methods):
         m = len(parents)
@@ -406,15 +421,17 @@ def decode_voxels(data: bytes, model: NeuralModel | None = None) -> tuple[np.nda
                 )
         if meth == fmt.METHOD_PHASES:
             codes, _ = code_level_phases(coder, rows, nbr, None, ph_tables)
-        elif meth == fmt.METHOD_MIX:
-            codes, _ = code_level_mix(coder, rows, nbr, None, mix_state)
+        elif meth in fmt.MIX_METHODS:
+            nn = li if meth == fmt.METHOD_MIXNN else None
+            codes, _ = code_level_mix(coder, rows, nbr, None, mix_state, nn)
         else:
             codes, _ = _code_level(coder, meth, nbr, None, li, ctx_tables, hyb_tables, m)
-        if meth != fmt.METHOD_CONTEXT and meth not in fmt.MODEL_METHODS:
+        if meth not in (fmt.METHOD_CONTEXT, fmt.METHOD_NEURAL, fmt.METHOD_HYBRID):
+            # (methods 1 and 2 learn the context tables as they decode)
             _code_level(None, fmt.METHOD_CONTEXT, nbr, codes, None, ctx_tables, [], m)
         if meth != fmt.METHOD_PHASES and lv < last_phases:  # a later level needs these statistics
             code_level_phases(None, rows, nbr, codes, ph_tables)
-        if meth != fmt.METHOD_MIX and lv < last_mix and m >= MIN_PARENTS:
+        if meth not in fmt.MIX_METHODS and lv < last_mix and m >= MIN_PARENTS:
             code_level_mix(None, rows, nbr, codes, mix_state)
         if lv < last_mix:
             mix_state.halve()

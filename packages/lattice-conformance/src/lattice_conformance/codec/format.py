@@ -3,15 +3,17 @@
 Layout (all integers little-endian)::
 
     magic      4 bytes  b"LGCC"
-    version    u8       FORMAT_VERSION (2; version 1 files, without method 4, still decode)
+    version    u8       FORMAT_VERSION (3; versions 1 and 2, without methods 4/5 and 5, still
+                        decode)
     mode       u8       0 = octree coded level by level, 1 = LZMA of the octree stream
     levels     u8       L (grid 2^L per axis)
     voxels     varint   number of voxels (checked after decoding)
   mode 0:
     methods    L bytes  per level: 0 context-adaptive, 1 neural, 2 neural + adaptive,
-                        3 parity phases with backoff, 4 mixing (context models mixed)
-    digest     32 bytes SHA-256 of the model artifact (only when a level uses 1 or 2)
-    per level with method 1 or 2:
+                        3 parity phases with backoff, 4 mixing (context models mixed),
+                        5 mixing with the neural model's logits as mixer inputs
+    digest     32 bytes SHA-256 of the model artifact (only when a level uses 1, 2 or 5)
+    per level with method 1, 2 or 5:
       crc      u32      CRC-32 of the level's quantised logits (after the fixes below)
       fixes    varint n, then n x (varint index delta, i8 value): quantised logits
                the encoder's runtimes disagreed on, and the value both must use
@@ -27,21 +29,27 @@ import io
 __all__ = ["FORMAT_VERSION", "MAGIC", "CodecFormatError", "read_varint", "write_varint"]
 
 MAGIC = b"LGCC"
-FORMAT_VERSION = 2
-"""The version this codec writes.  Version 2 added method 4 (mixing); version 1 files
-(methods 0-3) are still read, and are the same bytes otherwise."""
-READ_VERSIONS = frozenset({1, 2})
+FORMAT_VERSION = 3
+"""The version this codec writes.  Version 2 added method 4 (mixing), version 3 method 5
+(mixing with the neural model); version 1 files (methods 0-3) and version 2 files (0-4)
+are still read, and are the same bytes otherwise."""
+READ_VERSIONS = frozenset({1, 2, 3})
+FIRST_VERSION = {4: 2, 5: 3}
+"""The format version that introduced a method (older files cannot use it)."""
 """The versions this decoder reads."""
 
 METHOD_CONTEXT, METHOD_NEURAL, METHOD_HYBRID, METHOD_PHASES, METHOD_MIX = 0, 1, 2, 3, 4
+METHOD_MIXNN = 5
 METHOD_NAMES = {
     METHOD_CONTEXT: "context",
     METHOD_NEURAL: "neural",
     METHOD_HYBRID: "hybrid",
     METHOD_PHASES: "phases",
     METHOD_MIX: "mix",
+    METHOD_MIXNN: "mixnn",
 }
-MODEL_METHODS = frozenset({METHOD_NEURAL, METHOD_HYBRID})  # the levels that need the model
+MODEL_METHODS = frozenset({METHOD_NEURAL, METHOD_HYBRID, METHOD_MIXNN})  # need the model
+MIX_METHODS = frozenset({METHOD_MIX, METHOD_MIXNN})  # share the mixing state
 MODE_OCTREE, MODE_LZMA = 0, 1
 
 

@@ -40,6 +40,16 @@ squash table is PAQ's 33 integers, stretch its exact inverse, hashes wrap
 in uint64), so the encoder and decoder compute identical probabilities on
 any machine.
 
+With a neural model (method 5), the integer network's quantised logit of
+each child (bit-identical on MLX and torch, see :mod:`.neural`) enters as a
+further stretch-domain input of both mixers, a third mixer whose weights are
+selected by the network's confidence and the child learns how far to trust
+it, and a second APM keyed on the network's logit and the occupied face
+neighbours refines the result (each APM an eighth of the final
+probability).  Without a model these inputs are 0 and the method-4
+probabilities are unchanged bit for bit; the encoder keeps, per level,
+whichever of methods 4 and 5 codes shorter, and the state that method left.
+
 As in the other adaptive methods, a pass is coded in chunks of growing size
 (see :func:`.context.chunk_bounds`): every bit of a chunk sees the state
 learnt from earlier chunks, and the chunk then updates counts, mixer
@@ -58,7 +68,7 @@ from lattice_conformance.codec.context import chunk_bounds
 from lattice_conformance.codec.octree import OFFSETS, off_index
 from lattice_conformance.codec.phases import parity_phase
 
-__all__ = ["MIN_PARENTS", "MixState", "code_level_mix"]
+__all__ = ["MIN_PARENTS", "MixState", "code_level_mix", "nn_stretch"]
 
 W_INIT = 16000  # initial mixer weight (16-bit fixed point)
 LR = 4  # mixer learning rate: weights move by mean(x * err) * steps * LR / 2^12 / 2^LR_SHIFT
@@ -120,14 +130,18 @@ _MODELS = {  # name -> table size
     "pexact": 1 << HASH_BITS,
     "far": 216 * 216,
 }
-NIN = len(_MODELS) + 1  # the models and a bias
+NIN = len(_MODELS) + 2  # the models, a bias and the neural model (0 without one)
+W_NN = 16000  # initial mixer weight of the neural model's input
 # All models' counts live in one flat table; model i's contexts start at _BASE[i].
 _BASE = np.cumsum([0, *_MODELS.values()])[:-1].astype(np.int64)
 _TABLE = int(sum(_MODELS.values()))
 NSETS = 7 * 4 * 3
 NSETS2 = 8 * 4 * 3
+NSETS3 = 12 * 8  # the neural mixer: confidence of the neural model x child
 APM_BUCKETS = 33
 APM_CTX = 7 * 7
+NN_BUCKETS = 24  # the neural APM: quantised neural logit x occupied face neighbours
+APM2_CTX = NN_BUCKETS * 4
 
 
 def _child_map(k: int, d: np.ndarray) -> tuple[int, int]:
@@ -201,6 +215,10 @@ class MixState:
     weights2: np.ndarray = field(default_factory=lambda: _weights_init(NSETS2))
     apm1: np.ndarray = field(default_factory=lambda: _apm_init()[0])
     apmn: np.ndarray = field(default_factory=lambda: _apm_init()[1])
+    # Learnt only on levels coded with the neural model's inputs (method 5):
+    weights3: np.ndarray = field(default_factory=lambda: _weights_init(NSETS3))
+    apm21: np.ndarray = field(default_factory=lambda: _apm_init(APM2_CTX)[0])
+    apm2n: np.ndarray = field(default_factory=lambda: _apm_init(APM2_CTX)[1])
 
     def copy(self) -> MixState:
         """An independent copy (the encoder estimates without committing)."""
@@ -211,6 +229,9 @@ class MixState:
             self.weights2.copy(),
             self.apm1.copy(),
             self.apmn.copy(),
+            self.weights3.copy(),
+            self.apm21.copy(),
+            self.apm2n.copy(),
         )
 
     def halve(self) -> None:
@@ -219,18 +240,47 @@ class MixState:
         self.n >>= 1
         self.apm1 >>= 1
         self.apmn >>= 1
+        self.apm21 >>= 1
+        self.apm2n >>= 1
 
 
 def _weights_init(sets: int) -> np.ndarray:
     w = np.full((sets, NIN), W_INIT, np.int64)
-    w[:, -1] = 0
+    w[:, -2] = 0  # the bias
+    w[:, -1] = W_NN
     return w
 
 
-def _apm_init() -> tuple[np.ndarray, np.ndarray]:
+def _apm_init(contexts: int = APM_CTX) -> tuple[np.ndarray, np.ndarray]:
     centre = SQUASH[np.clip((np.arange(APM_BUCKETS) - 16) * 128, -2047, 2047) + 2047]
-    n = np.full((APM_CTX, APM_BUCKETS), 16, np.int64)
-    return np.tile((centre * 16 + 2048) >> 12, (APM_CTX, 1)), n
+    n = np.full((contexts, APM_BUCKETS), 16, np.int64)
+    return np.tile((centre * 16 + 2048) >> 12, (contexts, 1)), n
+
+
+def nn_stretch(li: np.ndarray) -> np.ndarray:
+    """The stretch-domain input of quantised neural logits ``floor(8 * logit)``.
+
+    Stretch is ``256 * logit`` (PAQ's scale), so the centre of a quantisation
+    step ``li / 8 + 1 / 16`` is ``32 * li + 16``: exact integers.
+    """
+    out: np.ndarray = np.clip(32 * li.astype(np.int64) + 16, -2047, 2047)
+    return out
+
+
+@dataclass
+class _Neural:
+    """The neural model's inputs for one chunk: stretch value, mixer set and APM context."""
+
+    x: np.ndarray  # (n,) stretch
+    mset: np.ndarray  # (n,) weight set of the neural mixer
+    apm: np.ndarray  # (n,) context of the neural APM
+
+
+def _neural(li: np.ndarray, k: int, fo: np.ndarray) -> _Neural:
+    x = nn_stretch(li)
+    conf = np.minimum(np.abs(x) >> 7, 11)  # 12 confidence buckets of 0.5 logit
+    nb = np.clip((li.astype(np.int64) + 96) >> 3, 0, NN_BUCKETS - 1)
+    return _Neural(x, conf * 8 + k, nb * 4 + np.minimum(fo, 3))
 
 
 @dataclass
@@ -364,22 +414,39 @@ def _model_p(n1: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _predict(
-    state: MixState, ctx: np.ndarray, mset: np.ndarray, apm: np.ndarray
+    state: MixState, ctx: np.ndarray, mset: np.ndarray, apm: np.ndarray, nn: _Neural | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(q16, inputs, the two mixers' p12, apm bucket)`` for a chunk."""
+    """``(q16, inputs, the mixers' p12, apm bucket)`` for a chunk.
+
+    Without the neural model (method 4) its input is 0, so its weights
+    neither act nor learn, the third mixer and second APM are unused, and the
+    probabilities are those of the mixing method alone.
+    """
     x = np.empty((len(mset), NIN), np.int64)
-    x[:, :-1] = STRETCH[_model_p(state.n1[ctx], state.n[ctx])]
-    x[:, -1] = 256
+    x[:, :-2] = STRETCH[_model_p(state.n1[ctx], state.n[ctx])]
+    x[:, -2] = 256
+    x[:, -1] = 0 if nn is None else nn.x
     dot1 = (x * state.weights[mset[:, 0]]).sum(1) >> 16
     dot2 = (x * state.weights2[mset[:, 1]]).sum(1) >> 16
-    dot = (dot1 + dot2) >> 1
-    pm = np.stack([squash(dot1), squash(dot2)], 1)
+    if nn is None:
+        dot = (dot1 + dot2) >> 1
+        pm = np.stack([squash(dot1), squash(dot2)], 1)
+    else:
+        dot3 = (x * state.weights3[nn.mset]).sum(1) >> 16
+        dot = (dot1 + dot2 + dot3) // 3
+        pm = np.stack([squash(dot1), squash(dot2), squash(dot3)], 1)
     sd = np.maximum(np.minimum(dot, 2047), -2047) + 2048
     bucket = np.minimum((sd + 64) >> 7, APM_BUCKETS - 1)
     a1 = state.apm1[apm, bucket]
     an = state.apmn[apm, bucket]
     pa = ((2 * a1 + 1) << 12) // (2 * an + 2)
-    p = ((4 - APM_W) * squash(dot) + APM_W * pa + 2) >> 2
+    if nn is None:
+        p = ((4 - APM_W) * squash(dot) + APM_W * pa + 2) >> 2
+    else:
+        b1 = state.apm21[nn.apm, bucket]
+        bn = state.apm2n[nn.apm, bucket]
+        pb = ((2 * b1 + 1) << 12) // (2 * bn + 2)
+        p = (6 * squash(dot) + pa + pb + 4) >> 3  # each APM an eighth (tuned on seed 2)
     q: np.ndarray = np.maximum(np.minimum(p << 4, PONE - 1), 1)
     return q, x, pm, bucket
 
@@ -393,6 +460,7 @@ def _update(
     pm: np.ndarray,
     bucket: np.ndarray,
     y: np.ndarray,
+    nn: _Neural | None,
 ) -> None:
     c = ctx.ravel()
     np.add.at(state.n, c, 1)
@@ -400,24 +468,28 @@ def _update(
     big = np.unique(c[state.n[c] > LIMIT])
     state.n[big] >>= 1
     state.n1[big] >>= 1
-    for col, (w, sets) in enumerate(((state.weights, NSETS), (state.weights2, NSETS2))):
-        ms = mset[:, col]
+    mixers = [(state.weights, NSETS, mset[:, 0]), (state.weights2, NSETS2, mset[:, 1])]
+    if nn is not None:
+        mixers.append((state.weights3, NSETS3, nn.mset))
+    for col, (w, sets, ms) in enumerate(mixers):
         g = x * ((y << 12) - pm[:, col])[:, None]  # |g| < 2^24
         cnt = np.bincount(ms, minlength=sets)
         grad = np.zeros((sets, NIN), np.int64)
         np.add.at(grad, ms, g)
         steps = np.minimum(cnt, 256)[:, None]
         w += (grad * steps * LR) // (np.maximum(cnt, 1)[:, None] << (12 + LR_SHIFT))
-    flat = apm * APM_BUCKETS + bucket
-    state.apmn += np.bincount(flat, minlength=APM_CTX * APM_BUCKETS).reshape(APM_CTX, -1)
-    state.apm1 += (
-        np.bincount(flat, weights=y, minlength=APM_CTX * APM_BUCKETS)
-        .astype(np.int64)
-        .reshape(APM_CTX, -1)
-    )
-    over = state.apmn > 255
-    state.apmn[over] >>= 1
-    state.apm1[over] >>= 1
+    _apm_learn(state.apm1, state.apmn, apm * APM_BUCKETS + bucket, y)
+    if nn is not None:
+        _apm_learn(state.apm21, state.apm2n, nn.apm * APM_BUCKETS + bucket, y)
+
+
+def _apm_learn(ones: np.ndarray, seen: np.ndarray, flat: np.ndarray, y: np.ndarray) -> None:
+    """Count a chunk's bits into an APM's cells ``flat`` (in place), halving cells past 255."""
+    seen += np.bincount(flat, minlength=seen.size).reshape(seen.shape)
+    ones += np.bincount(flat, weights=y, minlength=seen.size).astype(np.int64).reshape(seen.shape)
+    over = seen > 255
+    seen[over] >>= 1
+    ones[over] >>= 1
 
 
 def code_level_mix(
@@ -426,11 +498,15 @@ def code_level_mix(
     nbr: np.ndarray,
     codes: np.ndarray | None,
     state: MixState,
+    nn: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Code (``codes`` given) or decode one level; returns ``(codes, bits)``.
 
     ``state`` is updated in place to what both sides hold after the level
-    (before the per-level halving, which the caller does).
+    (before the per-level halving, which the caller does).  ``nn``, the
+    ``(M, 8)`` quantised neural logits of the level's children (see
+    :meth:`.neural.NeuralModel.logit_levels`), adds the neural model's inputs
+    (method 5); ``None`` is the mixing method alone (method 4).
     """
     phase = parity_phase(rows_xyz)
     known = np.zeros(len(nbr), np.int64)
@@ -446,15 +522,17 @@ def code_level_mix(
             free = ~forced
             cf = ctx[free]
             ms, ap = mset[free], apm[free]
+            nk = None if nn is None else _neural(nn[rows, k][free], k, ap // 7)
             y = None if full is None else ((full[rows] >> k) & 1)[free]
             got = np.zeros(int(free.sum()), np.int64)
             for lo, hi in itertools.pairwise(chunk_bounds(len(ms))):
                 cc = cf[lo:hi]
-                q, x, pm, bucket = _predict(state, cc, ms[lo:hi], ap[lo:hi])
+                part = None if nk is None else _Neural(*(a[lo:hi] for a in vars(nk).values()))
+                q, x, pm, bucket = _predict(state, cc, ms[lo:hi], ap[lo:hi], part)
                 yy, cost = code_bits(coder, None if y is None else y[lo:hi], q)
                 bits += cost
                 got[lo:hi] = yy
-                _update(state, cc, ms[lo:hi], ap[lo:hi], x, pm, bucket, yy)
+                _update(state, cc, ms[lo:hi], ap[lo:hi], x, pm, bucket, yy, part)
             res = np.ones(len(rows), np.int64)
             res[free] = got
             val[rows] |= res << k
