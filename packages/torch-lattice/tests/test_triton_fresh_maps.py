@@ -72,13 +72,13 @@ def test_every_tile_shape_matches_the_reference_on_unsorted_rows(dtype: torch.dt
         ref = ops.subm_conv3d(x, w, kernel_size=3).feats.double()
     _, smap = build("subm", x.support, *SUBM)
     taps = w.reshape(C_OUT, 27, C_IN).permute(1, 2, 0).contiguous()
-    tol = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
     for cfg in kernels.conv_candidates(dtype, dtype):
         got = kernels.launch_conv(
             x.feats, taps, smap.slots, smap.order, dtype, cache=smap.cache, config=cfg,
             sorted_tiles=False,
         )  # fmt: skip
-        torch.testing.assert_close(got.double(), ref, **tol, msg=str(cfg))
+        torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol, msg=str(cfg))
     assert "order" not in smap.cache
 
 
@@ -105,21 +105,23 @@ def test_a_map_is_sorted_on_its_second_use_in_inference_and_first_in_training() 
         torch.testing.assert_close(out.feats.detach(), first.feats, atol=1e-5, rtol=1e-5)
 
 
-def _block() -> nn.Sequential:
+def _block() -> tuple[nn.Sequential, nn.SubmConv3d]:
+    """conv -> BatchNorm (statistics away from the identity) -> ReLU, eval, and its conv."""
     torch.manual_seed(6)
-    block = nn.Sequential(nn.SubmConv3d(C_IN, C_OUT, 3, bias=False), nn.BatchNorm(C_OUT), nn.ReLU())
+    conv, bn = nn.SubmConv3d(C_IN, C_OUT, 3, bias=False), nn.BatchNorm(C_OUT)
     with torch.no_grad():
-        block[1].running_mean.uniform_(-0.5, 0.5)
-        block[1].running_var.uniform_(0.5, 1.5)
-    return block.to(DEVICE).eval()
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 1.5)
+    return nn.Sequential(conv, bn, nn.ReLU()).to(DEVICE).eval(), conv
 
 
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_a_fused_block_sees_every_weight_update(mode: str) -> None:
     """The kept tap copy follows in-place updates, load_state_dict and a new parameter."""
     x = _input(7)
-    block = _block()
+    block, conv = _block()
     fused = fuse_conv_bn_relu(copy.deepcopy(block))
+    fused_conv = next(m for m in fused.modules() if isinstance(m, nn.SubmConv3d))
     context = torch.inference_mode if mode == "inference_mode" else torch.no_grad
 
     def check() -> None:
@@ -132,14 +134,14 @@ def test_a_fused_block_sees_every_weight_update(mode: str) -> None:
 
     check()
     with torch.no_grad():
-        block[0].weight.mul_(-2.0)
-        fused[0].weight.mul_(-2.0)  # in place: the version moves
+        conv.weight.mul_(-2.0)
+        fused_conv.weight.mul_(-2.0)  # in place: the version moves
     check()
     state = {k: v * 0.5 for k, v in block.state_dict().items() if k.endswith("0.weight")}
     block.load_state_dict(state, strict=False)
     fused.load_state_dict(state, strict=False)
     check()
-    new = torch.nn.Parameter(torch.randn_like(block[0].weight))
-    block[0].weight = new
-    fused[0].weight = torch.nn.Parameter(new.detach().clone())
+    new = torch.nn.Parameter(torch.randn_like(conv.weight))
+    conv.weight = new
+    fused_conv.weight = torch.nn.Parameter(new.detach().clone())
     check()
