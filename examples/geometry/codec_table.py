@@ -28,6 +28,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -239,6 +240,34 @@ def run_case(
     }
 
 
+def markdown_rows(rows: list[dict[str, object]], cols: list[str]) -> list[str]:
+    """The header and one line per row of a Markdown table (floats to three places)."""
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def run_rows(
+    cases: Sequence[tuple[int, str, bool]],
+    only: Sequence[str] | None,
+    run: Callable[[str, int, bool], dict[str, object]],
+    json_path: Path | None,
+) -> list[dict[str, object]]:
+    """``run(name, levels, sparse)`` for each case (``only``: those named ``name@level``),
+    each row printed as it comes, all written to ``json_path`` when given."""
+    rows = []
+    for levels, name, sparse in cases:
+        if only and f"{name}@{levels}" not in only:
+            continue
+        rows.append(run(name, levels, sparse))
+        print(json.dumps(rows[-1]), flush=True)
+    if json_path is not None:
+        json_path.write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
+
+
 def markdown(rows: list[dict[str, object]]) -> str:
     """The table as Markdown, with the mean ratio to LZMA."""
     cols = [
@@ -259,10 +288,7 @@ def markdown(rows: list[dict[str, object]]) -> str:
         "encode_s",
         "decode_s",
     ]
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
-        out.append("| " + " | ".join(cells) + " |")
+    out = markdown_rows(rows, cols)
     ratios = [float(r["ratio_xz"]) for r in rows]  # type: ignore[arg-type]
     vox = sum(int(str(r["voxels"])) for r in rows)
     enc = sum(float(str(r["encode_s"])) for r in rows)
@@ -301,14 +327,11 @@ def main() -> None:
         parser.error("--extra and --frozen are two different sets: pick one")
     cases = EXTRA_CASES if args.extra else FROZEN_CASES if args.frozen else CASES
     seed = args.seed if args.seed is not None else FROZEN_SEED if args.frozen else 1
-    rows = []
-    for levels, name, sparse in cases:
-        if args.only and f"{name}@{levels}" not in args.only:
-            continue
-        rows.append(run_case(name, levels, sparse, model, seed))
-        print(json.dumps(rows[-1]), flush=True)
-    if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+
+    def one(name: str, levels: int, sparse: bool) -> dict[str, object]:
+        return run_case(name, levels, sparse, model, seed)
+
+    rows = run_rows(cases, args.only, one, args.json)
     print(markdown(rows))
 
 

@@ -19,7 +19,6 @@ Run from the repository root (tens of minutes on a loaded 2-core CPU)::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # codec_table beside this file
 
-from codec_table import CASES, CLOUDS, LETTERS
+from codec_table import CASES, CLOUDS, LETTERS, markdown_rows, run_rows
 from lattice_conformance.codec import NeuralModel, decode_voxels, encode_voxels
 from lattice_conformance.codec.baselines import baselines
 
@@ -74,13 +73,7 @@ def run_case(
 def markdown(rows: list[dict[str, object]]) -> str:
     cols = ["cloud", "level", "voxels", *METHODS, "file", "xz", "order0", "neural_over_xz"]
     cols += ["methods", "exact_other_runtime"]
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        out.append(
-            "| "
-            + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols)
-            + " |"
-        )
+    out = markdown_rows(rows, cols)
     ratios = [float(r["neural_over_xz"]) for r in rows]  # type: ignore[arg-type]
     out.append("")
     out.append(
@@ -100,14 +93,11 @@ def main() -> None:
     args = parser.parse_args()
     model = NeuralModel(args.model, args.runtime)
     other = NeuralModel(args.model, "mlx" if args.runtime == "torch" else "torch")
-    rows = []
-    for levels, name, sparse in CASES:
-        if args.only and f"{name}@{levels}" not in args.only:
-            continue
-        rows.append(run_case(name, levels, sparse, model, other))
-        print(json.dumps(rows[-1]), flush=True)
-    if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+
+    def one(name: str, levels: int, sparse: bool) -> dict[str, object]:
+        return run_case(name, levels, sparse, model, other)
+
+    rows = run_rows(CASES, args.only, one, args.json)
     print(markdown(rows))
 
 

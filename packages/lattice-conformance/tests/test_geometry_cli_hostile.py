@@ -10,7 +10,6 @@ built here, in ``tmp_path``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from lattice_conformance.codec.cli import main as codec_main
 from lattice_conformance.geometry import main as profile_main
 from lattice_conformance.ply import write_ply
+from lattice_contract.testing import SPECIAL_KINDS, special_file
 
 # Subcommands are called here without the command entry that sets up logging.
 pytestmark = pytest.mark.usefixtures("command_logging")
@@ -121,17 +121,13 @@ def test_codec_prints_file_names_escaped(
     assert out.count("in\\x1b]0;owned") == 1 and out.count("coded\\x1b]0;owned") == 2
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
 def test_inputs_that_are_not_files_are_named_and_never_read(tmp_path: Path, kind: str) -> None:
     """``decode`` blocked on a FIFO and read ``/dev/zero`` until memory ran out; the profile
     said such a cloud did not exist.  Run as processes: the old behaviour never returns."""
     coded, cloud = tmp_path / "c.lgc", tmp_path / "c.ply"
-    for path in (coded, cloud):
-        if kind == "fifo":
-            os.mkfifo(path)
-        else:
-            path.symlink_to("/dev/zero")
-    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    what = special_file(coded, kind)
+    special_file(cloud, kind)
     conformance = [sys.executable, "-m", "lattice_conformance"]
     commands = [
         ["geometry-codec", "decode", "--input", str(coded), "--output", str(tmp_path / "o.ply")],

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from lattice_conformance.replay import main
 from lattice_conformance.safe_extract import ArchiveLimits, FixtureArchiveError, extract_members
+from lattice_contract.testing import SPECIAL_KINDS, special_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from upstream_data import upstream_root
@@ -152,20 +153,16 @@ def test_a_plot_that_cannot_be_written_is_a_message(
     assert code == 2 and "cannot write the plot" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
 def test_an_archive_that_is_not_a_file_is_named_and_never_read(tmp_path: Path, kind: str) -> None:
     """Hashing the archive blocked on a FIFO and never ended on a link to ``/dev/zero``.
 
     Run as a process: the old behaviour never returns.
     """
-    import os
     import subprocess
 
     archive = tmp_path / "fixtures.tar.gz"
-    if kind == "fifo":
-        os.mkfifo(archive)
-    else:
-        archive.symlink_to("/dev/zero")
+    what = special_file(archive, kind)
     done = subprocess.run(
         [sys.executable, "-m", "lattice_conformance", "replay", str(archive)],
         capture_output=True,
@@ -173,6 +170,5 @@ def test_an_archive_that_is_not_a_file_is_named_and_never_read(tmp_path: Path, k
         timeout=120,
         check=False,
     )
-    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
     assert done.returncode == 2 and f"is {what}; name a regular file" in done.stderr
     assert "Traceback" not in done.stderr

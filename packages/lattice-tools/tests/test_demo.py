@@ -12,6 +12,7 @@ import pytest
 from lattice_conformance import segmentation as seg
 from lattice_conformance.ply import write_ply
 from lattice_conformance.replay import replay_archive
+from lattice_contract.testing import SPECIAL_KINDS, special_file
 from lattice_tools.cli import lattice_main
 
 REPO = Path(__file__).resolve().parents[3]
@@ -213,17 +214,12 @@ def test_demo_never_writes_into_what_it_reads(
     assert after == before and not (artifact / "demo").exists()
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
 def test_demo_input_that_is_not_a_file_is_named(tmp_path: Path, kind: str) -> None:
     """``.npy`` went to ``np.load``: a FIFO blocked it, ``/dev/zero`` was called pickled data;
     now the project's one ``.npy`` reader refuses both, before any output folder is made."""
-    import os
-
     cloud = tmp_path / "cloud.npy"
-    if kind == "fifo":
-        os.mkfifo(cloud)
-    else:
-        cloud.symlink_to("/dev/zero")
+    what = special_file(cloud, kind)
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "lattice_tools", "demo", "--input", str(cloud), "--out", str(out)],
@@ -232,7 +228,6 @@ def test_demo_input_that_is_not_a_file_is_named(tmp_path: Path, kind: str) -> No
         timeout=120,
         check=False,
     )
-    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
     assert done.returncode == 2 and f"is {what}; name a regular file" in done.stderr
     assert "Traceback" not in done.stderr and not out.exists()
 

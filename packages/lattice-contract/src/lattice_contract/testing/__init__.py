@@ -1,7 +1,8 @@
 """Helpers for the project's own tests; not shipped in the wheel.
 
-Killing an atomic writer at an exact step (:mod:`.atomic`) and type-checking a
-snippet of user code with mypy (:mod:`.mypy`).
+Killing an atomic writer at an exact step (:mod:`.atomic`), type-checking a
+snippet of user code with mypy (:mod:`.mypy`) and making paths that are not
+regular files (:mod:`.special_files`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from lattice_contract.testing.atomic import (
 from lattice_contract.testing.mypy import (
     flagged_lines,
 )
+from lattice_contract.testing.special_files import SPECIAL_KINDS, special_file
 
 __all__ = [
+    "SPECIAL_KINDS",
     "flagged_lines",
     "kill_when_paused",
     "kill_writer_at",
+    "special_file",
 ]
