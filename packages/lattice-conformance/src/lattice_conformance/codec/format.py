@@ -34,9 +34,9 @@ FORMAT_VERSION = 3
 (mixing with the neural model); version 1 files (methods 0-3) and version 2 files (0-4)
 are still read, and are the same bytes otherwise."""
 READ_VERSIONS = frozenset({1, 2, 3})
+"""The versions this decoder reads."""
 FIRST_VERSION = {4: 2, 5: 3}
 """The format version that introduced a method (older files cannot use it)."""
-"""The versions this decoder reads."""
 
 METHOD_CONTEXT, METHOD_NEURAL, METHOD_HYBRID, METHOD_PHASES, METHOD_MIX = 0, 1, 2, 3, 4
 METHOD_MIXNN = 5
