@@ -145,3 +145,21 @@ def test_a_fused_block_sees_every_weight_update(mode: str) -> None:
     conv.weight = new
     fused_conv.weight = torch.nn.Parameter(new.detach().clone())
     check()
+
+
+@pytest.mark.parametrize("rows", [0, 1])
+def test_one_row_and_no_rows_on_fresh_maps(rows: int) -> None:
+    """A fresh map of one row or none: unsorted in inference, sorted in training, both exact."""
+    g = torch.Generator().manual_seed(8)
+    coords = torch.tensor([[1, 0, 4, 2]], dtype=torch.int32)[:rows].to(DEVICE)
+    feats = torch.randn(1, C_IN, generator=g)[:rows].to(DEVICE)
+    x, w = SparseTensor(coords, feats), _weight(9)
+    with torch.no_grad(), schedule("tap_major"):
+        want = ops.subm_conv3d(x, w, kernel_size=3).feats
+    with schedule("triton"):
+        with torch.no_grad():
+            got = ops.subm_conv3d(_fresh(x), w, kernel_size=3).feats
+        trained = ops.subm_conv3d(_fresh(x), w.clone().requires_grad_(), kernel_size=3).feats
+    assert got.shape == want.shape == (rows, C_OUT)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(trained.detach(), want, atol=1e-5, rtol=1e-5)
