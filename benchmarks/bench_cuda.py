@@ -30,13 +30,21 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import torch
-from bench_harness import aggregate, count_flops, launches_and_syncs, peak_bytes, stable_time
+from bench_harness import (
+    aggregate,
+    count_flops,
+    host_time,
+    launches_and_syncs,
+    paired_stable_time,
+    peak_bytes,
+    stable_time,
+)
 from lattice_conformance.scenes import batched, make_scene
 from lidar_scene import lidar_coords
 from torch_lattice import SparseTensor, nn, ops
@@ -516,8 +524,13 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
 
     Ours also runs its forward with the conv blocks fused
     (:func:`torch_lattice.triton.fuse_conv_bn_relu`) and counts the FLOPs of
-    its f32 step from the real pairs of every kernel launch.
+    its f32 step from the real pairs of every kernel launch.  Every library's
+    forward, and every library's step of one setting, are timed in the same
+    rounds (:func:`paired`), so the ratios compare calls made under the same
+    machine state.
     """
+    from torch_lattice.triton import fuse_conv_bn_relu, set_f32_products
+
     torch.manual_seed(0)
     feats = torch.randn(coords.shape[0], IN_CH, device=DEVICE)
     labels = torch.randint(0, CLASSES, (coords.shape[0],), device=DEVICE)
@@ -527,31 +540,148 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
     }
     for name in UNET_PEERS:
         lib = PEERS[name]
-        nets[name] = (
-            peer_unet(lib, ours).to(DEVICE),
-            functools.partial(_peer_tensor, lib, coords=coords, shape=shape),
-        )
-    result: dict[str, float] = {}
-    for name, (net, wrap) in nets.items():
         try:
-            _bench_net(name, net, wrap, feats, labels, result, steps)
-            print(
-                f"  {name}: "
-                + ", ".join(
-                    f"{k[len(name) + 1 :]} {v * 1e3:.2f} ms"
-                    for k, v in result.items()
-                    if k.startswith(name + " ")
-                ),
-                flush=True,
-            )
+            peer = peer_unet(lib, ours).to(DEVICE)
+        except Exception as err:  # a peer that cannot build the network is reported, not run
+            print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
+            continue
+        nets[name] = (peer, functools.partial(_peer_tensor, lib, coords=coords, shape=shape))
+    result: dict[str, float] = {}
+    half = feats.half()
+    for net, _ in nets.values():
+        net.half().eval()
+    wrap_ours = nets["ours"][1]
+    with torch.no_grad():
+        forwards = {name: (net, wrap) for name, (net, wrap) in nets.items()}
+        try:
+            fused = fuse_conv_bn_relu(copy.deepcopy(ours))
+            cached_in = wrap_ours(half)
+            ref = ours(cached_in).float()
+            error = float((fused(cached_in).float() - ref).abs().max() / ref.abs().max())
+            print(f"  ours fused forward: max error {error:.1e} relative to the unfused one")
+            forwards["ours fused"] = (fused, wrap_ours)
         except Exception as err:
-            if name == "ours":
-                failed("ours MinkUNet", err)
+            failed("ours fused MinkUNet", err)
+        inputs = {name: wrap(half) for name, (_, wrap) in forwards.items()}
+        cached = {n: functools.partial(m, inputs[n]) for n, (m, _) in forwards.items()}
+        fresh = {n: _fresh(m, w, half) for n, (m, w) in forwards.items()}
+        paired(result, "fwd", _runnable(cached), 20)
+        paired(result, "fwd+map", _runnable(fresh), 20)
+        for name, fn in fresh.items():
+            if _key(name, "fwd+map") in result:
+                _counts(result, _key(name, "fwd+map"), fn)
+        if BREAKDOWN and "ours fused" in fresh:
+            from profile_cuda import breakdown
+
+            breakdown(fresh["ours fused"], f"ours, fused forward, maps built ({SCENE})")
+    for net, _ in nets.values():
+        net.float().train()
+    opts = {name: torch.optim.SGD(net.parameters(), lr=1e-3) for name, (net, _) in nets.items()}
+    for setting in steps:
+        _tf32(setting == "tf32")
+        set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
+        try:
+            step_fns = {
+                name: functools.partial(
+                    _step, net, wrap, opts[name], feats, labels, setting == "amp"
+                )
+                for name, (net, wrap) in nets.items()
+            }
+            key = f"train {setting}"
+            paired(result, key, _runnable(step_fns, key), 10)
+            for name, one in step_fns.items():
+                if _key(name, key) not in result:
+                    continue
+                _counts(result, _key(name, key), one)
+                if DEVICE == "cuda":
+                    mib = peak_bytes(one) / 2**20
+                    result[f"{name} {key} peak MiB"] = mib
+                    print(f"    {name} {key}: peak {mib:.0f} MiB above the model")
+                    print(f"RESULT {SCENE} {name} {key} peakMiB {mib:.1f}")
+            if BREAKDOWN and setting in ("f32", "amp") and _key("ours", key) in result:
+                from profile_cuda import breakdown  # this folder, on the path as the script's
+
+                breakdown(step_fns["ours"], f"ours, training step ({setting}, {SCENE})")
+        finally:
+            _tf32(False)
+            set_f32_products("ieee")
+    if DEVICE == "cuda":  # a dry run skips one more interpreted step
+        result["ours flops"] = count_flops(
+            functools.partial(_step, ours, wrap_ours, opts["ours"], feats, labels, False)
+        )
+    _print_unet(result, steps)
+    return result
+
+
+def _key(name: str, what: str) -> str:
+    """Result key of one library's measurement (``ours fused`` keeps its old ``... fused`` key)."""
+    if name == "ours fused":
+        return f"ours {what} fused"
+    return f"{name} {what}"
+
+
+def _fresh(net: torch.nn.Module, wrap: Callable[[torch.Tensor], Any], feats: torch.Tensor) -> Any:
+    """A call of ``net`` on a new tensor over the same coordinates: every map is built."""
+    return lambda: net(wrap(feats))
+
+
+def _step(
+    net: torch.nn.Module,
+    wrap: Callable[[torch.Tensor], Any],
+    opt: torch.optim.Optimizer,
+    feats: torch.Tensor,
+    labels: torch.Tensor,
+    amp: bool,
+) -> None:
+    """One SGD step on a fresh input (maps built), under f16 autocast when ``amp``."""
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+        loss = torch.nn.functional.cross_entropy(net(wrap(feats)), labels)
+    loss.backward()
+    opt.step()
+
+
+def _runnable(
+    fns: Mapping[str, Callable[[], Any]], what: str = "forward"
+) -> dict[str, Callable[[], Any]]:
+    """The functions that run once without raising; each failure is reported (ours: fails)."""
+    out = {}
+    for name, fn in fns.items():
+        try:
+            fn()
+            out[name] = fn
+        except Exception as err:  # one setting a library cannot run: report it, go on
+            if name.startswith("ours"):
+                failed(f"{name} {what}", err)
             else:
-                print(f"  {name} MinkUNet: {type(err).__name__}: {err}"[:300])
+                print(f"  {name} {what}: {type(err).__name__}: {err}"[:300])
+    return out
+
+
+def paired(
+    result: dict[str, float], what: str, fns: dict[str, Callable[[], Any]], repeat: int
+) -> None:
+    """Time every library's ``what`` in the same rounds and record each (CPU dry run: once)."""
+    if not fns:
+        return
+    if DEVICE == "cpu":  # the dry run checks that everything runs, not how fast
+        for name, fn in fns.items():
+            began = time.perf_counter()
+            fn()
+            _record(result, _key(name, what), time.perf_counter() - began)
+        return
+    limit = int(os.environ.get("BENCH_MAX_ROUNDS", "30"))
+    times, rounds, unstable = paired_stable_time(fns, repeat, max_rounds=limit)
+    if unstable:
+        print(f"    ({what}: {', '.join(unstable)} not stable after {rounds} rounds)")
+    for name, seconds in times.items():
+        _record(result, _key(name, what), seconds)
+
+
+def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
+    """One summary line per measurement: ours, each peer, and the ratios."""
     nan = float("nan")
-    keys = ["fwd", "fwd+map", *(f"train {s}" for s in steps)]
-    for key in keys:
+    for key in ["fwd", "fwd+map", *(f"train {s}" for s in steps)]:
         mine = result.get(f"ours {key}", nan)
         line = f"  MinkUNet {key:<10} ours {mine * 1e3:8.2f} ms"
         if key.startswith("fwd"):
@@ -567,7 +697,6 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
     flops = result.get("ours flops", nan)
     t = result.get("ours train f32", nan)
     print(f"  ours f32 step: {flops / 1e9:.0f} GFLOP of real pairs, {flops / t / 1e12:.1f} TFLOP/s")
-    return result
 
 
 BREAKDOWN = True
@@ -576,75 +705,6 @@ goes (``--no-breakdown``: not)."""
 
 UNET_PEERS: list[str] = []
 """Peers whose MinkUNet runs (``--unet-peers``; spconv-triton compiles for minutes)."""
-
-
-def _bench_net(
-    name: str,
-    net: torch.nn.Module,
-    wrap: Callable[[torch.Tensor], Any],
-    feats: torch.Tensor,
-    labels: torch.Tensor,
-    result: dict[str, float],
-    steps: tuple[str, ...],
-) -> None:
-    from torch_lattice.triton import fuse_conv_bn_relu, set_f32_products
-
-    half = feats.half()
-    net.half().eval()
-    with torch.no_grad():
-        cached_in = wrap(half)
-        _record(result, f"{name} fwd", cuda_time(lambda: net(cached_in), 20))
-        _record(result, f"{name} fwd+map", cuda_time(lambda: net(wrap(half)), 20))
-        _counts(result, f"{name} fwd+map", lambda: net(wrap(half)))
-        if name == "ours":
-            fused = fuse_conv_bn_relu(copy.deepcopy(net))
-            ref = net(cached_in).float()
-            err = float((fused(cached_in).float() - ref).abs().max() / ref.abs().max())
-            print(f"  ours fused forward: max error {err:.1e} relative to the unfused one")
-            _record(result, f"{name} fwd fused", cuda_time(lambda: fused(cached_in), 20))
-            _record(result, f"{name} fwd+map fused", cuda_time(lambda: fused(wrap(half)), 20))
-            _counts(result, f"{name} fwd+map fused", lambda: fused(wrap(half)))
-            if BREAKDOWN:
-                from profile_cuda import breakdown
-
-                breakdown(lambda: fused(wrap(half)), f"ours, fused forward, maps built ({SCENE})")
-    net.float().train()
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-
-    def step(amp: bool) -> None:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
-            loss = torch.nn.functional.cross_entropy(net(wrap(feats)), labels)
-        loss.backward()
-        opt.step()
-
-    for setting in steps:
-        _tf32(setting == "tf32")
-        set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
-        try:
-            one = functools.partial(step, setting == "amp")
-            _record(result, f"{name} train {setting}", cuda_time(one, 10))
-            _counts(result, f"{name} train {setting}", one)
-            if DEVICE == "cuda":
-                mib = peak_bytes(one) / 2**20
-                result[f"{name} train {setting} peak MiB"] = mib
-                print(f"    {name} train {setting}: peak {mib:.0f} MiB above the model")
-                print(f"RESULT {SCENE} {name} train {setting} peakMiB {mib:.1f}")
-            if name == "ours" and BREAKDOWN and setting in ("f32", "amp"):
-                from profile_cuda import breakdown  # this folder, on the path as the script's
-
-                breakdown(one, f"ours, training step ({setting}, {SCENE})")
-        except Exception as err:  # one setting a library cannot run: report it, go on
-            result[f"{name} train {setting}"] = float("nan")
-            if name == "ours":
-                failed(f"ours train {setting}", err)
-            else:
-                print(f"  {name} train {setting}: {type(err).__name__}: {err}"[:300])
-        finally:
-            _tf32(False)
-            set_f32_products("ieee")
-    if name == "ours" and DEVICE == "cuda":  # a dry run skips one more interpreted step
-        result["ours flops"] = count_flops(lambda: step(False))
 
 
 def _record(result: dict[str, float], key: str, seconds: float) -> None:
@@ -659,9 +719,12 @@ def _counts(result: dict[str, float], key: str, fn: Callable[[], Any]) -> None:
     if DEVICE != "cuda":
         return
     kernels, syncs = launches_and_syncs(fn)
+    host = host_time(fn)
     result[f"{key} kernels"], result[f"{key} syncs"] = kernels, syncs
-    print(f"    {key}: {kernels} kernels, {syncs} host syncs", flush=True)
+    result[f"{key} host"] = host
+    print(f"    {key}: {kernels} kernels, {syncs} host syncs, host {host * 1e3:.2f} ms", flush=True)
     print(f"RESULT {SCENE} {key} kernels {kernels}\nRESULT {SCENE} {key} syncs {syncs}")
+    print(f"RESULT {SCENE} {key} host ms {host * 1e3:.4f}")
 
 
 def _emit(row: dict[str, Any]) -> None:

@@ -4,6 +4,12 @@
   when the last ``k`` round medians agree within ``tol`` (spconv tunes its
   algorithms on its first calls; Triton compiles; a peer still warming up
   makes every ratio look better than it is).
+* :func:`paired_stable_time` does the same for several libraries at once,
+  round by round in turn, so that the machine's drift (a host-bound call
+  follows the CPU's clock, and the device machines are shared) falls on every
+  library alike: ratios come from the same rounds.
+* :func:`host_time` is the time the host spends issuing one call (no final
+  synchronisation): next to the wall time it shows a host-bound call.
 * :func:`launches_and_syncs` counts, for one call, the kernels the GPU ran and
   the host synchronisations the CPU waited on (``torch.profiler``; no CUDA
   graph involved, so the count is what an eager step costs).
@@ -19,12 +25,21 @@ import collections
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["aggregate", "count_flops", "launches_and_syncs", "peak_bytes", "stable_time"]
+__all__ = [
+    "aggregate",
+    "count_flops",
+    "host_time",
+    "launches_and_syncs",
+    "paired_stable_time",
+    "peak_bytes",
+    "stable_time",
+]
 
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
@@ -61,6 +76,68 @@ def stable_time(
             if max(abs(m - mid) for m in last) <= tol * mid:
                 return mid, len(medians)
     return medians[-1], len(medians)
+
+
+def paired_stable_time(
+    fns: dict[str, Callable[[], Any]],
+    repeat: int = 10,
+    k: int = 3,
+    tol: float = 0.02,
+    max_rounds: int = 30,
+) -> tuple[dict[str, float], int, list[str]]:
+    """(median seconds per name, rounds taken, names not stable): every function in turn.
+
+    Each round times ``repeat`` calls of every function (CUDA events, their
+    median), in an order rotated by one each round.  Rounds go on until, for
+    every function, the last ``k`` round medians lie within ``tol`` of their
+    own median; each function's time is the median of its last ``k`` rounds,
+    which are the same rounds for all, so a ratio compares like with like.
+    Measured apart, two libraries' times on one device machine moved by up to
+    2x between processes (a host-bound network follows the CPU's speed).
+    """
+    for fn in fns.values():
+        fn()
+    torch.cuda.synchronize()
+    names = list(fns)
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    rounds = 0
+    while rounds < max_rounds:
+        for i in range(len(names)):
+            name = names[(i + rounds) % len(names)]
+            medians[name].append(_round(fns[name], repeat))
+        rounds += 1
+        if rounds >= k and not _unstable(medians, k, tol):
+            break
+    last = {name: statistics.median(m[-k:]) for name, m in medians.items()}
+    return last, rounds, _unstable(medians, k, tol)
+
+
+def _unstable(medians: dict[str, list[float]], k: int, tol: float) -> list[str]:
+    """Names whose last ``k`` round medians do not agree within ``tol``."""
+    out = []
+    for name, m in medians.items():
+        last = m[-k:]
+        mid = statistics.median(last)
+        if len(last) < k or max(abs(v - mid) for v in last) > tol * mid:
+            out.append(name)
+    return out
+
+
+def host_time(fn: Callable[[], Any], calls: int = 10) -> float:
+    """Median seconds the host takes to return from ``fn`` (each call starts on an idle GPU).
+
+    A call whose host time is close to its wall time is bound by the host
+    (launches, Python, synchronisations), not by the GPU.
+    """
+    fn()
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(times)
 
 
 def launches_and_syncs(fn: Callable[[], Any]) -> tuple[int, int]:

@@ -1,9 +1,10 @@
-"""A map used once runs on its rows as they are; fused blocks keep their weights' tap copies.
+"""A map is sorted only where it pays; fused blocks keep their weights' tap copies.
 
-A fresh scan per frame builds every map and uses each once (inference): the
-tap-pattern sort of a map (a device radix sort, about 0.2 ms of host time)
-does not pay back there, so the first use of a map without a backward pass
-runs its tiles in row order, and the second use sorts.  The oracle is the
+A fresh scan per frame builds every map and uses each once or a few times:
+the tap-pattern sort of a map (a device radix sort, about 0.2 ms of host time)
+pays back only when the map is used again (a second conv, or the backward
+pass) by a conv heavy enough (``maps.SORT_MIN_MACS``).  Otherwise the conv,
+and its input gradient, run their tiles in row order.  The oracle is the
 reference path (``schedule("tap_major")``).  Without a GPU the kernels run
 under ``TRITON_INTERPRET=1`` (set by the root conftest) on small inputs; with
 CUDA the same tests run on the GPU at full size.
@@ -23,7 +24,7 @@ from torch_lattice.ops.reference import random_sparse
 if importlib.util.find_spec("triton") is None:
     pytest.fail("the Triton path needs triton (requirements-dev.txt)", pytrace=False)
 
-from torch_lattice.triton import fuse_conv_bn_relu, kernels
+from torch_lattice.triton import fuse_conv_bn_relu, kernels, maps
 from torch_lattice.triton.maps import build
 
 CUDA = torch.cuda.is_available()
@@ -87,7 +88,10 @@ def _fresh(x: SparseTensor) -> SparseTensor:
     return SparseTensor(x.coords.clone(), x.feats)
 
 
-def test_a_map_is_sorted_on_its_second_use_in_inference_and_first_in_training() -> None:
+def test_a_map_is_sorted_on_its_second_use_in_inference_and_first_in_training(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(maps, "SORT_MIN_MACS", 0)  # every conv heavy enough to sort
     x, w = _input(4), _weight(5)
     with schedule("triton"):
         with torch.no_grad():
@@ -103,6 +107,66 @@ def test_a_map_is_sorted_on_its_second_use_in_inference_and_first_in_training() 
         _, tmap = build("subm", trained.support, *SUBM)
         assert "order" in tmap.cache, "a map the backward pass reuses was not sorted"
         torch.testing.assert_close(out.feats.detach(), first.feats, atol=1e-5, rtol=1e-5)
+
+
+def test_a_light_conv_never_sorts_its_map() -> None:
+    """Below SORT_MIN_MACS a reused map, and one the backward pass reuses, stay unsorted."""
+    x, w = _input(4), _weight(5)
+    assert x.coords.shape[0] * 27 * C_IN * C_OUT < maps.SORT_MIN_MACS
+    with schedule("triton"):
+        with torch.no_grad():
+            fresh = _fresh(x)
+            ops.subm_conv3d(fresh, w, kernel_size=3)
+            ops.subm_conv3d(fresh, w, kernel_size=3)
+            _, smap = build("subm", fresh.support, *SUBM)
+        trained = _fresh(x)
+        out = ops.subm_conv3d(trained, w.clone().requires_grad_(), kernel_size=3)
+        out.feats.sum().backward()
+        _, tmap = build("subm", trained.support, *SUBM)
+    assert "order" not in smap.cache and "order" not in tmap.cache
+    assert "order" not in tmap.transposed().cache
+
+
+@pytest.mark.parametrize("sort_from", [0, 1 << 62])
+@pytest.mark.parametrize(
+    "geometry", [("subm", SUBM), ("centred", ((2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1)))]
+)
+def test_gradients_on_sorted_and_unsorted_tiles_match_the_reference(
+    sort_from: int,
+    geometry: tuple[str, tuple[tuple[int, int, int], ...]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forward, input and weight gradients of a training step, with the map sorted or not."""
+    monkeypatch.setattr(maps, "SORT_MIN_MACS", sort_from)
+    kind, (kernel, stride, _, _) = geometry
+    x = _input(10)
+    g = torch.Generator().manual_seed(11)
+    w = (torch.randn(C_OUT, *kernel, C_IN, generator=g) / (C_IN * 3) ** 0.5).to(DEVICE)
+
+    def run(path: str) -> tuple[torch.Tensor, ...]:
+        feats = x.feats.clone().requires_grad_()
+        weight = w.clone().requires_grad_()
+        with schedule(path):
+            y = _conv(kind, _fresh(x).with_feats(feats), weight, kernel, stride)
+        proj = torch.randn(y.feats.shape, generator=torch.Generator().manual_seed(12))
+        (y.feats * proj.to(DEVICE)).sum().backward()
+        assert feats.grad is not None and weight.grad is not None
+        return y.feats.detach(), feats.grad, weight.grad
+
+    for got, want in zip(run("triton"), run("tap_major"), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def _conv(
+    kind: str,
+    x: SparseTensor,
+    w: torch.Tensor,
+    kernel: tuple[int, int, int],
+    stride: tuple[int, int, int],
+) -> SparseTensor:
+    if kind == "subm":
+        return ops.subm_conv3d(x, w, kernel_size=kernel)
+    return ops.conv3d(x, w, kernel_size=kernel, stride=stride)
 
 
 def _block() -> tuple[nn.Sequential, nn.SubmConv3d]:

@@ -105,6 +105,7 @@ class _TritonConvFunction(torch.autograd.Function):
         saved, ctx.weight_dtype = weight_to_save(weight)  # an autocast copy saves its master
         ctx.save_for_backward(feats, saved)
         ctx.smap = smap
+        ctx.sorted_tiles = sorted_tiles  # the input gradient walks the adjoint map alike
         ctx.has_bias = bias is not None
         return out
 
@@ -123,8 +124,9 @@ class _TritonConvFunction(torch.autograd.Function):
             wt = _taps(source, operand, transposed=True)  # the forward's values, (K, C_out, C_in)
             back = smap.transposed()
             grad_feats = launch_conv(
-                grad, wt, back.slots, back.order, feats.dtype, cache=back.cache
-            )
+                grad, wt, back.slots, back.order, feats.dtype, cache=back.cache,
+                sorted_tiles=ctx.sorted_tiles,
+            )  # fmt: skip
         if ctx.needs_input_grad[1]:
             pin, pout, starts = smap.pairs()
             c_out, c_in = int(saved.shape[0]), int(saved.shape[-1])
@@ -166,7 +168,8 @@ def sparse_conv(
     training = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x.feats, weight, bias)
     )
-    sorted_tiles = smap.sorted_tiles(more_uses=training)  # the backward pass reuses the map
+    macs = smap.num_out * smap.volume * int(weight.shape[-1]) * int(weight.shape[0])
+    sorted_tiles = smap.sorted_tiles(more_uses=training, macs=macs)  # backward reuses the map
     if epilogue is not None:  # a fused block's batch norm and ReLU, inference only
         feats = x.feats.contiguous()
         fused = launch_conv(

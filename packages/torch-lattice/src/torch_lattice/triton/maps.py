@@ -59,6 +59,18 @@ __all__ = ["SlotMap", "build"]
 Triple = tuple[int, int, int]
 _TAG = "triton"
 
+SORT_MIN_MACS = 1 << 34
+"""Dense multiply-adds (output rows x taps x C_in x C_out) of a conv from which its
+reused map is sorted by tap pattern (:meth:`SlotMap.sorted_tiles`).
+
+A third of 2^34 multiply-adds is about 0.1 ms of f16 tensor-core work at the
+rate these kernels reach on an H100, the order of the sort's cost: below it a
+network is bound by the host's launches (a 100k-voxel MinkUNet's forward, maps
+built, issues work for longer than the GPU runs it), so the sort only adds host
+time.  At 100k voxels only the decoder's widest 3x3x3 convs (128 -> 96 channels
+on the finest rows) reach it.
+"""
+
 
 @dataclass(frozen=True)
 class SlotMap:
@@ -78,19 +90,24 @@ class SlotMap:
         """Number of taps."""
         return int(self.slots.shape[1])
 
-    def sorted_tiles(self, more_uses: bool) -> bool:
+    def sorted_tiles(self, more_uses: bool, macs: int) -> bool:
         """Whether this use of the map runs on tiles sorted by tap pattern (sorting once).
 
-        The sort is one device radix sort, about 0.2 ms of host time (launches
-        and a temporary) against a few tens of microseconds saved per conv: it
-        pays back only over several uses of the map.  So the first use of a
-        fresh map (a new scan per frame, inference) runs its rows as they are,
-        unless ``more_uses`` says the map will run again (training: the backward
-        pass); the second use, or one after the order exists, sorts.
+        Sorted tiles skip the taps none of their rows has (a 3x3x3 map's tiles
+        then hold 18-19 of the 27 taps), which saves about a third of a conv's
+        tap work on every use; the sort costs a device radix sort, about 0.2 ms
+        of host time and a few tens of microseconds of GPU time, once.  It pays
+        back only for a map used again (a second conv on it, or the backward
+        pass: ``more_uses``) by a conv of at least :data:`SORT_MIN_MACS`
+        multiply-adds (``macs``, counted densely); a map already sorted is
+        always used sorted.  A fresh scan per frame in inference therefore
+        runs its maps as they are, except under the network's heavy layers.
         """
         seen = bool(self.cache.get("used"))
         self.cache["used"] = True
-        return more_uses or seen or "order" in self.cache
+        if "order" in self.cache:
+            return True
+        return (more_uses or seen) and macs >= SORT_MIN_MACS
 
     def order(self) -> torch.Tensor:
         """Output rows sorted by their set of present taps (int64 permutation), cached.
