@@ -154,7 +154,10 @@ def test_gradients_on_sorted_and_unsorted_tiles_match_the_reference(
         return y.feats.detach(), feats.grad, weight.grad
 
     for got, want in zip(run("triton"), run("tap_major"), strict=True):
-        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        scale = want.double().abs().max().clamp(min=1.0)  # sums of thousands of pairs at full size
+        torch.testing.assert_close(
+            got.double() / scale, want.double() / scale, atol=1e-4, rtol=1e-4
+        )
 
 
 def _conv(
