@@ -311,7 +311,7 @@ def full_conv_map(
         order = torch.sort(tap, stable=True).indices
         counts = torch.bincount(tap, minlength=kernel_volume(kernel) + 1).tolist()
         keys = packing.pack(torch.cat([logical[:, :1], o], dim=1))[order]
-        out_keys, inverse = _unique(keys[: n - counts[-1]])
+        out_keys, inverse = _unique(keys[: n - counts[-1]], _cpu_lookup.cells(packing))
         out = Support.from_logical(packing.unpack(out_keys), out_stride)
         split = zip(
             torch.split(order[: n - counts[-1]], counts[:-1]),
@@ -337,7 +337,7 @@ def full_conv_map(
         cand_keys.append(packing.pack(torch.cat([logical[r, :1], o], dim=1)))
     counts = [int(r.numel()) for r in cand_rows]
     all_keys = torch.cat(cand_keys)
-    out_keys, inverse = _unique(all_keys)
+    out_keys, inverse = _unique(all_keys, _cpu_lookup.cells(packing))
     out_logical = packing.unpack(out_keys)
     out = Support.from_logical(out_logical, out_stride)
     pairs = list(zip(cand_rows, torch.split(inverse, counts), strict=True))
@@ -361,12 +361,17 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
     def build() -> Support:
         out_stride = geometry.forward_stride(support.stride, stride)
         logical = support.logical
-        s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
-        coarse = torch.div(logical, s, rounding_mode="floor")
+        coarse = _cpu_lookup.floor_div(logical, stride)
         if coarse.shape[0]:
             lo, hi = bounds(coarse)
             packing = Packing.covering(lo, hi, margin=0)
-            coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
+            keys = packing.pack(coarse)
+            cells = _cpu_lookup.cells(packing)
+            if keys.device.type == "cpu" and _cpu_lookup.dense_fits(cells, int(keys.numel())):
+                uniq = _cpu_lookup.dense_unique(keys, cells)[0]
+            else:
+                uniq = torch.unique(keys, sorted=True)
+            coarse = packing.unpack(uniq)
         out = Support.from_logical(coarse, out_stride)
         return out
 
@@ -568,7 +573,7 @@ def transpose_map(
         cand = (base[None, :, :] + off[:, None, :]).reshape(-1, 4)
         check_emitted(cand, out_stride, rows.repeat(volume), support)
         keys = packing.pack(cand)
-        out_keys, inverse = _unique(keys)
+        out_keys, inverse = _unique(keys, _cpu_lookup.cells(packing))
         out = Support.from_logical(packing.unpack(out_keys), out_stride)
         pairs = list(zip([rows] * volume, torch.split(inverse, n), strict=True))
         kmap = _assemble(pairs, n, int(out_keys.numel()), device)
