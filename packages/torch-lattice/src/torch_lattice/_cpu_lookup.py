@@ -140,10 +140,16 @@ class _Box:
         self.cells = self.size[0] * self.strides[0]
 
     def keys(self, logical: torch.Tensor) -> torch.Tensor:
-        """int64 keys in ``[0, cells)`` of rows inside the box (exact: offsets come first)."""
-        lo = torch.tensor(self.lo, dtype=torch.int64, device=logical.device)
+        """int64 keys in ``[0, cells)`` of rows inside the box.
+
+        One product and a constant: each term is a coordinate (below 2^32 in
+        magnitude: an int32 row, or a strided query ``o * s`` inside int32
+        bounds) times a stride below 2^27 (a dense box), so nothing nears
+        int64's range.
+        """
         weights = torch.tensor(self.strides, dtype=torch.int64, device=logical.device)
-        return (logical - lo) @ weights
+        origin = sum(v * w for v, w in zip(self.lo, self.strides, strict=True))
+        return (logical @ weights).sub_(origin)
 
     def shift(self, offset: Triple) -> int:
         """Key difference of a spatial offset."""
@@ -190,8 +196,9 @@ def lookup_offsets(
     if not dense_fits(box.cells, n + (0 if base_is_table else nb)):
         return None
     table_keys = box.keys(table)
-    index = torch.full((box.cells,), -1, dtype=torch.int32)
-    index.index_copy_(0, table_keys, torch.arange(n, dtype=torch.int32))
+    # Each cell holds its row + 1, 0 where empty, so nonzero() finds the hits directly.
+    index = torch.zeros(box.cells, dtype=torch.int32)
+    index.index_copy_(0, table_keys, torch.arange(1, n + 1, dtype=torch.int32))
     base_keys = table_keys if base_is_table else box.keys(base)
     in_key_order = bool(torch.all(base_keys[1:] > base_keys[:-1]))
     perm: torch.Tensor | None = None
@@ -202,7 +209,7 @@ def lookup_offsets(
     results: list[tuple[torch.Tensor, torch.Tensor]] = []
     for off in offsets:
         found = index.index_select(0, queries + box.shift(off))
-        q = (found >= 0).nonzero().squeeze(1)
-        r = found.index_select(0, q)
+        q = found.nonzero().squeeze(1)
+        r = found.index_select(0, q).sub_(1)
         results.append((q.to(torch.int32) if perm is None else perm.index_select(0, q), r))
     return results, base_is_table and in_key_order
