@@ -114,7 +114,7 @@ def _same(a: Any, b: Any) -> None:
 def _without_index(monkeypatch: pytest.MonkeyPatch, build: Callable[[], Any]) -> Any:
     """``build()`` with the dense index refused everywhere (the table and sort path)."""
     with monkeypatch.context() as m:
-        m.setattr(_cpu_lookup, "dense_fits", lambda cells, rows: False)
+        m.setattr(_cpu_lookup, "dense_fits", lambda *args: False)
         return build()
 
 
@@ -290,10 +290,15 @@ def test_floor_div_and_remainder_match_torch(stride: Triple) -> None:
 
 
 def test_dense_fits_bounds() -> None:
-    """Small boxes always fit; big ones need rows to pay for them; nothing past the cap."""
-    assert _cpu_lookup.dense_fits(1 << 20, 1)
-    assert not _cpu_lookup.dense_fits((1 << 20) + 1, 1)
-    assert _cpu_lookup.dense_fits(64 * 100_000, 100_000)
-    assert not _cpu_lookup.dense_fits(64 * 100_000 + 1, 100_000)
-    assert not _cpu_lookup.dense_fits((1 << 27) + 1, 1 << 30)
-    assert not _cpu_lookup.dense_fits(0, 10)
+    """Small boxes always fit; bigger ones need rows to pay for them, fresh memory more."""
+    fits = _cpu_lookup.dense_fits
+    assert fits(1 << 16, 1)
+    assert not fits((1 << 16) + 1, 1)
+    assert fits(64 * 100_000, 100_000)  # a reused 26 MiB block
+    assert not fits(64 * 100_000 + 1, 100_000)
+    assert fits(8 * 100_000, 100_000, _cpu_lookup.UNIQUE_CELLS_PER_KEY)
+    assert not fits(8 * 100_000 + 1, 100_000, _cpu_lookup.UNIQUE_CELLS_PER_KEY)
+    assert not fits(9_000_000, 200_000)  # past 32 MiB: a third of the cells a row
+    assert fits(9_000_000, 1_000_000)
+    assert not fits((1 << 27) + 1, 1 << 30)
+    assert not fits(0, 10)

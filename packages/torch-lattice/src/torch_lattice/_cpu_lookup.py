@@ -25,6 +25,8 @@ import torch
 from torch_lattice.coords import Packing
 
 __all__ = [
+    "LOOKUP_CELLS_PER_ROW",
+    "UNIQUE_CELLS_PER_KEY",
     "aminmax_bounds",
     "cells",
     "dense_fits",
@@ -37,17 +39,33 @@ __all__ = [
 
 Triple = tuple[int, int, int]
 
-_CELLS_PER_ROW = 64
-"""A dense index may spend this many cells per row it serves.
+LOOKUP_CELLS_PER_ROW = 64
+"""A lookup index may spend this many cells per row it serves.
 
-Filling a cell costs about 0.1 ns (a memset) and a binary search about 30 ns a
-query, so the index pays for itself far beyond this; the bound keeps its
-memory within a small multiple of the map's own (a 3x3x3 map holds ~13 pairs,
-104 bytes, a row).
+A binary search costs about 25 ns a query (13 a row for a 3x3x3 map); filling
+a cell of a reused buffer costs ~0.1 ns and a gather ~1.5 ns.  Measured on
+ring-shaped LiDAR-like scenes of ~110k rows (one thread), the index answers a
+3x3x3 map in 6-12 ms up to 68 cells a row against the table's 23-28 ms.
 """
 
-_MIN_CELLS = 1 << 20
-"""Boxes up to this many cells (4 MiB of int32) always get a dense index."""
+UNIQUE_CELLS_PER_KEY = 8
+"""A deduplication may spend this many cells per key: it competes with one radix sort.
+
+At 100k keys the sort takes ~2.2 ms whatever the box; the dense mark and
+prefix sum take 0.5 ms at 1-2 cells a key, 1.0 at 8, 1.5 at 16.
+"""
+
+_REUSED_CELLS = 1 << 23
+"""Indexes up to this many int32 cells (32 MiB) come from memory the allocator reuses.
+
+glibc serves larger blocks by a fresh ``mmap`` every time, whose first touch
+(page faults, kernel zeroing) costs ~1.6 ns a cell, 10x a reused fill: a
+90-cell-a-row index of 9M cells then loses to the table.  Past this size an
+index gets a third of the cells a row.
+"""
+
+_MIN_CELLS = 1 << 16
+"""Boxes up to this many cells (256 KiB, ~20 us to fill) always get a dense index."""
 
 _MAX_CELLS = 1 << 27
 """No dense index beyond this many cells (512 MiB of int32), whatever the row count."""
@@ -56,9 +74,19 @@ _INT32_ROWS = 2**31 - 1
 """Row counts from here on do not fit the index's int32 entries (nor the maps' int32 indices)."""
 
 
-def dense_fits(cells: int, rows: int) -> bool:
-    """Whether a dense index of ``cells`` cells is worth building for ``rows`` rows."""
-    return 0 < cells <= min(max(_CELLS_PER_ROW * rows, _MIN_CELLS), _MAX_CELLS)
+def dense_fits(cells: int, rows: int, per_row: int = LOOKUP_CELLS_PER_ROW) -> bool:
+    """Whether a dense index of ``cells`` cells is worth building for ``rows`` rows.
+
+    ``per_row`` is the break-even cells a row while the index fits reused
+    memory (:data:`LOOKUP_CELLS_PER_ROW` for lookups, :data:`UNIQUE_CELLS_PER_KEY`
+    for deduplication); past :data:`_REUSED_CELLS` a third of it.
+    """
+    if cells <= 0:
+        return False
+    if cells <= _MIN_CELLS:
+        return True
+    allowed = per_row * rows if cells <= _REUSED_CELLS else per_row * rows // 3
+    return cells <= min(allowed, _MAX_CELLS)
 
 
 def aminmax_bounds(logical: torch.Tensor) -> tuple[list[int], list[int]]:
@@ -80,8 +108,9 @@ def dense_unique(keys: torch.Tensor, cells: int) -> tuple[torch.Tensor, torch.Te
         return keys.clone(), torch.empty(0, dtype=torch.int64, device=keys.device)
     mark = torch.zeros(cells, dtype=torch.int32, device=keys.device)
     mark.index_fill_(0, keys, 1)
-    rank = torch.cumsum(mark, 0, dtype=torch.int64)
-    inverse = rank.index_select(0, keys).sub_(1)
+    # An int32 prefix sum: torch's int64 one runs ~10x slower once it leaves the cache.
+    rank = torch.cumsum(mark, 0, dtype=torch.int32)
+    inverse = rank.index_select(0, keys).to(torch.int64).sub_(1)
     uniq = torch.empty(int(rank[-1]), dtype=torch.int64, device=keys.device)
     uniq.index_copy_(0, inverse, keys)
     return uniq, inverse

@@ -5,6 +5,10 @@ per tap (in ``lattice_contract.dialect.kernel`` row order) two int64 index vecto
 equal length, stored back to back, so it holds O(pairs) integers and nothing
 else.  Maps are built vectorised on the tensor's device and cached on the
 input support under ``(kind, kernel, stride, dilation, padding, target)``.
+On the CPU, where the rows' bounding box is small enough (surface data: tens
+of cells a row), coordinate lookups and key deduplication go through a dense
+index of the box instead of sorts and binary searches
+(:mod:`torch_lattice._cpu_lookup`); the pairs and their order are the same.
 
 Relations (per axis, logical units; docs/semantics.md), with the two offset
 rules of :mod:`lattice_contract.dialect.kernel` (centred ``off_c(k)``: ``(k - K//2)*d``
@@ -245,7 +249,7 @@ def _unique(keys: torch.Tensor, cells: int = 0) -> tuple[torch.Tensor, torch.Ten
         return uniq, inverse
     if keys.numel() == 0:
         return keys.clone(), torch.empty(0, dtype=torch.int64)
-    if _cpu_lookup.dense_fits(cells, int(keys.numel())):
+    if _cpu_lookup.dense_fits(cells, int(keys.numel()), _cpu_lookup.UNIQUE_CELLS_PER_KEY):
         return _cpu_lookup.dense_unique(keys, cells)
     ordered, perm = torch.sort(keys, stable=True)
     first = torch.ones_like(ordered, dtype=torch.bool)
@@ -367,7 +371,9 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
             packing = Packing.covering(lo, hi, margin=0)
             keys = packing.pack(coarse)
             cells = _cpu_lookup.cells(packing)
-            if keys.device.type == "cpu" and _cpu_lookup.dense_fits(cells, int(keys.numel())):
+            per_key = _cpu_lookup.UNIQUE_CELLS_PER_KEY
+            rows = int(coarse.shape[0])
+            if keys.device.type == "cpu" and _cpu_lookup.dense_fits(cells, rows, per_key):
                 uniq = _cpu_lookup.dense_unique(keys, cells)[0]
             else:
                 uniq = torch.unique(keys, sorted=True)
@@ -418,9 +424,10 @@ def _tiled_map(
     When ``d = 1``, ``K <= s`` and the centred offset of tap 0 cancels the
     padding on every axis (k2s2 p0 is the common case), input ``c`` feeds
     exactly one output, ``floor(c / s)``, through tap ``c mod s`` (none when
-    that tap is ``>= K``): one sort-based unique gives the coarsened support
-    and every pair.  Pairs are tap-grouped in input row order; for inputs in
-    key order the outputs of one tap increase too.  ``None`` where it does
+    that tap is ``>= K``): one unique of the coarse keys (dense where the box
+    fits) gives the coarsened support and every pair.  Pairs are tap-grouped
+    in input row order; for inputs in key order the outputs of one tap
+    increase too.  ``None`` where it does
     not apply (other geometry, not on the CPU, no rows, or a coarsened support
     cached already, whose rows this must not replace).
     """
