@@ -5,6 +5,10 @@ per tap (in ``lattice_contract.dialect.kernel`` row order) two int64 index vecto
 equal length, stored back to back, so it holds O(pairs) integers and nothing
 else.  Maps are built vectorised on the tensor's device and cached on the
 input support under ``(kind, kernel, stride, dilation, padding, target)``.
+On the CPU, where the rows' bounding box is small enough (surface data: tens
+of cells a row), coordinate lookups and key deduplication go through a dense
+index of the box instead of sorts and binary searches
+(:mod:`torch_lattice._cpu_lookup`); the pairs and their order are the same.
 
 Relations (per axis, logical units; docs/semantics.md), with the two offset
 rules of :mod:`lattice_contract.dialect.kernel` (centred ``off_c(k)``: ``(k - K//2)*d``
@@ -36,6 +40,7 @@ import torch
 from lattice_contract.dialect import Window, geometry, kernel_volume, subm_offsets
 from lattice_contract.frontend import TapPairs, cached_relation, target_key
 
+from torch_lattice import _cpu_lookup
 from torch_lattice.coord_range import check_emitted
 from torch_lattice.coords import Packing, bounds
 from torch_lattice.sparse import Support
@@ -190,22 +195,20 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
         logical = support.logical
         odd = all(k % 2 == 1 for k in kernel)
         centre = volume // 2 if odd else None
-        table = support.table
         # Queries run in sorted key order, so when the rows already are in key order
         # (conv outputs are; so are x-y-z sorted inputs) both sides of every tap
         # increase: each mirrored pair list is sorted too.
-        in_key_order = table.rows_in_key_order()
         if centre is not None:
-            half = table.lookup_offsets(logical, offsets[:centre], base_is_table=True)
+            half, in_key_order = _self_lookup(support, offsets[:centre])
             # lookup gives (query row q, table row r) with r = q + offset: input r, output q.
             pairs = [(r, q) for q, r in half]
-            pairs.append(_empty_pair(logical))
+            pairs.append(_empty_pair(half[0][0] if half else logical))
             pairs.extend((q, r) for q, r in reversed(half))
             kmap = _assemble(
                 pairs, n, n, logical.device, identity_tap=centre, sorted_rows=in_key_order
             )
         else:
-            found_pairs = table.lookup_offsets(logical, offsets, base_is_table=True)
+            found_pairs, in_key_order = _self_lookup(support, offsets)
             kmap = _assemble(
                 [(r, q) for q, r in found_pairs], n, n, logical.device, sorted_rows=in_key_order
             )
@@ -215,18 +218,39 @@ def subm_map(support: Support, kernel: Triple, dilation: Triple) -> KernelMap:
     return cached_relation(support.maps, key, KernelMap, build)
 
 
-def _unique(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.unique(keys, sorted=True, return_inverse=True)``, on the CPU through one sort.
+def _self_lookup(
+    support: Support, offsets: Sequence[Triple]
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], bool]:
+    """The support's table looked up at its own rows plus each offset, and its key order.
+
+    On the CPU a box small enough for a dense index answers without the
+    table (:mod:`torch_lattice._cpu_lookup`), with the same pairs in the same order.
+    """
+    logical = support.logical
+    dense = _cpu_lookup.lookup_offsets(logical, logical, offsets, base_is_table=True)
+    if dense is not None:
+        return dense
+    table = support.table
+    found = table.lookup_offsets(logical, offsets, base_is_table=True)
+    return found, table.rows_in_key_order()
+
+
+def _unique(keys: torch.Tensor, cells: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.unique(keys, sorted=True, return_inverse=True)``, on the CPU without torch.unique.
 
     On the CPU ``torch.unique`` with an inverse costs about four times a
     (radix) sort of the same int64 keys; a stable sort, a first-occurrence
-    mask and a cumulative sum give the same two arrays.
+    mask and a cumulative sum give the same two arrays.  Keys known to lie in
+    ``[0, cells)`` of a box small enough for a dense index skip the sort
+    (:func:`torch_lattice._cpu_lookup.dense_unique`).
     """
     if keys.device.type != "cpu":
         uniq, inverse = torch.unique(keys, sorted=True, return_inverse=True)
         return uniq, inverse
     if keys.numel() == 0:
         return keys.clone(), torch.empty(0, dtype=torch.int64)
+    if _cpu_lookup.dense_fits(cells, int(keys.numel()), _cpu_lookup.UNIQUE_CELLS_PER_KEY):
+        return _cpu_lookup.dense_unique(keys, cells)
     ordered, perm = torch.sort(keys, stable=True)
     first = torch.ones_like(ordered, dtype=torch.bool)
     first[1:] = ordered[1:] != ordered[:-1]
@@ -236,7 +260,7 @@ def _unique(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _empty_pair(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    e = torch.empty(0, dtype=torch.int64, device=like.device)
+    e = torch.empty(0, dtype=like.dtype, device=like.device)
     return e, e
 
 
@@ -291,7 +315,7 @@ def full_conv_map(
         order = torch.sort(tap, stable=True).indices
         counts = torch.bincount(tap, minlength=kernel_volume(kernel) + 1).tolist()
         keys = packing.pack(torch.cat([logical[:, :1], o], dim=1))[order]
-        out_keys, inverse = _unique(keys[: n - counts[-1]])
+        out_keys, inverse = _unique(keys[: n - counts[-1]], _cpu_lookup.cells(packing))
         out = Support.from_logical(packing.unpack(out_keys), out_stride)
         split = zip(
             torch.split(order[: n - counts[-1]], counts[:-1]),
@@ -317,7 +341,7 @@ def full_conv_map(
         cand_keys.append(packing.pack(torch.cat([logical[r, :1], o], dim=1)))
     counts = [int(r.numel()) for r in cand_rows]
     all_keys = torch.cat(cand_keys)
-    out_keys, inverse = _unique(all_keys)
+    out_keys, inverse = _unique(all_keys, _cpu_lookup.cells(packing))
     out_logical = packing.unpack(out_keys)
     out = Support.from_logical(out_logical, out_stride)
     pairs = list(zip(cand_rows, torch.split(inverse, counts), strict=True))
@@ -341,12 +365,19 @@ def coarsened_support(support: Support, stride: Triple) -> Support:
     def build() -> Support:
         out_stride = geometry.forward_stride(support.stride, stride)
         logical = support.logical
-        s = torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
-        coarse = torch.div(logical, s, rounding_mode="floor")
+        coarse = _cpu_lookup.floor_div(logical, stride)
         if coarse.shape[0]:
             lo, hi = bounds(coarse)
             packing = Packing.covering(lo, hi, margin=0)
-            coarse = packing.unpack(torch.unique(packing.pack(coarse), sorted=True))
+            keys = packing.pack(coarse)
+            cells = _cpu_lookup.cells(packing)
+            per_key = _cpu_lookup.UNIQUE_CELLS_PER_KEY
+            rows = int(coarse.shape[0])
+            if keys.device.type == "cpu" and _cpu_lookup.dense_fits(cells, rows, per_key):
+                uniq = _cpu_lookup.dense_unique(keys, cells)[0]
+            else:
+                uniq = torch.unique(keys, sorted=True)
+            coarse = packing.unpack(uniq)
         out = Support.from_logical(coarse, out_stride)
         return out
 
@@ -393,9 +424,10 @@ def _tiled_map(
     When ``d = 1``, ``K <= s`` and the centred offset of tap 0 cancels the
     padding on every axis (k2s2 p0 is the common case), input ``c`` feeds
     exactly one output, ``floor(c / s)``, through tap ``c mod s`` (none when
-    that tap is ``>= K``): one sort-based unique gives the coarsened support
-    and every pair.  Pairs are tap-grouped in input row order; for inputs in
-    key order the outputs of one tap increase too.  ``None`` where it does
+    that tap is ``>= K``): one unique of the coarse keys (dense where the box
+    fits) gives the coarsened support and every pair.  Pairs are tap-grouped
+    in input row order; for inputs in key order the outputs of one tap
+    increase too.  ``None`` where it does
     not apply (other geometry, not on the CPU, no rows, or a coarsened support
     cached already, whose rows this must not replace).
     """
@@ -411,22 +443,26 @@ def _tiled_map(
     coarse_key = ("coarsen", stride)
     if isinstance(support.maps.get(coarse_key), Support):
         return None
-    s = torch.tensor((1, *stride), dtype=torch.int64)
-    coarse = torch.div(logical, s, rounding_mode="floor")
-    lo, hi = bounds(coarse)
+    coarse = _cpu_lookup.floor_div(logical, stride)
+    lo_in, hi_in = _cpu_lookup.aminmax_bounds(logical)
+    # floor(c / s) is monotone, so the coarse rows' bounds are the bounds' images.
+    lo = [lo_in[0]] + [lo_in[a] // stride[a - 1] for a in (1, 2, 3)]
+    hi = [hi_in[0]] + [hi_in[a] // stride[a - 1] for a in (1, 2, 3)]
     packing = Packing.covering(lo, hi, margin=0)
-    out_keys, inverse = _unique(packing.pack(coarse))
-    out = Support.from_logical(
-        packing.unpack(out_keys), geometry.forward_stride(support.stride, stride)
-    )
+    out_keys, inverse = _unique(_cpu_lookup.pack(packing, coarse), _cpu_lookup.cells(packing))
+    # Row u of the output is the coarse row of any input whose key has rank u.
+    out_logical = torch.empty(int(out_keys.numel()), 4, dtype=torch.int64)
+    out_logical.index_copy_(0, inverse, coarse)
+    out = Support.from_logical(out_logical, geometry.forward_stride(support.stride, stride))
     support.maps[coarse_key] = out
-    tap3 = logical[:, 1:] - coarse[:, 1:] * s[1:]
-    tap = (tap3[:, 0] * kernel[1] + tap3[:, 1]) * kernel[2] + tap3[:, 2]
+    tap3 = _cpu_lookup.remainder(logical[:, 1:], coarse[:, 1:], stride)
+    tap = tap3 @ torch.tensor([kernel[1] * kernel[2], kernel[2], 1], dtype=torch.int64)
     volume = kernel_volume(kernel)
     if kernel != stride:  # taps >= K feed nothing: sort them past the last tap
         inside = (tap3 < torch.tensor(kernel, dtype=torch.int64)).all(dim=1)
         tap = torch.where(inside, tap, volume)
-    order = torch.sort(tap, stable=True).indices
+    # A stable sort of small integers: uint8 keys take torch's radix path (4x faster).
+    order = torch.sort(tap.to(torch.uint8) if volume < 256 else tap, stable=True).indices
     counts = torch.bincount(tap, minlength=volume + 1)[:volume].tolist()
     used = sum(counts)
     in_idx = order[:used].to(torch.int32)
@@ -434,8 +470,7 @@ def _tiled_map(
     starts = [0]
     for c in counts:
         starts.append(starts[-1] + int(c))
-    lo_in, hi_in = bounds(logical)
-    keys = Packing.covering(lo_in, hi_in, margin=0).pack(logical)
+    keys = _cpu_lookup.pack(Packing.covering(lo_in, hi_in, margin=0), logical)
     in_order = bool(torch.all(keys[1:] > keys[:-1]))
     kmap = KernelMap(
         in_idx,
@@ -462,8 +497,7 @@ def _centred_map(
     offsets = geometry.centred_shifts(kernel, padding, dilation)
     s = torch.tensor((1, *stride), dtype=torch.int64, device=device)
     if target is support:  # s = 1: the queries are the table's own rows
-        found_pairs = support.table.lookup_offsets(support.logical, offsets, base_is_table=True)
-        in_order = support.table.rows_in_key_order()
+        found_pairs, in_order = _self_lookup(support, offsets)
         return _assemble(
             [(r, q) for q, r in found_pairs],
             support.num_rows,
@@ -471,7 +505,9 @@ def _centred_map(
             device,
             sorted_rows=in_order,
         )
-    found_pairs = support.table.lookup_offsets(target.logical * s, offsets)
+    base = target.logical * s
+    dense = _cpu_lookup.lookup_offsets(support.logical, base, offsets)
+    found_pairs = dense[0] if dense is not None else support.table.lookup_offsets(base, offsets)
     return _assemble([(r, q) for q, r in found_pairs], support.num_rows, target.num_rows, device)
 
 
@@ -544,7 +580,7 @@ def transpose_map(
         cand = (base[None, :, :] + off[:, None, :]).reshape(-1, 4)
         check_emitted(cand, out_stride, rows.repeat(volume), support)
         keys = packing.pack(cand)
-        out_keys, inverse = _unique(keys)
+        out_keys, inverse = _unique(keys, _cpu_lookup.cells(packing))
         out = Support.from_logical(packing.unpack(out_keys), out_stride)
         pairs = list(zip([rows] * volume, torch.split(inverse, n), strict=True))
         kmap = _assemble(pairs, n, int(out_keys.numel()), device)
