@@ -67,8 +67,8 @@ A third of 2^34 multiply-adds is about 0.1 ms of f16 tensor-core work at the
 rate these kernels reach on an H100, the order of the sort's cost: below it a
 network is bound by the host's launches (a 100k-voxel MinkUNet's forward, maps
 built, issues work for longer than the GPU runs it), so the sort only adds host
-time.  At 100k voxels only the decoder's widest 3x3x3 convs (128 -> 96 channels
-on the finest rows) reach it.
+time.  In the benchmark's MinkUNet at 100k voxels only the decoder's two 3x3x3
+convs on the finest rows (128 -> 96 and 96 -> 96 channels) reach it.
 """
 
 
