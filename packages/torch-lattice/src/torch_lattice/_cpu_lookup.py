@@ -164,9 +164,10 @@ class _Box:
     def __init__(self, lo: Sequence[int], hi: Sequence[int]) -> None:
         self.lo = [int(v) for v in lo]
         self.size = [int(h) - int(v) + 1 for v, h in zip(lo, hi, strict=True)]
-        self.strides = [self.size[1] * self.size[2] * self.size[3], self.size[2] * self.size[3]]
-        self.strides += [self.size[3], 1]
-        self.cells = self.size[0] * self.strides[0]
+        # Place values of the mixed-radix key (not conv strides): z fastest.
+        self.place = [self.size[1] * self.size[2] * self.size[3], self.size[2] * self.size[3]]
+        self.place += [self.size[3], 1]
+        self.cells = self.size[0] * self.place[0]
 
     def keys(self, logical: torch.Tensor) -> torch.Tensor:
         """int64 keys in ``[0, cells)`` of rows inside the box.
@@ -176,13 +177,13 @@ class _Box:
         bounds) times a stride below 2^27 (a dense box), so nothing nears
         int64's range.
         """
-        weights = torch.tensor(self.strides, dtype=torch.int64, device=logical.device)
-        origin = sum(v * w for v, w in zip(self.lo, self.strides, strict=True))
+        weights = torch.tensor(self.place, dtype=torch.int64, device=logical.device)
+        origin = sum(v * w for v, w in zip(self.lo, self.place, strict=True))
         return (logical @ weights).sub_(origin)
 
     def shift(self, offset: Triple) -> int:
         """Key difference of a spatial offset."""
-        return offset[0] * self.strides[1] + offset[1] * self.strides[2] + offset[2]
+        return offset[0] * self.place[1] + offset[1] * self.place[2] + offset[2]
 
 
 def lookup_offsets(
