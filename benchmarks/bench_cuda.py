@@ -519,6 +519,10 @@ def _peer_tensor(lib: ModuleType, feats: torch.Tensor, *, coords: torch.Tensor, 
     return lib.SparseConvTensor(feats, coords, shape, 1)
 
 
+Nets = dict[str, tuple[torch.nn.Module, Callable[[torch.Tensor], Any]]]
+"""Each library's network and the function that wraps features into its sparse tensor."""
+
+
 def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -> dict[str, float]:
     """Forward (f16, eval, no grad) and training steps (SGD) of each library's MinkUNet.
 
@@ -529,15 +533,11 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
     rounds (:func:`paired`), so the ratios compare calls made under the same
     machine state.
     """
-    from torch_lattice.triton import fuse_conv_bn_relu, set_f32_products
-
     torch.manual_seed(0)
     feats = torch.randn(coords.shape[0], IN_CH, device=DEVICE)
     labels = torch.randint(0, CLASSES, (coords.shape[0],), device=DEVICE)
     ours = OursUNet().to(DEVICE)
-    nets: dict[str, tuple[torch.nn.Module, Callable[[torch.Tensor], Any]]] = {
-        "ours": (ours, lambda f: SparseTensor.trusted(coords, f))
-    }
+    nets: Nets = {"ours": (ours, lambda f: SparseTensor.trusted(coords, f))}
     for name in UNET_PEERS:
         lib = PEERS[name]
         try:
@@ -547,12 +547,21 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
             continue
         nets[name] = (peer, functools.partial(_peer_tensor, lib, coords=coords, shape=shape))
     result: dict[str, float] = {}
-    half = feats.half()
+    _bench_forwards(nets, feats.half(), result)
+    _bench_steps(nets, feats, labels, steps, result)
+    _print_unet(result, steps)
+    return result
+
+
+def _bench_forwards(nets: Nets, half: torch.Tensor, result: dict[str, float]) -> None:
+    """f16 eval forwards, maps cached and maps built, every library (and ours fused) paired."""
+    from torch_lattice.triton import fuse_conv_bn_relu
+
     for net, _ in nets.values():
         net.half().eval()
-    wrap_ours = nets["ours"][1]
+    ours, wrap_ours = nets["ours"]
+    forwards = dict(nets)
     with torch.no_grad():
-        forwards = {name: (net, wrap) for name, (net, wrap) in nets.items()}
         try:
             fused = fuse_conv_bn_relu(copy.deepcopy(ours))
             cached_in = wrap_ours(half)
@@ -574,6 +583,18 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
             from profile_cuda import breakdown
 
             breakdown(fresh["ours fused"], f"ours, fused forward, maps built ({SCENE})")
+
+
+def _bench_steps(
+    nets: Nets,
+    feats: torch.Tensor,
+    labels: torch.Tensor,
+    steps: tuple[str, ...],
+    result: dict[str, float],
+) -> None:
+    """SGD steps in f32 master weights per setting, every library paired; ours' FLOPs."""
+    from torch_lattice.triton import set_f32_products
+
     for net, _ in nets.values():
         net.float().train()
     opts = {name: torch.optim.SGD(net.parameters(), lr=1e-3) for name, (net, _) in nets.items()}
@@ -606,11 +627,9 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
             _tf32(False)
             set_f32_products("ieee")
     if DEVICE == "cuda":  # a dry run skips one more interpreted step
-        result["ours flops"] = count_flops(
-            functools.partial(_step, ours, wrap_ours, opts["ours"], feats, labels, False)
-        )
-    _print_unet(result, steps)
-    return result
+        ours, wrap = nets["ours"]
+        step = functools.partial(_step, ours, wrap, opts["ours"], feats, labels, False)
+        result["ours flops"] = count_flops(step)
 
 
 def _key(name: str, what: str) -> str:
