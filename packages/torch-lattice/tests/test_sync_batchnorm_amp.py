@@ -9,10 +9,11 @@ there): outputs and their dtype, input gradients, the summed weight and
 bias gradients, and the running statistics (also checked against their
 definitions in float64).  It counts the bytes autograd saves on each rank
 with ``torch.autograd.graph.saved_tensors_hooks``: the half input and
-per-channel vectors, no float32 (N, C) tensor -- the old path kept an f32
-copy of the rows, the centred rows and their products.  Float32 features
-without autocast and float64 features run the same comparison more
-tightly, and fewer than two rows over all ranks fails on both ranks.
+per-channel vectors, no float32 (N, C) tensor -- the old path kept the
+centred and the normalised rows in f32, four times the bf16 input's bytes,
+and fails here.  Float32 features without autocast and float64 features
+run the same comparison more tightly, and fewer than two rows over all
+ranks fails on both ranks.
 """
 
 from __future__ import annotations

@@ -16,8 +16,10 @@ them over, are read as they are: the normalisation is one pass with the f32
 statistics, rounded once to the features' dtype, and autograd keeps only
 the half input and the per-channel statistics -- the memory
 ``torch.nn.BatchNorm1d`` keeps under autocast.  Widening the rows to f32
-first kept two to four f32 copies of every activation for the backward
-pass, which is what mixed precision is meant to save.
+first and normalising with autograd ops kept two f32 (N, C) tensors per
+layer for the backward pass (the centred and the normalised rows: four
+times the bf16 activation's bytes), which is what mixed precision is meant
+to save.
 
 The backward pass is batch norm's over the union of all ranks' rows: each
 rank sums ``dy`` and ``dy * (x - mean)`` per channel, one all-reduce adds
@@ -107,9 +109,10 @@ class _SyncNormalise(torch.autograd.Function):
 class SyncBatchNorm(BatchNorm):
     """:class:`BatchNorm` whose training statistics span all ranks of ``process_group``.
 
-    Every rank must call it the same number of times per step (as for any
-    collective); a rank with no rows still takes part.  Reading the global
-    row count costs one host synchronisation per layer in training.  Convert a model with
+    Every rank must call it the same number of times per step and run the
+    backward pass through it (both hold collectives); a rank with no rows
+    still takes part.  Reading the global row count costs one host
+    synchronisation per layer in training.  Convert a model with
     :meth:`convert_sync_batchnorm` before wrapping it in
     ``DistributedDataParallel``.
     """
