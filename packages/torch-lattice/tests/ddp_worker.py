@@ -20,10 +20,16 @@ process on the same global batches as the reference.  Each rank writes
 * ``checkpoint_equal`` / ``resume_equal``: whether rank 0's checkpoint,
   reloaded on this rank, equals the live model, and whether one more step
   from the reloaded checkpoint equals one more step of the live run.
+
+:func:`launch_two_ranks` runs a script like this one on two ranks, bounded
+in time, for the tests that need a process group (``test_sync_batchnorm_amp.py``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -239,6 +245,37 @@ def sparse_unused_case(batches: list[Any]) -> dict[str, Any]:
     reference = _branchy_steps(DistributedDataParallel, batches, _Always)
     worst = max(float((fixed[k] - v).abs().max()) for k, v in reference.items())
     return {"plain_error": plain_error, "worst": worst, "params": fixed}
+
+
+def launch_two_ranks(script: Path, out: Path, timeout_s: float) -> str:
+    """Run ``script out`` on two gloo ranks (``torchrun --standalone``); its log.
+
+    The launch gets a session of its own, so a run that hangs past
+    ``timeout_s`` (a collective one rank never joins) is killed with all of
+    its ranks instead of holding the test session.  Fails with the log's
+    tail unless both ranks exit cleanly.
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(script),
+        str(out),
+    ]
+    launched = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        log, _ = launched.communicate(timeout=timeout_s)
+    finally:
+        if launched.poll() is None:
+            os.killpg(launched.pid, signal.SIGKILL)
+            launched.communicate()
+    if launched.returncode != 0:
+        raise AssertionError(f"torchrun failed:\n{log[-4000:]}")
+    return log
 
 
 def main(out: Path) -> None:

@@ -10,11 +10,24 @@ would weigh a 20k-row rank like a 150k-row one; here the ranks all-reduce
 2. ``sum_r (x - mean)^2`` -> the global biased variance (two passes, not
    ``E[x^2] - mean^2``, so large means cannot cancel the variance away).
 
-Both reductions are differentiable all-reduces whose backward all-reduces
-the incoming gradients, so the gradient of each
-rank's input includes the other ranks' losses exactly as in one process
-over the whole batch.  Statistics are accumulated in float32 (float64 for
-float64 features), counts in float64.
+Statistics are accumulated in float32 (float64 for float64 features),
+counts in float64.  Half (f16/bf16) features, as ``torch.autocast`` hands
+them over, are read as they are: the normalisation is one pass with the f32
+statistics, rounded once to the features' dtype, and autograd keeps only
+the half input and the per-channel statistics -- the memory
+``torch.nn.BatchNorm1d`` keeps under autocast.  Widening the rows to f32
+first and normalising with autograd ops kept two f32 (N, C) tensors per
+layer for the backward pass (the centred and the normalised rows: four
+times the bf16 activation's bytes), which is what mixed precision is meant
+to save.
+
+The backward pass is batch norm's over the union of all ranks' rows: each
+rank sums ``dy`` and ``dy * (x - mean)`` per channel, one all-reduce adds
+the ranks' sums, and the input gradient is formed with the global count, so
+the gradient of each rank's input includes the other ranks' losses exactly
+as in one process over the whole batch.  The weight and bias gradients are
+the rank's own share, as for every other parameter: DistributedDataParallel
+adds the shares.
 
 The running statistics are updated from the global mean and unbiased
 variance, so they are identical on every rank, and evaluation is the plain
@@ -30,47 +43,76 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from lattice_contract.frontend import nn_features
+from torch.autograd.function import once_differentiable
 
 from torch_lattice.nn.feature import BatchNorm
 
 __all__ = ["SyncBatchNorm"]
 
 
-class _AllReduceSum(torch.autograd.Function):
-    """Sum over the ranks of a group; the backward sums the ranks' gradients the same way.
+class _SyncNormalise(torch.autograd.Function):
+    """``(x - mean) * rsqrt(var + eps) * weight + bias`` with statistics over all ranks' rows.
 
-    With ``y = sum_r x_r`` on every rank, the gradient of the total loss
-    ``sum_r L_r`` with respect to ``x_r`` is ``sum_r dL_r/dy``: an all-reduce
-    of the incoming gradients.
+    ``mean`` and ``var`` are the global statistics (float32, or float64 for
+    float64 features), computed without autograd; this function carries
+    their dependence on every rank's rows in its backward pass.  It saves the
+    features as they are (half under autocast) and per-channel vectors only.
+    Both passes run with autocast off: their arithmetic is in the statistics'
+    dtype by construction and must not be re-cast.
     """
 
     @staticmethod
-    def forward(ctx: Any, tensor: torch.Tensor, group: Any) -> torch.Tensor:
-        ctx.group = group
-        out = tensor.clone()
-        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
-        return out
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        mean: torch.Tensor,
+        var: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        eps: float,
+        count: float,
+        group: Any,
+    ) -> torch.Tensor:
+        ctx.count, ctx.group = count, group
+        ctx.save_for_backward(x, mean, torch.rsqrt(var + eps), weight)
+        if x.shape[0] == 0:  # no rows here; the backward still joins the collective
+            return torch.empty_like(x)
+        # One pass over the rows: torch's inference batch norm reads half features
+        # with the f32 statistics, computes in f32 and rounds once to x's dtype.
+        with torch.autocast(x.device.type, enabled=False):
+            return F.batch_norm(x, mean, var, weight, bias, False, 0.0, eps)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        out = grad.contiguous().clone()
-        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=ctx.group)
-        return out, None
-
-
-def _all_reduce(tensor: torch.Tensor, group: Any) -> torch.Tensor:
-    """Differentiable sum over the ranks of ``group`` (None: the default group)."""
-    out: torch.Tensor = _AllReduceSum.apply(tensor, group)  # type: ignore[no-untyped-call]
-    return out
+    @once_differentiable
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        x, mean, invstd, weight = ctx.saved_tensors
+        acc, c = mean.dtype, x.shape[1]
+        with torch.autocast(x.device.type, enabled=False):
+            # Per-rank sums in the statistics' dtype; the f32 rows are transient.
+            sum_dy = dy.sum(dim=0, dtype=acc)
+            centred = x - mean
+            sum_dy_xmu = (centred * dy).sum(dim=0, dtype=acc)
+            # This rank's share of the parameter gradients (DDP adds the shares).
+            dweight, dbias = sum_dy_xmu * invstd, sum_dy
+            total = torch.cat([sum_dy, sum_dy_xmu])
+            dist.all_reduce(total, op=dist.ReduceOp.SUM, group=ctx.group)
+            mean_dy = total[:c] / ctx.count
+            proj = total[c:] * invstd.square() / ctx.count
+            # dx = (dy - mean(dy) - (x - mean) * mean(dy * (x - mean)) / var) * w / std,
+            # the means over every rank's rows, computed in place in the transient.
+            dx = centred.mul_(proj).neg_().add_(dy).sub_(mean_dy).mul_(invstd * weight)
+        return dx.to(x.dtype), None, None, dweight, dbias, None, None, None
 
 
 class SyncBatchNorm(BatchNorm):
     """:class:`BatchNorm` whose training statistics span all ranks of ``process_group``.
 
-    Every rank must call it the same number of times per step (as for any
-    collective); a rank with no rows still takes part.  Reading the global
-    row count costs one host synchronisation per layer in training.  Convert a model with
+    Every rank must call it the same number of times per step and run the
+    backward pass through it (both hold collectives); a rank with no rows
+    still takes part.  Reading the global row count costs one host
+    synchronisation per layer in training.  Convert a model with
     :meth:`convert_sync_batchnorm` before wrapping it in
     ``DistributedDataParallel``.
     """
@@ -98,27 +140,34 @@ class SyncBatchNorm(BatchNorm):
                 f"SyncBatchNorm({self.num_features}) needs features (N, {self.num_features}), "
                 f"got {tuple(f.shape)}"
             )
-        dtype = torch.float64 if f.dtype == torch.float64 else torch.float32
-        x = f.to(dtype)
-        local = torch.tensor([float(x.shape[0])], dtype=torch.float64, device=x.device)
-        head = _all_reduce(torch.cat([x.sum(dim=0).to(torch.float64), local]), self.process_group)
-        count = float(head[-1].item())
-        if count < 2:
-            raise ValueError(
-                "SyncBatchNorm in training mode needs at least 2 rows over all ranks to "
-                f"estimate variance, got {int(count)}"
-            )
-        mean = (head[:-1] / count).to(dtype)
-        centred = x - mean
-        squares = (centred * centred).sum(dim=0).to(torch.float64)
-        var = (_all_reduce(squares, self.process_group) / count).to(dtype)
-        y = centred * torch.rsqrt(var + self.eps) * self.weight.to(dtype) + self.bias.to(dtype)
+        acc = torch.float64 if f.dtype == torch.float64 else torch.float32
+        group = self.process_group
+        with torch.no_grad():
+            # Reductions that accumulate in f32 straight from half rows.
+            local = torch.tensor([float(f.shape[0])], dtype=torch.float64, device=f.device)
+            head = torch.cat([f.sum(dim=0, dtype=acc).to(torch.float64), local])
+            dist.all_reduce(head, op=dist.ReduceOp.SUM, group=group)
+            count = float(head[-1].item())
+            if count < 2:
+                raise ValueError(
+                    "SyncBatchNorm in training mode needs at least 2 rows over all ranks to "
+                    f"estimate variance, got {int(count)}"
+                )
+            mean = (head[:-1] / count).to(acc)
+            squares = torch.sub(f, mean).square_().sum(dim=0).to(torch.float64)
+            dist.all_reduce(squares, op=dist.ReduceOp.SUM, group=group)
+            var = (squares / count).to(acc)
+        # The parameters' casts are differentiable: f32 gradients reach f32 masters.
+        y: torch.Tensor = _SyncNormalise.apply(  # type: ignore[no-untyped-call]
+            f, mean, var, self.weight.to(acc), self.bias.to(acc), self.eps, count, group
+        )
         m = self._count_batch()
         with torch.no_grad():
+            # In the statistics' dtype, written back to the buffers' own (as BatchNorm).
             unbiased = var * (count / (count - 1.0))
-            self.running_mean.mul_(1.0 - m).add_(mean.to(self.running_mean.dtype), alpha=m)
-            self.running_var.mul_(1.0 - m).add_(unbiased.to(self.running_var.dtype), alpha=m)
-        return y.to(f.dtype)
+            for buffer, stat in ((self.running_mean, mean), (self.running_var, unbiased)):
+                buffer.copy_(buffer.to(acc) * (1.0 - m) + stat * m)
+        return y
 
     def _features(self, f: torch.Tensor) -> torch.Tensor:
         # BatchNorm.forward applies this to dense features or a SparseTensor's.
