@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch_lattice import SparseTensor, nn, ops
 from torch_lattice.ops.conv import schedule
 from torch_lattice.ops.reference import available_devices, random_sparse
@@ -158,6 +159,55 @@ def test_autocast_step_matches_torch_norms_and_the_f32_step(device: str, path: s
             # and the f32 step's gradient up to half-precision activations
             bound = 0.05 if dtype == torch.float16 else 0.5
             assert float((g - f32[name]).abs().max()) <= bound * scale, (name, dtype)
+
+
+class _Casts(TorchDispatchMode):
+    """Shapes of the dtype casts (``aten._to_copy``) run while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket is torch.ops.aten._to_copy:
+            self.shapes.append(tuple(out.shape))
+        return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_autocast_conv_weight_gets_its_gradient_in_f32_without_a_cast(device: str) -> None:
+    """The Triton path sums an autocast conv's weight gradient in f32 into its master.
+
+    The backward pass casts no weight-shaped tensor (the half gradient and its
+    cast back to f32 are gone), and the gradient is the reference path's, which
+    computes it in f32 and rounds it through the half dtype, up to that rounding.
+    """
+    if device == "cpu" and not INTERPRETED:
+        pytest.skip("the Triton path runs on CUDA under auto, interpreted on CPU")
+    for dtype in HALF[device]:
+        torch.manual_seed(4)
+        conv = nn.SubmConv3d(4, 16, 3, bias=False).to(device)
+        x = _input(device)
+        grads, casts = {}, {}
+        for path in ("triton", "tap_major"):
+            conv.zero_grad()
+            with schedule(path), torch.autocast(device, dtype=dtype):
+                out = conv(x).feats
+            proj = torch.randn(out.shape, generator=torch.Generator().manual_seed(5))
+            loss = (out.float() * proj.to(device)).sum()
+            with _Casts() as seen:
+                loss.backward()
+            assert conv.weight.grad is not None and conv.weight.grad.dtype == torch.float32
+            grads[path] = conv.weight.grad.clone()
+            casts[path] = [s for s in seen.shapes if s == tuple(conv.weight.shape)]
+        assert casts["triton"] == [], casts["triton"]
+        assert casts["tap_major"] != []  # the reference path still casts: the check can fail
+        scale = float(grads["tap_major"].abs().max())
+        eps = 1e-3 if dtype == torch.float16 else 8e-3  # one rounding to the half dtype
+        assert float((grads["triton"] - grads["tap_major"]).abs().max()) <= 2 * eps * scale
 
 
 @pytest.mark.parametrize("device", DEVICES)

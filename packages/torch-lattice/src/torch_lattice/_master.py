@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["half_copy", "restore_weight", "weight_to_save"]
+__all__ = ["half_copy", "master_of", "restore_weight", "weight_to_save"]
 
 _MASTER = "_torch_lattice_master"
 
@@ -41,12 +41,18 @@ def half_copy(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return copy
 
 
-def weight_to_save(weight: torch.Tensor) -> tuple[torch.Tensor, torch.dtype | None]:
-    """What a conv saves for ``weight``: its master and the dtype to recast to, or itself."""
+def master_of(weight: torch.Tensor) -> torch.Tensor | None:
+    """The f32 master ``weight`` was cast from (:func:`half_copy`), or None for any other weight."""
     master = getattr(weight, _MASTER, None)
     if isinstance(master, torch.Tensor) and master.shape == weight.shape:
-        return master, weight.dtype
-    return weight, None
+        return master
+    return None
+
+
+def weight_to_save(weight: torch.Tensor) -> tuple[torch.Tensor, torch.dtype | None]:
+    """What a conv saves for ``weight``: its master and the dtype to recast to, or itself."""
+    master = master_of(weight)
+    return (weight, None) if master is None else (master, weight.dtype)
 
 
 def restore_weight(saved: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:

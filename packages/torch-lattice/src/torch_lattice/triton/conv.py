@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from torch_lattice._master import restore_weight, weight_to_save
+from torch_lattice._master import master_of, restore_weight, weight_to_save
 from torch_lattice.sparse import SparseTensor, Support
 from torch_lattice.triton.epilogue import take_epilogue
 from torch_lattice.triton.kernels import launch_conv, launch_wgrad
@@ -86,6 +86,16 @@ def _fused_taps(weight: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
 
 
 class _TritonConvFunction(torch.autograd.Function):
+    """The conv and its two gradients; ``master``: where an autocast weight's gradient goes.
+
+    Under autocast the weight is a half copy of an f32 master
+    (:mod:`torch_lattice._master`).  Given that master as ``master`` (and the
+    copy detached as ``weight``), the weight gradient is summed in f32 straight
+    into the master's layout and returned for the master: no half gradient,
+    and no cast of it back to f32 by the copy's own backward (two launches and
+    an autograd node per conv and step).
+    """
+
     @staticmethod
     def forward(
         ctx: Any,
@@ -94,6 +104,7 @@ class _TritonConvFunction(torch.autograd.Function):
         bias: torch.Tensor | None,
         smap: SlotMap,
         sorted_tiles: bool,
+        master: torch.Tensor | None,
     ) -> torch.Tensor:
         feats = feats.contiguous()
         w = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
@@ -102,11 +113,15 @@ class _TritonConvFunction(torch.autograd.Function):
             feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache,
             sorted_tiles=sorted_tiles,
         )  # fmt: skip
-        saved, ctx.weight_dtype = weight_to_save(weight)  # an autocast copy saves its master
+        if master is not None:
+            saved, ctx.weight_dtype = master, weight.dtype
+        else:  # an autocast copy without a gradient of its own still saves its master
+            saved, ctx.weight_dtype = weight_to_save(weight)
         ctx.save_for_backward(feats, saved)
         ctx.smap = smap
         ctx.sorted_tiles = sorted_tiles  # the input gradient walks the adjoint map alike
         ctx.has_bias = bias is not None
+        ctx.to_master = master is not None
         return out
 
     @staticmethod
@@ -127,19 +142,24 @@ class _TritonConvFunction(torch.autograd.Function):
                 grad, wt, back.slots, back.order, feats.dtype, cache=back.cache,
                 sorted_tiles=ctx.sorted_tiles,
             )  # fmt: skip
-        if ctx.needs_input_grad[1]:
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[5]:
             pin, pout, starts = smap.pairs()
             c_out, c_in = int(saved.shape[0]), int(saved.shape[-1])
-            grad_weight = torch.empty(saved.shape, dtype=dtype, device=feats.device)
+            f32 = ctx.to_master or dtype == torch.float32
+            grad_weight = torch.empty(
+                saved.shape, dtype=torch.float32 if f32 else dtype, device=feats.device
+            )
             layout = grad_weight.view(c_out, smap.volume, c_in)
-            if dtype == torch.float32:  # summed straight into the weight's layout
+            if f32:  # summed straight into the (master) weight's layout
                 launch_wgrad(feats, grad, pin, pout, starts, smap.volume, layout)
             else:  # (K, C_in, C_out) f32, rounded once into the weight's dtype and layout
                 gw = launch_wgrad(feats, grad, pin, pout, starts, smap.volume)
                 layout.copy_(gw.permute(2, 0, 1))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad.float().sum(0)
-        return grad_feats, grad_weight, grad_bias, None, None
+        if ctx.to_master:
+            return grad_feats, None, grad_bias, None, None, grad_weight
+        return grad_feats, grad_weight, grad_bias, None, None, None
 
 
 def sparse_conv(
@@ -177,7 +197,12 @@ def sparse_conv(
             epilogue=epilogue, cache=smap.cache, sorted_tiles=sorted_tiles,
         )  # fmt: skip
         return SparseTensor._make(out_support, fused)
-    out: torch.Tensor = _TritonConvFunction.apply(x.feats, weight, bias, smap, sorted_tiles)  # type: ignore[no-untyped-call]
+    # An autocast copy's gradient goes to its f32 master directly (see _TritonConvFunction).
+    master = master_of(weight) if training and weight.requires_grad else None
+    operand = weight if master is None else weight.detach()
+    out: torch.Tensor = _TritonConvFunction.apply(  # type: ignore[no-untyped-call]
+        x.feats, operand, bias, smap, sorted_tiles, master
+    )
     if bias is not None:
         out = out.to(x.dtype)
     return SparseTensor._make(out_support, out)
