@@ -754,7 +754,10 @@ def launch_pairs(slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     if m == 0 or k == 0:
         return pin, pout, starts
     wide = m * k >= 2**31 - 1
-    pos = torch.cumsum((slots.t() >= 0).reshape(-1), 0, dtype=torch.int64 if wide else torch.int32)
+    # Presence flags written tap-major by the comparison itself (one launch, no transposed copy).
+    present = torch.empty(k, m, dtype=torch.bool, device=device)
+    torch.ge(slots.t(), 0, out=present)
+    pos = torch.cumsum(present.view(-1), 0, dtype=torch.int64 if wide else torch.int32)
     starts[1:] = pos.view(k, m)[:, -1]
     block = _block()
     _pairs_kernel[(triton.cdiv(m, block), k)](slots, pos, pin, pout, m, K=k, BLOCK=block)
