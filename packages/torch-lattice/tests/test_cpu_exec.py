@@ -151,7 +151,8 @@ def test_plan_lists_every_pair_once_per_range(
     for c in range(len(plan.bounds) - 1):
         lo, hi = plan.bounds[c], plan.bounds[c + 1]
         base, end = plan.pair_bounds[c], plan.pair_bounds[c + 1]
-        assert sum(m for _, m in plan.parts[c]) == end - base
+        assert sum(plan.part_sizes[c]) == end - base
+        assert len(plan.part_taps[c]) == len(plan.part_sizes[c]) and all(plan.part_sizes[c])
         # every buffer position of the range is summed exactly once
         assert torch.equal(
             torch.sort(plan.bag[base:end]).values, torch.arange(end - base, dtype=torch.int32)

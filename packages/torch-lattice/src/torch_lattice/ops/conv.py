@@ -328,8 +328,8 @@ class _Segments:
     pairs of one tap landing in range c are a contiguous slice of the map's
     pair arrays.  A range's pairs are laid out tap after tap in one buffer:
     ``gather[pair_bounds[c]:pair_bounds[c+1]]`` lists their input rows in that
-    order (so one ``index_select`` gathers a whole range), and ``parts[c]``
-    gives the ``(tap, pairs)`` runs of the buffer, one GEMM each.  ``bag``
+    order (so one ``index_select`` gathers a whole range), and ``part_taps[c]``
+    and ``part_sizes[c]`` give the buffer's runs, one GEMM each.  ``bag``
     lists, output row by output row, where each row's products sit in its
     range's buffer (``offsets[r]``: where row r's list starts, counted from
     its range's first entry, as ``embedding_bag`` wants), so one segmented sum
@@ -339,7 +339,8 @@ class _Segments:
 
     bounds: tuple[int, ...]
     pair_bounds: tuple[int, ...]
-    parts: tuple[tuple[tuple[int, int], ...], ...]
+    part_taps: tuple[tuple[int, ...], ...]
+    part_sizes: tuple[tuple[int, ...], ...]
     gather: torch.Tensor
     bag: torch.Tensor
     offsets: torch.Tensor
@@ -426,12 +427,12 @@ def _segments(kmap: KernelMap, budget: int) -> _Segments:
     bounds = edges.tolist()
     row_base = torch.repeat_interleave(range_base, edges[1:] - edges[:-1], output_size=n)
     offsets = (ends - counts - row_base).to(torch.int32)
+    per_range = seg.t().tolist()
     found = _Segments(
         tuple(bounds),
         tuple(torch.cat([range_base, range_pairs.sum().reshape(1)]).tolist()),
-        tuple(
-            tuple((k, m) for k, m in zip(taps, row, strict=True) if m) for row in seg.t().tolist()
-        ),
+        tuple(tuple(k for k, m in zip(taps, row, strict=True) if m) for row in per_range),
+        tuple(tuple(m for m in row if m) for row in per_range),
         gather,
         bag,
         offsets,
@@ -459,21 +460,30 @@ def _apply_segmented(
     gathered = feats.new_empty(room, c_in)
     products = feats.new_empty(room, c_out)
     identity = kmap.identity_tap
+    taps_w = w.unbind(0)
+    plain = c_in <= _K_CHUNK
     for c in range(len(plan.bounds) - 1):
         lo, hi = plan.bounds[c], plan.bounds[c + 1]
         base, end = plan.pair_bounds[c], plan.pair_bounds[c + 1]
         if end > base:
-            torch.index_select(feats, 0, plan.gather[base:end], out=gathered[: end - base])
-            at = 0
-            for k, m in plan.parts[c]:
-                rows = slice(at, at + m)
-                if c_in <= _K_CHUNK and not _odd_rows(m):
-                    torch.mm(gathered[rows], w[k], out=products[rows])
+            rows_in, rows_out = gathered[: end - base], products[: end - base]
+            torch.index_select(feats, 0, plan.gather[base:end], out=rows_in)
+            sizes = plan.part_sizes[c]
+            # one split per buffer instead of two slices per tap: Python-side cost per
+            # range matters at 26 taps
+            for k, m, x_k, y_k in zip(
+                plan.part_taps[c],
+                sizes,
+                rows_in.split_with_sizes(sizes),
+                rows_out.split_with_sizes(sizes),
+                strict=True,
+            ):
+                if plain and not _odd_rows(m):
+                    torch.mm(x_k, taps_w[k], out=y_k)
                 else:
-                    products[rows] = _fixed_mm(gathered[rows], w[k])
-                at += m
+                    y_k.copy_(_fixed_mm(x_k, taps_w[k]))
             sums = torch.nn.functional.embedding_bag(
-                plan.bag[base:end], products[: end - base], plan.offsets[lo:hi], mode="sum"
+                plan.bag[base:end], rows_out, plan.offsets[lo:hi], mode="sum"
             )
         else:
             sums = out.new_zeros(hi - lo, c_out)
