@@ -76,12 +76,15 @@ def _taps_matrix(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return weight.to(dtype).reshape(c_out, -1, c_in).permute(1, 2, 0)
 
 
-_SEGMENT_BYTES = 1 << 24
+_SEGMENT_BYTES = 1 << 22
 """Upper bound of each of the two per-range buffers of the segmented schedule (CPU).
 
-Larger than ``_CHUNK_BYTES`` because this schedule issues two calls per tap
-and range: fewer, larger ranges keep the Python-side call count low while
-each tap's slice of a range (about 1/26 of it) still fits in L2 for its GEMM.
+A range costs one call per tap plus three, so ranges must not be tiny; but
+its gathered rows are written once and read back by the GEMMs, so they should
+stay in cache.  Measured single-threaded on the 100k-voxel surface scene
+(AMD EPYC, 1 MiB L2, 32 MiB L3): 16 MiB buffers ran the 3x3x3 subm layer at
+32 channels in 80 ms and at 64 in 202 ms, 2-4 MiB in 50-57 and 160-171 ms,
+1 MiB in 65 and 192 ms (call overhead takes over below).
 """
 
 _SCHEDULES = ("auto", "tap_major", "output_major", "segmented", "triton")
@@ -322,35 +325,50 @@ class _Segments:
 
     Output rows are cut into ranges ``bounds[c]:bounds[c+1]`` of at most about
     ``budget`` pairs.  Because every tap's pairs are sorted by output row, the
-    pairs of tap ``taps[t]`` landing in range c are the contiguous slice
-    ``cuts[t][c]:cuts[t][c+1]`` of the map's pair arrays.  A range's gathered
-    products are laid out tap after tap in one buffer; ``bag`` lists, output
-    row by output row, where each row's products sit in that buffer
-    (``offsets`` delimits the rows, as ``embedding_bag`` wants), so one
-    segmented sum replaces the scatter.
+    pairs of one tap landing in range c are a contiguous slice of the map's
+    pair arrays.  A range's pairs are laid out tap after tap in one buffer:
+    ``gather[pair_bounds[c]:pair_bounds[c+1]]`` lists their input rows in that
+    order (so one ``index_select`` gathers a whole range), and ``part_taps[c]``
+    and ``part_sizes[c]`` give the buffer's runs, one GEMM each.  ``bag``
+    lists, output row by output row, where each row's products sit in its
+    range's buffer (``offsets[r]``: where row r's list starts, counted from
+    its range's first entry, as ``embedding_bag`` wants), so one segmented sum
+    replaces the scatter; within a row the products are listed in tap order,
+    which fixes the summation order.
     """
 
-    taps: tuple[int, ...]
     bounds: tuple[int, ...]
-    cuts: tuple[tuple[int, ...], ...]
-    range_pairs: tuple[int, ...]
+    pair_bounds: tuple[int, ...]
+    part_taps: tuple[tuple[int, ...], ...]
+    part_sizes: tuple[tuple[int, ...], ...]
+    gather: torch.Tensor
     bag: torch.Tensor
     offsets: torch.Tensor
 
 
 def _segments(kmap: KernelMap, budget: int) -> _Segments:
-    """Build (or fetch) the segmented walk of a map with sorted outputs; O(pairs), vectorised."""
+    """Build (or fetch) the segmented walk of a map with sorted outputs; O(pairs), vectorised.
+
+    Every layer run on the same map (maps are cached on the support) reuses
+    the plan, but the first layer on a fresh support pays for it, so it is
+    built in few passes over the pairs and no per-pair int64 arrays: one
+    running sum places every pair in its range's buffer, one ``cat`` of the
+    map's runs lays out the gather list, and a counting sort over the taps
+    (two sorted-index scatters per tap) groups the buffer positions by output
+    row.  Single-threaded on the 100k-voxel surface scene's 3x3x3 subm map
+    (1.17M stored pairs) it takes about 9 ms; the previous per-tap build took 12-15.
+    """
     key = f"segments/{budget}"
     found = kmap.cache.get(key)
     if isinstance(found, _Segments):
         return found
     device = kmap.out_idx.device
     n = kmap.num_out
-    taps = tuple(k for k in range(kmap.volume) if kmap.starts[k + 1] > kmap.starts[k])
+    taps = [k for k in range(kmap.volume) if kmap.starts[k + 1] > kmap.starts[k]]
     out_idx = kmap.out_idx
+    total = int(out_idx.numel())
     counts = torch.bincount(out_idx, minlength=n)
     ends = torch.cumsum(counts, 0)
-    total = int(out_idx.numel())
     # Range c ends after the last row whose inclusive pair count stays within (c+1)*budget,
     # so a range holds at most budget + (pairs of one row) pairs.
     marks = torch.arange(budget, max(total, budget), budget, device=device)
@@ -358,33 +376,64 @@ def _segments(kmap: KernelMap, budget: int) -> _Segments:
     edges = torch.cat([inner.new_zeros(1), inner, inner.new_full((1,), n)])
     edges = torch.unique_consecutive(edges)
     edges_idx = edges.to(out_idx.dtype)
-    cut_rows = torch.stack(
-        [torch.searchsorted(out_idx[kmap.starts[k] : kmap.starts[k + 1]], edges_idx) for k in taps]
-    ).to(torch.int64)  # (T, R + 1): tap t's pairs in range c are cut_rows[t, c]:cut_rows[t, c + 1]
-    seg = cut_rows[:, 1:] - cut_rows[:, :-1]  # (T, R)
-    # Position in the range buffer of the j-th pair of tap t (range c): the start of
-    # tap t's slice in that buffer plus j's rank in the slice, i.e. j plus a constant
-    # per (t, c).
-    shift = torch.cumsum(seg, 0) - seg - cut_rows[:, :-1]
-    # Group the positions by output row (any order within a row will do): a counting
-    # sort, tap by tap; each tap meets a row at most once.
+    tap_start = torch.tensor([kmap.starts[k] for k in taps], dtype=torch.int64, device=device)
+    # (T, R + 1): tap t's pairs in range c are cuts[t, c]:cuts[t, c + 1] of the map's arrays
+    cuts = (
+        torch.stack(
+            [
+                torch.searchsorted(out_idx[kmap.starts[k] : kmap.starts[k + 1]], edges_idx)
+                for k in taps
+            ]
+        ).to(torch.int64)
+        + tap_start[:, None]
+    )
+    seg = cuts[:, 1:] - cuts[:, :-1]  # (T, R)
+    range_pairs = seg.sum(0)
+    range_base = torch.cumsum(range_pairs, 0) - range_pairs
+    # The map lists its pairs tap after tap, and a tap's pairs range after range, so
+    # the (tap, range) runs are consecutive in it.  Pair j of run (t, c) sits in range
+    # c's buffer at the start of tap t's run there plus j's rank in the run: j plus a
+    # constant per run.  Built as a running sum (no per-pair index arrays): steps of 1,
+    # with each run's first step jumping to its constant.
+    shift = (torch.cumsum(seg, 0) - seg - cuts[:, :-1]).reshape(-1)
+    lengths = seg.reshape(-1)
+    firsts = cuts[:, :-1].reshape(-1)[lengths > 0]
+    shift = shift[lengths > 0]
+    step = torch.ones(total, dtype=torch.int32, device=device)
+    jumps = shift.clone()
+    jumps[1:] -= shift[:-1]
+    step[firsts] = (jumps + 1).to(torch.int32)
+    step[0] = shift[0].to(torch.int32)
+    position = torch.cumsum(step, 0, dtype=torch.int32)
+    # One list of the input rows to gather, range by range, tap after tap within a range:
+    # the map's runs, reordered.
+    runs = torch.split_with_sizes(kmap.in_idx, lengths.tolist())
+    ranges = seg.shape[1]
+    gather = torch.cat([runs[t * ranges + c] for c in range(ranges) for t in range(len(taps))])
+    # Group the positions by output row, taps in order within a row: a counting sort,
+    # tap by tap; each tap meets a row at most once and its rows increase, so both
+    # scatters write sorted indices.
     fill = ends - counts
     bag = torch.empty(total, dtype=torch.int32, device=device)
-    for t, k in enumerate(taps):
-        rows = out_idx[kmap.starts[k] : kmap.starts[k + 1]].to(torch.int64)
-        size = int(rows.numel())
-        position = torch.repeat_interleave(shift[t], seg[t], output_size=size)
-        position += torch.arange(size, device=device)
+    rows64 = out_idx.to(torch.int64)
+    for k in taps:
+        a, b = kmap.starts[k], kmap.starts[k + 1]
+        rows = rows64[a:b]
         slot = fill.index_select(0, rows)
-        bag.index_copy_(0, slot, position.to(torch.int32))
-        fill.index_copy_(0, rows, slot.add_(1))
-    offsets = torch.cat([counts.new_zeros(1), ends]).to(torch.int32)
-    tap_start = torch.tensor([kmap.starts[k] for k in taps], dtype=torch.int64, device=device)
+        bag.scatter_(0, slot, position[a:b])
+        fill.scatter_(0, rows, slot.add_(1))
+    # Each row's first product in its range's buffer (embedding_bag's offsets, range by
+    # range): the row's first pair overall less the pairs of the earlier ranges.
+    bounds = edges.tolist()
+    row_base = torch.repeat_interleave(range_base, edges[1:] - edges[:-1], output_size=n)
+    offsets = (ends - counts - row_base).to(torch.int32)
+    per_range = seg.t().tolist()
     found = _Segments(
-        taps,
-        tuple(edges.tolist()),
-        tuple(tuple(row) for row in (cut_rows + tap_start[:, None]).tolist()),
-        tuple(seg.sum(0).tolist()),
+        tuple(bounds),
+        tuple(torch.cat([range_base, range_pairs.sum().reshape(1)]).tolist()),
+        tuple(tuple(k for k, m in zip(taps, row, strict=True) if m) for row in per_range),
+        tuple(tuple(m for m in row if m) for row in per_range),
+        gather,
         bag,
         offsets,
     )
@@ -395,41 +444,46 @@ def _segments(kmap: KernelMap, budget: int) -> _Segments:
 def _apply_segmented(
     feats: torch.Tensor, w: torch.Tensor, kmap: KernelMap, dtype: torch.dtype
 ) -> torch.Tensor:
-    """Gather → GEMM per tap into a range buffer, then one segmented sum per output range.
+    """Gather a range's pairs at once → GEMM per tap → one segmented sum per output range.
 
     No scatter: ``index_add_`` costs ~60 ns per row on CPU, ``embedding_bag``
-    (a vectorised segmented sum) ~12 ns per pair.  The identity tap of a
-    submanifold map is one dense GEMM per range added onto the sums.
+    (a vectorised segmented sum) ~5-12 ns per pair.  One ``index_select`` per
+    range (not one per tap and range) halves the Python-side call count.  The
+    identity tap of a submanifold map is one dense GEMM per range added onto
+    the sums.  Each product row is one GEMM row and each output row sums its
+    products in tap order, whatever the thread count.
     """
     c_in, c_out = w.shape[1], w.shape[2]
     plan = _segments(kmap, max(256, _SEGMENT_BYTES // (4 * max(c_in, c_out, 1))))
     out = torch.empty(kmap.num_out, c_out, dtype=dtype, device=feats.device)
-    room = max(plan.range_pairs)
+    room = max(b - a for a, b in zip(plan.pair_bounds, plan.pair_bounds[1:], strict=False))
     gathered = feats.new_empty(room, c_in)
     products = feats.new_empty(room, c_out)
     identity = kmap.identity_tap
+    taps_w = w.unbind(0)
+    plain = c_in <= _K_CHUNK
     for c in range(len(plan.bounds) - 1):
         lo, hi = plan.bounds[c], plan.bounds[c + 1]
-        at = 0
-        for t, k in enumerate(plan.taps):
-            a, b = plan.cuts[t][c], plan.cuts[t][c + 1]
-            if b > a:
-                rows = slice(at, at + b - a)
-                torch.index_select(feats, 0, kmap.in_idx[a:b], out=gathered[rows])
-                if c_in <= _K_CHUNK and not _odd_rows(b - a):
-                    torch.mm(gathered[rows], w[k], out=products[rows])
+        base, end = plan.pair_bounds[c], plan.pair_bounds[c + 1]
+        if end > base:
+            rows_in, rows_out = gathered[: end - base], products[: end - base]
+            torch.index_select(feats, 0, plan.gather[base:end], out=rows_in)
+            sizes = plan.part_sizes[c]
+            # one split per buffer instead of two slices per tap: Python-side cost per
+            # range matters at 26 taps
+            for k, m, x_k, y_k in zip(
+                plan.part_taps[c],
+                sizes,
+                rows_in.split_with_sizes(sizes),
+                rows_out.split_with_sizes(sizes),
+                strict=True,
+            ):
+                if plain and not _odd_rows(m):
+                    torch.mm(x_k, taps_w[k], out=y_k)
                 else:
-                    products[rows] = _fixed_mm(gathered[rows], w[k])
-                at += b - a
-        first = plan.offsets[lo : hi + 1]
-        base = int(first[0])
-        if at:
+                    y_k.copy_(_fixed_mm(x_k, taps_w[k]))
             sums = torch.nn.functional.embedding_bag(
-                plan.bag[base : int(first[-1])],
-                products[:at],
-                first - base,
-                mode="sum",
-                include_last_offset=True,
+                plan.bag[base:end], rows_out, plan.offsets[lo:hi], mode="sum"
             )
         else:
             sums = out.new_zeros(hi - lo, c_out)
