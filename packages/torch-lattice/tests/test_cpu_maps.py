@@ -23,7 +23,7 @@ import torch
 from lattice_contract.dialect import CoordinateSpanError, Int32CoordinateError
 from torch_lattice import _cpu_lookup
 from torch_lattice import kernel_map as km
-from torch_lattice.coords import CoordinateTable
+from torch_lattice.coords import CoordinateTable, Packing
 from torch_lattice.sparse import Support
 
 Triple = tuple[int, int, int]
@@ -283,8 +283,9 @@ def test_floor_div_and_remainder_match_torch(stride: Triple) -> None:
     want = torch.div(logical, s, rounding_mode="floor")
     got = _cpu_lookup.floor_div(logical, stride)
     assert torch.equal(got, want)
-    rem = _cpu_lookup.remainder(logical[:, 1:], got[:, 1:], stride)
-    assert torch.equal(rem, torch.remainder(logical[:, 1:], s[1:]))
+    rem = _cpu_lookup.remainder(logical, got, stride)
+    assert torch.equal(rem[:, 1:], torch.remainder(logical[:, 1:], s[1:]))
+    assert not rem[:, 0].any()  # the batch column is no offset
 
 
 def test_dense_fits_bounds() -> None:
@@ -300,3 +301,25 @@ def test_dense_fits_bounds() -> None:
     assert fits(9_000_000, 1_000_000)
     assert not fits((1 << 27) + 1, 1 << 30)
     assert not fits(0, 10)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "shifted"),
+    [
+        ((0, -5, 0, 3), (2, 40, 7, 9), False),  # near the origin: one product and a constant
+        # x at the int32 limit with a y-z plane of just over 2^32 cells: x times its place
+        # value leaves int64, so the rows are shifted first
+        ((0, 2**31 - 10, -(2**15), -(2**15)), (1, 2**31 - 1, 2**15 - 1, 2**15 + 1), True),
+    ],
+)
+def test_pack_is_the_packings_own(lo: tuple[int, ...], hi: tuple[int, ...], shifted: bool) -> None:
+    packing = Packing.covering(lo, hi, margin=0)
+    reach = sum(max(abs(a), abs(b)) * w for a, b, w in zip(lo, hi, packing.strides, strict=True))
+    assert (reach >= 2**63) == shifted  # the products would leave int64 (or not)
+    g = torch.Generator().manual_seed(3)
+    corners = torch.tensor([lo, hi, [lo[0], hi[1], lo[2], hi[3]], [hi[0], lo[1], hi[2], lo[3]]])
+    inside = torch.stack(
+        [torch.randint(a, b + 1, (500,), generator=g) for a, b in zip(lo, hi, strict=True)], 1
+    )
+    rows = torch.cat([corners, inside]).to(torch.int64)
+    assert torch.equal(_cpu_lookup.pack(packing, rows), packing.pack(rows))

@@ -117,10 +117,23 @@ def dense_unique(keys: torch.Tensor, cells: int) -> tuple[torch.Tensor, torch.Te
 
 
 def pack(packing: Packing, logical: torch.Tensor) -> torch.Tensor:
-    """``packing.pack(logical)`` as one integer matrix-vector product (4x fewer passes)."""
-    lo = torch.tensor(packing.lo, dtype=torch.int64, device=logical.device)
-    weights = torch.tensor(packing.strides, dtype=torch.int64, device=logical.device)
-    return (logical - lo) @ weights
+    """``packing.pack(logical)`` for rows inside its box: one integer product and a constant.
+
+    ``(x - lo) @ w == x @ w - lo @ w`` exactly while every ``x @ w`` stays in
+    int64, which the box's corners bound; that skips the per-row subtraction,
+    whose broadcast over 4-wide rows runs element by element on the CPU
+    (1.2 ms for 100k rows against 0.4 ms for the product).  Boxes far from the
+    origin subtract first.
+    """
+    place = packing.strides
+    weights = torch.tensor(place, dtype=torch.int64, device=logical.device)
+    corners = zip(packing.lo, packing.size, place, strict=True)
+    reach = sum(max(abs(lo), abs(lo + size - 1)) * w for lo, size, w in corners)
+    if reach < 2**63:
+        origin = sum(v * w for v, w in zip(packing.lo, place, strict=True))
+        return (logical @ weights).sub_(origin)
+    lo_row = torch.tensor(packing.lo, dtype=torch.int64, device=logical.device)
+    return (logical - lo_row) @ weights
 
 
 def cells(packing: Packing) -> int:
@@ -149,13 +162,17 @@ def floor_div(logical: torch.Tensor, stride: Triple) -> torch.Tensor:
     return torch.div(logical, s, rounding_mode="floor")
 
 
-def remainder(spatial: torch.Tensor, coarse: torch.Tensor, stride: Triple) -> torch.Tensor:
-    """``spatial - coarse * stride`` (coarse = floor division of spatial): the offset in a cell."""
+def remainder(logical: torch.Tensor, coarse: torch.Tensor, stride: Triple) -> torch.Tensor:
+    """Rows ``(0, x - cx * sx, ...)``, ``coarse = floor_div(logical, stride)``: cell offsets.
+
+    Whole rows, the batch column zero, so that a tap index is one product
+    with ``(0, Ky * Kz, Kz, 1)``.
+    """
     bits = _log2(stride)
     if bits is not None:
-        masks = [(1 << b) - 1 for b in bits]
-        return spatial & torch.tensor(masks, dtype=torch.int64, device=spatial.device)
-    return spatial - coarse * torch.tensor(stride, dtype=torch.int64, device=spatial.device)
+        masks = [0, *((1 << b) - 1 for b in bits)]
+        return logical & torch.tensor(masks, dtype=torch.int64, device=logical.device)
+    return logical - coarse * torch.tensor((1, *stride), dtype=torch.int64, device=logical.device)
 
 
 class _Box:

@@ -455,11 +455,11 @@ def _tiled_map(
     out_logical.index_copy_(0, inverse, coarse)
     out = Support.from_logical(out_logical, geometry.forward_stride(support.stride, stride))
     support.maps[coarse_key] = out
-    tap3 = _cpu_lookup.remainder(logical[:, 1:], coarse[:, 1:], stride)
-    tap = tap3 @ torch.tensor([kernel[1] * kernel[2], kernel[2], 1], dtype=torch.int64)
+    offset = _cpu_lookup.remainder(logical, coarse, stride)  # (0, x mod sx, ...)
+    tap = offset @ torch.tensor([0, kernel[1] * kernel[2], kernel[2], 1], dtype=torch.int64)
     volume = kernel_volume(kernel)
     if kernel != stride:  # taps >= K feed nothing: sort them past the last tap
-        inside = (tap3 < torch.tensor(kernel, dtype=torch.int64)).all(dim=1)
+        inside = (offset[:, 1:] < torch.tensor(kernel, dtype=torch.int64)).all(dim=1)
         tap = torch.where(inside, tap, volume)
     # A stable sort of small integers: uint8 keys take torch's radix path (4x faster).
     order = torch.sort(tap.to(torch.uint8) if volume < 256 else tap, stable=True).indices
