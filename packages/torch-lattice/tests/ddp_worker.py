@@ -247,14 +247,9 @@ def sparse_unused_case(batches: list[Any]) -> dict[str, Any]:
     return {"plain_error": plain_error, "worst": worst, "params": fixed}
 
 
-def launch_two_ranks(script: Path, out: Path, timeout_s: float) -> str:
-    """Run ``script out`` on two gloo ranks (``torchrun --standalone``); its log.
-
-    The launch gets a session of its own, so a run that hangs past
-    ``timeout_s`` (a collective one rank never joins) is killed with all of
-    its ranks instead of holding the test session.  Fails with the log's
-    tail unless both ranks exit cleanly.
-    """
+def start_two_ranks(script: Path, out: Path) -> subprocess.Popen[str]:
+    """``torchrun --standalone --nproc_per_node=2 script out``, started in a session of its own
+    (so that a hung run can be killed with all of its ranks), output piped."""
     command = [
         sys.executable,
         "-m",
@@ -264,9 +259,20 @@ def launch_two_ranks(script: Path, out: Path, timeout_s: float) -> str:
         str(script),
         str(out),
     ]
-    launched = subprocess.Popen(
+    return subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
+
+
+def launch_two_ranks(script: Path, out: Path, timeout_s: float) -> str:
+    """Run ``script out`` on two gloo ranks (``torchrun --standalone``); its log.
+
+    The launch gets a session of its own, so a run that hangs past
+    ``timeout_s`` (a collective one rank never joins) is killed with all of
+    its ranks instead of holding the test session.  Fails with the log's
+    tail unless both ranks exit cleanly.
+    """
+    launched = start_two_ranks(script, out)
     try:
         log, _ = launched.communicate(timeout=timeout_s)
     finally:

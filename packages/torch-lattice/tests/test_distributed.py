@@ -23,8 +23,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -50,20 +48,9 @@ def _worker_module() -> ModuleType:
 def ddp(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Launch the 2-rank run, compute the one-process reference meanwhile, collect both."""
     out = tmp_path_factory.mktemp("ddp")
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(HERE / "ddp_worker.py"),
-        str(out),
-    ]
-    # A session of its own, so a hung run is killed with all of its ranks.
-    launched = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
     worker = _worker_module()
+    # A session of its own, so a hung run is killed with all of its ranks.
+    launched = worker.start_two_ranks(HERE / "ddp_worker.py", out)
     try:
         reference, _, batches = worker.train(0, 1)
         reference_params = {k: v.detach().clone() for k, v in reference.state_dict().items()}
