@@ -100,16 +100,15 @@ def paired_stable_time(
     torch.cuda.synchronize()
     names = list(fns)
     medians: dict[str, list[float]] = {name: [] for name in names}
-    rounds = 0
-    while rounds < max_rounds:
+    rounds, unstable = 0, names
+    while unstable and rounds < max_rounds:
         for i in range(len(names)):
             name = names[(i + rounds) % len(names)]
             medians[name].append(_round(fns[name], repeat))
         rounds += 1
-        if rounds >= k and not _unstable(medians, k, tol):
-            break
+        unstable = _unstable(medians, k, tol)
     last = {name: statistics.median(m[-k:]) for name, m in medians.items()}
-    return last, rounds, _unstable(medians, k, tol)
+    return last, rounds, unstable
 
 
 def _unstable(medians: dict[str, list[float]], k: int, tol: float) -> list[str]:

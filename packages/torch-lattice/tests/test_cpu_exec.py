@@ -136,7 +136,6 @@ def test_segmented_float64_matches_dense_oracle(name: str) -> None:
     torch.testing.assert_close(out.feats, ref_on_rows.feats, atol=1e-10, rtol=1e-10)
 
 
-@pytest.mark.usefixtures("small_ranges")
 @pytest.mark.parametrize("budget_bytes", [1, 1 << 22])
 def test_plan_lists_every_pair_once_per_range(
     budget_bytes: int, monkeypatch: pytest.MonkeyPatch

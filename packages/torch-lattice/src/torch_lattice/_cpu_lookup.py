@@ -22,12 +22,11 @@ from collections.abc import Sequence
 
 import torch
 
-from torch_lattice.coords import Packing
+from torch_lattice.coords import Packing, bounds
 
 __all__ = [
     "LOOKUP_CELLS_PER_ROW",
     "UNIQUE_CELLS_PER_KEY",
-    "aminmax_bounds",
     "cells",
     "dense_fits",
     "dense_unique",
@@ -87,13 +86,6 @@ def dense_fits(cells: int, rows: int, per_row: int = LOOKUP_CELLS_PER_ROW) -> bo
         return True
     allowed = per_row * rows if cells <= _REUSED_CELLS else per_row * rows // 3
     return cells <= min(allowed, _MAX_CELLS)
-
-
-def aminmax_bounds(logical: torch.Tensor) -> tuple[list[int], list[int]]:
-    """Per-axis inclusive min and max of non-empty rows (``coords.bounds``, one fused pass)."""
-    lo, hi = torch.aminmax(logical, dim=0)
-    both = torch.stack([lo, hi]).tolist()
-    return [int(v) for v in both[0]], [int(v) for v in both[1]]
 
 
 def dense_unique(keys: torch.Tensor, cells: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,8 +219,8 @@ def lookup_offsets(
         return None
     if not 0 < nb < _INT32_ROWS:
         return None
-    tlo, thi = aminmax_bounds(table)
-    blo, bhi = (tlo, thi) if base_is_table else aminmax_bounds(base)
+    tlo, thi = bounds(table)
+    blo, bhi = (tlo, thi) if base_is_table else bounds(base)
     olo = [min(o[a] for o in offsets) for a in range(3)]
     ohi = [max(o[a] for o in offsets) for a in range(3)]
     qlo = [blo[0]] + [blo[a + 1] + olo[a] for a in range(3)]

@@ -444,7 +444,7 @@ def _tiled_map(
     if isinstance(support.maps.get(coarse_key), Support):
         return None
     coarse = _cpu_lookup.floor_div(logical, stride)
-    lo_in, hi_in = _cpu_lookup.aminmax_bounds(logical)
+    lo_in, hi_in = bounds(logical)
     # floor(c / s) is monotone, so the coarse rows' bounds are the bounds' images.
     lo = [lo_in[0]] + [lo_in[a] // stride[a - 1] for a in (1, 2, 3)]
     hi = [hi_in[0]] + [hi_in[a] // stride[a - 1] for a in (1, 2, 3)]
