@@ -554,8 +554,13 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
 
 
 def _bench_forwards(nets: Nets, half: torch.Tensor, result: dict[str, float]) -> None:
-    """f16 eval forwards, maps cached and maps built, every library (and ours fused) paired."""
-    from torch_lattice.triton import fuse_conv_bn_relu
+    """f16 eval forwards, maps cached and maps built, every library (and ours fused) paired.
+
+    Ours also runs the fused forward captured as one CUDA graph
+    (:func:`torch_lattice.triton.capture_forward`, capacity the frame's rows):
+    maps built every call, so it is timed with maps built only.
+    """
+    from torch_lattice.triton import capture_forward, fuse_conv_bn_relu
 
     for net, _ in nets.values():
         net.half().eval()
@@ -574,6 +579,17 @@ def _bench_forwards(nets: Nets, half: torch.Tensor, result: dict[str, float]) ->
         inputs = {name: wrap(half) for name, (_, wrap) in forwards.items()}
         cached = {n: functools.partial(m, inputs[n]) for n, (m, _) in forwards.items()}
         fresh = {n: _fresh(m, w, half) for n, (m, w) in forwards.items()}
+        if "ours fused" in forwards and DEVICE == "cuda":
+            try:
+                fused_net = forwards["ours fused"][0]
+                graph = capture_forward(fused_net, cached_in, int(half.shape[0]))
+                logits = graph(cached_in)
+                assert isinstance(logits, torch.Tensor)  # the head's per-row logits
+                error = float((logits.float() - ref).abs().max() / ref.abs().max())
+                print(f"  ours captured forward: max error {error:.1e} relative to the unfused one")
+                fresh["ours captured"] = _fresh(graph, wrap_ours, half)
+            except Exception as err:
+                failed("ours captured MinkUNet", err)
         paired(result, "fwd", _runnable(cached), 20)
         paired(result, "fwd+map", _runnable(fresh), 20)
         for name, fn in fresh.items():
@@ -634,12 +650,14 @@ def _bench_steps(
 
 def _key(name: str, what: str) -> str:
     """Result key of one library's measurement (``ours fused`` keeps its old ``... fused`` key)."""
-    if name == "ours fused":
-        return f"ours {what} fused"
+    if name in ("ours fused", "ours captured"):
+        return f"ours {what} {name.split()[1]}"
     return f"{name} {what}"
 
 
-def _fresh(net: torch.nn.Module, wrap: Callable[[torch.Tensor], Any], feats: torch.Tensor) -> Any:
+def _fresh(
+    net: Callable[[Any], Any], wrap: Callable[[torch.Tensor], Any], feats: torch.Tensor
+) -> Any:
     """A call of ``net`` on a new tensor over the same coordinates: every map is built."""
     return lambda: net(wrap(feats))
 
@@ -705,12 +723,17 @@ def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
         line = f"  MinkUNet {key:<10} ours {mine * 1e3:8.2f} ms"
         if key.startswith("fwd"):
             fused = result.get(f"ours {key} fused", nan)
-            line += f" (fused {fused * 1e3:.2f})"
+            line += f" (fused {fused * 1e3:.2f}"
+            if key == "fwd+map":
+                line += f", captured {result.get(f'ours {key} captured', nan) * 1e3:.2f}"
+            line += ")"
         for name in UNET_PEERS:
             peer = result.get(f"{name} {key}", nan)
             line += f"   {name} {peer * 1e3:8.2f} ms (ours/peer {mine / peer:.2f}x"
             if key.startswith("fwd"):
                 line += f", fused {result.get(f'ours {key} fused', nan) / peer:.2f}x"
+            if key == "fwd+map":
+                line += f", captured {result.get(f'ours {key} captured', nan) / peer:.2f}x"
             line += ")"
         print(line, flush=True)
     flops = result.get("ours flops", nan)

@@ -51,13 +51,24 @@ class Support:
 
     ``maps`` is keyed by ``(op kind, kernel, stride, dilation, padding, target
     support)``, the target named by a weak reference (see ``kernel_map``).
+
+    ``active`` is None for an ordinary support.  A captured forward
+    (:mod:`torch_lattice.triton.capture`) sizes every support to a fixed bound
+    so that one CUDA graph serves every frame; there ``active`` is an int32
+    ``(1,)`` device tensor holding how many leading rows are real, the rest
+    being padding that the Triton map builders and conv kernels skip.  Such a
+    support has no coordinate table (the reference path would read the
+    padding as rows).
     """
 
-    __slots__ = ("__weakref__", "_logical", "_table", "coords", "maps", "stride")
+    __slots__ = ("__weakref__", "_logical", "_table", "active", "coords", "maps", "stride")
 
-    def __init__(self, coords: torch.Tensor, stride: Triple) -> None:
+    def __init__(
+        self, coords: torch.Tensor, stride: Triple, active: torch.Tensor | None = None
+    ) -> None:
         self.coords = coords
         self.stride = stride
+        self.active = active
         self.maps: dict[tuple[Any, ...], Any] = {}
         self._logical: torch.Tensor | None = None
         self._table: CoordinateTable | None = None
@@ -70,6 +81,7 @@ class Support:
     @property
     def logical(self) -> torch.Tensor:
         """int64 (N, 4) rows ``(batch, x/sx, y/sy, z/sz)``."""
+        self.require_unpadded("this layer needs the rows' coordinates as a table")
         if self._logical is None:
             c = self.coords.to(torch.int64)
             if self.stride != (1, 1, 1):
@@ -81,9 +93,20 @@ class Support:
     @property
     def table(self) -> CoordinateTable:
         """The sorted lookup table of this support's logical coordinates."""
+        self.require_unpadded("this layer needs the rows' coordinates as a table")
         if self._table is None:
             self._table = CoordinateTable(self.logical)
         return self._table
+
+    def require_unpadded(self, what: str) -> None:
+        """Refuse a padded support (``active`` set) to ``what``, which would read its padding."""
+        if self.active is not None:
+            raise ValueError(
+                f"{what}, which a captured forward (torch_lattice.triton.capture_forward) "
+                "cannot do: its supports are padded to a fixed bound; only the Triton path's "
+                "convolutions, window pools and row-wise layers can be captured, so run this "
+                "model eagerly"
+            )
 
     @staticmethod
     def from_logical(logical: torch.Tensor, stride: Triple) -> Support:

@@ -117,6 +117,7 @@ full_pool3d: sig.FullPool3d[SparseTensor] = implement(
 
 def _global_pool(input: Any, attrs: Attrs) -> torch.Tensor:
     x = require_sparse(input, "global_pool")
+    x.support.require_unpadded("global_pool reduces over every row")
     m = attrs["mode"]
     batch = x.coords[:, 0].to(torch.int64)
     max_batch = int(batch.max().item()) if x.num_rows else None

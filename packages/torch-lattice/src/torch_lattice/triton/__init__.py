@@ -9,6 +9,7 @@ kernels are tested against.  See ``docs/performance.md``.
 
 from __future__ import annotations
 
+from torch_lattice.triton.capture import CapturedForward, capture_forward
 from torch_lattice.triton.conv import SUPPORTED_DTYPES, sparse_conv
 from torch_lattice.triton.fuse import FusedSequential, fuse_conv_bn_relu
 from torch_lattice.triton.kernels import (
@@ -24,9 +25,11 @@ from torch_lattice.triton.maps import SlotMap, build
 __all__ = [
     "F32_PRODUCTS",
     "SUPPORTED_DTYPES",
+    "CapturedForward",
     "FusedSequential",
     "SlotMap",
     "build",
+    "capture_forward",
     "f32_products",
     "fuse_conv_bn_relu",
     "interpreting",

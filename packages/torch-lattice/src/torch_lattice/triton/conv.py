@@ -111,7 +111,7 @@ class _TritonConvFunction(torch.autograd.Function):
         b = None if bias is None else bias.detach().float().contiguous()
         out = launch_conv(
             feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache,
-            sorted_tiles=sorted_tiles,
+            sorted_tiles=sorted_tiles, live=smap.live,
         )  # fmt: skip
         if master is not None:
             saved, ctx.weight_dtype = master, weight.dtype
@@ -194,7 +194,7 @@ def sparse_conv(
         feats = x.feats.contiguous()
         fused = launch_conv(
             feats, _fused_taps(weight, feats), smap.slots, smap.order, feats.dtype,
-            epilogue=epilogue, cache=smap.cache, sorted_tiles=sorted_tiles,
+            epilogue=epilogue, cache=smap.cache, sorted_tiles=sorted_tiles, live=smap.live,
         )  # fmt: skip
         return SparseTensor._make(out_support, fused)
     # An autocast copy's gradient goes to its f32 master directly (see _TritonConvFunction).

@@ -149,6 +149,7 @@ def _conv_kernel(
     order_ptr,  # (M,) int32/int64 output row of each tile row (rows sorted by tap pattern)
     taps_ptr,  # (tiles, K) int32 the taps present in each tile, first `count` of them (LIST)
     count_ptr,  # (tiles,) int32 how many taps each tile has (LIST)
+    live_ptr,  # (1,) int32: output rows at and past it are padding, not computed (LIVE)
     out_ptr,  # (M, C_out)
     m_rows,
     c_in,
@@ -160,6 +161,7 @@ def _conv_kernel(
     REORDER: tl.constexpr,
     SKIP: tl.constexpr,
     LIST: tl.constexpr,
+    LIVE: tl.constexpr,
     WIDEN: tl.constexpr,
     PRECISION: tl.constexpr,
     BM: tl.constexpr,
@@ -170,6 +172,8 @@ def _conv_kernel(
     pid_n = tl.program_id(1)
     r = pid_m * BM + tl.arange(0, BM)
     live = r < m_rows
+    if LIVE:  # rows as they are (never sorted) of a padded support: padding is skipped
+        live = live & (r < tl.load(live_ptr))
     if REORDER:  # noqa: SIM108 (a jit kernel: keep the branch explicit)
         rows = tl.load(order_ptr + r, mask=live, other=0).to(tl.int64)
     else:
@@ -215,7 +219,10 @@ def _conv_kernel(
     else:
         # One flat loop over (tap, channel block): the compiler pipelines the gathers.
         steps = tl.cdiv(c_in, BK)
-        for t in range(K * steps):
+        trips = K * steps
+        if LIVE:  # a tile of padding only does nothing
+            trips = trips * tl.max(live.to(tl.int32), axis=0)
+        for t in range(trips):
             k = t // steps
             c0 = (t % steps) * BK
             src = tl.load(slots_ptr + rows * K + k, mask=live, other=-1)
@@ -370,6 +377,7 @@ def _run_conv(
     out: torch.Tensor,
     cache: dict[Any, Any] | None,
     sorted_tiles: bool = True,
+    live: torch.Tensor | None = None,
 ) -> None:
     m, k = slots.shape
     c_in, c_out = w.shape[1], w.shape[2]
@@ -382,6 +390,8 @@ def _run_conv(
     taps, counts = slots, slots  # dummies unless the walk lists taps
     if walk == "list":
         taps, counts = _tile_taps(slots, order, bm, cache)
+    # Sorted rows put padding among the first tiles (no taps): skipped only unsorted.
+    live = live if order is None else None
     bn = _pow2(c_out, 16, 128)
     bk = _pow2(c_in, 16, 64)
     widen = interpreting() or x.dtype != w.dtype
@@ -396,6 +406,7 @@ def _run_conv(
         order if order is not None else slots,
         taps,
         counts,
+        live if live is not None else slots,
         out,
         m,
         c_in,
@@ -407,6 +418,7 @@ def _run_conv(
         REORDER=order is not None,
         SKIP=walk == "skip",
         LIST=walk == "list",
+        LIVE=live is not None,
         WIDEN=widen,
         PRECISION=_precision(x.dtype),
         BM=bm,
@@ -427,6 +439,7 @@ def launch_conv(
     cache: dict[Any, Any] | None = None,
     config: tuple[Any, ...] | None = None,
     sorted_tiles: bool = True,
+    live: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """out[o] = sum_k x[slots[o, k]] @ w[k] (+ bias), f32 accumulation, stored in ``out_dtype``.
 
@@ -440,7 +453,9 @@ def launch_conv(
     ``cache`` (the map's) keeps the per-tile tap lists; ``config`` forces a
     tile shape (one of ``conv_candidates``; tests run each).  Under the
     interpreter a kernel of 27 taps walks tap lists, of 8 skips by branch and
-    others run flat, so the tests run every walk.
+    others run flat, so the tests run every walk.  ``live`` (int32 ``(1,)`` on
+    the device, a padded support's active rows) leaves the padding rows
+    unwritten where it can skip them.
     """
     if epilogue is not None and bias is not None:
         raise ValueError("launch_conv takes a bias or an epilogue, not both (fold the bias in)")
@@ -457,7 +472,7 @@ def launch_conv(
         walk = "list" if volume == 27 else "skip" if volume == 8 else "flat"
         config = (32, 4, 1, walk)
     if config is not None:
-        _run_conv(config, x, w, epi, slots, order_of, out, cache, sorted_tiles)
+        _run_conv(config, x, w, epi, slots, order_of, out, cache, sorted_tiles, live)
         return out
     key = (
         "conv",
@@ -474,12 +489,12 @@ def launch_conv(
     cfg = _TUNED.get(key)
     if cfg is None:
         cfg = _autotune(
-            lambda c: _run_conv(c, x, w, epi, slots, order_of, out, cache, sorted_tiles),
+            lambda c: _run_conv(c, x, w, epi, slots, order_of, out, cache, sorted_tiles, live),
             conv_candidates(x.dtype, w.dtype),
             key,
         )
         _TUNED[key] = cfg
-    _run_conv(cfg, x, w, epi, slots, order_of, out, cache, sorted_tiles)
+    _run_conv(cfg, x, w, epi, slots, order_of, out, cache, sorted_tiles, live)
     return out
 
 

@@ -97,8 +97,12 @@ def _in_int32(v):
 
 
 @triton.jit
-def _insert_kernel(coords_ptr, table_ptr, n_rows, cap_mask, BLOCK: tl.constexpr):
+def _insert_kernel(
+    coords_ptr, table_ptr, live_ptr, n_rows, cap_mask, LIVE: tl.constexpr, BLOCK: tl.constexpr
+):
     r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if LIVE:  # a padded support: only its first live_ptr[0] rows are rows
+        n_rows = tl.minimum(tl.load(live_ptr), n_rows)
     live = r < n_rows
     b = tl.load(coords_ptr + r * 4, mask=live, other=0).to(tl.int64)
     x = tl.load(coords_ptr + r * 4 + 1, mask=live, other=0).to(tl.int64)
@@ -117,19 +121,25 @@ def _insert_kernel(coords_ptr, table_ptr, n_rows, cap_mask, BLOCK: tl.constexpr)
         h = tl.where(pending, (h + 1) & cap_mask, h)
 
 
-def launch_insert(coords: torch.Tensor) -> torch.Tensor:
+def launch_insert(coords: torch.Tensor, live: torch.Tensor | None = None) -> torch.Tensor:
     """Hash table (``capacity + 1`` int32, -1 empty) of the rows of ``coords`` (N, 4) int32.
 
     The capacity is a power of two of at least four times the rows (load at
     most a quarter, so probe runs stay short for every lane of a block); the
     extra last slot is never used (kept so the layout has room for a sentinel).
+    ``live`` (int32 ``(1,)`` on the device) keeps only that many leading rows:
+    a padded support's (:class:`torch_lattice.sparse.Support`), whose padding
+    must never be found.
     """
     n = int(coords.shape[0])
     cap = max(64, int(triton.next_power_of_2(4 * max(n, 1))))
     table = torch.full((cap + 1,), -1, dtype=torch.int32, device=coords.device)
     if n:
         block = _block()
-        _insert_kernel[(triton.cdiv(n, block),)](coords, table, n, cap - 1, BLOCK=block)
+        _insert_kernel[(triton.cdiv(n, block),)](
+            coords, table, table if live is None else live, n, cap - 1, LIVE=live is not None,
+            BLOCK=block,
+        )  # fmt: skip
     return table
 
 
@@ -141,6 +151,7 @@ def _probe_kernel(
     table_ptr,  # its hash table
     slots_ptr,  # (M, K) int32 result
     pattern_ptr,  # (M,) bit mask of present taps (int32 up to 31 taps), or a dummy
+    live_ptr,  # (1,) int32: queried rows at and past it are padding, all -1 (LIVE)
     m_rows,
     cap_mask,
     u0: tl.constexpr,
@@ -159,6 +170,7 @@ def _probe_kernel(
     KP: tl.constexpr,
     PATTERN: tl.constexpr,
     WIDE: tl.constexpr,
+    LIVE: tl.constexpr,
     BR: tl.constexpr,
 ):
     """slots[o, k] = row of ``(b, t * (o * a + B_k) / d)`` in the searched support, else -1."""
@@ -167,6 +179,9 @@ def _probe_kernel(
     live_o = o < m_rows
     live_k = k < K
     live = live_o[:, None] & live_k[None, :]
+    asked = live
+    if LIVE:
+        asked = asked & (o < tl.load(live_ptr))[:, None]
     b = tl.load(q_ptr + o * 4, mask=live_o, other=0).to(tl.int64)[:, None]
     x = (tl.load(q_ptr + o * 4 + 1, mask=live_o, other=0).to(tl.int64) // u0)[:, None]
     y = (tl.load(q_ptr + o * 4 + 2, mask=live_o, other=0).to(tl.int64) // u1)[:, None]
@@ -174,7 +189,7 @@ def _probe_kernel(
     n0 = x * a0 + tl.load(term_ptr + k * 3, mask=live_k, other=0)[None, :]
     n1 = y * a1 + tl.load(term_ptr + k * 3 + 1, mask=live_k, other=0)[None, :]
     n2 = z * a2 + tl.load(term_ptr + k * 3 + 2, mask=live_k, other=0)[None, :]
-    ok = live & (n0 % d0 == 0) & (n1 % d1 == 0) & (n2 % d2 == 0)
+    ok = asked & (n0 % d0 == 0) & (n1 % d1 == 0) & (n2 % d2 == 0)
     c0 = (n0 // d0) * t0  # exact wherever ok
     c1 = (n1 // d1) * t1
     c2 = (n2 // d2) * t2
@@ -209,11 +224,14 @@ def launch_probe(
     table: torch.Tensor,
     mul: tuple[int, int, int],
     div: tuple[int, int, int],
+    live: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(slots (M, K) int32, present-tap bit mask per row (M,) or None when K > 62).
 
     Tap k of output row o reads the searched row at logical ``(o * mul +
-    terms[k]) / div`` (exact division; an inexact one is absent).
+    terms[k]) / div`` (exact division; an inexact one is absent).  With
+    ``live`` (int32 ``(1,)`` on the device) the queried rows at and past it
+    are padding and get no taps.
     """
     m = int(queried.shape[0])
     k = int(terms.shape[0])
@@ -235,6 +253,7 @@ def launch_probe(
         table,
         slots,
         pattern if pattern is not None else slots,
+        live if live is not None else slots,
         m,
         int(table.numel()) - 2,
         *queried_stride,
@@ -245,6 +264,7 @@ def launch_probe(
         KP=kp,
         PATTERN=with_pattern,
         WIDE=kind is torch.int64,
+        LIVE=live is not None,
         BR=br,
     )
     return slots, pattern
@@ -342,6 +362,7 @@ def _candidates_kernel(
     hi_ptr,  # (4,) int32 physical maximum
     keys_ptr,  # (total,) int64 result
     info_ptr,  # (4,) int32: count, range flag, overflow flag, first bad candidate
+    live_ptr,  # (1,) int32: input rows at and past it are padding, no candidates (LIVE)
     total,
     G: tl.constexpr,
     t0: tl.constexpr,
@@ -379,10 +400,15 @@ def _candidates_kernel(
     g2,  # largest offset per axis
     STEP: tl.constexpr,
     DISJOINT: tl.constexpr,
+    LIVE: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = e < total
+    stored = e < total
+    made = total
+    if LIVE:
+        made = tl.minimum(tl.load(live_ptr).to(tl.int64) * G, total)
+    live = e < made
     _n, b, o0, o1, o2, valid, _tap = _candidate(
         coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, d0, d1, d2, k0, k1,
         k2, e0, e1, e2, w0, w1, w2, q0, q1, q2, STEP, DISJOINT,
@@ -405,10 +431,10 @@ def _candidates_kernel(
     s2 = h2 - l2 + 1
     volume = (hib - lob + 1).to(tl.float64) * (h0 - l0 + 1).to(tl.float64)
     volume = volume * s1.to(tl.float64) * s2.to(tl.float64)
-    if tl.program_id(0) == 0:  # the box is the same for every program
+    if (tl.program_id(0) == 0) & (made > 0):  # one box for every program (none without rows)
         tl.atomic_max(info_ptr + 2, (volume >= 4.611686018427387904e18).to(tl.int32))
     key = (((b - lob) * (h0 - l0 + 1) + (o0 - l0)) * s1 + (o1 - l1)) * s2 + (o2 - l2)
-    tl.store(keys_ptr + e, tl.where(valid, key, 9223372036854775807), mask=live)
+    tl.store(keys_ptr + e, tl.where(valid, key, 9223372036854775807), mask=stored)
 
 
 @triton.jit
@@ -498,6 +524,7 @@ def _direct_kernel(
     out_ptr,  # (N * K, 4) int32
     slots_ptr,  # (N * K, K) int32
     info_ptr,
+    live_ptr,  # (1,) int32: input rows at and past it are padding (LIVE)
     total,
     G: tl.constexpr,
     t0: tl.constexpr,
@@ -514,11 +541,18 @@ def _direct_kernel(
     u2,
     K: tl.constexpr,
     KP: tl.constexpr,
+    LIVE: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """Candidates that never meet: output row e is candidate e, fed by row e // K via tap e % K."""
+    """Candidates that never meet: output row e is candidate e, fed by row e // K via tap e % K.
+
+    Rows made from padding (LIVE) are padding too: no flags, no taps.
+    """
     e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = e < total
+    stored = e < total
+    live = stored
+    if LIVE:
+        live = live & (e < tl.load(live_ptr).to(tl.int64) * G)
     n, b, o0, o1, o2, valid, tap = _candidate(
         coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, 1, 1, 1, 1, 1,
         1, 1, 1, 1, 1, 1, 1, 1, 1, 1, False, False,
@@ -530,13 +564,15 @@ def _direct_kernel(
     bad = valid & (fits.to(tl.int32) == 0)
     tl.atomic_max(info_ptr + 1, tl.minimum(tl.sum(bad.to(tl.int32), axis=0), 1))
     tl.atomic_max(info_ptr + 3, tl.max(tl.where(bad, 2147483647 - e, 0), axis=0).to(tl.int32))
-    tl.store(out_ptr + e * 4, b.to(tl.int32), mask=live)
-    tl.store(out_ptr + e * 4 + 1, x0.to(tl.int32), mask=live)
-    tl.store(out_ptr + e * 4 + 2, x1.to(tl.int32), mask=live)
-    tl.store(out_ptr + e * 4 + 3, x2.to(tl.int32), mask=live)
+    tl.store(out_ptr + e * 4, b.to(tl.int32), mask=stored)
+    tl.store(out_ptr + e * 4 + 1, x0.to(tl.int32), mask=stored)
+    tl.store(out_ptr + e * 4 + 2, x1.to(tl.int32), mask=stored)
+    tl.store(out_ptr + e * 4 + 3, x2.to(tl.int32), mask=stored)
     kk = tl.arange(0, KP)
-    row = tl.where(kk[None, :] == tap[:, None], n[:, None], -1).to(tl.int32)
-    tl.store(slots_ptr + e[:, None] * K + kk[None, :], row, mask=live[:, None] & (kk < K)[None, :])
+    row = tl.where((kk[None, :] == tap[:, None]) & live[:, None], n[:, None], -1).to(tl.int32)
+    tl.store(
+        slots_ptr + e[:, None] * K + kk[None, :], row, mask=stored[:, None] & (kk < K)[None, :]
+    )
 
 
 def new_info(device: torch.device) -> torch.Tensor:
@@ -569,6 +605,7 @@ def launch_candidates(
     off_range: tuple[Geometry, Geometry],
     step: bool,
     disjoint: bool,
+    live: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """int64 key of every candidate ``n * g + j`` (``KEY_SENTINEL`` where none).
 
@@ -578,14 +615,16 @@ def launch_candidates(
     ``step`` only); ``table`` the (g, 3) int64 offsets of the candidates, or
     with ``step`` the first exact tap per residue (see :func:`_candidate`);
     ``off_range`` the offsets' per-axis minimum and maximum.  Flags land in
-    ``info``.
+    ``info``.  With ``live`` (int32 ``(1,)`` on the device) the input rows at
+    and past it are padding: their candidates are ``KEY_SENTINEL``.
     """
     total = int(coords.shape[0]) * g
     keys = torch.empty(total, dtype=torch.int64, device=coords.device)
     block = _block()
     _candidates_kernel[(triton.cdiv(total, block),)](
-        coords, table, lo, hi, keys, info, total, g, *geometry, *out_stride, *off_range[0],
-        *off_range[1], STEP=step, DISJOINT=disjoint, BLOCK=block,
+        coords, table, lo, hi, keys, info, keys if live is None else live, total, g, *geometry,
+        *out_stride, *off_range[0], *off_range[1], STEP=step, DISJOINT=disjoint,
+        LIVE=live is not None, BLOCK=block,
     )  # fmt: skip
     return keys
 
@@ -699,10 +738,12 @@ def launch_direct(
     info: torch.Tensor,
     geometry: Geometry,
     out_stride: tuple[int, int, int],
+    live: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(output coordinates (N*K, 4), slots (N*K, K)) of a transposed conv whose outputs never meet.
 
-    ``geometry`` is ``(t, m, p)`` flattened (9 ints).
+    ``geometry`` is ``(t, m, p)`` flattened (9 ints).  With ``live`` (int32
+    ``(1,)`` on the device) the rows made from padding input rows are padding.
     """
     k = int(offsets.shape[0])
     total = int(coords.shape[0]) * k
@@ -713,8 +754,8 @@ def launch_direct(
         kp = int(triton.next_power_of_2(k))
         block = max(16, _block() // kp)
         _direct_kernel[(triton.cdiv(total, block),)](
-            coords, offsets, out, slots, info, total, k, *geometry, *out_stride, K=k, KP=kp,
-            BLOCK=block,
+            coords, offsets, out, slots, info, info if live is None else live, total, k,
+            *geometry, *out_stride, K=k, KP=kp, LIVE=live is not None, BLOCK=block,
         )  # fmt: skip
     return out, slots
 

@@ -17,13 +17,22 @@ int32 range flag and the packing's overflow flag are read back together,
 the layer's only host synchronisation (:mod:`.map_kernels`).  A map whose
 output support is known (submanifold, targets, stride-1 ``conv3d``) reads
 nothing back.
+
+A *padded* support (``Support.active`` set: a captured forward's, see
+:mod:`.capture`) reads nothing back at all: a support it generates is sized to
+its candidates (an upper bound on its rows), its row count stays on the device
+as its own ``active``, and the range and overflow flags are checked after the
+forward (:func:`deferred_checks`).  Every launch skips the padding, so the
+real rows, their order and their maps are those of the unpadded support.
 """
 
 from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +63,7 @@ from torch_lattice.triton.map_kernels import (
     new_info,
 )
 
-__all__ = ["SlotMap", "build"]
+__all__ = ["SlotMap", "build", "deferred_checks"]
 
 Triple = tuple[int, int, int]
 _TAG = "triton"
@@ -74,10 +83,16 @@ convs on the finest rows (128 -> 96 and 96 -> 96 channels) reach it.
 
 @dataclass(frozen=True)
 class SlotMap:
-    """``slots`` (num_out, K) int32: input row per (output row, tap), -1 where none."""
+    """``slots`` (num_out, K) int32: input row per (output row, tap), -1 where none.
+
+    ``live`` is the output support's ``active`` (None unless padded): output
+    rows at and past it are padding, whose slots are all -1 and which the
+    conv kernel neither computes nor stores.
+    """
 
     slots: torch.Tensor
     num_in: int
+    live: torch.Tensor | None = None
     cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -139,25 +154,27 @@ class SlotMap:
         result: torch.Tensor = found
         return result
 
-    def transposed(self) -> SlotMap:
+    def transposed(self, live: torch.Tensor | None = None) -> SlotMap:
         """The adjoint map: per (input row, tap) the output row it feeds, cached both ways.
 
         A submanifold map with odd kernels is its own adjoint with the taps
         reversed (offset -d of tap K-1-k undoes offset d of tap k): one flip.
         Otherwise one launch scatters the table and writes the adjoint's
         present-tap masks (what its :meth:`order` sorts), after one fill.
+        ``live`` is the input support's ``active`` where it is padded (the
+        adjoint's output rows are the input's rows).
         """
         found = self.cache.get("transposed")
         if isinstance(found, weakref.ref):  # the twin points back weakly: no cycle
             found = found()
         if found is None and self.cache.get("mirror"):
-            found = SlotMap(self.slots.flip(1).contiguous(), self.num_out)
+            found = SlotMap(self.slots.flip(1).contiguous(), self.num_out, self.live)
             found.cache["mirror"] = True
             found.cache["transposed"] = weakref.ref(self)
             self.cache["transposed"] = found
         if found is None:
             table, pattern = launch_transpose(self.slots, self.num_in)
-            found = _slot_map(table, self.num_out, pattern)
+            found = _slot_map(table, self.num_out, pattern, live)
             found.cache["transposed"] = weakref.ref(self)
             self.cache["transposed"] = found
         result: SlotMap = found
@@ -207,17 +224,25 @@ def _hash_table(support: Support) -> torch.Tensor:
     found = support.maps.get((_TAG, "hash"))
     if isinstance(found, torch.Tensor):
         return found
-    table = launch_insert(_coords(support))
+    table = launch_insert(_coords(support), support.active)
     support.maps[(_TAG, "hash")] = table
     return table
 
 
 def _device_box(support: Support) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-column minimum and maximum of the physical rows, on the device, cached on it."""
+    """Per-column minimum and maximum of the physical rows, on the device, cached on it.
+
+    A padded support's padding takes the value of its first row, so it moves
+    neither bound (without rows the box is unused: no candidate reads it).
+    """
     found = support.maps.get((_TAG, "box"))
     if isinstance(found, tuple):
         return found
-    lo, hi = torch.aminmax(_coords(support), dim=0)
+    coords = _coords(support)
+    if support.active is not None:
+        rows = torch.arange(support.num_rows, device=coords.device, dtype=torch.int32)
+        coords = torch.where((rows < support.active)[:, None], coords, coords[:1])
+    lo, hi = torch.aminmax(coords, dim=0)
     support.maps[(_TAG, "box")] = (lo, hi)
     return lo, hi
 
@@ -229,9 +254,9 @@ def _probe(
     table = _hash_table(source)
     t = _const(terms, out.coords.device).reshape(-1, 3)
     slots, pattern = launch_probe(
-        _coords(out), out.stride, t, _coords(source), source.stride, table, mul, div
+        _coords(out), out.stride, t, _coords(source), source.stride, table, mul, div, out.active
     )
-    return _slot_map(slots, source.num_rows, pattern)
+    return _slot_map(slots, source.num_rows, pattern, out.active)
 
 
 @dataclass(frozen=True)
@@ -328,15 +353,20 @@ def _generate(
     Launches: candidates, sort, mark, cumulative sum, fill, emit; one host
     read (the output size with the range and overflow flags).  Like the
     reference path it refuses outputs whose bounding box exceeds 2^62 cells.
+    A padded input makes a padded output with one row per candidate and no
+    read (:func:`deferred_checks`).
     """
     n = support.num_rows
     device = support.coords.device
     g = rel.candidates
     if n == 0:
         empty = Support(torch.empty(0, 4, dtype=torch.int32, device=device), out_stride)
+        if support.active is not None:
+            empty.active = torch.zeros(1, dtype=torch.int32, device=device)
         if volume is None:
             return empty, None
-        return empty, SlotMap(torch.empty(0, volume, dtype=torch.int32, device=device), 0)
+        no_slots = torch.empty(0, volume, dtype=torch.int32, device=device)
+        return empty, SlotMap(no_slots, 0, empty.active)
     if n * g >= 2**31 - 1:
         raise ValueError(
             f"a conv layer with {n} rows and {g} candidates per row exceeds the Triton map "
@@ -348,16 +378,19 @@ def _generate(
     table = _const(rel.table(), device)
     geometry = rel.geometry(support.stride)
     keys = launch_candidates(
-        coords, table, g, lo, hi, info, geometry, out_stride, rel.span(), rel.step, rel.disjoint
-    )
+        coords, table, g, lo, hi, info, geometry, out_stride, rel.span(), rel.step, rel.disjoint,
+        support.active,
+    )  # fmt: skip
     sorted_keys, perm = torch.sort(keys)
     first = launch_mark(sorted_keys, info)
     rank = torch.cumsum(first, 0, dtype=torch.int32)
-    count, bad, overflow, worst = info.tolist()  # the layer's one host read
-    if bad:
-        _raise_out_of_range(support, rel, out_stride, first_bad(worst))
-    if overflow:
-        _refuse_wide(support, rel, out_stride)
+    active = None
+    if support.active is None:
+        count, bad, overflow, worst = info.tolist()  # the layer's one host read
+        _check_info(bad, overflow, worst, support, rel, out_stride)
+    else:  # as many rows as candidates, the count on the device, the flags checked later
+        count, active = n * g, info[:1]
+        _check_later(info, support, rel, out_stride)
     out = torch.empty(count, 4, dtype=torch.int32, device=device)
     slots = None
     if volume is not None:
@@ -366,15 +399,72 @@ def _generate(
         coords, table, g, sorted_keys, perm, first, rank, out, slots, geometry, out_stride,
         rel.step, rel.disjoint,
     )  # fmt: skip
-    return Support(out, out_stride), None if slots is None else _slot_map(slots, n, pattern)
+    made = Support(out, out_stride, active)
+    return made, None if slots is None else _slot_map(slots, n, pattern, active)
 
 
-def _slot_map(slots: torch.Tensor, num_in: int, pattern: torch.Tensor | None) -> SlotMap:
+def _slot_map(
+    slots: torch.Tensor, num_in: int, pattern: torch.Tensor | None, live: torch.Tensor | None
+) -> SlotMap:
     """A slot map with the present-tap masks its launch wrote (for :meth:`SlotMap.order`)."""
-    smap = SlotMap(slots, num_in)
+    smap = SlotMap(slots, num_in, live)
     if pattern is not None:
         smap.cache["pattern"] = pattern
     return smap
+
+
+# --------------------------------------------------------------------------- deferred checks
+
+_Check = tuple[torch.Tensor, Support, "_Relation", Triple]
+_DEFERRED: ContextVar[list[_Check] | None] = ContextVar("lattice_deferred_checks", default=None)
+
+
+@contextmanager
+def deferred_checks() -> Iterator[list[_Check]]:
+    """Collect, instead of reading, the flags of the padded supports generated inside.
+
+    A captured forward cannot read the device mid-graph: each generated
+    support's info vector (its count, int32 range flag and packing overflow
+    flag) is appended here, and :func:`raise_flagged` checks them all after
+    the forward, from one read.  Outside this context a padded support's flags
+    are read at once.
+    """
+    found: list[_Check] = []
+    token = _DEFERRED.set(found)
+    try:
+        yield found
+    finally:
+        _DEFERRED.reset(token)
+
+
+def _check_later(info: torch.Tensor, support: Support, rel: _Relation, out_stride: Triple) -> None:
+    pending = _DEFERRED.get()
+    if pending is None:
+        _, bad, overflow, worst = info.tolist()
+        _check_info(bad, overflow, worst, support, rel, out_stride)
+    else:
+        pending.append((info, support, rel, out_stride))
+
+
+def raise_flagged(checks: Sequence[_Check], values: Sequence[int]) -> None:
+    """Raise the first flagged layer's error: ``values`` holds each check's info, read once.
+
+    The input rows named in the error are the padded support's own, which are
+    the unpadded ones (padding only follows them).
+    """
+    for i, (_, support, rel, out_stride) in enumerate(checks):
+        _, bad, overflow, worst = values[4 * i : 4 * i + 4]
+        _check_info(bad, overflow, worst, support, rel, out_stride)
+
+
+def _check_info(
+    bad: int, overflow: int, worst: int, support: Support, rel: _Relation, out_stride: Triple
+) -> None:
+    """Raise the int32 range error or the wide-box refusal that the info flags report."""
+    if bad:
+        _raise_out_of_range(support, rel, out_stride, first_bad(worst))
+    if overflow:
+        _refuse_wide(support, rel, out_stride)
 
 
 def _raise_out_of_range(support: Support, rel: _Relation, out_stride: Triple, e: int) -> None:
@@ -393,7 +483,7 @@ def _raise_out_of_range(support: Support, rel: _Relation, out_stride: Triple, e:
 
 def _refuse_wide(support: Support, rel: _Relation, out_stride: Triple) -> None:
     """Raise the reference path's error for an output box beyond 2^62 cells (no int64 key)."""
-    lo, hi = (t.tolist() for t in _device_box(support))
+    lo, hi = (t.tolist() for t in _device_box(support))  # the box of the real rows
     f, g = rel.span()
     olo, ohi = [lo[0]], [hi[0]]
     for a in range(3):
@@ -427,7 +517,7 @@ def build(
     key = (_TAG, kind, kernel, stride, padding, dilation, ref)
     found = support.maps.get(key)
     if isinstance(found, _Adjoint):  # registered by the forward conv; transposed on first use
-        found = found.forward.transposed()
+        found = found.forward.transposed(None if target is None else target.active)
         support.maps[key] = found
     if target is not None and isinstance(found, SlotMap):
         return target, found
@@ -528,17 +618,22 @@ def _direct(
 ) -> tuple[Support, SlotMap]:
     """Transposed conv whose outputs never meet: rows in (input, tap) order, one launch.
 
-    The int32 range flag is the one host read.
+    The int32 range flag is the one host read (none for a padded support,
+    whose first ``active * K`` rows are real).
     """
     device = support.coords.device
     info = new_info(device)
     off = _const(offsets, device).reshape(-1, 3)
     geometry = (*support.stride, *stride, *add)
-    out, slots = launch_direct(_coords(support), off, info, geometry, out_stride)
-    if support.num_rows and int(info[1]):
-        rel = _Relation(tuple(offsets), stride, add, (1, 1, 1))
+    out, slots = launch_direct(_coords(support), off, info, geometry, out_stride, support.active)
+    rel = _Relation(tuple(offsets), stride, add, (1, 1, 1))
+    active = None
+    if support.active is not None:
+        active = support.active * len(offsets)
+        _check_later(info, support, rel, out_stride)
+    elif support.num_rows and int(info[1]):
         _raise_out_of_range(support, rel, out_stride, first_bad(int(info[3])))
-    return Support(out, out_stride), SlotMap(slots, support.num_rows)
+    return Support(out, out_stride, active), SlotMap(slots, support.num_rows, active)
 
 
 def _register_back(

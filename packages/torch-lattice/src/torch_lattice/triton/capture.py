@@ -1,0 +1,228 @@
+"""A model's inference forward recorded once as a CUDA graph and replayed for every frame.
+
+A network whose maps are built per frame (a new scan each time, the deployment
+path) is bound by the host on a fast GPU: at 100k voxels the MinkUNet forward
+issues about 150 kernels and reads each strided layer's output size back,
+and the host spends as long issuing the work as the GPU spends running it.
+A CUDA graph issues the whole forward in one call, but it needs fixed shapes
+and no host reads, and every frame has its own number of rows.
+
+So a captured forward pads: every support is sized to a bound (the input's
+``capacity``; a support a strided layer generates, to its candidates, e.g.
+the input's bound for a 2x2x2 stride-2 conv) and carries its real row count
+on the device (``Support.active``).  The Triton map builders and conv kernels
+skip the padding, so the real rows, their order and their features are those
+of the eager forward; what a strided layer would read back (its output size,
+its int32 range and box flags) stays on the device and is read once, after the
+graph, with the output's row count; a flagged frame is run again eagerly,
+which raises the layer's own error.
+
+What can be captured: the Triton path's convolutions of every kind, fused or
+not (:func:`torch_lattice.triton.fuse_conv_bn_relu`), eval BatchNorm,
+activations, feature concatenation and other row-wise layers.  A layer that
+reduces over rows (a global pool, a training-mode BatchNorm) would count the
+padding; :func:`capture_forward` compares the replay with the eager forward on
+the example frame and refuses the model when they differ, and layers that need
+the reference path's coordinate table refuse a padded support by name.
+
+On a machine without CUDA (the tests, under ``TRITON_INTERPRET=1``) the same
+padded forward runs eagerly, without a graph: everything but the recording.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch_lattice.ops.conv import schedule
+from torch_lattice.sparse import SparseTensor, Support
+from torch_lattice.triton.maps import deferred_checks, raise_flagged
+
+__all__ = ["CapturedForward", "capture_forward"]
+
+Output = SparseTensor | torch.Tensor
+
+
+class CapturedForward:
+    """``model``'s eval forward for frames of up to ``capacity`` rows, replayed as one graph.
+
+    Made by :func:`capture_forward`.  Calling it with a :class:`SparseTensor`
+    of the example's channels, dtype, stride and device returns what the
+    model returns: a :class:`SparseTensor` (its real rows), or a per-row
+    tensor of the input's rows (a segmentation head's logits).  Results are
+    new tensors, not views of the graph's buffers.
+    """
+
+    def __init__(
+        self, model: torch.nn.Module, example: SparseTensor, capacity: int, graph: bool
+    ) -> None:
+        self.model = model
+        self.capacity = capacity
+        self._channels = example.num_channels
+        self._dtype = example.dtype
+        self._stride = example.stride
+        self._device = example.device
+        self._coords = torch.zeros(capacity, 4, dtype=torch.int32, device=self._device)
+        self._feats = torch.zeros(capacity, self._channels, dtype=self._dtype, device=self._device)
+        self._active = torch.zeros(1, dtype=torch.int32, device=self._device)
+        self._load(example)
+        self._graph: torch.cuda.CUDAGraph | None = None
+        if graph:
+            self._record()
+        else:
+            self._outputs, self._status, self._checks = self._forward()
+
+    # ------------------------------------------------------------------ per frame
+
+    def __call__(self, x: SparseTensor) -> Output:
+        """The model's output for frame ``x``: one copy in, one replay, one read."""
+        n = self._load(x)
+        if self._graph is not None:
+            self._graph.replay()
+        else:
+            self._outputs, self._status, self._checks = self._forward()
+        values = [int(v) for v in self._status.tolist()]  # the frame's one host read
+        flags = values[: 4 * len(self._checks)]
+        if any(flags[i + 1] or flags[i + 2] for i in range(0, len(flags), 4)):
+            with torch.no_grad(), schedule("triton"):
+                self.model(x)  # the eager forward raises the flagged layer's error, op named
+            raise_flagged(self._checks, flags)  # (it did not: the same error, from the flags)
+            raise AssertionError("a captured layer flagged a frame without an error to raise")
+        return self._unpad(self._outputs, values[-1], n)
+
+    def _load(self, x: SparseTensor) -> int:
+        """Copy frame ``x`` into the graph's input buffers (its first rows), after checking it."""
+        if not isinstance(x, SparseTensor):
+            raise TypeError(f"a captured forward takes a SparseTensor, got {type(x).__name__}")
+        n = x.num_rows
+        if n > self.capacity:
+            raise ValueError(
+                f"the frame has {n} rows but the forward was captured for at most "
+                f"{self.capacity}; capture it again with capacity >= {n}"
+            )
+        found = (x.num_channels, x.dtype, x.stride, x.device)
+        want = (self._channels, self._dtype, self._stride, self._device)
+        if found != want:
+            raise ValueError(
+                "the frame's (channels, dtype, stride, device) are "
+                f"{found}, the capture's {want}; capture the forward for this kind of frame"
+            )
+        self._coords[:n].copy_(x.coords)
+        self._feats[:n].copy_(x.feats)
+        self._active.fill_(n)
+        return n
+
+    def _forward(self) -> tuple[Output, torch.Tensor, list[Any]]:
+        """The padded forward: outputs, the status vector (flags, then rows), the checks."""
+        support = Support(self._coords, self._stride, self._active)
+        x = SparseTensor._make(support, self._feats)
+        with torch.no_grad(), schedule("triton"), deferred_checks() as checks:
+            out = self.model(x)
+        if isinstance(out, SparseTensor):
+            rows = out.support.active if out.support.active is not None else self._active
+        elif isinstance(out, torch.Tensor):
+            rows = self._active
+        else:
+            raise TypeError(
+                "capture_forward takes models that return a SparseTensor or a tensor of the "
+                f"input's rows, got {type(out).__name__}"
+            )
+        status = torch.cat([*(info for info, *_ in checks), rows]) if checks else rows.clone()
+        return out, status, checks
+
+    def _unpad(self, out: Output, rows: int, n: int) -> Output:
+        if isinstance(out, SparseTensor):
+            coords = out.coords[:rows].clone()
+            return SparseTensor._make(Support(coords, out.stride), out.feats[:rows].clone())
+        if int(out.shape[0]) != self.capacity:
+            raise ValueError(
+                f"the model returns a tensor of {int(out.shape[0])} rows, not one row per input "
+                "row; return a SparseTensor, whose rows a captured forward can find"
+            )
+        return out[:n].clone()
+
+    def _record(self) -> None:
+        """Warm up on a side stream (compiles, autotunes, caches constants), then record."""
+        side = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
+        side.wait_stream(torch.cuda.current_stream(self._device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self._forward()
+        torch.cuda.current_stream(self._device).wait_stream(side)
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            self._outputs, self._status, self._checks = self._forward()
+
+
+def capture_forward(
+    model: torch.nn.Module,
+    example: SparseTensor,
+    capacity: int,
+    *,
+    graph: bool | None = None,
+    check: bool = True,
+) -> CapturedForward:
+    """Record ``model``'s inference forward for frames of up to ``capacity`` rows.
+
+    ``example`` fixes the channels, dtype, stride and device of the frames;
+    it must have at most ``capacity`` rows.  ``graph`` records a CUDA graph
+    (the default on CUDA; ``False`` runs the same padded forward eagerly, as
+    on CPU).  With ``check`` the captured forward's output on the example is
+    compared with the eager forward's, and a model it cannot pad (one that
+    reduces over rows) is refused.  The model must be in eval mode.  Graph
+    memory is held for the object's lifetime: about what one eager forward
+    of ``capacity`` rows allocates, with every strided layer at its bound.
+    """
+    if not isinstance(example, SparseTensor):
+        raise TypeError(f"example must be a SparseTensor, got {type(example).__name__}")
+    if capacity < 1:
+        raise ValueError(f"capacity must be at least 1 row, got {capacity}")
+    training = [name or type(model).__name__ for name, m in model.named_modules() if m.training]
+    if training:
+        raise ValueError(
+            f"a captured forward is an inference forward, but {training[0]!r} is in training "
+            "mode; call model.eval() first"
+        )
+    if graph is None:
+        graph = example.device.type == "cuda"
+    if graph and example.device.type != "cuda":
+        raise ValueError(f"a CUDA graph needs a CUDA device, the example is on {example.device}")
+    captured = CapturedForward(model, example, capacity, graph)
+    if check:
+        _compare(model, example, captured)
+    return captured
+
+
+def _compare(model: torch.nn.Module, example: SparseTensor, captured: CapturedForward) -> None:
+    """Refuse a captured forward whose output on the example is not the eager one's."""
+    with torch.no_grad(), schedule("triton"):
+        eager = model(example)
+    got = captured(example)
+    if isinstance(eager, SparseTensor) and isinstance(got, SparseTensor):
+        same_rows = torch.equal(eager.coords, got.coords)
+        want, have = eager.feats, got.feats
+    elif isinstance(eager, torch.Tensor) and isinstance(got, torch.Tensor):
+        same_rows, want, have = True, eager, got
+    else:
+        raise TypeError(f"the eager forward returned {type(eager).__name__}, the capture {got}")
+    if isinstance(eager, torch.Tensor) and want.shape != have.shape:
+        raise ValueError(
+            f"the model returns a tensor of {int(want.shape[0])} rows on the example, not one "
+            f"per input row ({example.num_rows}); return a SparseTensor, whose rows a captured "
+            "forward can find"
+        )
+    if not same_rows or want.shape != have.shape:
+        raise ValueError(
+            "the captured forward's rows differ from the eager forward's on the example; the "
+            "model has a layer a captured forward cannot pad: run it eagerly"
+        )
+    scale = float(want.float().abs().max()) if want.numel() else 0.0
+    error = float((want.float() - have.float()).abs().max()) if want.numel() else 0.0
+    if not error <= 1e-2 * max(scale, 1.0):  # also refuses NaN
+        raise ValueError(
+            f"the captured forward differs from the eager one on the example (max error "
+            f"{error:.3g} against values up to {scale:.3g}); the model reduces over rows (a "
+            "global pool, a training-mode BatchNorm), which counts a capture's padding: run "
+            "it eagerly"
+        )
