@@ -189,7 +189,9 @@ def sparse_conv(
         t is not None and t.requires_grad for t in (x.feats, weight, bias)
     )
     macs = smap.num_out * smap.volume * int(weight.shape[-1]) * int(weight.shape[0])
-    sorted_tiles = smap.sorted_tiles(more_uses=training, macs=macs)  # backward reuses the map
+    # The backward pass reuses the map.  A padded map (a captured forward's) has a bound
+    # for its row count, which would overstate the conv: it runs its rows as they are.
+    sorted_tiles = smap.live is None and smap.sorted_tiles(more_uses=training, macs=macs)
     if epilogue is not None:  # a fused block's batch norm and ReLU, inference only
         feats = x.feats.contiguous()
         fused = launch_conv(
