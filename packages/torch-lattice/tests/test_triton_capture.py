@@ -201,6 +201,8 @@ def test_bad_frames_and_models_are_refused_by_name() -> None:
         captured(x.with_feats(torch.zeros(4, C + 1, dtype=DTYPE, device=DEVICE)))
     with pytest.raises(TypeError, match="SparseTensor"):
         captured(x.feats)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="capture the torch model"):
+        capture_forward(lambda f: f, x, 8)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         capture_forward(model, x, 0)
     with pytest.raises(ValueError, match=r"model\.eval"):

@@ -178,6 +178,12 @@ def capture_forward(
         raise TypeError(f"example must be a SparseTensor, got {type(example).__name__}")
     if capacity < 1:
         raise ValueError(f"capacity must be at least 1 row, got {capacity}")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            f"capture_forward takes a torch.nn.Module, got {type(model).__name__}; a loaded "
+            "artifact program checks each input on the host (rows, duplicates), which a graph "
+            "cannot do: capture the torch model it was exported from"
+        )
     training = [name or type(model).__name__ for name, m in model.named_modules() if m.training]
     if training:
         raise ValueError(
