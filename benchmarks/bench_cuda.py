@@ -579,17 +579,18 @@ def _bench_forwards(nets: Nets, half: torch.Tensor, result: dict[str, float]) ->
         inputs = {name: wrap(half) for name, (_, wrap) in forwards.items()}
         cached = {n: functools.partial(m, inputs[n]) for n, (m, _) in forwards.items()}
         fresh = {n: _fresh(m, w, half) for n, (m, w) in forwards.items()}
-        if "ours fused" in forwards and DEVICE == "cuda":
+        for name, source in [("ours captured", "ours fused"), ("ours captured unfused", "ours")]:
+            if source not in forwards or DEVICE != "cuda":
+                continue
             try:
-                fused_net = forwards["ours fused"][0]
-                graph = capture_forward(fused_net, cached_in, int(half.shape[0]))
+                graph = capture_forward(forwards[source][0], cached_in, int(half.shape[0]))
                 logits = graph(cached_in)
                 assert isinstance(logits, torch.Tensor)  # the head's per-row logits
                 error = float((logits.float() - ref).abs().max() / ref.abs().max())
-                print(f"  ours captured forward: max error {error:.1e} relative to the unfused one")
-                fresh["ours captured"] = _fresh(graph, wrap_ours, half)
+                print(f"  {name} forward: max error {error:.1e} relative to the unfused one")
+                fresh[name] = _fresh(graph, wrap_ours, half)
             except Exception as err:
-                failed("ours captured MinkUNet", err)
+                failed(f"{name} MinkUNet", err)
         paired(result, "fwd", _runnable(cached), 20)
         paired(result, "fwd+map", _runnable(fresh), 20)
         for name, fn in fresh.items():
@@ -650,8 +651,8 @@ def _bench_steps(
 
 def _key(name: str, what: str) -> str:
     """Result key of one library's measurement (``ours fused`` keeps its old ``... fused`` key)."""
-    if name in ("ours fused", "ours captured"):
-        return f"ours {what} {name.split()[1]}"
+    if name.startswith("ours "):  # "ours fused", "ours captured", "ours captured unfused"
+        return f"ours {what} {name[len('ours ') :]}"
     return f"{name} {what}"
 
 
@@ -726,6 +727,7 @@ def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
             line += f" (fused {fused * 1e3:.2f}"
             if key == "fwd+map":
                 line += f", captured {result.get(f'ours {key} captured', nan) * 1e3:.2f}"
+                line += f" / {result.get(f'ours {key} captured unfused', nan) * 1e3:.2f} unfused"
             line += ")"
         for name in UNET_PEERS:
             peer = result.get(f"{name} {key}", nan)
@@ -734,6 +736,8 @@ def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
                 line += f", fused {result.get(f'ours {key} fused', nan) / peer:.2f}x"
             if key == "fwd+map":
                 line += f", captured {result.get(f'ours {key} captured', nan) / peer:.2f}x"
+                unfused = result.get(f"ours {key} captured unfused", nan)
+                line += f" / {unfused / peer:.2f}x unfused"
             line += ")"
         print(line, flush=True)
     flops = result.get("ours flops", nan)
