@@ -170,9 +170,10 @@ def capture_forward(
     (the default on CUDA; ``False`` runs the same padded forward eagerly, as
     on CPU).  With ``check`` the captured forward's output on the example is
     compared with the eager forward's, and a model it cannot pad (one that
-    reduces over rows) is refused.  The model must be in eval mode.  Graph
-    memory is held for the object's lifetime: about what one eager forward
-    of ``capacity`` rows allocates, with every strided layer at its bound.
+    reduces over rows) is refused.  The model must be in eval mode.  The
+    graph holds its buffers for the object's lifetime, every support at its
+    bound (a 2x2x2 stride-2 layer's output as many rows as its input's
+    bound): more than an eager forward of ``capacity`` rows allocates.
     """
     if not isinstance(example, SparseTensor):
         raise TypeError(f"example must be a SparseTensor, got {type(example).__name__}")
