@@ -225,6 +225,13 @@ def test_bad_frames_and_models_are_refused_by_name() -> None:
     with pytest.raises(TypeError, match="SparseTensor or a tensor"):
         capture_forward(Pair().to(DEVICE, DTYPE).eval(), x, 8)
 
+    class Reordered(Net):  # rows of its own making: they would carry the padding
+        def forward(self, x: SparseTensor) -> Any:
+            return self.stem(x).canonical()
+
+    with pytest.raises(ValueError, match="rows it made itself"):
+        capture_forward(Reordered().to(DEVICE, DTYPE).eval(), x, 8)
+
     class Coarse(Net):  # a tensor of the coarse rows: not one row per input row
         def forward(self, x: SparseTensor) -> Any:
             return self.down(self.stem(x)).feats

@@ -120,7 +120,13 @@ class CapturedForward:
         with torch.no_grad(), schedule("triton"), deferred_checks() as checks:
             out = self.model(x)
         if isinstance(out, SparseTensor):
-            rows = out.support.active if out.support.active is not None else self._active
+            if out.support.active is None:  # rows made outside the padded supports
+                raise ValueError(
+                    "the model returns a SparseTensor whose rows it made itself (e.g. with "
+                    "canonical() or a new SparseTensor), which would hold a capture's padding; "
+                    "return the rows of its layers, or run it eagerly"
+                )
+            rows = out.support.active
         elif isinstance(out, torch.Tensor):
             rows = self._active
         else:
@@ -212,7 +218,10 @@ def _compare(model: torch.nn.Module, example: SparseTensor, captured: CapturedFo
     elif isinstance(eager, torch.Tensor) and isinstance(got, torch.Tensor):
         same_rows, want, have = True, eager, got
     else:
-        raise TypeError(f"the eager forward returned {type(eager).__name__}, the capture {got}")
+        raise TypeError(
+            f"the eager forward returned a {type(eager).__name__}, the capture a "
+            f"{type(got).__name__}"
+        )
     if isinstance(eager, torch.Tensor) and want.shape != have.shape:
         raise ValueError(
             f"the model returns a tensor of {int(want.shape[0])} rows on the example, not one "
