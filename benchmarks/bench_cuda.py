@@ -609,7 +609,14 @@ def _bench_steps(
     steps: tuple[str, ...],
     result: dict[str, float],
 ) -> None:
-    """SGD steps in f32 master weights per setting, every library paired; ours' FLOPs."""
+    """SGD steps in f32 master weights per setting, every library paired; ours' FLOPs.
+
+    Ours also runs the step captured as CUDA graphs
+    (:func:`torch_lattice.triton.capture_training_step`, capacity the batch's
+    rows, every generated support at its candidate count) on a copy of its
+    network, recorded per setting; a graph holds its memory between steps,
+    so its peak is what the recording kept.
+    """
     from torch_lattice.triton import set_f32_products
 
     for net, _ in nets.values():
@@ -619,19 +626,22 @@ def _bench_steps(
         _tf32(setting == "tf32")
         set_f32_products(setting if setting in ("tf32", "tf32x3") else "ieee")
         try:
-            step_fns = {
+            step_fns: dict[str, Callable[[], Any]] = {
                 name: functools.partial(
                     _step, net, wrap, opts[name], feats, labels, setting == "amp"
                 )
                 for name, (net, wrap) in nets.items()
             }
             key = f"train {setting}"
+            captured = _captured_step(nets["ours"], feats, labels, setting, result)
+            if captured is not None:
+                step_fns["ours captured"] = captured
             paired(result, key, _runnable(step_fns, key), 10)
             for name, one in step_fns.items():
                 if _key(name, key) not in result:
                     continue
                 _counts(result, _key(name, key), one)
-                if DEVICE == "cuda":
+                if DEVICE == "cuda" and name != "ours captured":
                     mib = peak_bytes(one) / 2**20
                     result[f"{name} {key} peak MiB"] = mib
                     print(f"    {name} {key}: peak {mib:.0f} MiB above the model")
@@ -647,6 +657,47 @@ def _bench_steps(
         ours, wrap = nets["ours"]
         step = functools.partial(_step, ours, wrap, opts["ours"], feats, labels, False)
         result["ours flops"] = count_flops(step)
+
+
+def _captured_step(
+    ours: tuple[torch.nn.Module, Callable[[torch.Tensor], Any]],
+    feats: torch.Tensor,
+    labels: torch.Tensor,
+    setting: str,
+    result: dict[str, float],
+) -> Callable[[], Any] | None:
+    """Our step captured (a copy of the network, its own SGD), or None where it failed."""
+    from torch_lattice.triton import capture_training_step
+
+    def masked_loss(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> Any:
+        per_row = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+        return (per_row * mask).sum() / mask.sum().clamp(min=1)
+
+    net, wrap = ours
+    try:
+        copy_ = copy.deepcopy(net)
+        opt = torch.optim.SGD(copy_.parameters(), lr=1e-3)
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            before = torch.cuda.memory_reserved()
+        # As the eager step's autocast("cuda"), which the CPU dry run leaves off.
+        autocast = torch.float16 if setting == "amp" and DEVICE == "cuda" else None
+        rows = int(feats.shape[0])
+        step = capture_training_step(
+            copy_, masked_loss, opt, wrap(feats), labels, rows, autocast=autocast
+        )
+        if DEVICE == "cuda":  # what the graphs keep between steps (their memory pool)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            mib = (torch.cuda.memory_reserved() - before) / 2**20
+            result[f"ours captured train {setting} held MiB"] = mib
+            print(f"    ours captured train {setting}: the graphs hold {mib:.0f} MiB")
+            print(f"RESULT {SCENE} ours captured train {setting} heldMiB {mib:.1f}")
+    except Exception as err:
+        failed(f"ours captured train {setting}", err)
+        return None
+    return lambda: step(wrap(feats), labels)
 
 
 def _key(name: str, what: str) -> str:
@@ -722,6 +773,8 @@ def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
     for key in ["fwd", "fwd+map", *(f"train {s}" for s in steps)]:
         mine = result.get(f"ours {key}", nan)
         line = f"  MinkUNet {key:<10} ours {mine * 1e3:8.2f} ms"
+        if key.startswith("train"):
+            line += f" (captured {result.get(f'ours {key} captured', nan) * 1e3:.2f})"
         if key.startswith("fwd"):
             fused = result.get(f"ours {key} fused", nan)
             line += f" (fused {fused * 1e3:.2f}"
@@ -734,6 +787,8 @@ def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
             line += f"   {name} {peer * 1e3:8.2f} ms (ours/peer {mine / peer:.2f}x"
             if key.startswith("fwd"):
                 line += f", fused {result.get(f'ours {key} fused', nan) / peer:.2f}x"
+            if key.startswith("train"):
+                line += f", captured {result.get(f'ours {key} captured', nan) / peer:.2f}x"
             if key == "fwd+map":
                 line += f", captured {result.get(f'ours {key} captured', nan) / peer:.2f}x"
                 unfused = result.get(f"ours {key} captured unfused", nan)

@@ -19,13 +19,13 @@ replay a CUDA graph at full size.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
-from typing import Any, ClassVar
+import warnings
+from typing import Any
 
 import pytest
 import torch
+from capture_helpers import HostReads, box_rows
 from lattice_contract.dialect import Int32CoordinateError
-from torch.overrides import TorchFunctionMode
 from torch_lattice import SparseTensor, nn
 from torch_lattice.ops.conv import schedule
 
@@ -80,21 +80,11 @@ class Net(torch.nn.Module):
 
 
 def _frame(seed: int, n: int, face: int | None = None) -> SparseTensor:
-    """``n`` distinct rows over two batch items of a box from -2 to EXTENT-3 on each axis.
-
-    ``face`` moves the frame so its smallest x is that value (int32's edge).
-    """
+    """``n`` rows of a box around the origin (see :func:`box_rows`), random features."""
     g = torch.Generator().manual_seed(seed)
-    cells = EXTENT**3
-    flat = torch.randperm(2 * cells, generator=g)[:n]
-    r = flat % cells
-    coords = torch.stack(
-        [flat // cells, r // EXTENT**2 - 2, r // EXTENT % EXTENT - 2, r % EXTENT - 2], dim=1
-    )
-    if face is not None and n:
-        coords[:, 1] += face - int(coords[:, 1].min())
+    coords = box_rows(g, n, EXTENT, face)
     feats = torch.randn(n, C, generator=g)
-    return SparseTensor(coords.int().to(DEVICE), feats.to(DEVICE, DTYPE))
+    return SparseTensor(coords.to(DEVICE), feats.to(DEVICE, DTYPE))
 
 
 def _eager(model: torch.nn.Module, x: SparseTensor) -> Any:
@@ -146,46 +136,15 @@ def test_a_frame_at_int32s_edge_raises_the_eager_error() -> None:
     _same(_eager(model, inside), captured(inside))
 
 
-class _HostReads(TorchFunctionMode):
-    """Counts the calls that copy a device value to the host, outside Triton's interpreter."""
-
-    READS: ClassVar[set[str]] = {
-        "item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "cpu",
-    }  # fmt: skip
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[str] = []
-
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        name = getattr(func, "__name__", "")
-        if name in self.READS and not _in_interpreter():
-            self.reads.append(name)
-        return func(*args, **(kwargs or {}))
-
-
-def _in_interpreter() -> bool:
-    """Whether Triton's interpreter (which copies kernel arguments to NumPy) is running."""
-    import inspect
-
-    return any("triton/runtime/interpreter" in f.filename for f in inspect.stack(0))
-
-
 def test_a_frame_costs_one_host_read() -> None:
     """Only the status vector (flags and the output's rows) comes back; no layer reads."""
     model = _net("grown", True)
     captured = capture_forward(model, _frame(0, ROWS // 2), ROWS)
     x = _frame(8, ROWS // 2)
-    with _HostReads() as mode:
+    with HostReads() as mode:
         captured(x)
     assert mode.reads == ["tolist"]
-    with _HostReads() as mode:  # the eager forward reads each generated support's size
+    with HostReads() as mode:  # the eager forward reads each generated support's size
         _eager(model, x)
     assert len(mode.reads) >= 4
 
@@ -252,3 +211,27 @@ def test_a_graph_needs_cuda() -> None:
     on_cpu = SparseTensor(x.coords.cpu(), x.feats.cpu())
     with pytest.raises(ValueError, match="needs a CUDA device"):
         capture_forward(_net("segment", True), on_cpu, 8, graph=True)
+
+
+def _rows_of(x: SparseTensor, n: int) -> SparseTensor:
+    return SparseTensor(x.coords[:n], x.feats[:n])
+
+
+def test_headroom_bounds_what_strided_layers_generate() -> None:
+    """Bounded by the example's rows: a frame within them replays, one past them runs eagerly."""
+    model = _net("grown", True)
+    example = _frame(0, ROWS // 2)
+    captured = capture_forward(model, example, ROWS, headroom=1.0)
+    unbounded = capture_forward(model, example, ROWS)
+    # The 2x2x2 stride-2 layer's output: the example's rows, not the input's bound.
+    assert captured._plan.bounds[0] < unbounded._plan.bounds[0] == ROWS
+    within = _rows_of(example, ROWS // 3)  # its generated rows are among the example's
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _same(_eager(model, within), captured(within))
+    past = _frame(1, ROWS)
+    with pytest.warns(RuntimeWarning, match="larger headroom"):
+        got = captured(past)
+    _same(_eager(model, past), got)
+    with pytest.raises(ValueError, match=r"headroom must be at least 1\.0"):
+        capture_forward(model, example, ROWS, headroom=0.5)

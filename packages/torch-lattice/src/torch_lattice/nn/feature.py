@@ -187,7 +187,36 @@ class BatchNorm(torch.nn.Module):
     @overload
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
     def forward(self, x: SparseTensor | torch.Tensor) -> SparseTensor | torch.Tensor:
+        if self.training and isinstance(x, SparseTensor) and x.support.active is not None:
+            return x.with_feats(self._padded_features(x.feats, x.support.active))
         return on_feats(x, self._features)
+
+    def _padded_features(self, f: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        """Training on a padded support (a captured training step): the live rows' statistics.
+
+        Rows at and past ``live`` (an int32 device count) are padding, which
+        torch's batch norm would count; the Triton kernels sum the live rows
+        only, update the running statistics on the device (no host read: the
+        step is one CUDA graph) and keep the padding's output at zero.
+        """
+        from torch_lattice.triton.batch_norm import masked_batch_norm  # padded: Triton runs
+
+        if f.ndim != 2 or f.shape[1] != self.num_features:
+            raise ValueError(
+                f"BatchNorm({self.num_features}) needs features (N, {self.num_features}), "
+                f"got {tuple(f.shape)}"
+            )
+        with torch.no_grad():
+            self.num_batches_tracked.add_(1)
+            # The cumulative average's factor stays on the device (no read in a graph).
+            factor: float | torch.Tensor = (
+                float(self.momentum)
+                if self.momentum is not None
+                else 1.0 / self.num_batches_tracked.to(torch.float32)
+            )
+        return masked_batch_norm(
+            f, live, self.weight, self.bias, self.running_mean, self.running_var, factor, self.eps
+        )
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"

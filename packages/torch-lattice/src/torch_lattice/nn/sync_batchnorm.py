@@ -175,6 +175,15 @@ class SyncBatchNorm(BatchNorm):
             return super()._features(f)
         return self._synchronised(f)
 
+    def _padded_features(self, f: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        if self._world_size() == 1:
+            return super()._padded_features(f, live)
+        raise ValueError(
+            "SyncBatchNorm reads its global row count on the host, which a captured training "
+            "step (one CUDA graph per step) cannot do; train this model eagerly, or use "
+            "BatchNorm in the captured step"
+        )
+
     @classmethod
     def convert_sync_batchnorm(
         cls, module: torch.nn.Module, process_group: Any = None

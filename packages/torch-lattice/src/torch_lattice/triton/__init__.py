@@ -10,6 +10,7 @@ kernels are tested against.  See ``docs/performance.md``.
 from __future__ import annotations
 
 from torch_lattice.triton.capture import CapturedForward, capture_forward
+from torch_lattice.triton.capture_training import CapturedTrainingStep, capture_training_step
 from torch_lattice.triton.conv import SUPPORTED_DTYPES, sparse_conv
 from torch_lattice.triton.fuse import FusedSequential, fuse_conv_bn_relu
 from torch_lattice.triton.kernels import (
@@ -26,10 +27,12 @@ __all__ = [
     "F32_PRODUCTS",
     "SUPPORTED_DTYPES",
     "CapturedForward",
+    "CapturedTrainingStep",
     "FusedSequential",
     "SlotMap",
     "build",
     "capture_forward",
+    "capture_training_step",
     "f32_products",
     "fuse_conv_bn_relu",
     "interpreting",

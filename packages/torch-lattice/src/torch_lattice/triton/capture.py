@@ -31,17 +31,101 @@ padded forward runs eagerly, without a graph: everything but the recording.
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 import torch
 
 from torch_lattice.ops.conv import schedule
 from torch_lattice.sparse import SparseTensor, Support
-from torch_lattice.triton.maps import deferred_checks, raise_flagged
+from torch_lattice.triton.maps import RowBounds, deferred_checks, raise_flagged, row_bounds
 
 __all__ = ["CapturedForward", "capture_forward"]
 
 Output = SparseTensor | torch.Tensor
+
+
+class Frame:
+    """A captured call's input buffers: coordinates, features and the live row count.
+
+    Sized once to ``capacity`` rows; each frame is checked against the
+    example's kind (channels, dtype, stride, device) and copied into the
+    first rows.  The rows past it keep what they held: the padded support's
+    ``active`` count, on the device, is what makes them padding.
+    """
+
+    def __init__(self, example: SparseTensor, capacity: int) -> None:
+        self.capacity = capacity
+        self.kind = (example.num_channels, example.dtype, example.stride, example.device)
+        self.device = example.device
+        self.coords = torch.zeros(capacity, 4, dtype=torch.int32, device=example.device)
+        self.feats = torch.zeros(
+            capacity, example.num_channels, dtype=example.dtype, device=example.device
+        )
+        self.active = torch.zeros(1, dtype=torch.int32, device=example.device)
+
+    def load(self, x: SparseTensor) -> int:
+        """Copy frame ``x`` into the buffers (its first rows), after checking it; its rows."""
+        if not isinstance(x, SparseTensor):
+            raise TypeError(f"a captured call takes a SparseTensor, got {type(x).__name__}")
+        n = x.num_rows
+        if n > self.capacity:
+            raise ValueError(
+                f"the frame has {n} rows but the call was captured for at most "
+                f"{self.capacity}; capture it again with capacity >= {n}"
+            )
+        found = (x.num_channels, x.dtype, x.stride, x.device)
+        if found != self.kind:
+            raise ValueError(
+                "the frame's (channels, dtype, stride, device) are "
+                f"{found}, the capture's {self.kind}; capture it again for this kind of frame"
+            )
+        with torch.no_grad():  # the buffers never join the frame's autograd graph
+            self.coords[:n].copy_(x.coords)
+            self.feats[:n].copy_(x.feats)
+            self.active.fill_(n)
+        return n
+
+    def padded(self) -> SparseTensor:
+        """The buffers as one padded sparse value (a new support: maps are built per call)."""
+        support = Support(self.coords, self.kind[2], self.active)
+        return SparseTensor._make(support, self.feats)
+
+
+def flagged(values: list[int]) -> bool:
+    """Whether any deferred check's info (4 values each) flags its layer."""
+    return any(values[i + 1] or values[i + 2] for i in range(0, len(values), 4))
+
+
+def sized_rows(plan: RowBounds, headroom: float) -> list[int]:
+    """Row bounds from a call measured on the example: its generated supports' rows x ``headroom``.
+
+    ``plan`` is the unbounded call's (every generated support at its
+    candidate count); one read brings back their real counts.
+    """
+    counts = [int(v) for v in torch.cat(plan.counts).tolist()] if plan.counts else []
+    return [max(1, math.ceil(count * headroom)) for count in counts]
+
+
+def check_headroom(headroom: float | None) -> None:
+    if headroom is not None and not headroom >= 1.0:
+        raise ValueError(f"headroom must be at least 1.0 (the example's rows), got {headroom}")
+
+
+def past_bounds(plan: RowBounds, counts: list[int], what: str) -> bool:
+    """Whether a call's generated supports outgrew their bounds (then it runs eagerly, warned)."""
+    i = plan.exceeded(counts)
+    if i is None:
+        return False
+    warnings.warn(
+        f"this call's generated support #{i + 1} has {counts[i]} rows, past the captured "
+        f"{what}'s bound of {plan.bounds[i]} (the example's rows times its headroom); it ran "
+        "eagerly. Capture again with a larger headroom (or none) if this recurs",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return True
 
 
 class CapturedForward:
@@ -55,70 +139,61 @@ class CapturedForward:
     """
 
     def __init__(
-        self, model: torch.nn.Module, example: SparseTensor, capacity: int, graph: bool
+        self,
+        model: torch.nn.Module,
+        example: SparseTensor,
+        capacity: int,
+        graph: bool,
+        headroom: float | None = None,
     ) -> None:
         self.model = model
         self.capacity = capacity
-        self._channels = example.num_channels
-        self._dtype = example.dtype
-        self._stride = example.stride
-        self._device = example.device
-        self._coords = torch.zeros(capacity, 4, dtype=torch.int32, device=self._device)
-        self._feats = torch.zeros(capacity, self._channels, dtype=self._dtype, device=self._device)
-        self._active = torch.zeros(1, dtype=torch.int32, device=self._device)
-        self._load(example)
+        self._frame = Frame(example, capacity)
+        self._frame.load(example)
+        self._sizes: list[int] | None = None
+        if headroom is not None:  # one unbounded call on the example measures the rows
+            self._sizes = sized_rows(self._forward()[3], headroom)
         self._graph: torch.cuda.CUDAGraph | None = None
         if graph:
             self._record()
         else:
-            self._outputs, self._status, self._checks = self._forward()
+            self._outputs, self._status, self._checks, self._plan = self._forward()
 
     # ------------------------------------------------------------------ per frame
 
     def __call__(self, x: SparseTensor) -> Output:
         """The model's output for frame ``x``: one copy in, one replay, one read."""
-        n = self._load(x)
+        n = self._frame.load(x)
         if self._graph is not None:
             self._graph.replay()
         else:
-            self._outputs, self._status, self._checks = self._forward()
+            self._outputs, self._status, self._checks, self._plan = self._forward()
         values = [int(v) for v in self._status.tolist()]  # the frame's one host read
         flags = values[: 4 * len(self._checks)]
-        if any(flags[i + 1] or flags[i + 2] for i in range(0, len(flags), 4)):
+        if flagged(flags):
             with torch.no_grad(), schedule("triton"):
                 self.model(x)  # the eager forward raises the flagged layer's error, op named
             raise_flagged(self._checks, flags)  # (it did not: the same error, from the flags)
             raise AssertionError("a captured layer flagged a frame without an error to raise")
+        if past_bounds(self._plan, values[len(flags) : -1], "forward"):
+            with torch.no_grad(), schedule("triton"):
+                eager: Output = self.model(x)
+            return eager
         return self._unpad(self._outputs, values[-1], n)
 
-    def _load(self, x: SparseTensor) -> int:
-        """Copy frame ``x`` into the graph's input buffers (its first rows), after checking it."""
-        if not isinstance(x, SparseTensor):
-            raise TypeError(f"a captured forward takes a SparseTensor, got {type(x).__name__}")
-        n = x.num_rows
-        if n > self.capacity:
-            raise ValueError(
-                f"the frame has {n} rows but the forward was captured for at most "
-                f"{self.capacity}; capture it again with capacity >= {n}"
-            )
-        found = (x.num_channels, x.dtype, x.stride, x.device)
-        want = (self._channels, self._dtype, self._stride, self._device)
-        if found != want:
-            raise ValueError(
-                "the frame's (channels, dtype, stride, device) are "
-                f"{found}, the capture's {want}; capture the forward for this kind of frame"
-            )
-        self._coords[:n].copy_(x.coords)
-        self._feats[:n].copy_(x.feats)
-        self._active.fill_(n)
-        return n
+    def _forward(self) -> tuple[Output, torch.Tensor, list[Any], RowBounds]:
+        """The padded forward: outputs, the status vector, the checks, the row bounds.
 
-    def _forward(self) -> tuple[Output, torch.Tensor, list[Any]]:
-        """The padded forward: outputs, the status vector (flags, then rows), the checks."""
-        support = Support(self._coords, self._stride, self._active)
-        x = SparseTensor._make(support, self._feats)
-        with torch.no_grad(), schedule("triton"), deferred_checks() as checks:
-            out = self.model(x)
+        The status vector holds every deferred check's info, every generated
+        support's real row count, then the output's rows.
+        """
+        with (
+            torch.no_grad(),
+            schedule("triton"),
+            deferred_checks() as checks,
+            row_bounds(self._sizes) as plan,
+        ):
+            out = self.model(self._frame.padded())
         if isinstance(out, SparseTensor):
             if out.support.active is None:  # rows made outside the padded supports
                 raise ValueError(
@@ -128,14 +203,14 @@ class CapturedForward:
                 )
             rows = out.support.active
         elif isinstance(out, torch.Tensor):
-            rows = self._active
+            rows = self._frame.active
         else:
             raise TypeError(
                 "capture_forward takes models that return a SparseTensor or a tensor of the "
                 f"input's rows, got {type(out).__name__}"
             )
-        status = torch.cat([*(info for info, *_ in checks), rows]) if checks else rows.clone()
-        return out, status, checks
+        status = torch.cat([*(info for info, *_ in checks), *plan.counts, rows])
+        return out, status, checks, plan
 
     def _unpad(self, out: Output, rows: int, n: int) -> Output:
         if isinstance(out, SparseTensor):
@@ -150,15 +225,16 @@ class CapturedForward:
 
     def _record(self) -> None:
         """Warm up on a side stream (compiles, autotunes, caches constants), then record."""
-        side = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
-        side.wait_stream(torch.cuda.current_stream(self._device))
+        device = self._frame.device
+        side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+        side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(2):
                 self._forward()
-        torch.cuda.current_stream(self._device).wait_stream(side)
+        torch.cuda.current_stream(device).wait_stream(side)
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
-            self._outputs, self._status, self._checks = self._forward()
+            self._outputs, self._status, self._checks, self._plan = self._forward()
 
 
 def capture_forward(
@@ -168,6 +244,7 @@ def capture_forward(
     *,
     graph: bool | None = None,
     check: bool = True,
+    headroom: float | None = None,
 ) -> CapturedForward:
     """Record ``model``'s inference forward for frames of up to ``capacity`` rows.
 
@@ -180,6 +257,10 @@ def capture_forward(
     graph holds its buffers for the object's lifetime, every support at its
     bound (a 2x2x2 stride-2 layer's output as many rows as its input's
     bound): more than an eager forward of ``capacity`` rows allocates.
+    ``headroom`` bounds every support a strided layer generates by its rows
+    on the example times ``headroom`` instead (at least 1.0; e.g. 1.5),
+    which keeps the graph's memory near an eager forward's; a frame whose
+    layer needs more rows runs eagerly, with a ``RuntimeWarning``.
     """
     if not isinstance(example, SparseTensor):
         raise TypeError(f"example must be a SparseTensor, got {type(example).__name__}")
@@ -197,11 +278,12 @@ def capture_forward(
             f"a captured forward is an inference forward, but {training[0]!r} is in training "
             "mode; call model.eval() first"
         )
+    check_headroom(headroom)
     if graph is None:
         graph = example.device.type == "cuda"
     if graph and example.device.type != "cuda":
         raise ValueError(f"a CUDA graph needs a CUDA device, the example is on {example.device}")
-    captured = CapturedForward(model, example, capacity, graph)
+    captured = CapturedForward(model, example, capacity, graph, headroom)
     if check:
         _compare(model, example, captured)
     return captured

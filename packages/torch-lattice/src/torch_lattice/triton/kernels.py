@@ -171,7 +171,8 @@ def _conv_kernel(
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     r = pid_m * BM + tl.arange(0, BM)
-    live = r < m_rows
+    in_range = r < m_rows
+    live = in_range
     if LIVE:  # rows as they are (never sorted) of a padded support: padding is skipped
         live = live & (r < tl.load(live_ptr))
     if REORDER:  # noqa: SIM108 (a jit kernel: keep the branch explicit)
@@ -236,10 +237,14 @@ def _conv_kernel(
         acc += tl.load(bias_ptr + cols, mask=col_ok, other=0.0)[None, :]
     if RELU:
         acc = tl.maximum(acc, 0.0)
+    keep = live
+    if LIVE:  # padding rows are written as zeros: what a padded support's padding holds
+        acc = tl.where(live[:, None], acc, 0.0)
+        keep = in_range
     tl.store(
         out_ptr + rows[:, None] * c_out + cols[None, :],
         acc.to(out_ptr.dtype.element_ty),
-        mask=live[:, None] & col_ok[None, :],
+        mask=keep[:, None] & col_ok[None, :],
     )
 
 
@@ -390,8 +395,8 @@ def _run_conv(
     taps, counts = slots, slots  # dummies unless the walk lists taps
     if walk == "list":
         taps, counts = _tile_taps(slots, order, bm, cache)
-    # Sorted rows put padding among the first tiles (no taps): skipped only unsorted.
-    live = live if order is None else None
+    if live is not None and order is not None:
+        raise ValueError("a padded map runs its rows as they are: sorted tiles mix padding in")
     bn = _pow2(c_out, 16, 128)
     bk = _pow2(c_in, 16, 64)
     widen = interpreting() or x.dtype != w.dtype
@@ -454,8 +459,9 @@ def launch_conv(
     tile shape (one of ``conv_candidates``; tests run each).  Under the
     interpreter a kernel of 27 taps walks tap lists, of 8 skips by branch and
     others run flat, so the tests run every walk.  ``live`` (int32 ``(1,)`` on
-    the device, a padded support's active rows) leaves the padding rows
-    unwritten where it can skip them.
+    the device, a padded support's active rows) skips the padding rows' work
+    and writes them as zeros, which is what a padded support's padding holds
+    (a captured training step's batch norms and loss read whole buffers).
     """
     if epilogue is not None and bias is not None:
         raise ValueError("launch_conv takes a bias or an epilogue, not both (fold the bias in)")
@@ -466,7 +472,10 @@ def launch_conv(
     if m == 0 or c_out == 0:
         return out
     if int(x.shape[0]) == 0 or int(w.shape[1]) == 0:
-        return out.copy_(_epilogue_of_zero(epi, m, c_out, x.device))
+        out.copy_(_epilogue_of_zero(epi, m, c_out, x.device))
+        if live is not None:  # the bias on the live rows only
+            out.mul_((torch.arange(m, device=x.device) < live).unsqueeze(1))
+        return out
     if config is None and interpreting():
         volume = int(slots.shape[1])
         walk = "list" if volume == 27 else "skip" if volume == 8 else "flat"

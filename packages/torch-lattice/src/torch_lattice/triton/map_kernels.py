@@ -460,6 +460,7 @@ def _emit_kernel(
     slots_ptr,  # (count, K) int32, pre-filled with -1
     pattern_ptr,  # (count,) bit mask of present taps, pre-filled with 0, or a dummy
     total,
+    rows,  # the output's rows (count): distinct candidates past it are not written
     G: tl.constexpr,
     t0: tl.constexpr,
     t1: tl.constexpr,
@@ -505,6 +506,7 @@ def _emit_kernel(
         k2, e0, e1, e2, w0, w1, w2, q0, q1, q2, STEP, DISJOINT,
     )  # fmt: skip
     r = tl.load(rank_ptr + i, mask=valid, other=1).to(tl.int64) - 1
+    valid = valid & (r < rows)  # a bounded padded support overflowed: flagged, not written
     head = valid & (tl.load(first_ptr + i, mask=valid, other=0) != 0)
     tl.store(out_ptr + r * 4, b.to(tl.int32), mask=head)
     tl.store(out_ptr + r * 4 + 1, (o0 * u0).to(tl.int32), mask=head)
@@ -679,7 +681,8 @@ def launch_emit(
         pattern = torch.zeros(int(slots.shape[0]), dtype=kind, device=out.device)
     _emit_kernel[(triton.cdiv(total, block),)](
         coords, table, sorted_keys, perm, first, rank, out,
-        slots if slots is not None else out, pattern if pattern is not None else out, total, g,
+        slots if slots is not None else out, pattern if pattern is not None else out, total,
+        int(out.shape[0]), g,
         *geometry, *out_stride, K=volume, STEP=step, DISJOINT=disjoint, SLOTS=slots is not None,
         PATTERN=pattern is not None, WIDE=kind is torch.int64, BLOCK=block,
     )  # fmt: skip

@@ -63,7 +63,7 @@ from torch_lattice.triton.map_kernels import (
     new_info,
 )
 
-__all__ = ["SlotMap", "build", "deferred_checks"]
+__all__ = ["RowBounds", "SlotMap", "build", "deferred_checks", "row_bounds"]
 
 Triple = tuple[int, int, int]
 _TAG = "triton"
@@ -388,8 +388,11 @@ def _generate(
     if support.active is None:
         count, bad, overflow, worst = info.tolist()  # the layer's one host read
         _check_info(bad, overflow, worst, support, rel, out_stride)
-    else:  # as many rows as candidates, the count on the device, the flags checked later
+    else:  # as many rows as candidates (or a bound), the count on the device, flags later
         count, active = n * g, info[:1]
+        plan = _ROW_BOUNDS.get()
+        if plan is not None:
+            count = plan.take(count, info)
         _check_later(info, support, rel, out_stride)
     out = torch.empty(count, 4, dtype=torch.int32, device=device)
     slots = None
@@ -411,6 +414,60 @@ def _slot_map(
     if pattern is not None:
         smap.cache["pattern"] = pattern
     return smap
+
+
+# --------------------------------------------------------------------------- row bounds
+
+
+@dataclass
+class RowBounds:
+    """Row bounds of the supports a padded forward generates, in the order it makes them.
+
+    A padded support that a strided layer generates has as many rows as
+    candidates unless bounded: the input's bound at every level of a U-Net,
+    which is what a captured call's memory then holds.  Measured on an
+    example (``sizes`` None: every generated support keeps its candidates
+    and its real count is recorded), the bounds are applied to later calls:
+    the i-th generated support gets at most ``sizes[i]`` rows.  ``counts``
+    holds each one's real row count on the device, which the call reads with
+    its other flags: a count past its bound (``exceeded``) means the call's
+    results are not to be used.
+    """
+
+    sizes: list[int] | None = None
+    counts: list[torch.Tensor] = field(default_factory=list)
+    bounds: list[int] = field(default_factory=list)
+
+    def take(self, candidates: int, info: torch.Tensor) -> int:
+        """The rows of the next generated support (``info``: its device info vector)."""
+        self.counts.append(info[:1])
+        i = len(self.bounds)
+        bound = candidates
+        if self.sizes is not None and i < len(self.sizes):
+            bound = min(candidates, self.sizes[i])
+        self.bounds.append(bound)
+        return bound
+
+    def exceeded(self, counts: Sequence[int]) -> int | None:
+        """The first generated support whose real count (read back) passed its bound, or None."""
+        for i, (count, bound) in enumerate(zip(counts, self.bounds, strict=True)):
+            if count > bound:
+                return i
+        return None
+
+
+_ROW_BOUNDS: ContextVar[RowBounds | None] = ContextVar("lattice_row_bounds", default=None)
+
+
+@contextmanager
+def row_bounds(sizes: list[int] | None) -> Iterator[RowBounds]:
+    """Bound (``sizes``) or measure (None) the supports generated inside; yields the plan."""
+    plan = RowBounds(sizes)
+    token = _ROW_BOUNDS.set(plan)
+    try:
+        yield plan
+    finally:
+        _ROW_BOUNDS.reset(token)
 
 
 # --------------------------------------------------------------------------- deferred checks
