@@ -219,7 +219,7 @@ def _rows_of(x: SparseTensor, n: int) -> SparseTensor:
 
 def test_headroom_bounds_what_strided_layers_generate() -> None:
     """Bounded by the example's rows: a frame within them replays, one past them runs eagerly."""
-    model = _net("grown", True)
+    model = _net("segment", True)
     example = _frame(0, ROWS // 2)
     captured = capture_forward(model, example, ROWS, headroom=1.0)
     unbounded = capture_forward(model, example, ROWS)
