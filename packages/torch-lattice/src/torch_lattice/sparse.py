@@ -52,7 +52,7 @@ class Support:
     ``maps`` is keyed by ``(op kind, kernel, stride, dilation, padding, target
     support)``, the target named by a weak reference (see ``kernel_map``).
 
-    ``active`` is None for an ordinary support.  A captured forward
+    ``active`` is None for an ordinary support.  A captured call
     (:mod:`torch_lattice.triton.capture`) sizes every support to a fixed bound
     so that one CUDA graph serves every frame; there ``active`` is an int32
     ``(1,)`` device tensor holding how many leading rows are real, the rest
@@ -102,10 +102,10 @@ class Support:
         """Refuse a padded support (``active`` set) to ``what``, which would read its padding."""
         if self.active is not None:
             raise ValueError(
-                f"{what}, which a captured forward (torch_lattice.triton.capture_forward) "
-                "cannot do: its supports are padded to a fixed bound; only the Triton path's "
-                "convolutions, window pools and row-wise layers can be captured, so run this "
-                "model eagerly"
+                f"{what}, which a captured call (torch_lattice.triton.capture_forward, "
+                "capture_training_step) cannot do: its supports are padded to a fixed bound; "
+                "only the Triton path's convolutions, window pools, batch norms and row-wise "
+                "layers can be captured, so run this model eagerly"
             )
 
     @staticmethod

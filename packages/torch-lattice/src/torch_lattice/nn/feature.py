@@ -125,6 +125,13 @@ class BatchNorm(torch.nn.Module):
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
 
+    def _check_features(self, f: torch.Tensor) -> None:
+        if f.ndim != 2 or f.shape[1] != self.num_features:
+            raise ValueError(
+                f"BatchNorm({self.num_features}) needs features (N, {self.num_features}), "
+                f"got {tuple(f.shape)}"
+            )
+
     def _count_batch(self) -> float:
         """Count one training batch; the running statistics' update factor for it.
 
@@ -145,11 +152,7 @@ class BatchNorm(torch.nn.Module):
             return ops.batch_norm(
                 f, self.weight, self.bias, self.running_mean, self.running_var, eps=self.eps
             )
-        if f.ndim != 2 or f.shape[1] != self.num_features:
-            raise ValueError(
-                f"BatchNorm({self.num_features}) needs features (N, {self.num_features}), "
-                f"got {tuple(f.shape)}"
-            )
+        self._check_features(f)
         if f.shape[0] < 2:
             raise ValueError(
                 "BatchNorm in training mode needs at least 2 rows to estimate variance"
@@ -201,11 +204,7 @@ class BatchNorm(torch.nn.Module):
         """
         from torch_lattice.triton.batch_norm import masked_batch_norm  # padded: Triton runs
 
-        if f.ndim != 2 or f.shape[1] != self.num_features:
-            raise ValueError(
-                f"BatchNorm({self.num_features}) needs features (N, {self.num_features}), "
-                f"got {tuple(f.shape)}"
-            )
+        self._check_features(f)
         with torch.no_grad():
             self.num_batches_tracked.add_(1)
             # The cumulative average's factor stays on the device (no read in a graph).

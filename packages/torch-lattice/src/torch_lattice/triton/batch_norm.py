@@ -72,6 +72,22 @@ def _live_rows(live_ptr, n_rows):
 
 
 @triton.jit
+def _elementwise_tile(live_ptr, n_rows, C, BR: tl.constexpr, BC: tl.constexpr):
+    """This program's (rows, channels) tile: offsets, channels, and which are inside / real.
+
+    The elementwise launches cover the capacity: ``inside`` rows are written,
+    ``real`` ones (before ``live``) hold values, the rest get zeros.
+    """
+    r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    c_ok = c < C
+    n = _live_rows(live_ptr, n_rows)
+    inside = (r < n_rows)[:, None] & c_ok[None, :]
+    real = (r < n)[:, None] & c_ok[None, :]
+    return r[:, None] * C + c[None, :], c, c_ok, inside, real
+
+
+@triton.jit
 def _stats_kernel(
     x_ptr,  # (N, C) features
     live_ptr,  # (1,) int32: rows at and past it are padding
@@ -116,13 +132,7 @@ def _apply_kernel(
     BR: tl.constexpr,
     BC: tl.constexpr,
 ):
-    r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
-    c = tl.program_id(1) * BC + tl.arange(0, BC)
-    c_ok = c < C
-    n = _live_rows(live_ptr, n_rows)
-    inside = (r < n_rows)[:, None] & c_ok[None, :]
-    real = (r < n)[:, None] & c_ok[None, :]
-    at = r[:, None] * C + c[None, :]
+    at, c, c_ok, inside, real = _elementwise_tile(live_ptr, n_rows, C, BR, BC)
     x = tl.load(x_ptr + at, mask=real, other=0.0).to(tl.float32)
     mean = tl.load(mean_ptr + c, mask=c_ok, other=0.0)
     scale = tl.load(scale_ptr + c, mask=c_ok, other=0.0)
@@ -183,13 +193,7 @@ def _grad_x_kernel(
     BR: tl.constexpr,
     BC: tl.constexpr,
 ):
-    r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
-    c = tl.program_id(1) * BC + tl.arange(0, BC)
-    c_ok = c < C
-    n = _live_rows(live_ptr, n_rows)
-    inside = (r < n_rows)[:, None] & c_ok[None, :]
-    real = (r < n)[:, None] & c_ok[None, :]
-    at = r[:, None] * C + c[None, :]
+    at, c, c_ok, inside, real = _elementwise_tile(live_ptr, n_rows, C, BR, BC)
     g = tl.load(dy_ptr + at, mask=real, other=0.0).to(tl.float32)
     x = tl.load(x_ptr + at, mask=real, other=0.0).to(tl.float32)
     mean = tl.load(mean_ptr + c, mask=c_ok, other=0.0)

@@ -20,7 +20,7 @@ which raises the layer's own error.
 What can be captured: the Triton path's convolutions of every kind, fused or
 not (:func:`torch_lattice.triton.fuse_conv_bn_relu`), eval BatchNorm,
 activations, feature concatenation and other row-wise layers.  A layer that
-reduces over rows (a global pool, a training-mode BatchNorm) would count the
+reduces over rows (a global pool, a mean over every row) would count the
 padding; :func:`capture_forward` compares the replay with the eager forward on
 the example frame and refuses the model when they differ, and layers that need
 the reference path's coordinate table refuse a padded support by name.
@@ -108,7 +108,21 @@ def sized_rows(plan: RowBounds, headroom: float) -> list[int]:
     return [max(1, math.ceil(count * headroom)) for count in counts]
 
 
+def disagreement(want: torch.Tensor, have: torch.Tensor) -> tuple[float, float] | None:
+    """(max error, max value) where a captured result is not the eager ``want``, else None.
+
+    The tolerance (1% of the largest value, at least 0.01) admits the kernels'
+    summation orders, which depend on the padded row counts; NaN disagrees.
+    """
+    if not want.numel():
+        return None
+    scale = float(want.detach().float().abs().max())
+    error = float((want.detach().float() - have.detach().float()).abs().max())
+    return None if error <= 1e-2 * max(scale, 1.0) else (error, scale)
+
+
 def check_headroom(headroom: float | None) -> None:
+    """Refuse a headroom below the example's own rows."""
     if headroom is not None and not headroom >= 1.0:
         raise ValueError(f"headroom must be at least 1.0 (the example's rows), got {headroom}")
 
@@ -315,12 +329,11 @@ def _compare(model: torch.nn.Module, example: SparseTensor, captured: CapturedFo
             "the captured forward's rows differ from the eager forward's on the example; the "
             "model has a layer a captured forward cannot pad: run it eagerly"
         )
-    scale = float(want.float().abs().max()) if want.numel() else 0.0
-    error = float((want.float() - have.float()).abs().max()) if want.numel() else 0.0
-    if not error <= 1e-2 * max(scale, 1.0):  # also refuses NaN
+    found = disagreement(want, have)
+    if found is not None:
+        error, scale = found
         raise ValueError(
             f"the captured forward differs from the eager one on the example (max error "
             f"{error:.3g} against values up to {scale:.3g}); the model reduces over rows (a "
-            "global pool, a training-mode BatchNorm), which counts a capture's padding: run "
-            "it eagerly"
+            "mean over every row, say), which counts a capture's padding: run it eagerly"
         )

@@ -36,7 +36,14 @@ import torch
 
 from torch_lattice.ops.conv import schedule
 from torch_lattice.sparse import SparseTensor
-from torch_lattice.triton.capture import Frame, check_headroom, flagged, past_bounds, sized_rows
+from torch_lattice.triton.capture import (
+    Frame,
+    check_headroom,
+    disagreement,
+    flagged,
+    past_bounds,
+    sized_rows,
+)
 from torch_lattice.triton.maps import RowBounds, deferred_checks, raise_flagged, row_bounds
 
 __all__ = ["CapturedTrainingStep", "LossFn", "capture_training_step"]
@@ -209,9 +216,8 @@ class CapturedTrainingStep:
         return sizes
 
     def _restore_buffers(self) -> None:
-        with torch.no_grad():
-            for buffer, saved in zip(self._buffers, self._saved, strict=True):
-                buffer.copy_(saved)
+        if self._buffers:
+            torch._foreach_copy_(self._buffers, self._saved)
 
     # ------------------------------------------------------------------ recording
 
@@ -294,9 +300,9 @@ class CapturedTrainingStep:
                 pairs.append((want, have, "gradients"))
         pairs += [(w, h, "batch norm statistics") for w, h in zip(eager_stats, stats, strict=True)]
         for want, have, what in pairs:
-            scale = float(want.float().abs().max()) if want.numel() else 0.0
-            error = float((want.float() - have.float()).abs().max()) if want.numel() else 0.0
-            if not error <= 1e-2 * max(scale, 1.0):  # also refuses NaN
+            found = disagreement(want, have)
+            if found is not None:
+                error, scale = found
                 raise ValueError(
                     f"on the example, the captured step and an eager step disagree on the {what} "
                     f"(max error {error:.3g} "

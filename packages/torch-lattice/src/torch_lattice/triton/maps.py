@@ -87,7 +87,7 @@ class SlotMap:
 
     ``live`` is the output support's ``active`` (None unless padded): output
     rows at and past it are padding, whose slots are all -1 and which the
-    conv kernel neither computes nor stores.
+    conv kernel does not compute (it writes them as zeros).
     """
 
     slots: torch.Tensor
