@@ -523,7 +523,9 @@ Nets = dict[str, tuple[torch.nn.Module, Callable[[torch.Tensor], Any]]]
 """Each library's network and the function that wraps features into its sparse tensor."""
 
 
-def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -> dict[str, float]:
+def bench_unet(
+    coords: torch.Tensor, shape: list[int], steps: tuple[str, ...], forward: bool = True
+) -> dict[str, float]:
     """Forward (f16, eval, no grad) and training steps (SGD) of each library's MinkUNet.
 
     Ours also runs its forward with the conv blocks fused
@@ -547,7 +549,8 @@ def bench_unet(coords: torch.Tensor, shape: list[int], steps: tuple[str, ...]) -
             continue
         nets[name] = (peer, functools.partial(_peer_tensor, lib, coords=coords, shape=shape))
     result: dict[str, float] = {}
-    _bench_forwards(nets, feats.half(), result)
+    if forward:
+        _bench_forwards(nets, feats.half(), result)
     _bench_steps(nets, feats, labels, steps, result)
     _print_unet(result, steps)
     return result
@@ -613,9 +616,10 @@ def _bench_steps(
 
     Ours also runs the step captured as CUDA graphs
     (:func:`torch_lattice.triton.capture_training_step`, capacity the batch's
-    rows, every generated support at its candidate count) on a copy of its
-    network, recorded per setting; a graph holds its memory between steps,
-    so its peak is what the recording kept.
+    rows) on copies of its network, recorded per setting: one with every
+    generated support at its candidate count, one with ``headroom=1.25``
+    (:data:`CAPTURED_STEPS`).  A graph holds its memory between steps, so its
+    peak is what the recording kept.
     """
     from torch_lattice.triton import set_f32_products
 
@@ -633,15 +637,16 @@ def _bench_steps(
                 for name, (net, wrap) in nets.items()
             }
             key = f"train {setting}"
-            captured = _captured_step(nets["ours"], feats, labels, setting, result)
-            if captured is not None:
-                step_fns["ours captured"] = captured
+            for name, headroom in CAPTURED_STEPS.items():
+                captured = _captured_step(nets["ours"], feats, labels, setting, headroom, result)
+                if captured is not None:
+                    step_fns[name] = captured
             paired(result, key, _runnable(step_fns, key), 10)
             for name, one in step_fns.items():
                 if _key(name, key) not in result:
                     continue
                 _counts(result, _key(name, key), one)
-                if DEVICE == "cuda" and name != "ours captured":
+                if DEVICE == "cuda" and name not in CAPTURED_STEPS:
                     mib = peak_bytes(one) / 2**20
                     result[f"{name} {key} peak MiB"] = mib
                     print(f"    {name} {key}: peak {mib:.0f} MiB above the model")
@@ -659,11 +664,17 @@ def _bench_steps(
         result["ours flops"] = count_flops(step)
 
 
+CAPTURED_STEPS = {"ours captured": None, "ours captured h1.25": 1.25}
+"""Our captured training steps, by ``headroom``: none (every generated support held at its
+candidate count), and 1.25x the example's rows per generated support."""
+
+
 def _captured_step(
     ours: tuple[torch.nn.Module, Callable[[torch.Tensor], Any]],
     feats: torch.Tensor,
     labels: torch.Tensor,
     setting: str,
+    headroom: float | None,
     result: dict[str, float],
 ) -> Callable[[], Any] | None:
     """Our step captured (a copy of the network, its own SGD), or None where it failed."""
@@ -685,17 +696,19 @@ def _captured_step(
         autocast = torch.float16 if setting == "amp" and DEVICE == "cuda" else None
         rows = int(feats.shape[0])
         step = capture_training_step(
-            copy_, masked_loss, opt, wrap(feats), labels, rows, autocast=autocast
-        )
+            copy_, masked_loss, opt, wrap(feats), labels, rows, autocast=autocast,
+            headroom=headroom,
+        )  # fmt: skip
+        name = "ours captured" + ("" if headroom is None else f" h{headroom}")
         if DEVICE == "cuda":  # what the graphs keep between steps (their memory pool)
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
             mib = (torch.cuda.memory_reserved() - before) / 2**20
-            result[f"ours captured train {setting} held MiB"] = mib
-            print(f"    ours captured train {setting}: the graphs hold {mib:.0f} MiB")
-            print(f"RESULT {SCENE} ours captured train {setting} heldMiB {mib:.1f}")
+            result[f"{name} train {setting} held MiB"] = mib
+            print(f"    {name} train {setting}: the graphs hold {mib:.0f} MiB")
+            print(f"RESULT {SCENE} {name} train {setting} heldMiB {mib:.1f}")
     except Exception as err:
-        failed(f"ours captured train {setting}", err)
+        failed(f"ours captured train {setting} headroom {headroom}", err)
         return None
     return lambda: step(wrap(feats), labels)
 
@@ -774,7 +787,8 @@ def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
         mine = result.get(f"ours {key}", nan)
         line = f"  MinkUNet {key:<10} ours {mine * 1e3:8.2f} ms"
         if key.startswith("train"):
-            line += f" (captured {result.get(f'ours {key} captured', nan) * 1e3:.2f})"
+            line += f" (captured {result.get(f'ours {key} captured', nan) * 1e3:.2f}"
+            line += f", h1.25 {result.get(f'ours {key} captured h1.25', nan) * 1e3:.2f})"
         if key.startswith("fwd"):
             fused = result.get(f"ours {key} fused", nan)
             line += f" (fused {fused * 1e3:.2f}"
@@ -789,6 +803,7 @@ def _print_unet(result: dict[str, float], steps: tuple[str, ...]) -> None:
                 line += f", fused {result.get(f'ours {key} fused', nan) / peer:.2f}x"
             if key.startswith("train"):
                 line += f", captured {result.get(f'ours {key} captured', nan) / peer:.2f}x"
+                line += f", h1.25 {result.get(f'ours {key} captured h1.25', nan) / peer:.2f}x"
             if key == "fwd+map":
                 line += f", captured {result.get(f'ours {key} captured', nan) / peer:.2f}x"
                 unfused = result.get(f"ours {key} captured unfused", nan)
@@ -854,6 +869,9 @@ def main() -> None:
         "--steps", nargs="*", default=list(STEPS), help=f"training-step settings among {STEPS}"
     )
     parser.add_argument("--no-breakdown", action="store_true")
+    parser.add_argument(
+        "--no-forward", action="store_true", help="the MinkUNet's training steps only"
+    )
     parser.add_argument(
         "--unet-peers", nargs="*", default=None, help="peers whose MinkUNet runs (default: all)"
     )
@@ -950,7 +968,7 @@ def run(args: argparse.Namespace) -> None:
                 if DEVICE == "cpu":  # the dry run: once, on a small input (dry_unet_coords)
                     coords, args.unet_sizes = dry_unet_coords(), []
                     shape = [int(v) + 4 for v in coords[:, 1:].max(dim=0).values]
-                bench_unet(coords, shape, tuple(args.steps))
+                bench_unet(coords, shape, tuple(args.steps), not args.no_forward)
             print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
     from torch_lattice.triton import kernels
 

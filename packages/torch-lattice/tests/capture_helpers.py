@@ -1,12 +1,15 @@
-"""What the captured-call tests share: random padded-test frames and a host-read counter."""
+"""What the captured-call tests share: random padded-test frames, a host-read counter, and
+sorting every padded map."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import pytest
 import torch
 from torch.overrides import TorchFunctionMode
+from torch_lattice.triton import kernels, maps
 
 
 def box_rows(g: torch.Generator, n: int, extent: int, face: int | None = None) -> torch.Tensor:
@@ -57,3 +60,27 @@ def in_interpreter() -> bool:
     import inspect
 
     return any("triton/runtime/interpreter" in f.filename for f in inspect.stack(0))
+
+
+def sort_every_padded_map(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Sort every reused padded map whatever its size; returns the padded maps' sorts.
+
+    The tests' layers are far below :data:`~torch_lattice.triton.maps.SORT_MIN_MACS_PADDED`,
+    so without this their padded maps would always run unsorted; and the conv
+    runs only tile shapes that walk listed taps, the walk that reads the sorted
+    order (the autotune may otherwise pick one that walks every tap unsorted).
+    """
+    sorts: list[int] = []
+    monkeypatch.setattr(maps, "SORT_MIN_MACS_PADDED", 0)
+    for name in ("_CONV_CANDIDATES", "_CONV_CANDIDATES_F32"):
+        monkeypatch.setattr(kernels, name, ((32, 4, 3, "list"), (64, 4, 3, "list")))
+    monkeypatch.setattr(kernels, "_TUNED", {})
+    original = maps.SlotMap.order
+
+    def order(smap: maps.SlotMap) -> torch.Tensor:
+        if smap.live is not None:
+            sorts.append(smap.num_out)
+        return original(smap)
+
+    monkeypatch.setattr(maps.SlotMap, "order", order)
+    return sorts

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import torch
-from capture_helpers import HostReads, box_rows
+from capture_helpers import HostReads, box_rows, sort_every_padded_map
 from lattice_contract.dialect import Int32CoordinateError
 from torch_lattice import SparseTensor, nn
 from torch_lattice.ops.conv import schedule
@@ -117,6 +117,20 @@ def test_every_frame_matches_the_eager_forward(head: str, fused: bool) -> None:
     model = _net(head, fused)
     captured = capture_forward(model, _frame(0, ROWS // 2), ROWS)
     for seed, n in [(1, ROWS), (2, 1), (3, 0), (4, ROWS // 3)]:
+        x = _frame(seed, n)
+        _same(_eager(model, x), captured(x))
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
+def test_frames_on_sorted_padded_tiles_match_the_eager_forward(
+    fused: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's map is the stem's, used again: sorted, its padding rows tile apart."""
+    sorts = sort_every_padded_map(monkeypatch)
+    model = _net("segment", fused)
+    captured = capture_forward(model, _frame(0, ROWS // 2), ROWS)
+    assert sorts
+    for seed, n in [(1, ROWS), (2, 1), (4, ROWS // 3)]:
         x = _frame(seed, n)
         _same(_eager(model, x), captured(x))
 

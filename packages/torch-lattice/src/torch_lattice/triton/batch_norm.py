@@ -32,14 +32,14 @@ import triton
 import triton.language as tl
 
 from torch_lattice.triton.conv import SUPPORTED_DTYPES
-from torch_lattice.triton.kernels import interpreting
+from torch_lattice.triton.kernels import cdiv, interpreting, next_pow2
 
 __all__ = ["masked_batch_norm"]
 
 
 def _tile(channels: int) -> tuple[int, int]:
     """(rows, channels) of one tile: up to 64 channels, ~4k elements (1k under the interpreter)."""
-    bc = min(64, max(16, int(triton.next_power_of_2(max(channels, 1)))))
+    bc = min(64, max(16, next_pow2(max(channels, 1))))
     budget = 1024 if interpreting() else 4096
     return budget // bc, bc
 
@@ -209,8 +209,8 @@ def _grad_x_kernel(
 def _grid(rows: int, channels: int, device: torch.device) -> tuple[int, int, int, int]:
     """(rows per tile, channels per tile, channel blocks, programs per channel block)."""
     br, bc = _tile(channels)
-    cb = triton.cdiv(channels, bc)
-    return br, bc, cb, _programs(triton.cdiv(rows, br), cb, device)
+    cb = cdiv(channels, bc)
+    return br, bc, cb, _programs(cdiv(rows, br), cb, device)
 
 
 class _MaskedBatchNorm(torch.autograd.Function):
@@ -242,7 +242,7 @@ class _MaskedBatchNorm(torch.autograd.Function):
         scale = invstd if weight is None else weight.float() * invstd
         if n and c:
             shift = torch.zeros_like(mean) if bias is None else bias.float().contiguous()
-            _apply_kernel[(triton.cdiv(n, br), cb)](
+            _apply_kernel[(cdiv(n, br), cb)](
                 x, live, mean, scale.contiguous(), shift, y, n, c, BR=br, BC=bc
             )  # fmt: skip
         ctx.save_for_backward(x, live, count, mean, invstd, scale)
@@ -272,7 +272,7 @@ class _MaskedBatchNorm(torch.autograd.Function):
             sum_g, sum_gx = part.sum(1).unbind(0)
             if dx is not None:
                 denom = count.clamp(min=1.0)
-                _grad_x_kernel[(triton.cdiv(n, br), cb)](
+                _grad_x_kernel[(cdiv(n, br), cb)](
                     grad, x, live, mean, invstd, scale.contiguous(),
                     (sum_g / denom).contiguous(), (sum_gx / denom).contiguous(), dx, n, c,
                     BR=br, BC=bc,

@@ -85,6 +85,22 @@ def _fused_taps(weight: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
     return taps
 
 
+def _forward(
+    feats: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    smap: SlotMap,
+    sorted_tiles: bool,
+) -> torch.Tensor:
+    """The conv's kernel over ``smap`` (contiguous ``feats``; bias fused)."""
+    w = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
+    b = None if bias is None else bias.detach().float().contiguous()
+    return launch_conv(
+        feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache,
+        sorted_tiles=sorted_tiles, live=smap.live,
+    )  # fmt: skip
+
+
 class _TritonConvFunction(torch.autograd.Function):
     """The conv and its two gradients; ``master``: where an autocast weight's gradient goes.
 
@@ -107,12 +123,7 @@ class _TritonConvFunction(torch.autograd.Function):
         master: torch.Tensor | None,
     ) -> torch.Tensor:
         feats = feats.contiguous()
-        w = _taps(weight, _operand_dtype(weight.dtype, feats.dtype))
-        b = None if bias is None else bias.detach().float().contiguous()
-        out = launch_conv(
-            feats, w, smap.slots, smap.order, feats.dtype, b, cache=smap.cache,
-            sorted_tiles=sorted_tiles, live=smap.live,
-        )  # fmt: skip
+        out = _forward(feats, weight, bias, smap, sorted_tiles)
         if master is not None:
             saved, ctx.weight_dtype = master, weight.dtype
         else:  # an autocast copy without a gradient of its own still saves its master
@@ -189,9 +200,8 @@ def sparse_conv(
         t is not None and t.requires_grad for t in (x.feats, weight, bias)
     )
     macs = smap.num_out * smap.volume * int(weight.shape[-1]) * int(weight.shape[0])
-    # The backward pass reuses the map.  A padded map (a captured forward's) has a bound
-    # for its row count, which would overstate the conv: it runs its rows as they are.
-    sorted_tiles = smap.live is None and smap.sorted_tiles(more_uses=training, macs=macs)
+    f32 = _operand_dtype(weight.dtype, x.dtype) == torch.float32
+    sorted_tiles = smap.sorted_tiles(more_uses=training, macs=macs, f32=f32)  # backward reuses it
     if epilogue is not None:  # a fused block's batch norm and ReLU, inference only
         feats = x.feats.contiguous()
         fused = launch_conv(
@@ -199,6 +209,9 @@ def sparse_conv(
             epilogue=epilogue, cache=smap.cache, sorted_tiles=sorted_tiles, live=smap.live,
         )  # fmt: skip
         return SparseTensor._make(out_support, fused)
+    if not training:  # nothing to differentiate: the kernel alone, without an autograd node
+        plain = _forward(x.feats.contiguous(), weight, bias, smap, sorted_tiles)
+        return SparseTensor._make(out_support, plain)
     # An autocast copy's gradient goes to its f32 master directly (see _TritonConvFunction).
     master = master_of(weight) if training and weight.requires_grad else None
     operand = weight if master is None else weight.detach()

@@ -103,6 +103,21 @@ def interpreting() -> bool:
     return _INTERPRET
 
 
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` of host integers (grid sizes).
+
+    ``triton.cdiv`` and ``triton.next_power_of_2`` are constexpr functions since
+    Triton 3.5, about 2 us of host time a call, and an eager layer makes a few
+    of these per launch: a network's forward paid hundreds of them.
+    """
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for ``n`` <= 1), see :func:`cdiv`."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 # --------------------------------------------------------------------------- conv
 
 
@@ -172,13 +187,13 @@ def _conv_kernel(
     pid_n = tl.program_id(1)
     r = pid_m * BM + tl.arange(0, BM)
     in_range = r < m_rows
-    live = in_range
-    if LIVE:  # rows as they are (never sorted) of a padded support: padding is skipped
-        live = live & (r < tl.load(live_ptr))
-    if REORDER:  # noqa: SIM108 (a jit kernel: keep the branch explicit)
-        rows = tl.load(order_ptr + r, mask=live, other=0).to(tl.int64)
+    if REORDER:
+        rows = tl.load(order_ptr + r, mask=in_range, other=0).to(tl.int64)
     else:
         rows = r.to(tl.int64)
+    live = in_range
+    if LIVE:  # a padded support: its rows at and past live_ptr[0] are padding, skipped
+        live = live & (rows < tl.load(live_ptr))
     cols = pid_n * BN + tl.arange(0, BN)
     col_ok = cols < c_out
     ck = tl.arange(0, BK)
@@ -291,7 +306,7 @@ def _tile_taps(
         result: tuple[torch.Tensor, torch.Tensor] = found
         return result
     m, k = int(slots.shape[0]), int(slots.shape[1])
-    tiles = triton.cdiv(m, bm)
+    tiles = cdiv(m, bm)
     taps = torch.empty(tiles, k, dtype=torch.int32, device=slots.device)
     counts = torch.empty(tiles, dtype=torch.int32, device=slots.device)
     _tile_taps_kernel[(tiles,)](
@@ -301,7 +316,7 @@ def _tile_taps(
         counts,
         m,
         K=k,
-        KP=int(triton.next_power_of_2(k)),
+        KP=next_pow2(k),
         REORDER=order is not None,
         BM=bm,
     )
@@ -311,7 +326,7 @@ def _tile_taps(
 
 
 def _pow2(n: int, lo: int, hi: int) -> int:
-    return max(lo, min(hi, int(triton.next_power_of_2(max(n, 1)))))
+    return max(lo, min(hi, next_pow2(max(n, 1))))
 
 
 # Tile shapes tried by the autotune, per (shape class, dtype, device): rows per tile,
@@ -395,12 +410,10 @@ def _run_conv(
     taps, counts = slots, slots  # dummies unless the walk lists taps
     if walk == "list":
         taps, counts = _tile_taps(slots, order, bm, cache)
-    if live is not None and order is not None:
-        raise ValueError("a padded map runs its rows as they are: sorted tiles mix padding in")
     bn = _pow2(c_out, 16, 128)
     bk = _pow2(c_in, 16, 64)
     widen = interpreting() or x.dtype != w.dtype
-    grid = (triton.cdiv(m, bm), triton.cdiv(c_out, bn))
+    grid = (cdiv(m, bm), cdiv(c_out, bn))
     extra: dict[str, Any] = {} if interpreting() else {"num_warps": warps, "num_stages": stages}
     _conv_kernel[grid](
         x,
@@ -461,7 +474,8 @@ def launch_conv(
     others run flat, so the tests run every walk.  ``live`` (int32 ``(1,)`` on
     the device, a padded support's active rows) skips the padding rows' work
     and writes them as zeros, which is what a padded support's padding holds
-    (a captured training step's batch norms and loss read whole buffers).
+    (a captured training step's batch norms and loss read whole buffers);
+    sorted or not, since the kernel tests each tile row's own row.
     """
     if epilogue is not None and bias is not None:
         raise ValueError("launch_conv takes a bias or an epilogue, not both (fold the bias in)")
@@ -626,7 +640,7 @@ def _run_wgrad(
     bi = _pow2(c_in, 16, 64)
     bj = _pow2(c_out, 16, 64)
     split = int(part.shape[0])
-    grid = (volume, triton.cdiv(c_in, bi) * triton.cdiv(c_out, bj), split)
+    grid = (volume, cdiv(c_in, bi) * cdiv(c_out, bj), split)
     extra: dict[str, Any] = {} if interpreting() else {"num_warps": warps, "num_stages": stages}
     widen = interpreting() or x.dtype != g.dtype
     _wgrad_kernel[grid](
@@ -674,11 +688,8 @@ def launch_wgrad(
         if out is not None:
             return out.zero_()
         return torch.zeros(volume, c_in, c_out, dtype=torch.float32, device=x.device)
-    tiles = triton.cdiv(c_in, _pow2(c_in, 16, 64)) * triton.cdiv(c_out, _pow2(c_out, 16, 64))
-    if interpreting():
-        split = 2
-    else:
-        split = max(1, min(64, triton.cdiv(4 * 132, volume * tiles), triton.cdiv(m, 512)))
+    tiles = cdiv(c_in, _pow2(c_in, 16, 64)) * cdiv(c_out, _pow2(c_out, 16, 64))
+    split = 2 if interpreting() else max(1, min(64, cdiv(4 * 132, volume * tiles), cdiv(m, 512)))
     part = torch.empty(split, volume, c_in, c_out, dtype=torch.float32, device=x.device)
     if interpreting():
         _run_wgrad((32, 4, 1), x, g, pin, pout, starts, volume, part)

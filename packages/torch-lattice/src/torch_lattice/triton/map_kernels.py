@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from torch_lattice.triton.kernels import interpreting
+from torch_lattice.triton.kernels import cdiv, interpreting, next_pow2
 
 __all__ = [
     "KEY_SENTINEL",
@@ -132,11 +132,11 @@ def launch_insert(coords: torch.Tensor, live: torch.Tensor | None = None) -> tor
     must never be found.
     """
     n = int(coords.shape[0])
-    cap = max(64, int(triton.next_power_of_2(4 * max(n, 1))))
+    cap = max(64, next_pow2(4 * max(n, 1)))
     table = torch.full((cap + 1,), -1, dtype=torch.int32, device=coords.device)
     if n:
         block = _block()
-        _insert_kernel[(triton.cdiv(n, block),)](
+        _insert_kernel[(cdiv(n, block),)](
             coords, table, table if live is None else live, n, cap - 1, LIVE=live is not None,
             BLOCK=block,
         )  # fmt: skip
@@ -244,9 +244,9 @@ def launch_probe(
         return slots, pattern
     if int(searched.shape[0]) == 0:
         return slots.fill_(-1), None if pattern is None else pattern.zero_()
-    kp = int(triton.next_power_of_2(k))
+    kp = next_pow2(k)
     br = max(1, (2048 if interpreting() else 1024) // kp)
-    _probe_kernel[(triton.cdiv(m, br),)](
+    _probe_kernel[(cdiv(m, br),)](
         queried,
         terms,
         searched,
@@ -459,6 +459,8 @@ def _emit_kernel(
     out_ptr,  # (count, 4) int32 output coordinates
     slots_ptr,  # (count, K) int32, pre-filled with -1
     pattern_ptr,  # (count,) bit mask of present taps, pre-filled with 0, or a dummy
+    back_ptr,  # (total, K) int32 adjoint table, every row written (BACK), or a dummy
+    back_pattern_ptr,  # (total,) int32 its present-tap masks (BACK), or a dummy
     total,
     rows,  # the output's rows (count): distinct candidates past it are not written
     G: tl.constexpr,
@@ -495,12 +497,14 @@ def _emit_kernel(
     SLOTS: tl.constexpr,
     PATTERN: tl.constexpr,
     WIDE: tl.constexpr,
+    BACK: tl.constexpr,
+    KP: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = i < total
-    live = live & (tl.load(sorted_ptr + i, mask=live, other=0) != 9223372036854775807)
-    e = tl.load(perm_ptr + i, mask=live, other=0)
+    in_total = i < total
+    live = in_total & (tl.load(sorted_ptr + i, mask=in_total, other=0) != 9223372036854775807)
+    e = tl.load(perm_ptr + i, mask=in_total, other=0)
     n, b, o0, o1, o2, valid, tap = _candidate(
         coords_ptr, off_ptr, e, live, G, t0, t1, t2, m0, m1, m2, p0, p1, p2, d0, d1, d2, k0, k1,
         k2, e0, e1, e2, w0, w1, w2, q0, q1, q2, STEP, DISJOINT,
@@ -517,6 +521,16 @@ def _emit_kernel(
     if PATTERN:
         one = tl.full([BLOCK], 1, tl.int64 if WIDE else tl.int32)
         tl.atomic_or(pattern_ptr + r, one << tap.to(one.dtype), mask=valid)
+    if BACK:  # disjoint windows: candidate e is input row e, which feeds row r through tap
+        kk = tl.arange(0, KP)
+        hit = (kk[None, :] == tap[:, None]) & valid[:, None]
+        tl.store(
+            back_ptr + e[:, None] * K + kk[None, :],
+            tl.where(hit, r[:, None], -1).to(tl.int32),
+            mask=in_total[:, None] & (kk < K)[None, :],
+        )
+        bit = tl.where(valid, tl.full([BLOCK], 1, tl.int32) << tap.to(tl.int32), 0)
+        tl.store(back_pattern_ptr + e, bit, mask=in_total)
 
 
 @triton.jit
@@ -623,7 +637,7 @@ def launch_candidates(
     total = int(coords.shape[0]) * g
     keys = torch.empty(total, dtype=torch.int64, device=coords.device)
     block = _block()
-    _candidates_kernel[(triton.cdiv(total, block),)](
+    _candidates_kernel[(cdiv(total, block),)](
         coords, table, lo, hi, keys, info, keys if live is None else live, total, g, *geometry,
         *out_stride, *off_range[0], *off_range[1], STEP=step, DISJOINT=disjoint,
         LIVE=live is not None, BLOCK=block,
@@ -636,7 +650,7 @@ def launch_mark(sorted_keys: torch.Tensor, info: torch.Tensor) -> torch.Tensor:
     total = int(sorted_keys.numel())
     first = torch.empty(total, dtype=torch.int32, device=sorted_keys.device)
     block = _block()
-    _mark_kernel[(triton.cdiv(total, block),)](sorted_keys, first, info, total, BLOCK=block)
+    _mark_kernel[(cdiv(total, block),)](sorted_keys, first, info, total, BLOCK=block)
     return first
 
 
@@ -665,12 +679,16 @@ def launch_emit(
     out_stride: tuple[int, int, int],
     step: bool,
     disjoint: bool,
-) -> torch.Tensor | None:
+) -> tuple[torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
     """Write each distinct candidate's output row and (with ``slots``) every pair's slot.
 
-    With slots of at most 62 taps it returns each output row's present-tap bit
-    mask (what the tap-skipping conv tiles sort by; :func:`pattern_dtype`),
-    else None.
+    Returns each output row's present-tap bit mask where the slots have at
+    most 62 taps (what the tap-skipping conv tiles sort by;
+    :func:`pattern_dtype`), and, for disjoint windows with slots, the adjoint
+    table with its masks: there candidate e is input row e and feeds one
+    output row through one tap, so the same launch writes every input row's
+    adjoint row (the input gradient's and a U-Net decoder's map) without a
+    fill or a transposing launch.
     """
     total = int(sorted_keys.numel())
     block = _block()
@@ -679,14 +697,21 @@ def launch_emit(
     kind = pattern_dtype(volume)
     if slots is not None and kind is not None:
         pattern = torch.zeros(int(slots.shape[0]), dtype=kind, device=out.device)
-    _emit_kernel[(triton.cdiv(total, block),)](
+    back = None
+    if disjoint and slots is not None and volume <= 31:
+        back = (
+            torch.empty(total, volume, dtype=torch.int32, device=out.device),
+            torch.empty(total, dtype=torch.int32, device=out.device),
+        )
+    _emit_kernel[(cdiv(total, block),)](
         coords, table, sorted_keys, perm, first, rank, out,
-        slots if slots is not None else out, pattern if pattern is not None else out, total,
-        int(out.shape[0]), g,
+        slots if slots is not None else out, pattern if pattern is not None else out,
+        *(back if back is not None else (out, out)), total, int(out.shape[0]), g,
         *geometry, *out_stride, K=volume, STEP=step, DISJOINT=disjoint, SLOTS=slots is not None,
-        PATTERN=pattern is not None, WIDE=kind is torch.int64, BLOCK=block,
+        PATTERN=pattern is not None, WIDE=kind is torch.int64, BACK=back is not None,
+        KP=next_pow2(volume), BLOCK=block,
     )  # fmt: skip
-    return pattern
+    return pattern, back
 
 
 @triton.jit
@@ -726,9 +751,9 @@ def launch_transpose(slots: torch.Tensor, num_in: int) -> tuple[torch.Tensor, to
     kind = pattern_dtype(k)
     pattern = None if kind is None else torch.zeros(num_in, dtype=kind, device=device)
     if m and k and num_in:
-        kp = int(triton.next_power_of_2(k))
+        kp = next_pow2(k)
         br = max(1, (2048 if interpreting() else 1024) // kp)
-        _transpose_kernel[(triton.cdiv(m, br),)](
+        _transpose_kernel[(cdiv(m, br),)](
             slots, back, pattern if pattern is not None else back, m, K=k, KP=kp,
             PATTERN=pattern is not None, WIDE=kind is torch.int64, BR=br,
         )  # fmt: skip
@@ -754,9 +779,9 @@ def launch_direct(
     out = torch.empty(total, 4, dtype=torch.int32, device=device)
     slots = torch.empty(total, k, dtype=torch.int32, device=device)
     if total:
-        kp = int(triton.next_power_of_2(k))
+        kp = next_pow2(k)
         block = max(16, _block() // kp)
-        _direct_kernel[(triton.cdiv(total, block),)](
+        _direct_kernel[(cdiv(total, block),)](
             coords, offsets, out, slots, info, info if live is None else live, total, k,
             *geometry, *out_stride, K=k, KP=kp, LIVE=live is not None, BLOCK=block,
         )  # fmt: skip
@@ -804,5 +829,5 @@ def launch_pairs(slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     pos = torch.cumsum(present.view(-1), 0, dtype=torch.int64 if wide else torch.int32)
     starts[1:] = pos.view(k, m)[:, -1]
     block = _block()
-    _pairs_kernel[(triton.cdiv(m, block), k)](slots, pos, pin, pout, m, K=k, BLOCK=block)
+    _pairs_kernel[(cdiv(m, block), k)](slots, pos, pin, pout, m, K=k, BLOCK=block)
     return pin, pout, starts

@@ -80,6 +80,18 @@ time.  In the benchmark's MinkUNet at 100k voxels only the decoder's two 3x3x3
 convs on the finest rows (128 -> 96 and 96 -> 96 channels) reach it.
 """
 
+SORT_MIN_MACS_PADDED = 1 << 33
+""":data:`SORT_MIN_MACS` for a padded map (a captured call's), counted on its bound rows.
+
+A captured call spends no host time, so the sort costs only its GPU time: a
+device radix sort of the map's rows and one tile-listing launch, about 30 us
+at 100k rows on an H100.  Sorted tiles save about a third of each use's tap
+work, and the maps worth it are used twice (the conv and its input
+gradient): 2^33 half multiply-adds are about 0.1 ms on the tensor cores.  An
+f32 map sorts from an eighth of it (:meth:`SlotMap.sorted_tiles`); in the
+benchmark's MinkUNet at 100k voxels that is every 3x3x3 map of an f32 step.
+"""
+
 
 @dataclass(frozen=True)
 class SlotMap:
@@ -87,7 +99,7 @@ class SlotMap:
 
     ``live`` is the output support's ``active`` (None unless padded): output
     rows at and past it are padding, whose slots are all -1 and which the
-    conv kernel does not compute (it writes them as zeros).
+    conv kernel does not compute (it writes them as zeros), sorted or not.
     """
 
     slots: torch.Tensor
@@ -105,7 +117,7 @@ class SlotMap:
         """Number of taps."""
         return int(self.slots.shape[1])
 
-    def sorted_tiles(self, more_uses: bool, macs: int) -> bool:
+    def sorted_tiles(self, more_uses: bool, macs: int, f32: bool = False) -> bool:
         """Whether this use of the map runs on tiles sorted by tap pattern (sorting once).
 
         Sorted tiles skip the taps none of their rows has (a 3x3x3 map's tiles
@@ -117,12 +129,19 @@ class SlotMap:
         multiply-adds (``macs``, counted densely); a map already sorted is
         always used sorted.  A fresh scan per frame in inference therefore
         runs its maps as they are, except under the network's heavy layers.
+        A padded map (a captured call's) pays no host time for its sort and
+        sorts from :data:`SORT_MIN_MACS_PADDED`; padding rows have no taps, so
+        they sort into tiles that do no work.  Both thresholds are for half
+        products: ``f32`` products on the CUDA cores cost about eight times as
+        much GPU time each, so f32 maps sort from an eighth of them (an f32
+        training step is bound by the GPU, not by the host).
         """
         seen = bool(self.cache.get("used"))
         self.cache["used"] = True
         if "order" in self.cache:
             return True
-        return (more_uses or seen) and macs >= SORT_MIN_MACS
+        least = SORT_MIN_MACS if self.live is None else SORT_MIN_MACS_PADDED
+        return (more_uses or seen) and macs >= (least >> 3 if f32 else least)
 
     def order(self) -> torch.Tensor:
         """Output rows sorted by their set of present taps (int64 permutation), cached.
@@ -350,8 +369,9 @@ def _generate(
 ) -> tuple[Support, SlotMap | None]:
     """The sorted distinct candidates as a support, and with ``volume`` their slot map.
 
-    Launches: candidates, sort, mark, cumulative sum, fill, emit; one host
-    read (the output size with the range and overflow flags).  Like the
+    Launches: candidates, sort, mark, cumulative sum, fill, emit (which for
+    disjoint windows also writes the adjoint map); one host read (the output
+    size with the range and overflow flags).  Like the
     reference path it refuses outputs whose bounding box exceeds 2^62 cells.
     A padded input makes a padded output with one row per candidate and no
     read (:func:`deferred_checks`).
@@ -398,12 +418,19 @@ def _generate(
     slots = None
     if volume is not None:
         slots = torch.full((count, volume), -1, dtype=torch.int32, device=device)
-    pattern = launch_emit(
+    pattern, back = launch_emit(
         coords, table, g, sorted_keys, perm, first, rank, out, slots, geometry, out_stride,
         rel.step, rel.disjoint,
     )  # fmt: skip
     made = Support(out, out_stride, active)
-    return made, None if slots is None else _slot_map(slots, n, pattern, active)
+    if slots is None:
+        return made, None
+    smap = _slot_map(slots, n, pattern, active)
+    if back is not None:  # disjoint windows: the emit launch wrote the adjoint too
+        twin = _slot_map(back[0], count, back[1], support.active)
+        twin.cache["transposed"] = weakref.ref(smap)
+        smap.cache["transposed"] = twin
+    return made, smap
 
 
 def _slot_map(

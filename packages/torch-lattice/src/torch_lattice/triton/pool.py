@@ -31,7 +31,7 @@ from lattice_contract.dialect import PoolMode
 
 from torch_lattice.sparse import SparseTensor, Support
 from torch_lattice.triton.conv import SUPPORTED_DTYPES
-from torch_lattice.triton.kernels import interpreting
+from torch_lattice.triton.kernels import cdiv, interpreting, next_pow2
 from torch_lattice.triton.maps import SlotMap, build
 
 __all__ = ["global_pool", "sparse_pool"]
@@ -44,7 +44,7 @@ _MODES = {PoolMode.max: _MAX, PoolMode.sum: _SUM, PoolMode.avg: _AVG}
 
 def _tile(rows: int, channels: int) -> tuple[int, int]:
     """(rows, channels) per program: whole rows of up to 128 channels, ~4k elements a tile."""
-    bc = min(128, max(16, int(triton.next_power_of_2(max(channels, 1)))))
+    bc = min(128, max(16, next_pow2(max(channels, 1))))
     budget = 1024 if interpreting() else 4096
     return max(16, budget // bc), bc
 
@@ -168,7 +168,7 @@ def launch_pool(
     count = torch.empty(m, dtype=torch.int32, device=feats.device) if with_count else None
     if m and c:
         bm, bc = _tile(m, c)
-        _pool_kernel[(triton.cdiv(m, bm), triton.cdiv(c, bc))](
+        _pool_kernel[(cdiv(m, bm), cdiv(c, bc))](
             feats, slots, out, count if count is not None else out, m, c, K=k, MODE=mode,
             COUNT=count is not None, BM=bm, BC=bc,
         )  # fmt: skip
@@ -201,12 +201,12 @@ def launch_pool_grad(
         assert maxima is not None
         feats, out = maxima
         share = torch.empty(m, c, dtype=torch.float32, device=grad.device)
-        _tie_kernel[(triton.cdiv(m, bm), triton.cdiv(c, bc))](
+        _tie_kernel[(cdiv(m, bm), cdiv(c, bc))](
             feats, out, grad, smap.slots, share, m, c, K=k, BM=bm, BC=bc
         )
         grad = share
     back = smap.transposed()
-    _pool_grad_kernel[(triton.cdiv(num_in, bm), triton.cdiv(c, bc))](
+    _pool_grad_kernel[(cdiv(num_in, bm), cdiv(c, bc))](
         feats, out, grad, count if count is not None else back.slots, back.slots, gin, num_in, c,
         K=k, MODE=mode, BM=bm, BC=bc,
     )  # fmt: skip
@@ -378,14 +378,14 @@ def _global_reduce(
     with_rows = mode != 3  # max needs them too: emptiness is a row count, not a -inf value
     rows = torch.empty(batch_size, dtype=torch.int32, device=device) if with_rows else None
     br, bc = _tile(n, c)
-    p = triton.cdiv(max(n, 1), br)
+    p = cdiv(max(n, 1), br)
     part = torch.empty(p, batch_size, c, dtype=torch.float32, device=device)
     counts = torch.zeros(p, batch_size, dtype=torch.int32, device=device) if with_rows else part
-    _global_part_kernel[(p, triton.cdiv(c, bc))](
+    _global_part_kernel[(p, cdiv(c, bc))](
         feats, coords, best if best is not None else feats, part, counts, n, c, batch_size,
         MODE=_SUM if mode == _AVG else mode, BR=br, BC=bc,
     )  # fmt: skip
-    _global_combine_kernel[(batch_size, triton.cdiv(c, bc))](
+    _global_combine_kernel[(batch_size, cdiv(c, bc))](
         part, counts, out, rows if rows is not None else out, p, batch_size, c, MODE=mode,
         BP=64, BC=bc,
     )  # fmt: skip
@@ -415,7 +415,7 @@ class _TritonGlobalPoolFunction(torch.autograd.Function):
             if ctx.mode == _MAX:
                 scale, _ = _global_reduce(feats, coords, int(out.shape[0]), 3, out)
             br, bc = _tile(n, c)
-            _global_grad_kernel[(triton.cdiv(n, br), triton.cdiv(c, bc))](
+            _global_grad_kernel[(cdiv(n, br), cdiv(c, bc))](
                 feats, coords, out, grad, scale if scale is not None else grad, gin, n, c,
                 MODE=ctx.mode, BR=br, BC=bc,
             )  # fmt: skip
