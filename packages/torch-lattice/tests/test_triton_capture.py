@@ -121,13 +121,12 @@ def test_every_frame_matches_the_eager_forward(head: str, fused: bool) -> None:
         _same(_eager(model, x), captured(x))
 
 
-@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
 def test_frames_on_sorted_padded_tiles_match_the_eager_forward(
-    fused: bool, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The head's map is the stem's, used again: sorted, its padding rows tile apart."""
     sorts = sort_every_padded_map(monkeypatch)
-    model = _net("segment", fused)
+    model = _net("segment", fused=True)
     captured = capture_forward(model, _frame(0, ROWS // 2), ROWS)
     assert sorts
     for seed, n in [(1, ROWS), (2, 1), (4, ROWS // 3)]:

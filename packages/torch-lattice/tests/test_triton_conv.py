@@ -74,6 +74,9 @@ def _compare(op, x: SparseTensor, kernel, seed: int) -> SparseTensor:
         assert bool(torch.isfinite(a).all()), name
         scale = r.double().abs().max().clamp(min=1.0)
         torch.testing.assert_close(a.double() / scale, r.double() / scale, **_tol(dtype), msg=name)
+    with torch.no_grad(), schedule("triton"):  # inference: the kernel without an autograd node
+        plain = op(SparseTensor(x.coords, x.feats, x.stride), w, b)
+    assert torch.equal(plain.coords, got[0].coords) and torch.equal(plain.feats, got[0].feats)
     return got[0]
 
 

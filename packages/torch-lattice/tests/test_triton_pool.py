@@ -96,6 +96,12 @@ def _compare(name: str, x: SparseTensor, modes: tuple[str, ...] = MODES, **kw: A
         torch.testing.assert_close(
             got[2], ref[2], **GRAD_TOL[x.dtype], msg=_labelled(f"{mode} grad")
         )
+    with torch.no_grad(), schedule("triton"):  # inference: the launch without an autograd node
+        for mode, got in zip(modes, gots, strict=True):
+            y = getattr(ops, name)(
+                SparseTensor.trusted(x.coords, x.feats, x.stride), mode=mode, **kw
+            )
+            assert torch.equal(y.coords, got[0]) and torch.equal(y.feats, got[1]), mode
 
 
 GEOMETRIES = [

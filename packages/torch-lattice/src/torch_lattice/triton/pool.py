@@ -254,6 +254,9 @@ def sparse_pool(
             "use torch_lattice.ops.schedule('auto') to run other dtypes on the reference path"
         )
     out_support, smap = build(kind, x.support, kernel, stride, padding, dilation, target)
+    if not (torch.is_grad_enabled() and x.feats.requires_grad):  # the launch alone, no node
+        plain, _ = launch_pool(x.feats.contiguous(), smap.slots, _MODES[mode], with_count=False)
+        return SparseTensor._make(out_support, plain)
     out: torch.Tensor = _TritonPoolFunction.apply(x.feats, smap, _MODES[mode])  # type: ignore[no-untyped-call]
     return SparseTensor._make(out_support, out)
 
