@@ -84,12 +84,15 @@ SORT_MIN_MACS_PADDED = 1 << 33
 """:data:`SORT_MIN_MACS` for a padded map (a captured call's), counted on its bound rows.
 
 A captured call spends no host time, so the sort costs only its GPU time: a
-device radix sort of the map's rows and one tile-listing launch, about 30 us
-at 100k rows on an H100.  Sorted tiles save about a third of each use's tap
-work, and the maps worth it are used twice (the conv and its input
-gradient): 2^33 half multiply-adds are about 0.1 ms on the tensor cores.  An
-f32 map sorts from an eighth of it (:meth:`SlotMap.sorted_tiles`); in the
-benchmark's MinkUNet at 100k voxels that is every 3x3x3 map of an f32 step.
+device radix sort of the map's rows and one tile-listing launch, tens of
+microseconds at 100k rows (an estimate, not timed apart).  Sorted tiles save
+about a third of each use's tap work, and the maps worth it are used twice
+(the conv and its input gradient): at the rate these kernels reach on an
+H100 (about 95 TFLOP/s on a 128-channel subm layer) 2^33 half multiply-adds
+take about 0.18 ms.  An f32 map sorts from an eighth of it
+(:meth:`SlotMap.sorted_tiles`); in the benchmark's MinkUNet at 100k voxels
+that is every 3x3x3 map of an f32 step.  The rows counted are the bound's,
+which overstates the coarse levels of a capture without ``headroom``.
 """
 
 
