@@ -313,3 +313,35 @@ def test_a_cuda_graph_replays_for_any_live_count() -> None:
             torch.testing.assert_close(got[key].double(), want[key], atol=1e-4, rtol=1e-5)
         torch.testing.assert_close(rm.double(), want["rm"], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(rv.double(), want["rv"], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None], ids=["momentum", "cumulative"])
+def test_the_module_on_a_padded_support_counts_its_live_rows(momentum: float | None) -> None:
+    """``nn.BatchNorm`` in training on a captured call's support equals it on the live rows.
+
+    Three batches of different live counts: with ``momentum=None`` the running
+    statistics are the cumulative average, whose factor (1, 1/2, 1/3) stays on
+    the device.
+    """
+    from torch_lattice import SparseTensor, nn
+    from torch_lattice.ops.conv import schedule
+    from torch_lattice.sparse import Support
+
+    torch.manual_seed(0)
+    padded, eager = (
+        nn.BatchNorm(5, momentum=momentum).to(DEVICE),
+        nn.BatchNorm(5, momentum=momentum),
+    )
+    eager = eager.to(DEVICE)
+    coords = torch.stack([torch.zeros(ROWS), torch.arange(ROWS), *torch.zeros(2, ROWS)], 1)
+    coords = coords.to(torch.int32).to(DEVICE)
+    for n in (ROWS, 2, ROWS // 2):
+        f = _frame(n, 5, torch.float32, GARBAGE, seed=n)
+        live = torch.tensor([n], dtype=torch.int32, device=DEVICE)
+        with schedule("triton"):
+            got = padded(SparseTensor._make(Support(coords, (1, 1, 1), live), f["x"])).feats
+        want = eager(SparseTensor(coords[:n], f["x"][:n])).feats
+        torch.testing.assert_close(got[:n], want, atol=1e-5, rtol=1e-5)
+        assert bool((got[n:] == 0).all())
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            torch.testing.assert_close(getattr(padded, name), getattr(eager, name), msg=name)

@@ -14,7 +14,7 @@ parameters and writes their ``forward`` (one :mod:`torch_lattice.ops` call).
 
 from __future__ import annotations
 
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import torch
 import torch.nn.functional as F
@@ -132,17 +132,25 @@ class BatchNorm(torch.nn.Module):
                 f"got {tuple(f.shape)}"
             )
 
-    def _count_batch(self) -> float:
+    @overload
+    def _count_batch(self, on_device: Literal[False] = False) -> float: ...
+    @overload
+    def _count_batch(self, on_device: Literal[True]) -> float | torch.Tensor: ...
+    def _count_batch(self, on_device: bool = False) -> float | torch.Tensor:
         """Count one training batch; the running statistics' update factor for it.
 
         ``momentum``, or with ``momentum=None`` the cumulative average's
-        ``1 / num_batches_tracked``, as ``torch.nn.BatchNorm1d`` does.
+        ``1 / num_batches_tracked``, as ``torch.nn.BatchNorm1d`` does;
+        ``on_device`` keeps that average's factor a device tensor (no host
+        read, which a captured training step's CUDA graph cannot make).
         """
         with torch.no_grad():
             self.num_batches_tracked.add_(1)
-        if self.momentum is None:
-            return 1.0 / float(self.num_batches_tracked)
-        return float(self.momentum)
+            if self.momentum is not None:
+                return float(self.momentum)
+            if on_device:
+                return 1.0 / self.num_batches_tracked.to(torch.float32)
+        return 1.0 / float(self.num_batches_tracked)
 
     def _features(self, f: torch.Tensor) -> torch.Tensor:
         if not self.training:
@@ -205,14 +213,7 @@ class BatchNorm(torch.nn.Module):
         from torch_lattice.triton.batch_norm import masked_batch_norm  # padded: Triton runs
 
         self._check_features(f)
-        with torch.no_grad():
-            self.num_batches_tracked.add_(1)
-            # The cumulative average's factor stays on the device (no read in a graph).
-            factor: float | torch.Tensor = (
-                float(self.momentum)
-                if self.momentum is not None
-                else 1.0 / self.num_batches_tracked.to(torch.float32)
-            )
+        factor = self._count_batch(on_device=True)
         return masked_batch_norm(
             f, live, self.weight, self.bias, self.running_mean, self.running_var, factor, self.eps
         )

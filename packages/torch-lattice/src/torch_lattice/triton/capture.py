@@ -272,9 +272,10 @@ def capture_forward(
     bound (a 2x2x2 stride-2 layer's output as many rows as its input's
     bound): more than an eager forward of ``capacity`` rows allocates.
     ``headroom`` bounds every support a strided layer generates by its rows
-    on the example times ``headroom`` instead (at least 1.0; e.g. 1.5),
-    which keeps the graph's memory near an eager forward's; a frame whose
-    layer needs more rows runs eagerly, with a ``RuntimeWarning``.
+    on the example times ``headroom`` instead (at least 1.0; e.g. 1.25),
+    which holds the coarse levels near their own rows instead of the finest
+    level's and saves their time too; a frame whose layer needs more rows
+    runs eagerly, with a ``RuntimeWarning``.
     """
     if not isinstance(example, SparseTensor):
         raise TypeError(f"example must be a SparseTensor, got {type(example).__name__}")
