@@ -44,6 +44,7 @@ from bench_harness import (
     paired_stable_time,
     peak_bytes,
     stable_time,
+    without_option,
 )
 from lattice_conformance.scenes import batched, make_scene
 from lidar_scene import lidar_coords
@@ -907,11 +908,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.processes > 1:
-        argv = [a for a in sys.argv if not a.startswith("--processes")]
-        if "--processes" in sys.argv:  # the value followed as its own argument
-            i = sys.argv.index("--processes")
-            argv = sys.argv[:i] + sys.argv[i + 2 :]
-        raise SystemExit(aggregate(argv, args.processes))
+        raise SystemExit(aggregate(without_option(sys.argv, "--processes"), args.processes))
     for name in [p for p in PEERS if args.peers is not None and p not in args.peers]:
         del PEERS[name]
     global BREAKDOWN, DEVICE

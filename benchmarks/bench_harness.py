@@ -39,12 +39,14 @@ __all__ = [
     "paired_stable_time",
     "peak_bytes",
     "stable_time",
+    "without_option",
 ]
 
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
 def _round(fn: Callable[[], Any], repeat: int) -> float:
+    """Median seconds of ``repeat`` calls, each between two CUDA events on torch's stream."""
     times = []
     for _ in range(repeat):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -53,6 +55,22 @@ def _round(fn: Callable[[], Any], repeat: int) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e-3)
+    return statistics.median(times)
+
+
+def _wall_round(fn: Callable[[], Any], repeat: int) -> float:
+    """Median wall seconds of ``repeat`` calls; ``fn`` waits for its own work to finish.
+
+    For libraries whose work runs on streams torch's events do not see (MLX
+    has its own CUDA stream): each call ends with that library's
+    synchronisation, so launch overhead and the host's share are counted for
+    every library alike.
+    """
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
@@ -84,6 +102,8 @@ def paired_stable_time(
     k: int = 3,
     tol: float = 0.02,
     max_rounds: int = 30,
+    *,
+    wall: bool = False,
 ) -> tuple[dict[str, float], int, list[str]]:
     """(median seconds per name, rounds taken, names not stable): every function in turn.
 
@@ -94,17 +114,21 @@ def paired_stable_time(
     which are the same rounds for all, so a ratio compares like with like.
     Measured apart, two libraries' times on one device machine moved by up to
     2x between processes (a host-bound network follows the CPU's speed).
+    ``wall=True`` times each call by the wall clock (:func:`_wall_round`):
+    every function must then synchronise its own library before returning.
     """
+    timed = _wall_round if wall else _round
     for fn in fns.values():
         fn()
-    torch.cuda.synchronize()
+    if not wall:
+        torch.cuda.synchronize()
     names = list(fns)
     medians: dict[str, list[float]] = {name: [] for name in names}
     rounds, unstable = 0, names
     while unstable and rounds < max_rounds:
         for i in range(len(names)):
             name = names[(i + rounds) % len(names)]
-            medians[name].append(_round(fns[name], repeat))
+            medians[name].append(timed(fns[name], repeat))
         rounds += 1
         unstable = _unstable(medians, k, tol)
     last = {name: statistics.median(m[-k:]) for name, m in medians.items()}
@@ -167,6 +191,20 @@ def peak_bytes(fn: Callable[[], Any]) -> int:
     fn()
     torch.cuda.synchronize()
     return int(torch.cuda.max_memory_allocated() - before)
+
+
+def without_option(argv: Sequence[str], name: str) -> list[str]:
+    """``argv`` less the option ``name`` and its value (``--name N`` or ``--name=N``)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            out.append(arg)
+    return out
 
 
 def aggregate(argv: Sequence[str], processes: int) -> int:

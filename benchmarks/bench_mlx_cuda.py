@@ -1,32 +1,38 @@
 """mlx_lattice on MLX's CUDA backend beside spconv (CUDA), f16, in one process.
 
-Per layer (subm 3x3x3 at C = 32, 64, 128; a k2 s2 conv; a k2 s2 transposed
-conv; the inverse conv that reuses the k2 s2 conv's map) on surface scenes
-of about 100k and 200k voxels (lattice_conformance.scenes), and for the
-four-level MinkUNet (widths 32-64-128-256 down, 256-128-96-96 up, two subm
-blocks per stage, ReLU, no batch norm) forward, it prints:
+For the layers of a sparse U-Net (subm 3x3x3 at C = 32, 64, 128; k2 s2 and
+k3 s2 p1 convs; a k2 s2 transposed conv; the inverse conv that reuses the
+k2 s2 conv's map) and for the four-level MinkUNet forward (widths
+32-64-128-256 down, 256-128-96-96 up, two subm blocks per stage, ReLU, no
+batch norm), on the project's surface scene and on a LiDAR-like street scan
+it never saw (``lidar_scene.py``), it prints:
 
 * ``mlx`` / ``mlx+map``: mlx_lattice's time with the map cached on the input
-  support, and with it built inside the call (a fresh support each time);
-* ``generic``: the generic MLX path on the same GPU (``mlx_lattice.cuda``
-  switched off), cached map, for reference;
-* ``spconv`` / ``spconv+map``: spconv 2.x with its indice cache reused, and
-  with it rebuilt;
-* the ratios mlx / spconv (below 1: mlx is faster) for both.
+  support, and with it built inside the call (a fresh support each call: what
+  a deployed model pays for every new scan);
+* ``spconv`` / ``spconv+map``: spconv 2.x with its indice pairs reused, and
+  rebuilt;
+* the ratios mlx / spconv (below 1: mlx_lattice is faster).
 
-Each time is the median of ``--repeat`` calls after warm-up calls, each call
-synchronised (``mx.eval`` for MLX, ``torch.cuda.synchronize`` for spconv), so
-launch overhead is included for both libraries.  FLOP counts use the real
-pairs of each map (2 * pairs * C_in * C_out).
+How it keeps from flattering us: both libraries are timed in the same rounds
+(``bench_harness.paired_stable_time``, by the wall clock since MLX runs on
+its own CUDA stream; every call waits for its library's work), and rounds go
+on until each library's last three round medians agree within 2%: spconv
+tunes its algorithms on its first calls, MLX compiles its kernels on first
+use. ``--processes N`` runs the whole benchmark N times and prints the median
+of every number with its spread; ``RESULT`` lines carry the raw values.
 
-Run on a CUDA machine with ``mlx[cuda]``, torch and spconv installed:
-``python benchmarks/bench_mlx_cuda.py [--sizes 100000 200000] [--repeat 20]``.
+Run on a CUDA machine with ``mlx[cuda13]``, torch and spconv installed:
+``python benchmarks/bench_mlx_cuda.py [--scenes surface lidar] [--sizes 100000 300000]``.
+``--dry-run`` runs the MLX side only, on the CPU, on a small scene (no spconv
+needed): it checks that the script runs, and measures nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,119 +40,132 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
+from bench_harness import aggregate, paired_stable_time, without_option
 from lattice_conformance.scenes import batched, make_scene
+from lidar_scene import lidar_coords
 from mlx_lattice import SparseTensor, cuda, ops
+
+START = time.perf_counter()
+MAX_ROUNDS = int(os.environ.get("BENCH_MAX_ROUNDS", "20"))
+"""Rounds after which a library that has not settled is reported anyway (marked unstable)."""
 
 
 @dataclass(frozen=True)
 class Layer:
     name: str
-    kind: str  # subm, down, transpose, inverse
+    kind: str  # subm, conv, transpose, inverse
     c_in: int
     c_out: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
 
 
 LAYERS = (
-    Layer("subm3 32->32", "subm", 32, 32),
-    Layer("subm3 64->64", "subm", 64, 64),
-    Layer("subm3 128->128", "subm", 128, 128),
-    Layer("conv k2s2 64->64", "down", 64, 64),
-    Layer("transposed k2s2 64->64", "transpose", 64, 64),
-    Layer("inverse k2s2 64->64", "inverse", 64, 64),
+    Layer("subm3 32", "subm", 32, 32, 3),
+    Layer("subm3 64", "subm", 64, 64, 3),
+    Layer("subm3 128", "subm", 128, 128, 3),
+    Layer("conv k2s2 64", "conv", 64, 64, 2, 2),
+    Layer("conv k3s2 64", "conv", 64, 64, 3, 2, 1),
+    Layer("transposed k2s2 64", "transpose", 64, 64, 2, 2),
+    Layer("inverse k2s2 64", "inverse", 64, 64, 2, 2),
 )
 
 
-def median_time(fn: Callable[[], object], repeat: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-# ------------------------------------------------------------------------ MLX side
-
-
-def _mx_weight(rng: np.random.Generator, c_out: int, k: int, c_in: int) -> np.ndarray:
+def _weight(rng: np.random.Generator, c_out: int, k: int, c_in: int) -> np.ndarray:
+    """He-scaled ``(C_out, k, k, k, C_in)`` f32 weights: the layout of both libraries."""
     w: np.ndarray = (
         rng.standard_normal((c_out, k, k, k, c_in)) * (2.0 / (c_in * k**3)) ** 0.5
     ).astype(np.float32)
     return w
 
 
-def _mlx_layer(layer: Layer, x: SparseTensor, w: mx.array, fine: SparseTensor | None) -> Any:
+def _mlx_sync(*arrays: mx.array) -> None:
+    mx.eval(*arrays)
+    mx.synchronize()
+
+
+def _emit(scene: str, name: str, times: dict[str, float]) -> None:
+    for key, seconds in times.items():
+        print(f"RESULT {scene} {name} {key} {seconds * 1e3:.4f}", flush=True)
+
+
+def _print_row(name: str, times: dict[str, float], rounds: int, unstable: list[str]) -> None:
+    def ms(key: str) -> str:
+        return f"{times[key] * 1e3:9.3f}" if key in times else f"{'':>9}"
+
+    def ratio(a: str, b: str) -> str:
+        return f"{times[a] / times[b]:7.2f}x" if a in times and b in times else f"{'':>8}"
+
+    note = f"  rounds {rounds}" + (f", unstable: {', '.join(unstable)}" if unstable else "")
+    print(
+        f"  {name:<22}{ms('mlx')}{ms('mlx+map')}{ms('spconv')}{ms('spconv+map')}"
+        f"{ratio('mlx', 'spconv')}{ratio('mlx+map', 'spconv+map')}{note}",
+        flush=True,
+    )
+
+
+# ----------------------------------------------------------------------- layers
+
+
+def _mlx_layer(layer: Layer, x: SparseTensor, w: mx.array, coarse: SparseTensor | None) -> Any:
+    k, s, p = layer.kernel, layer.stride, layer.padding
     if layer.kind == "subm":
-        return ops.subm_conv3d(x, w, kernel_size=3)
-    if layer.kind == "down":
-        return ops.conv3d(x, w, kernel_size=2, stride=2)
+        return ops.subm_conv3d(x, w, kernel_size=k)
+    if layer.kind == "conv":  # spconv's SparseConv3d: every o with c = o*s - p + k (indexed)
+        return ops.full_conv3d(x, w, kernel_size=k, stride=s, padding=p)
+    assert coarse is not None  # the transposed layers run on a k2s2 conv's output
     if layer.kind == "transpose":
-        return ops.conv_transpose3d(x, w, kernel_size=2, stride=2)
-    return ops.conv_transpose3d(x, w, kernel_size=2, stride=2, coordinates=fine)
+        return ops.conv_transpose3d(coarse, w, kernel_size=k, stride=s)
+    return ops.conv_transpose3d(coarse, w, kernel_size=k, stride=s, coordinates=x)
 
 
-_DOWN_WEIGHTS: dict[tuple[int, int], mx.array] = {}
+def _mlx_down(x: SparseTensor, w: mx.array) -> SparseTensor:
+    """The k2s2 conv whose output the transposed layers read (and whose map the inverse reuses)."""
+    return ops.conv3d(x, w, kernel_size=2, stride=2)
 
 
-def _mlx_down(x: SparseTensor, c_out: int) -> SparseTensor:
-    """The k2 s2 conv whose output the transposed layers read (weights made once)."""
-    key = (c_out, x.num_channels)
-    if key not in _DOWN_WEIGHTS:
-        w = _mx_weight(np.random.default_rng(1), c_out, 2, x.num_channels)
-        _DOWN_WEIGHTS[key] = mx.array(w).astype(x.dtype)
-    return ops.conv3d(x, _DOWN_WEIGHTS[key], kernel_size=2, stride=2)
-
-
-def bench_mlx_layer(
-    layer: Layer, coords: np.ndarray, feats: np.ndarray, w: np.ndarray, repeat: int
-) -> dict[str, float]:
+def _mlx_fns(
+    layer: Layer, coords: np.ndarray, feats: np.ndarray, w: np.ndarray
+) -> dict[str, Callable[[], None]]:
     c = mx.array(coords)
     f = mx.array(feats).astype(mx.float16)
     wm = mx.array(w).astype(mx.float16)
-    mx.eval(c, f, wm)
-    out: dict[str, float] = {}
-    for route, label in ((True, "mlx"), (False, "generic")):
-        cuda.set_enabled(route)
-        x = SparseTensor.trusted(c, f)
-        src, fine = x, None
-        if layer.kind in ("transpose", "inverse"):
-            src, fine = _mlx_down(x, layer.c_in), x
-            mx.eval(src.feats, src.coords)
+    wd = mx.array(_weight(np.random.default_rng(1), 64, 2, layer.c_in)).astype(mx.float16)
+    x = SparseTensor.trusted(c, f)
+    coarse = _mlx_down(x, wd) if layer.kind in ("transpose", "inverse") else None
+    _mlx_sync(wm, wd, *(() if coarse is None else (coarse.feats, coarse.coords)))
 
-        def cached(src: SparseTensor = src, fine: SparseTensor | None = fine) -> None:
-            y = _mlx_layer(layer, src, wm, fine)
-            mx.eval(y.feats, y.coords)
+    def cached() -> None:
+        y = _mlx_layer(layer, x, wm, coarse)
+        _mlx_sync(y.feats, y.coords)
 
-        out[label] = median_time(cached, repeat)
-        if route:
+    def fresh() -> None:
+        xf = SparseTensor.trusted(c, f)
+        if layer.kind == "transpose":  # a fresh coarse support: the transposed map is built
+            assert coarse is not None
+            cf: SparseTensor | None = SparseTensor.trusted(coarse.coords, coarse.feats, 2)
+        elif layer.kind == "inverse":  # the down conv's map is built, the inverse reuses it
+            cf = _mlx_down(xf, wd).with_feats(coarse.feats if coarse is not None else f)
+        else:
+            cf = None
+        y = _mlx_layer(layer, xf, wm, cf)
+        _mlx_sync(y.feats, y.coords)
 
-            def fresh(src: SparseTensor = src) -> None:
-                x2 = SparseTensor.trusted(c, f)
-                s2, f2 = x2, None
-                if layer.kind in ("transpose", "inverse"):
-                    s2 = _mlx_down(x2, layer.c_in).with_feats(src.feats)
-                    f2 = x2
-                y = _mlx_layer(layer, s2, wm, f2)
-                mx.eval(y.feats, y.coords)
+    fns = {"mlx": cached, "mlx+map": fresh}
+    if layer.kind == "inverse":  # its own share: the down conv with its map, timed alike
 
-            out["mlx+map"] = median_time(fresh, repeat)
-            if layer.kind in ("transpose", "inverse"):  # count this layer only
-                out["mlx+map"] -= median_time(
-                    lambda: mx.eval(_mlx_down(SparseTensor.trusted(c, f), layer.c_in).feats),
-                    repeat,
-                )
-    cuda.set_enabled(True)
-    return out
+        def down() -> None:
+            y = _mlx_down(SparseTensor.trusted(c, f), wd)
+            _mlx_sync(y.feats, y.coords)
+
+        fns["mlx down+map"] = down
+    return fns
 
 
-# --------------------------------------------------------------------- spconv side
-
-
-def bench_spconv_layer(
-    layer: Layer, coords: np.ndarray, feats: np.ndarray, w: np.ndarray, repeat: int
-) -> dict[str, float]:
+def _spconv_fns(
+    layer: Layer, coords: np.ndarray, feats: np.ndarray, w: np.ndarray
+) -> dict[str, Callable[[], None]]:
     import spconv.pytorch as spconv
     import torch
 
@@ -154,10 +173,25 @@ def bench_spconv_layer(
     idx = torch.from_numpy(coords).to(dev)
     f = torch.from_numpy(feats).to(dev).half()
     shape = [int(v) + 4 for v in coords[:, 1:].max(axis=0)]
-    kshape = tuple(w.shape)
-    wt = torch.from_numpy(w).to(dev).half()
+    k, s, p = layer.kernel, layer.stride, layer.padding
+    if layer.kind == "subm":
+        m = spconv.SubMConv3d(layer.c_in, layer.c_out, k, bias=False, indice_key="k")
+    elif layer.kind == "conv":
+        m = spconv.SparseConv3d(layer.c_in, layer.c_out, k, s, p, bias=False, indice_key="k")
+    elif layer.kind == "transpose":
+        m = spconv.SparseConvTranspose3d(layer.c_in, layer.c_out, k, s, bias=False)
+    else:
+        m = spconv.SparseInverseConv3d(layer.c_in, layer.c_out, k, indice_key="down", bias=False)
+    with torch.no_grad():  # spconv >= 2.2 layout (C_out, k0, k1, k2, C_in), like ours
+        m.weight.copy_(torch.from_numpy(w).reshape(m.weight.shape))
+    net = m.to(dev).half()
+    wd = torch.from_numpy(_weight(np.random.default_rng(1), 64, 2, layer.c_in))
+    down = spconv.SparseConv3d(layer.c_in, 64, 2, 2, bias=False, indice_key="down")
+    with torch.no_grad():
+        down.weight.copy_(wd.reshape(down.weight.shape))
+    down = down.to(dev).half()
 
-    def sync(fn: Callable[[], Any]) -> Callable[[], None]:
+    def timed(fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
             with torch.no_grad():
                 fn()
@@ -165,44 +199,44 @@ def bench_spconv_layer(
 
         return run
 
-    def module(kind: str) -> Any:
-        k = kshape[1]
-        if kind == "subm":
-            m = spconv.SubMConv3d(layer.c_in, layer.c_out, k, bias=False, indice_key="s")
-        elif kind == "down":
-            m = spconv.SparseConv3d(layer.c_in, layer.c_out, k, 2, bias=False, indice_key="d")
-        elif kind == "transpose":
-            m = spconv.SparseConvTranspose3d(layer.c_in, layer.c_out, k, 2, bias=False)
-        else:
-            m = spconv.SparseInverseConv3d(layer.c_in, layer.c_out, k, indice_key="d", bias=False)
-        with torch.no_grad():
-            m.weight.copy_(wt.reshape(m.weight.shape))
-        return m.to(dev).half()
+    def tensor() -> Any:
+        return spconv.SparseConvTensor(f, idx, shape, 1)
 
-    net = module(layer.kind)
-    if layer.kind in ("subm", "down"):
-        first = spconv.SparseConvTensor(f, idx, shape, 1)
-        with torch.no_grad():
-            net(first)
-        cached = median_time(sync(lambda: net(first)), repeat)
-        fresh = median_time(sync(lambda: net(spconv.SparseConvTensor(f, idx, shape, 1))), repeat)
-        return {"spconv": cached, "spconv+map": fresh}
-    gen = torch.Generator(device="cpu").manual_seed(1)
-    dw = torch.randn((layer.c_in, 2, 2, 2, layer.c_in), generator=gen).to(dev).half()
-    down = spconv.SparseConv3d(layer.c_in, layer.c_in, 2, 2, bias=False, indice_key="d")
+    if layer.kind in ("subm", "conv"):
+        first = tensor()
+        timed(lambda: net(first))()  # builds the pairs once, cached under indice_key "k"
+        return {"spconv": timed(lambda: net(first)), "spconv+map": timed(lambda: net(tensor()))}
     with torch.no_grad():
-        down.weight.copy_(dw.reshape(down.weight.shape))
-    down = down.to(dev).half()
-    with torch.no_grad():
-        coarse = down(spconv.SparseConvTensor(f, idx, shape, 1))
-        net(coarse)
-    cached = median_time(sync(lambda: net(coarse)), repeat)
+        coarse = down(tensor())
+    fns = {"spconv": timed(lambda: net(coarse))}
+    if layer.kind == "transpose":  # a fresh coarse tensor: its transposed pairs are built
 
-    def rebuilt() -> Any:
-        return net(down(spconv.SparseConvTensor(f, idx, shape, 1)))
+        def fresh() -> Any:
+            t = spconv.SparseConvTensor(coarse.features, coarse.indices, coarse.spatial_shape, 1)
+            return net(t)
 
-    t_down = median_time(sync(lambda: down(spconv.SparseConvTensor(f, idx, shape, 1))), repeat)
-    return {"spconv": cached, "spconv+map": median_time(sync(rebuilt), repeat) - t_down}
+        fns["spconv+map"] = timed(fresh)
+    else:  # the inverse reuses the down conv's pairs: its own share is the difference
+        fns["spconv+map"] = timed(lambda: net(down(tensor())))
+        fns["spconv down+map"] = timed(lambda: down(tensor()))
+    return fns
+
+
+def bench_layer(
+    layer: Layer, coords: np.ndarray, peers: bool, repeat: int
+) -> tuple[dict[str, float], int, list[str]]:
+    rng = np.random.default_rng(0)
+    feats = rng.standard_normal((len(coords), layer.c_in)).astype(np.float32)
+    w = _weight(rng, layer.c_out, layer.kernel, layer.c_in)
+    fns = _mlx_fns(layer, coords, feats, w)
+    if peers:
+        fns.update(_spconv_fns(layer, coords, feats, w))
+    times, rounds, unstable = paired_stable_time(fns, repeat, max_rounds=MAX_ROUNDS, wall=True)
+    for lib in ("mlx", "spconv"):  # the inverse layer's share only, not its paired down conv
+        down = times.pop(f"{lib} down+map", None)
+        if down is not None:
+            times[f"{lib}+map"] -= down
+    return times, rounds, unstable
 
 
 # ----------------------------------------------------------------------- MinkUNet
@@ -226,6 +260,7 @@ def unet_plan() -> list[tuple[str, int, int, int]]:
 
 
 def mlx_unet(weights: list[mx.array]) -> Callable[[SparseTensor], mx.array]:
+    """The MinkUNet forward on mlx_lattice (decoder convs onto the skip's support)."""
     plan = unet_plan()
 
     def forward(x: SparseTensor) -> mx.array:
@@ -258,22 +293,11 @@ def mlx_unet(weights: list[mx.array]) -> Callable[[SparseTensor], mx.array]:
     return forward
 
 
-def bench_unet(coords: np.ndarray, repeat: int) -> dict[str, float]:
+def spconv_unet(ws: list[np.ndarray]) -> Callable[[Any], Any]:
+    """The same network on spconv (inverse convs reuse the down convs' pairs)."""
     import spconv.pytorch as spconv
     import torch
 
-    rng = np.random.default_rng(5)
-    ws = [_mx_weight(rng, co, k, ci) for _, ci, co, k in unet_plan()]
-    feats = rng.standard_normal((len(coords), IN_CH)).astype(np.float32)
-    c = mx.array(coords)
-    f = mx.array(feats).astype(mx.float16)
-    net = mlx_unet([mx.array(w).astype(mx.float16) for w in ws])
-    out: dict[str, float] = {}
-    cached_x = SparseTensor.trusted(c, f)
-    out["mlx"] = median_time(lambda: mx.eval(net(cached_x)), repeat)
-    out["mlx+map"] = median_time(lambda: mx.eval(net(SparseTensor.trusted(c, f))), repeat)
-
-    dev = torch.device("cuda")
     layers = []
     level, levels = 0, []
     for (kind, ci, co, k), w in zip(unet_plan(), ws, strict=True):
@@ -288,9 +312,9 @@ def bench_unet(coords: np.ndarray, repeat: int) -> dict[str, float]:
             m = spconv.SparseInverseConv3d(ci, co, k, indice_key=f"d{level}", bias=False)
         with torch.no_grad():
             m.weight.copy_(torch.from_numpy(w).reshape(m.weight.shape))
-        layers.append(m.to(dev).half())
+        layers.append(m.cuda().half())
 
-    def peer(x: Any) -> Any:
+    def forward(x: Any) -> Any:
         it = iter(layers)
 
         def block(x: Any) -> Any:
@@ -309,71 +333,117 @@ def bench_unet(coords: np.ndarray, repeat: int) -> dict[str, float]:
             x = block(block(x))
         return x.features
 
-    idx = torch.from_numpy(coords).to(dev)
-    tf = torch.from_numpy(feats).to(dev).half()
-    shape = [int(v) + 4 for v in coords[:, 1:].max(axis=0)]
+    return forward
 
-    def run_peer() -> None:
-        with torch.no_grad():
-            peer(spconv.SparseConvTensor(tf, idx, shape, 1))
+
+def bench_unet(
+    coords: np.ndarray, peers: bool, repeat: int
+) -> tuple[dict[str, float], int, list[str], dict[str, float]]:
+    """Forward times (cached, maps built), and the peak memory of a built forward and agreement."""
+    rng = np.random.default_rng(5)
+    ws = [_weight(rng, co, k, ci) for _, ci, co, k in unet_plan()]
+    feats = rng.standard_normal((len(coords), IN_CH)).astype(np.float32)
+    c = mx.array(coords)
+    f = mx.array(feats).astype(mx.float16)
+    net = mlx_unet([mx.array(w).astype(mx.float16) for w in ws])
+    cached_x = SparseTensor.trusted(c, f)
+    fns: dict[str, Callable[[], None]] = {
+        "mlx": lambda: _mlx_sync(net(cached_x)),
+        "mlx+map": lambda: _mlx_sync(net(SparseTensor.trusted(c, f))),
+    }
+    extra: dict[str, float] = {}
+    if peers:
+        import spconv.pytorch as spconv
+        import torch
+
+        peer = spconv_unet(ws)
+        idx = torch.from_numpy(coords).cuda()
+        tf = torch.from_numpy(feats).cuda().half()
+        shape = [int(v) + 4 for v in coords[:, 1:].max(axis=0)]
+
+        def run_peer() -> None:
+            with torch.no_grad():
+                peer(spconv.SparseConvTensor(tf, idx, shape, 1))
+            torch.cuda.synchronize()
+
+        fns["spconv+map"] = run_peer
+    times, rounds, unstable = paired_stable_time(fns, repeat, max_rounds=MAX_ROUNDS, wall=True)
+    mx.reset_peak_memory()
+    base = mx.get_active_memory()
+    got = net(SparseTensor.trusted(c, f))
+    _mlx_sync(got)
+    extra["mlx peak MiB"] = (mx.get_peak_memory() - base) / 2**20
+    if peers:
         torch.cuda.synchronize()
-
-    out["spconv+map"] = median_time(run_peer, repeat)
-    with torch.no_grad():  # agreement check: the two networks compute the same function
-        ref = peer(spconv.SparseConvTensor(tf, idx, shape, 1)).float().cpu().numpy()
-    got = np.asarray(net(SparseTensor.trusted(c, f)).astype(mx.float32))
-    out["rel_err"] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-    return out
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        with torch.no_grad():  # agreement: the two networks compute the same function
+            ref = peer(spconv.SparseConvTensor(tf, idx, shape, 1)).float().cpu().numpy()
+        extra["spconv peak MiB"] = (torch.cuda.max_memory_allocated() - before) / 2**20
+        out = np.asarray(got.astype(mx.float32))
+        extra["rel_err"] = float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+    return times, rounds, unstable, extra
 
 
 # ---------------------------------------------------------------------------- main
 
 
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:5.2f}x" if b > 0 else "  n/a"
+def scene_coords(kind: str, n: int) -> np.ndarray:
+    """(rows, 4) int32 coordinates of a scene of about ``n`` voxels."""
+    if kind == "lidar":
+        return lidar_coords(n)
+    pts, _ = make_scene(n, grid=512, seed=0)
+    return batched(pts)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 200_000])
-    parser.add_argument("--repeat", type=int, default=20)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--scenes", nargs="+", default=["surface", "lidar"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
+    parser.add_argument("--repeat", type=int, default=10, help="calls per timing round")
+    parser.add_argument("--no-layers", action="store_true")
     parser.add_argument("--no-unet", action="store_true")
+    parser.add_argument("--processes", type=int, default=1, help="run N processes, print medians")
+    parser.add_argument("--dry-run", action="store_true", help="MLX only, on the CPU, tiny scene")
     args = parser.parse_args()
-    if not cuda.available():
-        raise SystemExit("bench_mlx_cuda needs MLX's CUDA backend (pip install 'mlx[cuda]')")
-    mx.set_default_device(mx.gpu)
+    if args.processes > 1:
+        raise SystemExit(aggregate(without_option(sys.argv, "--processes"), args.processes))
+    if args.dry_run:
+        mx.set_default_device(mx.cpu)
+        args.sizes, args.repeat = [2_000], 1
+    elif not cuda.available():
+        raise SystemExit("bench_mlx_cuda needs MLX's CUDA backend (pip install 'mlx[cuda13]')")
+    else:
+        mx.set_default_device(mx.gpu)
+    peers = not args.dry_run
+    if peers:
+        import torch
+
+        print(f"{torch.cuda.get_device_name()}; ", end="")
     version = getattr(mx, "__version__", "?")
-    print(f"mlx {version} on {mx.default_device()}; f16; median of {args.repeat} calls")
-    for size in args.sizes:
-        pts, _ = make_scene(size, grid=512, seed=0)
-        coords = batched(pts)
-        print(f"\nscene: {len(coords)} voxels")
-        header = (
-            f"{'layer':<24}{'mlx':>9}{'mlx+map':>9}{'generic':>9}{'spconv':>9}{'sp+map':>9}"
-            f"{'cached':>8}{'w/ map':>8}"
-        )
-        print(header + "   (ms; ratios mlx / spconv)")
-        for layer in LAYERS:
-            rng = np.random.default_rng(0)
-            feats = rng.standard_normal((len(coords), layer.c_in)).astype(np.float32)
-            w = _mx_weight(rng, layer.c_out, 2 if layer.kind != "subm" else 3, layer.c_in)
-            ours = bench_mlx_layer(layer, coords, feats, w, args.repeat)
-            peer = bench_spconv_layer(layer, coords, feats, w, args.repeat)
+    print(f"mlx {version} on {mx.default_device()}; f16; wall-clock rounds of {args.repeat}")
+    for kind in args.scenes:
+        for n in args.sizes:
+            coords = scene_coords(kind, n)
+            scene = f"{kind}-{n // 1000}k"
+            print(f"\nscene {scene}: {len(coords)} voxels (ms; ratios mlx / spconv)")
             print(
-                f"{layer.name:<24}{ours['mlx'] * 1e3:9.3f}{ours['mlx+map'] * 1e3:9.3f}"
-                f"{ours['generic'] * 1e3:9.3f}{peer['spconv'] * 1e3:9.3f}"
-                f"{peer['spconv+map'] * 1e3:9.3f}{_ratio(ours['mlx'], peer['spconv']):>8}"
-                f"{_ratio(ours['mlx+map'], peer['spconv+map']):>8}",
-                flush=True,
+                f"  {'':<22}{'mlx':>9}{'mlx+map':>9}{'spconv':>9}{'sp+map':>9}"
+                f"{'cached':>8}{'w/ map':>8}"
             )
-        if not args.no_unet:
-            u = bench_unet(coords, max(5, args.repeat // 2))
-            print(
-                f"{'MinkUNet-4 forward':<24}{u['mlx'] * 1e3:9.3f}{u['mlx+map'] * 1e3:9.3f}"
-                f"{'':>9}{'':>9}{u['spconv+map'] * 1e3:9.3f}{'':>8}"
-                f"{_ratio(u['mlx+map'], u['spconv+map']):>8}   (rel. diff {u['rel_err']:.1e})",
-                flush=True,
-            )
+            rows = [] if args.no_layers else list(LAYERS)
+            for layer in rows:
+                times, rounds, unstable = bench_layer(layer, coords, peers, args.repeat)
+                _print_row(layer.name, times, rounds, unstable)
+                _emit(scene, layer.name, times)
+            if not args.no_unet:
+                times, rounds, unstable, extra = bench_unet(coords, peers, args.repeat)
+                _print_row("MinkUNet forward", times, rounds, unstable)
+                _emit(scene, "MinkUNet forward", times)
+                print("    " + ", ".join(f"{k} {v:.3g}" for k, v in extra.items()), flush=True)
+                for key, value in extra.items():
+                    print(f"RESULT {scene} MinkUNet forward {key} {value:.6g}", flush=True)
+            print(f"  ({time.perf_counter() - START:.0f} s since start)", flush=True)
 
 
 if __name__ == "__main__":
