@@ -197,6 +197,26 @@ def test_every_kind_matches_generic_path(dtype: mx.Dtype) -> None:
             raise AssertionError(f"{name} ({dtype}): {err}") from None
 
 
+@pytest.mark.parametrize("rows", [0, 1, 2])
+def test_every_kind_on_empty_and_tiny_inputs(rows: int) -> None:
+    """No rows, one row, and two rows of different batch items at negative coordinates."""
+    coords = np.array([[0, -3, 5, 7], [1, -1, -8, 0]], dtype=np.int32)[:rows]
+    x = _input(coords, 8, mx.float32, 50)
+    coarse_coords = np.unique(coords // np.array((1, 2, 2, 2), dtype=np.int32), axis=0)
+    coarse = _input(coarse_coords.reshape(-1, 4), 8, mx.float32, 51, stride=2)
+    for name, fn in _cases(x, coarse, mx.float32).items():
+        ref = _generic(fn)
+        x.cache.relations.clear()
+        coarse.cache.relations.clear()
+        ours = fn()
+        mx.eval(ours.feats, ours.coords)
+        assert ours.num_rows == ref.num_rows, name
+        try:
+            _check_same(ours, ref, mx.float32, ordered=name not in _GENERATED)
+        except AssertionError as err:
+            raise AssertionError(f"{name} ({rows} rows): {err}") from None
+
+
 Op = Callable[[SparseTensor, mx.array, mx.array], SparseTensor]
 
 
@@ -292,14 +312,22 @@ def test_packed_weights_match_generic_path_on_cpu() -> None:
                 raise AssertionError(f"int{bits} {name}: {err}") from None
 
 
-def test_device_map_matches_numpy_neighbours() -> None:
-    """The hash-built neighbour table equals a sorted-key search (every row, every tap)."""
+@pytest.mark.parametrize("mirror", [False, True], ids=["searched", "mirrored"])
+def test_device_map_matches_numpy_neighbours(mirror: bool) -> None:
+    """The hash-built neighbour table equals a sorted-key search (every row, every tap).
+
+    ``mirrored``: the subm map of a support on itself, which searches half the
+    taps and writes the other half as mirror pairs.
+    """
     from mlx_lattice.cuda import maps
 
     coords = _scene(15000, 31)
     x = _input(coords, 4, mx.float32, 32)
     rel = maps.relation("subm", (3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
-    dmap = maps.target_map(("t",), x.cache, x.coords, x.stride, x.coords, x.stride, rel)
+    if mirror:
+        dmap = maps.subm_map(("s",), x.cache, x.coords, x.stride, rel)
+    else:
+        dmap = maps.target_map(("t",), x.cache, x.coords, x.stride, x.coords, x.stride, rel)
     nbr = np.asarray(dmap.nbr)
     keys = _keys(coords)
     order = np.argsort(keys)

@@ -21,13 +21,17 @@ NVCC = shutil.which("nvcc")
 
 _TYPES = {
     "lt_hash_build": ({"coords": "int32_t", "meta": "int32_t"}, {"table": "int32_t"}),
-    "lt_hash_unique": (
-        {"coords": "int32_t", "valid": "int32_t", "meta": "int32_t"},
-        {"table": "int32_t"},
+    "lt_gen_unique": (
+        {n: "int32_t" for n in ("logical", "taps", "meta")},
+        {"table": "int32_t", "wide": "int32_t"},
     ),
-    "lt_hash_first": (
-        {n: "int32_t" for n in ("table", "coords", "valid", "meta")},
-        {"first": "int32_t"},
+    "lt_gen_first": (
+        {n: "int32_t" for n in ("logical", "taps", "table", "meta")},
+        {"first": "int32_t", "rep": "int32_t"},
+    ),
+    "lt_gen_compact": (
+        {n: "int32_t" for n in ("logical", "taps", "table", "rep", "rank", "meta")},
+        {n: "int32_t" for n in ("rows", "coords", "out_table", "nbr")},
     ),
     "lt_hash_query": (
         {n: "int32_t" for n in ("table", "coords", "queries", "offs", "meta")},

@@ -96,6 +96,9 @@ def convolve(
             paired = maps.paired_transpose(x.cache, target.cache, geometry)
         if paired is not None:
             dmap = paired
+        elif target is None and family == "subm":
+            rel = maps.relation(family, *geometry)
+            dmap = maps.subm_map(key, x.cache, x.coords, x.stride, rel)
         else:
             rel = maps.relation(family, *geometry)
             dmap = maps.target_map(key, x.cache, x.coords, x.stride, out.coords, out.stride, rel)

@@ -12,14 +12,15 @@ import os
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 
 from mlx_lattice.cuda.source import HEADER, KERNELS
 
 __all__ = [
     "conv_rows",
+    "generate",
     "hash_build",
     "hash_query",
-    "hash_unique",
     "invert",
     "table_size",
     "weight_grad",
@@ -34,6 +35,8 @@ TILE = 64
 THREADS = 256
 MMA_THREADS = 128
 """Threads of one ``lt_conv_mma`` block (four warps)."""
+MMA_MAX_TAPS = 512
+"""Taps ``lt_conv_mma`` lists per tile (its source's ``MAX_TAPS``); larger kernels run on FFMA."""
 SLAB = 512
 """Rows of one block of ``lt_conv_wgrad`` (its source's ``SLAB``)."""
 
@@ -93,33 +96,74 @@ def hash_build(logical: mx.array) -> mx.array:
     return out
 
 
-def hash_unique(cand: mx.array, valid: mx.array) -> tuple[mx.array, mx.array]:
-    """``(table, first)`` of ``(P, 4)`` int32 candidates: one representative per distinct row.
+GENERATED_FAMILIES = {"coarsen": 0, "full": 1, "transposed": 2}
+"""Candidate rules of :func:`generate` (``lt_candidate`` in the kernels' header)."""
 
-    ``first[i]`` is 1 for the smallest index of each distinct valid row;
-    ``table`` holds that index in the row's slot (a hash table of the rows).
+
+def generate(
+    logical: mx.array,
+    taps: tuple[tuple[int, int, int], ...],
+    family: str,
+    stride: tuple[int, int, int],
+    padding: tuple[int, int, int],
+    out_stride: tuple[int, int, int],
+    *,
+    emit: bool,
+) -> tuple[mx.array, mx.array, mx.array, mx.array | None] | None:
+    """A generated support from ``(N, 4)`` logical input rows, in three launches and one read.
+
+    Candidate ``i`` is input row ``i // V`` through tap ``i % V`` (``family``:
+    ``coarsen``, ``full`` or ``transposed``; see ``lt_candidate``). Returns
+    ``(rows, coords, table, nbr)``: the distinct candidate rows in
+    first-occurrence order (logical int32 and physical), the hash table of
+    ``rows``, and with ``emit`` the neighbour table ``nbr (V, M)`` whose pairs
+    are the candidates themselves (full and transposed relations). None when
+    an emitted row's physical coordinates leave int32.
+
+    The row count, read together with the int32 flag, is the one host read.
     """
-    p = int(cand.shape[0])
+    volume = len(taps)
+    p = int(logical.shape[0]) * volume
+    if p == 0:
+        empty = mx.zeros((0, 4), dtype=mx.int32)
+        nothing = mx.zeros((volume, 0), dtype=mx.int32) if emit else None
+        return empty, empty, mx.full((64,), -1, dtype=mx.int32), nothing
+    if p >= 1 << 31:
+        raise ValueError(f"generated support: {p} candidates exceed the kernels' int32 indices")
     size = table_size(p)
-    flags = valid.astype(mx.int32)
-    meta = _meta(p, size - 1)
+    head = [p, volume, size - 1, GENERATED_FAMILIES[family], *stride, *padding, *out_stride]
+    tap_table = mx.array(taps, dtype=mx.int32).reshape(volume, 3)
     grid = (_blocks(p, THREADS) * THREADS, 1, 1)
-    (table,) = _kernel("lt_hash_unique")(
-        inputs=[cand, flags, meta],
-        output_shapes=[(size,)],
-        output_dtypes=[mx.int32],
+    table, wide = _kernel("lt_gen_unique")(
+        inputs=[logical, tap_table, _meta(*head)],
+        output_shapes=[(size,), (1,)],
+        output_dtypes=[mx.int32, mx.int32],
         grid=grid,
         threadgroup=(THREADS, 1, 1),
         init_value=-1,
     )
-    (first,) = _kernel("lt_hash_first")(
-        inputs=[table, cand, flags, meta],
-        output_shapes=[(p,)],
-        output_dtypes=[mx.int32],
+    first, rep = _kernel("lt_gen_first")(
+        inputs=[logical, tap_table, table, _meta(*head)],
+        output_shapes=[(p,), (p,)],
+        output_dtypes=[mx.int32, mx.int32],
         grid=grid,
         threadgroup=(THREADS, 1, 1),
     )
-    return table, first
+    rank = mx.cumsum(first)
+    counts = np.asarray(mx.concatenate([rank[-1:], wide]))  # the one host read
+    rows_out, flag = int(counts[0]), int(counts[1])
+    if flag > 0:
+        return None
+    shapes = [(rows_out, 4), (rows_out, 4), (size,), (volume, rows_out) if emit else (1,)]
+    rows, coords, out_table, nbr = _kernel("lt_gen_compact")(
+        inputs=[logical, tap_table, table, rep, rank, _meta(*head, rows_out, int(emit))],
+        output_shapes=shapes,
+        output_dtypes=[mx.int32] * 4,
+        grid=(_blocks(max(p, size), THREADS) * THREADS, 1, 1),
+        threadgroup=(THREADS, 1, 1),
+        init_value=-1,
+    )
+    return rows, coords, out_table, nbr if emit else None
 
 
 def hash_query(
@@ -129,16 +173,27 @@ def hash_query(
     offsets: mx.array,
     mul: tuple[int, int, int],
     div: tuple[int, int, int],
+    *,
+    mirror: bool = False,
 ) -> mx.array:
-    """``nbr (V, M)``: the table row at ``(q * mul + off_k) / div`` (exact) per query, or -1."""
+    """``nbr (V, M)``: the table row at ``(q * mul + off_k) / div`` (exact) per query, or -1.
+
+    ``mirror``: the queries are the table's own rows and the relation is a
+    submanifold one with symmetric offsets (``off[V-1-k] = -off[k]``): half
+    the taps are searched and each hit is also written as its mirror pair.
+    """
     m = int(queries.shape[0])
     volume = int(offsets.shape[0])
+    searched = (volume + 1) // 2 if mirror else volume
+    meta = _meta(m, int(table.shape[0]) - 1, *mul, *div, int(mirror), volume)
+    fill = {"init_value": -1} if mirror else {}  # mirrored pairs are scattered: misses stay -1
     (nbr,) = _kernel("lt_hash_query")(
-        inputs=[table, logical, queries, offsets, _meta(m, int(table.shape[0]) - 1, *mul, *div)],
+        inputs=[table, logical, queries, offsets, meta],
         output_shapes=[(volume, m)],
         output_dtypes=[mx.int32],
-        grid=(_blocks(m, THREADS) * THREADS, volume, 1),
+        grid=(_blocks(m, THREADS) * THREADS, searched, 1),
         threadgroup=(THREADS, 1, 1),
+        **fill,
     )
     out: mx.array = nbr
     return out
@@ -163,8 +218,9 @@ def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.arr
     """``y[o] = bias + sum_k x[nbr[k, o]] @ w[k]`` in f32, stored in ``x``'s dtype.
 
     ``x`` is ``(N, C_in)``, ``w`` is ``(V, C_in, C_out)``, ``bias`` f32 ``(C_out,)``.
-    f16 and bf16 with both channel counts multiples of 8 run on the tensor
-    cores (f32 accumulators); everything else, f32 always, on FFMA.
+    f16 and bf16 with both channel counts multiples of 8 (and at most
+    ``MMA_MAX_TAPS`` taps) run on the tensor cores (f32 accumulators);
+    everything else, f32 always, on FFMA.
     """
     volume, m = (int(v) for v in nbr.shape)
     c_in, c_out = int(w.shape[1]), int(w.shape[2])
@@ -174,6 +230,7 @@ def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.arr
         and w.dtype == x.dtype
         and c_in % 8 == 0
         and c_out % 8 == 0
+        and volume <= MMA_MAX_TAPS
     )
     threads = MMA_THREADS if tensor_cores else THREADS
     (y,) = _kernel("lt_conv_mma" if tensor_cores else "lt_conv")(

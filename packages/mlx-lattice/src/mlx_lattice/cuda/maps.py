@@ -20,13 +20,15 @@ transposed                  1      s      ``p - k d`` (exact division)
 
 Supports that an op generates (strided ``conv3d``, ``full_conv3d``,
 transposed and generative convs) are the distinct candidate rows of every
-(input, tap) pair, deduplicated by hashing (no sort) and kept in
-first-occurrence order (input row, then tap): deterministic, but not the
-generic path's key order; row order is not part of the contract
-(docs/semantics.md), and the deduplication table becomes the output's hash
-table.  Their row count is the only value read back inside a layer, together
-with the int32 range flag: when an emitted coordinate leaves int32 the
-generic builder is called to raise the contract's
+(input, tap) pair, deduplicated by hashing (no sort) in three launches
+(:func:`~mlx_lattice.cuda.kernels.generate`) and kept in first-occurrence
+order (input row, then tap): deterministic, but not the generic path's key
+order; row order is not part of the contract (docs/semantics.md).  The
+deduplication table becomes the output's hash table, and for the full and
+transposed relations, whose pairs are exactly the candidates, the last launch
+writes the neighbour table as well.  The row count is the only value read back
+inside a layer, together with the int32 range flag: when an emitted
+coordinate leaves int32 the generic builder is called to raise the contract's
 :class:`~lattice_contract.dialect.coord_range.Int32CoordinateError` with its full
 message.  Memory: ``V * M`` int32 per map (and as many for its
 adjoint, built only when a gradient needs it).
@@ -37,16 +39,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import mlx.core as mx
-import numpy as np
 from lattice_contract.dialect import Triple, centred_tap_offsets, subm_offsets, tap_offsets
 
 from mlx_lattice import kernel_map as generic
 from mlx_lattice.coords import SupportCache
 from mlx_lattice.cuda import kernels
 
-__all__ = ["DeviceMap", "DeviceSupport", "Relation", "relation", "support_and_map", "target_map"]
-
-_INT32_LIMIT = 1 << 31
+__all__ = [
+    "DeviceMap",
+    "DeviceSupport",
+    "Relation",
+    "relation",
+    "subm_map",
+    "support_and_map",
+    "target_map",
+]
 
 
 @dataclass
@@ -136,6 +143,39 @@ def _query(
     return DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
 
 
+def _symmetric(rel: Relation) -> bool:
+    """Whether tap ``V-1-k`` undoes tap ``k`` (odd kernel sizes: every subm relation in use)."""
+    one = (1, 1, 1)
+    offs = rel.offsets
+    return (
+        rel.mul == one
+        and rel.div == one
+        and all(_minus((0, 0, 0), a) == b for a, b in zip(offs, reversed(offs), strict=True))
+    )
+
+
+def subm_map(
+    key: tuple[object, ...], cache: SupportCache, coords: mx.array, stride: Triple, rel: Relation
+) -> DeviceMap:
+    """The submanifold map of a support onto itself, memoised on it.
+
+    With symmetric offsets half the taps are searched and the other half
+    written as mirror pairs (a third fewer hash probes for 3x3x3, the centre
+    tap being the identity).
+    """
+    if not _symmetric(rel):
+        return target_map(key, cache, coords, stride, coords, stride, rel)
+    hit = cache.relations.get(("cuda", *key))
+    if isinstance(hit, DeviceMap):
+        return hit
+    table, logical = _table(cache, coords, stride)
+    offsets = mx.array(rel.offsets, dtype=mx.int32).reshape(len(rel.offsets), 3)
+    nbr = kernels.hash_query(table, logical, logical, offsets, rel.mul, rel.div, mirror=True)
+    dmap = DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
+    cache.relations[("cuda", *key)] = dmap
+    return dmap
+
+
 def target_map(
     key: tuple[object, ...],
     cache: SupportCache,
@@ -176,63 +216,6 @@ def paired_transpose(
     return None
 
 
-def _candidates(
-    family: str,
-    logical: mx.array,
-    op_stride: Triple,
-    padding: Triple,
-    kernel_size: Triple,
-    dilation: Triple,
-) -> tuple[mx.array, mx.array | None]:
-    """Every (input, tap) candidate output row in int64 ``(P, 4)``, and which are valid."""
-    s = mx.array((1, *op_stride), dtype=mx.int64)
-    base = logical.astype(mx.int64)
-    if family == "coarsen":
-        return base // s, None
-    table = mx.array([(0, *t) for t in tap_offsets(kernel_size, dilation)], dtype=mx.int64)
-    pad = mx.array((0, *padding), dtype=mx.int64)
-    if family == "transposed":  # o = c s - p + k d
-        out = (base * s - pad)[:, None, :] + table[None, :, :]
-        return out.reshape(-1, 4), None
-    # full: o = (c + p - k d) / s where exact on every axis
-    num = (base + pad)[:, None, :] - table[None, :, :]
-    valid = mx.all(num % s == 0, axis=-1).reshape(-1)
-    return (num // s).reshape(-1, 4), valid
-
-
-def _unique_rows(
-    cand: mx.array, valid: mx.array | None, out_stride: Triple
-) -> tuple[mx.array, mx.array] | None:
-    """Distinct valid rows of int64 candidates ``(P, 4)``, first occurrences in order.
-
-    Returns ``(rows, table)``: int32 logical rows and a hash table of them
-    (the deduplication table re-pointed at output rows, so the output support
-    needs no second build), or None when an emitted coordinate leaves int32.
-    One host read: the row count with the int32-range flag.
-    """
-    p = int(cand.shape[0])
-    if p == 0:
-        return mx.zeros((0, 4), dtype=mx.int32), mx.full((64,), -1, dtype=mx.int32)
-    if valid is None:
-        valid = mx.ones((p,), dtype=mx.bool_)
-    physical = cand[:, 1:] * mx.array(out_stride, dtype=mx.int64)
-    outside = (physical < -_INT32_LIMIT) | (physical >= _INT32_LIMIT)
-    out_of_range = mx.any(valid[:, None] & outside)
-    rows32 = cand.astype(mx.int32)
-    table, first = kernels.hash_unique(rows32, valid)
-    pos = mx.cumsum(first) - 1
-    flags = mx.stack([pos[-1] + 1, out_of_range.astype(mx.int32)])
-    n_out, bad = np.asarray(flags).tolist()  # the layer's one host read
-    if bad:
-        return None
-    slots = mx.where(first > 0, pos, n_out)
-    where = mx.zeros((n_out + 1,), dtype=mx.int32)
-    where[slots] = mx.arange(p, dtype=mx.int32)
-    rows = rows32[where[:n_out]]
-    out_table = mx.where(table >= 0, pos[mx.maximum(table, 0)], -1)
-    return rows, out_table
-
-
 def support_and_map(
     family: str,
     cache: SupportCache,
@@ -258,22 +241,35 @@ def support_and_map(
     if family == "forward" and op_stride == (1, 1, 1):
         out_coords, out_cache = coords, cache
         queries = _logical(coords, stride)
+        dmap = _query(cache, coords, stride, queries, rel)
     else:
-        logical = _logical(coords, stride)
+        # full and transposed: the candidates (input row, tap) are the relation's
+        # pairs, so the generating launch writes the map too; the coarsened support
+        # of a strided conv3d is searched with its centred relation afterwards
         source = "coarsen" if family == "forward" else family
-        cand, valid = _candidates(source, logical, op_stride, padding, kernel_size, dilation)
-        found = _unique_rows(cand, valid, out_stride)
+        taps = ((0, 0, 0),) if source == "coarsen" else tuple(tap_offsets(kernel_size, dilation))
+        found = kernels.generate(
+            _logical(coords, stride),
+            taps,
+            source,
+            op_stride,
+            padding,
+            out_stride,
+            emit=source != "coarsen",
+        )
         if found is None:  # the generic builder raises the contract's int32 error, with its message
             build = (
                 generic.transpose_support if family == "transposed" else generic.full_conv_support
             )
             build(SupportCache(), coords, stride, *geometry)
             raise AssertionError("the device flagged an int32 overflow the generic path did not")
-        queries, out_table = found
-        out_coords = queries * mx.array((1, *out_stride), dtype=mx.int32)
+        queries, out_coords, out_table, nbr = found
         out_cache = SupportCache()
         out_cache.relations[("cuda", "table")] = (out_table, queries)
-    dmap = _query(cache, coords, stride, queries, rel)
+        if nbr is None:
+            dmap = _query(cache, coords, stride, queries, rel)
+        else:
+            dmap = DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
     generated = DeviceSupport(coords=out_coords, stride=out_stride, cache=out_cache, dmap=dmap)
     cache.relations[key] = generated
     return generated

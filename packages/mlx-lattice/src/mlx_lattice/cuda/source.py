@@ -14,12 +14,18 @@ Kernels:
 * ``lt_hash_build``: open-addressing table of row indices, keyed by the
   full int32 coordinate row (``atomicCAS`` on ``-1`` slots, linear probing,
   load factor at most 1/2), so no coordinate range is assumed.
-* ``lt_hash_unique`` / ``lt_hash_first``: the distinct rows of a list of
-  candidate output rows (generated supports), each represented by its first
-  candidate, without sorting.
+* ``lt_gen_unique`` / ``lt_gen_first`` / ``lt_gen_compact``: a generated
+  support (strided, full, transposed convs) in three launches and no sort:
+  every (input row, tap) candidate output row is computed in the kernel that
+  needs it (never stored), inserted into a hash table where each distinct row
+  is represented by its first candidate, ranked, and written out in
+  first-occurrence order together with the output's own hash table and, for
+  the relations whose pairs are exactly the candidates (full, transposed),
+  the neighbour table itself.
 * ``lt_hash_query``: the neighbour table ``nbr[k, o]`` of one relation:
   input row ``c = (o * mul + off_k) / div`` (exact division on every axis,
-  in int64, so positions outside int32 miss), or -1.
+  in int64, so positions outside int32 miss), or -1; a symmetric
+  submanifold relation searches half its taps and mirrors the rest.
 * ``lt_invert``: the adjoint table ``inv[k, c] = o``; within a tap each
   relation is one-to-one, so this is a plain scatter.
 * ``lt_conv``: output-stationary gather-GEMM: a 64-row by 64-channel tile of
@@ -28,7 +34,9 @@ Kernels:
 * ``lt_conv_mma``: the same product on the tensor cores for f16 and bf16
   (PTX ``mma.sync`` m16n8k16, f32 accumulators; no header beyond
   ``cuda_fp16.h``), when both channel counts are multiples of 8 so that rows
-  load as 16-byte vectors.
+  load as 16-byte vectors: a two-stage ``cp.async`` pipeline over the taps
+  that reach the tile, gathering the next stage while the tensor cores
+  multiply the current one.
 * ``lt_conv_wgrad``: ``dW_k = sum_o x[nbr[k, o]]^T dy[o]``, a 64x64 tile of
   one tap per block over a slab of rows, added into an f32 result with
   ``atomicAdd``.
@@ -56,6 +64,49 @@ __device__ __forceinline__ bool lt_same(int4 a, int4 b) {
   return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w;
 }
 
+// Candidate i of a generated support: input row i / V through tap i % V, the
+// output row it reaches (batch, x, y, z; logical, in the output's stride).
+// meta: [P, V, mask, family, s x3, p x3, out_stride x3, ...]; family 0: the
+// coarsened support (o = floor(c / s), V = 1), 1: full (o = (c + p - t) / s
+// where exact on every axis), 2: transposed (o = c s - p + t), with t the
+// tap's offset. False when the tap reaches no row, or when the row's physical
+// coordinates leave int32 (then `wide` is set: the layer's error, not a miss).
+__device__ __forceinline__ bool lt_candidate(const int* logical, const int* taps,
+                                             const int* meta, int i, int4& out, bool& wide) {
+  const int v = meta[1];
+  const int family = meta[3];
+  const int row = i / v;
+  const int k = i - row * v;
+  const int4 c = reinterpret_cast<const int4*>(logical)[row];
+  const int cv[3] = {c.y, c.z, c.w};
+  long long ov[3];
+  bool exact = true;
+  #pragma unroll
+  for (int a = 0; a < 3; ++a) {
+    const long long s = meta[4 + a];
+    const long long t = taps[k * 3 + a];
+    const long long x = cv[a];
+    if (family == 0) {
+      ov[a] = x / s - ((x % s != 0 && x < 0) ? 1 : 0);  // floor division
+    } else if (family == 2) {
+      ov[a] = x * s - meta[7 + a] + t;
+    } else {
+      const long long num = x + meta[7 + a] - t;
+      exact = exact && (num % s == 0);
+      ov[a] = num / s;
+    }
+  }
+  wide = false;
+  if (!exact) return false;
+  #pragma unroll
+  for (int a = 0; a < 3; ++a) {
+    const long long phys = ov[a] * meta[10 + a];
+    if (phys < -2147483648ll || phys > 2147483647ll) wide = true;
+  }
+  out = make_int4(c.x, (int)ov[0], (int)ov[1], (int)ov[2]);
+  return !wide;
+}
+
 __device__ __forceinline__ float lt_f(float v) { return v; }
 __device__ __forceinline__ float lt_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float lt_f(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -78,6 +129,15 @@ __device__ __forceinline__ void lt_mma(float (&d)[4], const unsigned (&a)[4],
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+// 16-byte asynchronous copy global -> shared (sm_80+); `bytes` = 0 writes zeros.
+__device__ __forceinline__ void lt_cp16(void* dst, const void* src, int bytes) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void lt_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void lt_cp_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ __forceinline__ void lt_cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
 template <typename T> __device__ __forceinline__ T lt_to(float v);
 template <> __device__ __forceinline__ float lt_to<float>(float v) { return v; }
@@ -104,58 +164,114 @@ HASH_BUILD = r"""
   }
 """
 
-# Distinct rows of a candidate list: every key's slot ends holding the smallest
-# index of a candidate with that key (atomicCAS to claim, atomicMin among equals),
-# so which candidate represents a key does not depend on thread timing.
-# inputs: coords (P, 4) int32 candidates, valid (P,) int32, meta [P, mask]
-# outputs: table (mask + 1,) int32, initialised to -1
-HASH_UNIQUE = r"""
-  const int n = meta[0];
-  const unsigned int mask = (unsigned int)meta[1];
+# A generated support, step 1: every candidate's distinct output row into a
+# hash table whose slots end holding the smallest candidate index with that
+# row (atomicCAS to claim, atomicMin among equals), so which candidate
+# represents a row does not depend on thread timing. A stored index's row is
+# recomputed from the input row and tap (lt_candidate), never stored.
+# inputs: logical (N, 4) int32 input rows, taps (V, 3) int32, meta (lt_candidate's)
+# outputs: table (mask + 1,) int32, wide (1,) int32 (> 0: a row left int32); both -1 first
+GEN_UNIQUE = r"""
+  const int p = meta[0];
+  const unsigned int mask = (unsigned int)meta[2];
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n || !valid[i]) return;
-  const int4* rows = reinterpret_cast<const int4*>(coords);
-  const int4 c = rows[i];
+  if (i >= p) return;
+  int4 c;
+  bool out_of_range;
+  if (!lt_candidate(logical, taps, meta, i, c, out_of_range)) {
+    if (out_of_range) atomicMax(wide, 1);
+    return;
+  }
   unsigned int h = lt_hash4(c) & mask;
   while (true) {
     const int prev = atomicCAS(table + h, -1, i);
     if (prev == -1) return;
-    if (lt_same(rows[prev], c)) { atomicMin(table + h, i); return; }
+    int4 other;
+    bool unused;
+    lt_candidate(logical, taps, meta, prev, other, unused);
+    if (lt_same(other, c)) { atomicMin(table + h, i); return; }
     h = (h + 1) & mask;
   }
 """
 
-# first[i] = 1 when candidate i is its key's representative (after lt_hash_unique).
-# inputs: table, coords (P, 4), valid (P,), meta [P, mask]; outputs: first (P,) int32
-HASH_FIRST = r"""
-  const int n = meta[0];
-  const unsigned int mask = (unsigned int)meta[1];
+# Step 2: each candidate's representative (-1 for no row), and whether it is one.
+# inputs: logical, taps, table, meta; outputs: first (P,) int32, rep (P,) int32
+GEN_FIRST = r"""
+  const int p = meta[0];
+  const unsigned int mask = (unsigned int)meta[2];
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  int mine = 0;
-  if (valid[i]) {
-    const int4* rows = reinterpret_cast<const int4*>(coords);
-    const int4 c = rows[i];
+  if (i >= p) return;
+  int r = -1;
+  int4 c;
+  bool out_of_range;
+  if (lt_candidate(logical, taps, meta, i, c, out_of_range)) {
     unsigned int h = lt_hash4(c) & mask;
     while (true) {
-      const int r = table[h];
-      if (r < 0) break;
-      if (lt_same(rows[r], c)) { mine = (r == i); break; }
+      const int held = table[h];
+      if (held < 0) break;
+      int4 other;
+      bool unused;
+      lt_candidate(logical, taps, meta, held, other, unused);
+      if (lt_same(other, c)) { r = held; break; }
       h = (h + 1) & mask;
     }
   }
-  first[i] = mine;
+  first[i] = (r == i) ? 1 : 0;
+  rep[i] = r;
 """
 
+# Step 3, after the inclusive prefix sum `rank` of `first` (output row of
+# representative i: rank[i] - 1) and the host's read of the row count:
+# the output rows (logical and physical), the output support's hash table
+# (the deduplication table re-pointed at output rows), and with meta[14] = 1
+# the neighbour table nbr[k, o] = input row (full and transposed relations).
+# inputs: logical, taps, table, rep, rank (P,) int32, meta (lt_candidate's, then
+#         [13] rows out M, [14] emit)
+# outputs: rows (M, 4), coords (M, 4), out_table (mask + 1,), nbr (V, M) or (1,);
+#          all -1 first
+GEN_COMPACT = r"""
+  const int p = meta[0];
+  const int v = meta[1];
+  const int size = meta[2] + 1;
+  const int m = meta[13];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < size) {
+    const int held = table[i];
+    out_table[i] = held >= 0 ? rank[held] - 1 : -1;
+  }
+  if (i >= p) return;
+  const int r = rep[i];
+  if (r < 0) return;
+  const int o = rank[r] - 1;
+  if (r == i) {
+    int4 c;
+    bool unused;
+    lt_candidate(logical, taps, meta, i, c, unused);
+    reinterpret_cast<int4*>(rows)[o] = c;
+    reinterpret_cast<int4*>(coords)[o] =
+        make_int4(c.x, c.y * meta[10], c.z * meta[11], c.w * meta[12]);
+  }
+  if (meta[14]) nbr[(long long)(i % v) * m + o] = i / v;
+"""
+
+# With meta[8] = 1 (mirror: a submanifold relation of a support on itself whose
+# offsets are symmetric, off[V-1-k] = -off[k]) only taps k <= V-1-k are
+# searched: a pair o -> c of tap k is the pair c -> o of tap V-1-k, written
+# by the same thread, and the centre tap is the identity (no search).
 # inputs: table, coords (N, 4) table rows, queries (M, 4) logical output rows,
-#         offs (V, 3) int32, meta [M, mask, mul x3, div x3]
-# outputs: nbr (V, M) int32
+#         offs (V, 3) int32, meta [M, mask, mul x3, div x3, mirror, V]
+# outputs: nbr (V, M) int32 (initialised to -1 when mirrored)
 HASH_QUERY = r"""
   const int m = meta[0];
   const unsigned int mask = (unsigned int)meta[1];
   const int o = blockIdx.x * blockDim.x + threadIdx.x;
   const int k = blockIdx.y;
   if (o >= m) return;
+  const int twin = meta[8] ? meta[9] - 1 - k : -1;
+  if (twin == k) {
+    nbr[(long long)k * m + o] = o;
+    return;
+  }
   const int4 q = reinterpret_cast<const int4*>(queries)[o];
   const int qv[3] = {q.y, q.z, q.w};
   int cv[3];
@@ -182,6 +298,7 @@ HASH_QUERY = r"""
     }
   }
   nbr[(long long)k * m + o] = found;
+  if (twin >= 0 && found >= 0) nbr[(long long)twin * m + found] = o;
 """
 
 # inputs: nbr (V, M); meta [M, N]; outputs: inv (V, N) int32, initialised to -1
@@ -273,26 +390,57 @@ CONV = r"""
 
 # Tensor-core variant for f16 / bf16 (T both for x and w), C_in and C_out
 # multiples of 8.  Tile BM = 64 rows x BN = 64 channels, BK = 32 input
-# channels per step, 128 threads = 4 warps, each owning a 32 x 32 quarter as
+# channels per stage, 128 threads = 4 warps, each owning a 32 x 32 quarter as
 # 2 x 4 m16n8k16 products (PTX mma.sync, fragment layouts of the PTX ISA).
-# Rows are gathered as 16-byte vectors (zeros where a row has no input
-# through the tap); ``w`` comes as (V, Cout, Cin) so that B loads along k as
-# well; the f32 tile goes through shared memory so the bias is added and the
-# output written coalesced.
+# The block first lists the taps that reach any of its rows (at most
+# MAX_TAPS); its stages are then (listed tap, 32-channel slice) pairs, loaded
+# by cp.async into one of two shared buffers while the tensor cores work on
+# the other, so the gathers' latency hides behind the products.  Rows with
+# no input through a tap are zero-filled by the copy itself (source size 0).
+# ``w`` comes as (V, Cout, Cin) so that B loads along k as well; the f32 tile
+# goes through shared memory so the bias is added and the output written
+# coalesced.
 # inputs: x (N, Cin) T, w (V, Cout, Cin) T, bias (Cout,) f32, nbr (V, M),
-#         meta [M, V, Cin, Cout]
+#         meta [M, V, Cin, Cout] (V <= MAX_TAPS)
 # outputs: y (M, Cout) T
 CONV_MMA = r"""
-  constexpr int BM = 64, BN = 64, BK = 32, LDS = BK + 8, LDC = BN + 4;
-  __shared__ __align__(16) T As[BM * LDS];
-  __shared__ __align__(16) T Bs[BN * LDS];
+  constexpr int BM = 64, BN = 64, BK = 32, LDS = BK + 8, LDC = BN + 4, MAX_TAPS = 512;
+  __shared__ __align__(16) T As[2][BM * LDS];
+  __shared__ __align__(16) T Bs[2][BN * LDS];
   __shared__ __align__(16) float Cs[BM * LDC];
-  __shared__ int rows[BM];
+  __shared__ short taps[MAX_TAPS];
+  __shared__ int listed;
   const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int g = lane / 4, q = lane % 4;
   const int wm = warp / 2, wn = warp % 2;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  if (t == 0) listed = 0;
+  __syncthreads();
+  for (int k = 0; k < nv; ++k) {
+    const int mine = (t < BM && m0 + t < m) ? nbr[(long long)k * m + m0 + t] : -1;
+    if (__syncthreads_or(mine >= 0) && t == 0) taps[listed++] = (short)k;
+  }
+  __syncthreads();
+  const int slices = (cin + BK - 1) / BK;
+  const int stages = listed * slices;
+  // Stage s into buffer b: 64 gathered rows and 64 weight rows, 32 channels each.
+  auto load = [&](int s, int b) {
+    const int k = taps[s / slices], c0 = (s % slices) * BK;
+    #pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int idx = t + 128 * u;
+      const int r = idx / 4, ch = (idx % 4) * 8, c = c0 + ch;
+      const int src = (m0 + r < m) ? nbr[(long long)k * m + m0 + r] : -1;
+      const bool a_ok = src >= 0 && c < cin;
+      lt_cp16(As[b] + r * LDS + ch, a_ok ? x + (long long)src * cin + c : x, a_ok ? 16 : 0);
+      const int j = n0 + r;
+      const bool b_ok = j < cout && c < cin;
+      lt_cp16(Bs[b] + r * LDS + ch, b_ok ? w + ((long long)k * cout + j) * cin + c : w,
+              b_ok ? 16 : 0);
+    }
+    lt_cp_commit();
+  };
   float acc[2][4][4];
   #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -300,52 +448,39 @@ CONV_MMA = r"""
     for (int j = 0; j < 4; ++j)
       #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int k = 0; k < nv; ++k) {
-    int mine = -1;
-    if (t < BM && m0 + t < m) mine = nbr[(long long)k * m + m0 + t];
-    if (t < BM) rows[t] = mine;
-    if (!__syncthreads_or(mine >= 0)) continue;
-    for (int c0 = 0; c0 < cin; c0 += BK) {
-      #pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int idx = t + 128 * u;
-        const int r = idx / 4, ch = (idx % 4) * 8;
-        const int src = rows[r], c = c0 + ch;
-        uint4 v = zero;
-        if (src >= 0 && c < cin) v = *reinterpret_cast<const uint4*>(x + (long long)src * cin + c);
-        *reinterpret_cast<uint4*>(As + r * LDS + ch) = v;
-        const int j = n0 + r;
-        uint4 b = zero;
-        if (j < cout && c < cin)
-          b = *reinterpret_cast<const uint4*>(w + ((long long)k * cout + j) * cin + c);
-        *reinterpret_cast<uint4*>(Bs + r * LDS + ch) = b;
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int kk = 0; kk < BK; kk += 16) {
-        unsigned a[2][4], b[4][2];
-        #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const T* base = As + (wm * 32 + i * 16 + g) * LDS + kk + 2 * q;
-          a[i][0] = *reinterpret_cast<const unsigned*>(base);
-          a[i][1] = *reinterpret_cast<const unsigned*>(base + 8 * LDS);
-          a[i][2] = *reinterpret_cast<const unsigned*>(base + 8);
-          a[i][3] = *reinterpret_cast<const unsigned*>(base + 8 * LDS + 8);
-        }
-        #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const T* base = Bs + (wn * 32 + j * 8 + g) * LDS + kk + 2 * q;
-          b[j][0] = *reinterpret_cast<const unsigned*>(base);
-          b[j][1] = *reinterpret_cast<const unsigned*>(base + 8);
-        }
-        #pragma unroll
-        for (int i = 0; i < 2; ++i)
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) lt_mma(acc[i][j], a[i], b[j], T());
-      }
-      __syncthreads();
+  if (stages > 0) load(0, 0);
+  for (int s = 0; s < stages; ++s) {
+    const int b = s & 1;
+    if (s + 1 < stages) {
+      load(s + 1, b ^ 1);  // that buffer was released by the barrier ending stage s - 1
+      lt_cp_wait_one();
+    } else {
+      lt_cp_wait_all();
     }
+    __syncthreads();
+    #pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned a[2][4], bf[4][2];
+      #pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const T* base = As[b] + (wm * 32 + i * 16 + g) * LDS + kk + 2 * q;
+        a[i][0] = *reinterpret_cast<const unsigned*>(base);
+        a[i][1] = *reinterpret_cast<const unsigned*>(base + 8 * LDS);
+        a[i][2] = *reinterpret_cast<const unsigned*>(base + 8);
+        a[i][3] = *reinterpret_cast<const unsigned*>(base + 8 * LDS + 8);
+      }
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const T* base = Bs[b] + (wn * 32 + j * 8 + g) * LDS + kk + 2 * q;
+        bf[j][0] = *reinterpret_cast<const unsigned*>(base);
+        bf[j][1] = *reinterpret_cast<const unsigned*>(base + 8);
+      }
+      #pragma unroll
+      for (int i = 0; i < 2; ++i)
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) lt_mma(acc[i][j], a[i], bf[j], T());
+    }
+    __syncthreads();
   }
   #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -437,8 +572,13 @@ WGRAD = r"""
 
 KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "lt_hash_build": (("coords", "meta"), ("table",), HASH_BUILD),
-    "lt_hash_unique": (("coords", "valid", "meta"), ("table",), HASH_UNIQUE),
-    "lt_hash_first": (("table", "coords", "valid", "meta"), ("first",), HASH_FIRST),
+    "lt_gen_unique": (("logical", "taps", "meta"), ("table", "wide"), GEN_UNIQUE),
+    "lt_gen_first": (("logical", "taps", "table", "meta"), ("first", "rep"), GEN_FIRST),
+    "lt_gen_compact": (
+        ("logical", "taps", "table", "rep", "rank", "meta"),
+        ("rows", "coords", "out_table", "nbr"),
+        GEN_COMPACT,
+    ),
     "lt_hash_query": (("table", "coords", "queries", "offs", "meta"), ("nbr",), HASH_QUERY),
     "lt_invert": (("nbr", "meta"), ("inv",), INVERT),
     "lt_conv": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV),
