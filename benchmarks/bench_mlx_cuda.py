@@ -404,6 +404,7 @@ def main() -> None:
     parser.add_argument("--no-layers", action="store_true")
     parser.add_argument("--no-unet", action="store_true")
     parser.add_argument("--processes", type=int, default=1, help="run N processes, print medians")
+    parser.add_argument("--no-peers", action="store_true", help="mlx_lattice only (no spconv)")
     parser.add_argument("--dry-run", action="store_true", help="MLX only, on the CPU, tiny scene")
     args = parser.parse_args()
     if args.processes > 1:
@@ -415,8 +416,8 @@ def main() -> None:
         raise SystemExit("bench_mlx_cuda needs MLX's CUDA backend (pip install 'mlx[cuda13]')")
     else:
         mx.set_default_device(mx.gpu)
-    peers = not args.dry_run
-    if peers:
+    peers = not args.dry_run and not args.no_peers
+    if not args.dry_run:
         import torch
 
         print(f"{torch.cuda.get_device_name()}; ", end="")
