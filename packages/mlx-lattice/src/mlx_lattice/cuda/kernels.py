@@ -1,8 +1,10 @@
 """Launchers for the kernels of :mod:`mlx_lattice.cuda.source` through ``mx.fast.cuda_kernel``.
 
 Each launcher takes and returns MLX arrays and adds one node to MLX's lazy
-graph: nothing here evaluates or reads back, so ``mx.compile`` and
-asynchronous evaluation see ordinary array operations.
+graph: nothing here evaluates or reads back (but :func:`generate`'s row
+count), so ``mx.compile`` and asynchronous evaluation see ordinary array
+operations.  A launch whose rows are empty is not made (MLX's CUDA custom
+kernels must not see empty arrays): the launcher returns the result directly.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ def hash_build(logical: mx.array) -> mx.array:
     """The hash table (int32 row per slot, -1 empty) of ``(N, 4)`` logical int32 rows."""
     n = int(logical.shape[0])
     size = table_size(n)
+    if n == 0:  # MLX's CUDA custom kernels must not see empty arrays: no launch
+        return mx.full((size,), -1, dtype=mx.int32)
     (table,) = _kernel("lt_hash_build")(
         inputs=[logical, _meta(n, size - 1)],
         output_shapes=[(size,)],
@@ -184,6 +188,8 @@ def hash_query(
     """
     m = int(queries.shape[0])
     volume = int(offsets.shape[0])
+    if m == 0:
+        return mx.zeros((volume, 0), dtype=mx.int32)
     searched = (volume + 1) // 2 if mirror else volume
     meta = _meta(m, int(table.shape[0]) - 1, *mul, *div, int(mirror), volume)
     fill = {"init_value": -1} if mirror else {}  # mirrored pairs are scattered: misses stay -1
@@ -202,6 +208,8 @@ def hash_query(
 def invert(nbr: mx.array, num_in: int) -> mx.array:
     """``inv (V, N)`` with ``inv[k, nbr[k, o]] = o`` (-1 where no output reads the row)."""
     volume, m = (int(v) for v in nbr.shape)
+    if m == 0 or num_in == 0:
+        return mx.full((volume, num_in), -1, dtype=mx.int32)
     (inv,) = _kernel("lt_invert")(
         inputs=[nbr, _meta(m, num_in)],
         output_shapes=[(volume, num_in)],
@@ -224,6 +232,8 @@ def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.arr
     """
     volume, m = (int(v) for v in nbr.shape)
     c_in, c_out = int(w.shape[1]), int(w.shape[2])
+    if m == 0 or int(x.shape[0]) == 0 or c_in == 0:  # no launch: only the bias reaches y
+        return mx.broadcast_to(bias, (m, c_out)).astype(x.dtype)
     tensor_cores = (
         _MMA
         and x.dtype in (mx.float16, mx.bfloat16)
@@ -255,6 +265,8 @@ def weight_grad(x: mx.array, dy: mx.array, nbr: mx.array) -> mx.array:
     """``dw[k] = sum_o x[nbr[k, o]]^T dy[o]``, f32 ``(V, C_in, C_out)``."""
     volume, m = (int(v) for v in nbr.shape)
     c_in, c_out = int(x.shape[1]), int(dy.shape[1])
+    if m == 0 or int(x.shape[0]) == 0:
+        return mx.zeros((volume, c_in, c_out), dtype=mx.float32)
     tiles_i, tiles_j = _blocks(c_in, TILE), _blocks(c_out, TILE)
     (dw,) = _kernel("lt_conv_wgrad")(
         inputs=[x, dy, nbr, _meta(m, c_in, c_out, tiles_j)],
