@@ -159,9 +159,9 @@ def subm_map(
 ) -> DeviceMap:
     """The submanifold map of a support onto itself, memoised on it.
 
-    With symmetric offsets half the taps are searched and the other half
-    written as mirror pairs (a third fewer hash probes for 3x3x3, the centre
-    tap being the identity).
+    With symmetric offsets only the taps up to the centre are searched and
+    the others written as mirror pairs, the centre tap being the identity:
+    13 hash searches a row for 3x3x3 instead of 27.
     """
     if not _symmetric(rel):
         return target_map(key, cache, coords, stride, coords, stride, rel)
