@@ -59,3 +59,25 @@ def test_mlx_conv_dry_run_fails_on_a_failing_layer(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(sys, "argv", ["bench_mlx_conv.py", "--dry-run"])
     assert bench.main() == 1
     assert len(calls) == len(bench.LAYERS)  # every layer still ran after the first failure
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench.py", "--processes", "3", "--sizes", "100000"],
+        ["bench.py", "--processes=3", "--sizes", "100000"],
+        ["bench.py", "--sizes", "100000", "--processes", "3"],
+        ["bench.py", "--sizes", "100000"],
+    ],
+)
+def test_processes_option_is_dropped_with_its_value(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--processes N`` re-runs the script without the option: its value must go too.
+
+    A filter on the option's name alone would pass ``3`` on to each process
+    as a stray argument.
+    """
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    harness = _load("bench_harness", monkeypatch)
+    assert harness.without_option(argv, "--processes") == ["bench.py", "--sizes", "100000"]
