@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 from bench_harness import (
+    LAYERS,
+    Layer,
     aggregate,
     count_flops,
     host_time,
@@ -95,28 +97,6 @@ def ceilings() -> tuple[float, float]:
     m = torch.randn(8192, 8192, device=DEVICE, dtype=torch.float16)
     t_mm = cuda_time(lambda: m @ m, 10)
     return 2 * a.numel() / t, 2 * 8192**3 / t_mm
-
-
-@dataclass(frozen=True)
-class Layer:
-    name: str
-    kind: str  # subm, conv, transpose, inverse
-    c_in: int
-    c_out: int
-    kernel: int
-    stride: int = 1
-    padding: int = 0
-
-
-LAYERS = (
-    Layer("subm3 32", "subm", 32, 32, 3),
-    Layer("subm3 64", "subm", 64, 64, 3),
-    Layer("subm3 128", "subm", 128, 128, 3),
-    Layer("conv k2s2 64", "conv", 64, 64, 2, 2),
-    Layer("conv k3s2 64", "conv", 64, 64, 3, 2, 1),
-    Layer("transposed k2s2 64", "transpose", 64, 64, 2, 2),
-    Layer("inverse k2s2 64", "inverse", 64, 64, 2, 2),
-)
 
 
 def _ours(layer: Layer, x: SparseTensor, w: torch.Tensor, coarse: SparseTensor | None) -> Any:

@@ -27,11 +27,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 __all__ = [
+    "LAYERS",
+    "Layer",
     "aggregate",
     "count_flops",
     "host_time",
@@ -41,6 +44,31 @@ __all__ = [
     "stable_time",
     "without_option",
 ]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer row of the CUDA benchmarks (``bench_cuda.py``, ``bench_mlx_cuda.py``)."""
+
+    name: str
+    kind: str  # subm, conv (spconv's SparseConv3d: the indexed relation), transpose, inverse
+    c_in: int
+    c_out: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+
+
+LAYERS = (
+    Layer("subm3 32", "subm", 32, 32, 3),
+    Layer("subm3 64", "subm", 64, 64, 3),
+    Layer("subm3 128", "subm", 128, 128, 3),
+    Layer("conv k2s2 64", "conv", 64, 64, 2, 2),
+    Layer("conv k3s2 64", "conv", 64, 64, 3, 2, 1),
+    Layer("transposed k2s2 64", "transpose", 64, 64, 2, 2),
+    Layer("inverse k2s2 64", "inverse", 64, 64, 2, 2),
+)
+"""The layers both libraries are timed on: a sparse U-Net's convs at 32-128 channels."""
 
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 

@@ -35,12 +35,11 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from bench_harness import aggregate, paired_stable_time, without_option
+from bench_harness import LAYERS, Layer, aggregate, paired_stable_time, without_option
 from lattice_conformance.scenes import batched, make_scene
 from lidar_scene import lidar_coords
 from mlx_lattice import SparseTensor, cuda, ops
@@ -48,28 +47,6 @@ from mlx_lattice import SparseTensor, cuda, ops
 START = time.perf_counter()
 MAX_ROUNDS = int(os.environ.get("BENCH_MAX_ROUNDS", "20"))
 """Rounds after which a library that has not settled is reported anyway (marked unstable)."""
-
-
-@dataclass(frozen=True)
-class Layer:
-    name: str
-    kind: str  # subm, conv, transpose, inverse
-    c_in: int
-    c_out: int
-    kernel: int
-    stride: int = 1
-    padding: int = 0
-
-
-LAYERS = (
-    Layer("subm3 32", "subm", 32, 32, 3),
-    Layer("subm3 64", "subm", 64, 64, 3),
-    Layer("subm3 128", "subm", 128, 128, 3),
-    Layer("conv k2s2 64", "conv", 64, 64, 2, 2),
-    Layer("conv k3s2 64", "conv", 64, 64, 3, 2, 1),
-    Layer("transposed k2s2 64", "transpose", 64, 64, 2, 2),
-    Layer("inverse k2s2 64", "inverse", 64, 64, 2, 2),
-)
 
 
 def _weight(rng: np.random.Generator, c_out: int, k: int, c_in: int) -> np.ndarray:
@@ -146,7 +123,8 @@ def _mlx_fns(
             assert coarse is not None
             cf: SparseTensor | None = SparseTensor.trusted(coarse.coords, coarse.feats, 2)
         elif layer.kind == "inverse":  # the down conv's map is built, the inverse reuses it
-            cf = _mlx_down(xf, wd).with_feats(coarse.feats if coarse is not None else f)
+            assert coarse is not None
+            cf = _mlx_down(xf, wd).with_feats(coarse.feats)
         else:
             cf = None
         y = _mlx_layer(layer, xf, wm, cf)

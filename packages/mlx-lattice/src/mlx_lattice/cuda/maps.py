@@ -135,11 +135,19 @@ def _table(cache: SupportCache, coords: mx.array, stride: Triple) -> tuple[mx.ar
 
 
 def _query(
-    cache: SupportCache, coords: mx.array, stride: Triple, queries: mx.array, rel: Relation
+    cache: SupportCache,
+    coords: mx.array,
+    stride: Triple,
+    queries: mx.array,
+    rel: Relation,
+    mirror: bool = False,
 ) -> DeviceMap:
+    """The relation's map at ``queries``; ``mirror``: the queries are the table's own rows."""
     table, logical = _table(cache, coords, stride)
     offsets = mx.array(rel.offsets, dtype=mx.int32).reshape(len(rel.offsets), 3)
-    nbr = kernels.hash_query(table, logical, queries, offsets, rel.mul, rel.div)
+    nbr = kernels.hash_query(
+        table, logical, logical if mirror else queries, offsets, rel.mul, rel.div, mirror=mirror
+    )
     return DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
 
 
@@ -163,17 +171,7 @@ def subm_map(
     the others written as mirror pairs, the centre tap being the identity:
     13 hash searches a row for 3x3x3 instead of 27.
     """
-    if not _symmetric(rel):
-        return target_map(key, cache, coords, stride, coords, stride, rel)
-    hit = cache.relations.get(("cuda", *key))
-    if isinstance(hit, DeviceMap):
-        return hit
-    table, logical = _table(cache, coords, stride)
-    offsets = mx.array(rel.offsets, dtype=mx.int32).reshape(len(rel.offsets), 3)
-    nbr = kernels.hash_query(table, logical, logical, offsets, rel.mul, rel.div, mirror=True)
-    dmap = DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
-    cache.relations[("cuda", *key)] = dmap
-    return dmap
+    return target_map(key, cache, coords, stride, coords, stride, rel, mirror=_symmetric(rel))
 
 
 def target_map(
@@ -184,12 +182,19 @@ def target_map(
     target_coords: mx.array,
     target_stride: Triple,
     rel: Relation,
+    *,
+    mirror: bool = False,
 ) -> DeviceMap:
-    """The map of a relation evaluated at given output rows (subm, target forms), memoised."""
+    """The map of a relation evaluated at given output rows (subm, target forms), memoised.
+
+    ``mirror`` (:func:`subm_map`): the target is the input support itself and
+    the relation symmetric.
+    """
     hit = cache.relations.get(("cuda", *key))
     if isinstance(hit, DeviceMap):
         return hit
-    dmap = _query(cache, coords, stride, _logical(target_coords, target_stride), rel)
+    queries = _logical(target_coords, target_stride)
+    dmap = _query(cache, coords, stride, queries, rel, mirror)
     cache.relations[("cuda", *key)] = dmap
     return dmap
 
