@@ -50,6 +50,22 @@ _TYPES = {
         {"x": "T", "dy": "TD", "nbr": "int32_t", "meta": "int32_t"},
         {"dw": "float"},
     ),
+    "lt_pool": ({"x": "T", "nbr": "int32_t", "meta": "int32_t"}, {"y": "T"}),
+    "lt_pool_share": (
+        {"x": "T", "y": "T", "dy": "T", "nbr": "int32_t", "meta": "int32_t"},
+        {"share": "float"},
+    ),
+    "lt_pool_grad": (
+        {
+            n: t
+            for n, t in zip(
+                ("x", "y", "g", "count", "inv", "meta"),
+                ("T", "T", "TG") + ("int32_t",) * 3,
+                strict=True,
+            )
+        },
+        {"dx": "T"},
+    ),
 }
 _DTYPES = ("float", "__half", "__nv_bfloat16")
 
@@ -63,10 +79,10 @@ def _unit() -> str:
         for dtype in _DTYPES:
             if name == "lt_conv_mma" and dtype == "float":
                 continue  # tensor-core path: f16 and bf16 only
-            subst = {"T": dtype, "TW": dtype, "TD": dtype}
+            subst = {"T": dtype, "TW": dtype, "TD": dtype, "TG": dtype}
             params = [f"const {subst.get(in_types[n], in_types[n])}* {n}" for n in inputs]
             params += [f"{subst.get(out_types[n], out_types[n])}* {n}" for n in outputs]
-            usings = "".join(f"  using {a} = {dtype};\n" for a in ("T", "TW", "TD"))
+            usings = "".join(f"  using {a} = {dtype};\n" for a in ("T", "TW", "TD", "TG"))
             parts.append(
                 f"__global__ void custom_kernel_{name}_{dtype.strip('_')}({', '.join(params)}) {{\n"
                 f"{usings}{body}\n}}\n"

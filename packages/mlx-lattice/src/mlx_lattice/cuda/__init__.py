@@ -1,13 +1,14 @@
 """mlx_lattice's own kernels for MLX's CUDA backend (``mx.fast.cuda_kernel``).
 
 When the default device is the GPU of a CUDA build of MLX, the sparse
-convolutions of :mod:`mlx_lattice.ops.conv` (every kind, dense weights) run
-here: kernel maps built on the device by hashing and fused gather-GEMM
-kernels summing in f32 (:mod:`mlx_lattice.cuda.conv`).  CPU and Metal keep
-the generic path, which is also the reference the kernels are tested
-against.  ``LATTICE_MLX_CUDA=0`` in the environment, or :func:`set_enabled`,
-turns the route off (the generic path then runs on the CUDA GPU with MLX's
-own ops).
+convolutions of :mod:`mlx_lattice.ops.conv` (every kind, dense weights) and
+the local pools of :mod:`mlx_lattice.ops.pool` run here: kernel maps built on
+the device by hashing, fused gather-GEMM kernels summing in f32
+(:mod:`mlx_lattice.cuda.convolve`) and pooling kernels over the same maps
+(:mod:`mlx_lattice.cuda.pool`).  CPU and Metal keep the generic path, which
+is also the reference the kernels are tested against.  ``LATTICE_MLX_CUDA=0``
+in the environment, or :func:`set_enabled`, turns the route off (the generic
+path then runs on the CUDA GPU with MLX's own ops).
 """
 
 from __future__ import annotations
@@ -51,5 +52,6 @@ def routes(weight: object) -> bool:
 
 
 from mlx_lattice.cuda.convolve import convolve  # noqa: E402  (needs routes' module state first)
+from mlx_lattice.cuda.pool import pool  # noqa: E402
 
-__all__ += ["convolve"]
+__all__ += ["convolve", "pool"]

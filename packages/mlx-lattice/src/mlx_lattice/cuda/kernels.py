@@ -24,6 +24,8 @@ __all__ = [
     "hash_build",
     "hash_query",
     "invert",
+    "pool_grad",
+    "pool_rows",
     "table_size",
     "weight_grad",
 ]
@@ -278,4 +280,68 @@ def weight_grad(x: mx.array, dy: mx.array, nbr: mx.array) -> mx.array:
         init_value=0,
     )
     out: mx.array = dw
+    return out
+
+
+POOL_MODES = {"max": 0, "sum": 1, "avg": 2}
+"""``lt_pool`` reductions, by :class:`~lattice_contract.dialect.PoolMode` value."""
+
+
+def _elementwise_grid(count: int) -> dict[str, tuple[int, int, int]]:
+    return {"grid": (_blocks(count, THREADS) * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1)}
+
+
+def pool_rows(x: mx.array, nbr: mx.array, mode: str) -> mx.array:
+    """``y[o]``: the ``mode`` reduction (max, sum, avg) of ``x[nbr[k, o]]`` over present taps.
+
+    f32 inside, stored in ``x``'s dtype; a row with no present input is 0.
+    """
+    volume, m = (int(v) for v in nbr.shape)
+    c = int(x.shape[1])
+    if m == 0 or c == 0 or int(x.shape[0]) == 0:
+        return mx.zeros((m, c), dtype=x.dtype)
+    (y,) = _kernel("lt_pool")(
+        inputs=[x, nbr, _meta(m, volume, c, POOL_MODES[mode])],
+        template=[("T", x.dtype)],
+        output_shapes=[(m, c)],
+        output_dtypes=[x.dtype],
+        **_elementwise_grid(m * c),
+    )
+    out: mx.array = y
+    return out
+
+
+def pool_grad(
+    x: mx.array, y: mx.array, dy: mx.array, nbr: mx.array, inv: mx.array, mode: str
+) -> mx.array:
+    """The input gradient of :func:`pool_rows` (``inv``: the adjoint table ``(V, N)``).
+
+    ``sum`` sends ``dy[o]`` to every input of o, ``avg`` divided by o's
+    present inputs, ``max`` to the inputs equal to the maximum, split evenly
+    among them.
+    """
+    volume, m = (int(v) for v in nbr.shape)
+    n, c = (int(v) for v in x.shape)
+    if m == 0 or n == 0 or c == 0:
+        return mx.zeros((n, c), dtype=x.dtype)
+    dy = dy.astype(x.dtype)
+    g, count = dy, mx.zeros((1,), dtype=mx.int32)
+    if mode == "max":
+        (g,) = _kernel("lt_pool_share")(
+            inputs=[x, y, dy, nbr, _meta(m, volume, c)],
+            template=[("T", x.dtype)],
+            output_shapes=[(m, c)],
+            output_dtypes=[mx.float32],
+            **_elementwise_grid(m * c),
+        )
+    elif mode == "avg":
+        count = mx.sum(nbr >= 0, axis=0).astype(mx.int32)
+    (dx,) = _kernel("lt_pool_grad")(
+        inputs=[x, y, g, count, inv, _meta(n, volume, c, POOL_MODES[mode])],
+        template=[("T", x.dtype), ("TG", g.dtype)],
+        output_shapes=[(n, c)],
+        output_dtypes=[x.dtype],
+        **_elementwise_grid(n * c),
+    )
+    out: mx.array = dx
     return out

@@ -40,6 +40,13 @@ Kernels:
 * ``lt_conv_wgrad``: ``dW_k = sum_o x[nbr[k, o]]^T dy[o]``, a 64x64 tile of
   one tap per block over a slab of rows, added into an f32 result with
   ``atomicAdd``.
+* ``lt_pool`` / ``lt_pool_share`` / ``lt_pool_grad``: the sparse pools over
+  the same neighbour tables: one thread per output element reduces its
+  present taps in f32 (max propagates NaN; avg divides by the count of
+  present inputs; a row with none gives 0), and the gradient walks the
+  adjoint table, a max's gradient split evenly among the inputs equal to
+  the maximum (``lt_pool_share`` first counts them).  No atomics: every
+  result is deterministic.
 """
 
 from __future__ import annotations
@@ -570,6 +577,77 @@ WGRAD = r"""
   }
 """
 
+# One thread per (row, channel) element; mode 0 max, 1 sum, 2 avg.
+# inputs: x (N, C) T, nbr (V, M), meta [M, V, C, mode]; outputs: y (M, C) T
+POOL = r"""
+  const long long m = meta[0];
+  const int v = meta[1], c = meta[2], mode = meta[3];
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= m * c) return;
+  const long long o = i / c;
+  const int ch = (int)(i - o * c);
+  float acc = mode == 0 ? __int_as_float(0xff800000) : 0.f;  // -inf
+  int n = 0;
+  for (int k = 0; k < v; ++k) {
+    const int src = nbr[(long long)k * m + o];
+    if (src < 0) continue;
+    const float val = lt_f(x[(long long)src * c + ch]);
+    if (mode == 0) {
+      if (acc == acc && (val != val || val > acc)) acc = val;  // NaN wins and stays
+    } else {
+      acc += val;
+    }
+    ++n;
+  }
+  if (n == 0) acc = 0.f;
+  else if (mode == 2) acc /= (float)n;
+  y[i] = lt_to<T>(acc);
+"""
+
+# The gradient share of each output element of a max pool: dy / (inputs equal to the maximum).
+# inputs: x (N, C) T, y (M, C) T, dy (M, C) T, nbr (V, M), meta [M, V, C]
+# outputs: share (M, C) f32
+POOL_SHARE = r"""
+  const long long m = meta[0];
+  const int v = meta[1], c = meta[2];
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= m * c) return;
+  const long long o = i / c;
+  const int ch = (int)(i - o * c);
+  const float best = lt_f(y[i]);
+  int ties = 0;
+  for (int k = 0; k < v; ++k) {
+    const int src = nbr[(long long)k * m + o];
+    if (src >= 0 && lt_f(x[(long long)src * c + ch]) == best) ++ties;
+  }
+  share[i] = ties > 0 ? lt_f(dy[i]) / (float)ties : 0.f;
+"""
+
+# Input gradient of a pool over the adjoint table: g is the share (max) or dy (sum, avg).
+# inputs: x (N, C) T, y (M, C) T, g (M, C) TG, count (M,) int32 (avg), inv (V, N),
+#         meta [N, V, C, mode]
+# outputs: dx (N, C) T
+POOL_GRAD = r"""
+  const long long n = meta[0];
+  const int v = meta[1], c = meta[2], mode = meta[3];
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n * c) return;
+  const long long r = i / c;
+  const int ch = (int)(i - r * c);
+  const float xv = mode == 0 ? lt_f(x[i]) : 0.f;
+  float acc = 0.f;
+  for (int k = 0; k < v; ++k) {
+    const int o = inv[(long long)k * n + r];
+    if (o < 0) continue;
+    const long long at = (long long)o * c + ch;
+    if (mode == 0 && !(lt_f(y[at]) == xv)) continue;
+    float g_o = lt_f(g[at]);
+    if (mode == 2) g_o /= (float)max(count[o], 1);
+    acc += g_o;
+  }
+  dx[i] = lt_to<T>(acc);
+"""
+
 KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "lt_hash_build": (("coords", "meta"), ("table",), HASH_BUILD),
     "lt_gen_unique": (("logical", "taps", "meta"), ("table", "wide"), GEN_UNIQUE),
@@ -584,5 +662,8 @@ KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "lt_conv": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV),
     "lt_conv_mma": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV_MMA),
     "lt_conv_wgrad": (("x", "dy", "nbr", "meta"), ("dw",), WGRAD),
+    "lt_pool": (("x", "nbr", "meta"), ("y",), POOL),
+    "lt_pool_share": (("x", "y", "dy", "nbr", "meta"), ("share",), POOL_SHARE),
+    "lt_pool_grad": (("x", "y", "g", "count", "inv", "meta"), ("dx",), POOL_GRAD),
 }
 """Kernel name -> (input names, output names, body)."""

@@ -11,16 +11,21 @@ in the input dtype.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract.dialect import Int32CoordinateError, PoolMode, resolve_batch_size
+from lattice_contract.dialect import (
+    Int32CoordinateError,
+    PoolMode,
+    forward_stride,
+    resolve_batch_size,
+)
 from lattice_contract.frontend import Attrs, implement
 from lattice_contract.frontend import ops as api
 from lattice_contract.frontend import signatures as sig
 
-from mlx_lattice.kernel_map import GeneratedSupport, KernelMap, conv_support, full_conv_support
+from mlx_lattice import cuda
+from mlx_lattice.kernel_map import KernelMap, conv_support, full_conv_support
 from mlx_lattice.ops.conv import chunks, sparse_input
 from mlx_lattice.sparse import SparseTensor
 
@@ -54,14 +59,15 @@ def _reduce_pairs(feats: mx.array, kmap: KernelMap, mode: PoolMode) -> mx.array:
     return acc
 
 
-def _pool(
-    op: str,
-    input: SparseTensor,
-    attrs: Attrs,
-    generate: Callable[..., GeneratedSupport],
-) -> SparseTensor:
+def _pool(op: str, input: SparseTensor, attrs: Attrs, *, full: bool) -> SparseTensor:
     g = api.window(attrs)
     x = sparse_input(input, op)
+    if cuda.routes(None):  # MLX on CUDA: the conv's device map and mlx_lattice's own kernels
+        geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
+        out_stride = forward_stride(x.stride, g.stride)
+        family = "full" if full else "forward"
+        return cuda.pool(op, x, attrs["mode"], geometry, out_stride, family=family)
+    generate = full_conv_support if full else conv_support
     try:
         gen = generate(x.cache, x.coords, x.stride, g.kernel_size, g.stride, g.padding, g.dilation)
     except Int32CoordinateError as err:  # the kernel map serves several ops
@@ -71,14 +77,14 @@ def _pool(
 
 
 def _pool3d(input: Any, attrs: Attrs) -> SparseTensor:
-    return _pool("pool3d", input, attrs, conv_support)
+    return _pool("pool3d", input, attrs, full=False)
 
 
 pool3d: sig.Pool3d[SparseTensor] = implement("pool3d", _pool3d)
 
 
 def _full_pool3d(input: Any, attrs: Attrs) -> SparseTensor:
-    return _pool("full_pool3d", input, attrs, full_conv_support)
+    return _pool("full_pool3d", input, attrs, full=True)
 
 
 full_pool3d: sig.FullPool3d[SparseTensor] = implement("full_pool3d", _full_pool3d)
