@@ -37,13 +37,28 @@ _TYPES = {
         {n: "int32_t" for n in ("table", "coords", "queries", "offs", "meta")},
         {"nbr": "int32_t"},
     ),
+    "lt_tap_mask": ({"nbr": "int32_t", "meta": "int32_t"}, {"mask": "int32_t"}),
     "lt_invert": ({"nbr": "int32_t", "meta": "int32_t"}, {"inv": "int32_t"}),
     "lt_conv": (
-        {"x": "T", "w": "TW", "bias": "float", "nbr": "int32_t", "meta": "int32_t"},
+        {
+            "x": "T",
+            "w": "TW",
+            "bias": "float",
+            "nbr": "int32_t",
+            "order": "int32_t",
+            "meta": "int32_t",
+        },
         {"y": "T"},
     ),
     "lt_conv_mma": (
-        {"x": "T", "w": "TW", "bias": "float", "nbr": "int32_t", "meta": "int32_t"},
+        {
+            "x": "T",
+            "w": "TW",
+            "bias": "float",
+            "nbr": "int32_t",
+            "order": "int32_t",
+            "meta": "int32_t",
+        },
         {"y": "T"},
     ),
     "lt_conv_wgrad": (

@@ -33,7 +33,7 @@ def _conv_function(dmap: maps.DeviceMap) -> Callable[[mx.array, mx.array, mx.arr
 
     @mx.custom_function
     def f(feats: mx.array, w: mx.array, bias: mx.array) -> mx.array:
-        return kernels.conv_rows(feats, w, bias, dmap.nbr)
+        return kernels.conv_rows(feats, w, bias, dmap.nbr, dmap.order())
 
     @f.vjp
     def f_vjp(

@@ -27,12 +27,19 @@ __all__ = [
     "pool_grad",
     "pool_rows",
     "table_size",
+    "tap_order",
     "weight_grad",
 ]
 
 _COMPILED: dict[str, Any] = {}
 _MMA = os.environ.get("LATTICE_MLX_CUDA_MMA", "1") != "0"
 """Tensor-core conv for f16/bf16 (``LATTICE_MLX_CUDA_MMA=0``: FFMA for every dtype)."""
+SORT = os.environ.get("LATTICE_MLX_CUDA_SORT", "1") != "0"
+"""Whether large maps run their rows sorted by tap mask (``LATTICE_MLX_CUDA_SORT=0``: never)."""
+SORT_MIN_ROWS = 16384
+"""Output rows from which a map's rows are sorted (below, a sort's launches cost more)."""
+SORT_MAX_TAPS = 31
+"""Taps a tap mask holds (one int32)."""
 
 TILE = 64
 """Rows and channels of one output tile of ``lt_conv`` / ``lt_conv_wgrad``."""
@@ -224,13 +231,37 @@ def invert(nbr: mx.array, num_in: int) -> mx.array:
     return out
 
 
-def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.array:
+def tap_order(nbr: mx.array) -> mx.array | None:
+    """The map's output rows sorted by tap mask (int32), or None where sorting does not pay.
+
+    A conv tile skips a tap only when none of its 64 rows reaches it; rows in
+    their support's order mix every pattern, so a tile walks nearly every tap
+    for every row. Sorted by mask, a tile's rows share their taps.
+    """
+    volume, m = (int(v) for v in nbr.shape)
+    if not SORT or m < SORT_MIN_ROWS or not 2 < volume <= SORT_MAX_TAPS:
+        return None
+    (mask,) = _kernel("lt_tap_mask")(
+        inputs=[nbr, _meta(m, volume)],
+        output_shapes=[(m,)],
+        output_dtypes=[mx.int32],
+        grid=(_blocks(m, THREADS) * THREADS, 1, 1),
+        threadgroup=(THREADS, 1, 1),
+    )
+    order: mx.array = mx.argsort(mask).astype(mx.int32)
+    return order
+
+
+def conv_rows(
+    x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array, order: mx.array | None = None
+) -> mx.array:
     """``y[o] = bias + sum_k x[nbr[k, o]] @ w[k]`` in f32, stored in ``x``'s dtype.
 
     ``x`` is ``(N, C_in)``, ``w`` is ``(V, C_in, C_out)``, ``bias`` f32 ``(C_out,)``.
     f16 and bf16 with both channel counts multiples of 8 (and at most
     ``MMA_MAX_TAPS`` taps) run on the tensor cores (f32 accumulators);
-    everything else, f32 always, on FFMA.
+    everything else, f32 always, on FFMA. ``order`` (:func:`tap_order`):
+    the tiles take their rows in that order.
     """
     volume, m = (int(v) for v in nbr.shape)
     c_in, c_out = int(w.shape[1]), int(w.shape[2])
@@ -251,7 +282,8 @@ def conv_rows(x: mx.array, w: mx.array, bias: mx.array, nbr: mx.array) -> mx.arr
             w.transpose(0, 2, 1) if tensor_cores else w,
             bias,
             nbr,
-            _meta(m, volume, c_in, c_out),
+            order if order is not None else _meta(0),
+            _meta(m, volume, c_in, c_out, int(order is not None)),
         ],
         template=[("T", x.dtype), ("TW", w.dtype)],
         output_shapes=[(m, c_out)],

@@ -63,11 +63,18 @@ class DeviceMap:
     nbr: mx.array
     num_in: int
     _inverse: list[mx.array] = field(default_factory=list)
+    _order: list[mx.array | None] = field(default_factory=list)
 
     @property
     def num_out(self) -> int:
         """Output rows M."""
         return int(self.nbr.shape[1])
+
+    def order(self) -> mx.array | None:
+        """The output rows sorted by tap mask, for the conv's tiles (None: rows as they are)."""
+        if not self._order:
+            self._order.append(kernels.tap_order(self.nbr))
+        return self._order[0]
 
     def inverse(self) -> mx.array:
         """The adjoint table ``(V, N)``: the output row that reads input c through tap k."""

@@ -26,6 +26,8 @@ Kernels:
   input row ``c = (o * mul + off_k) / div`` (exact division on every axis,
   in int64, so positions outside int32 miss), or -1; a symmetric
   submanifold relation searches half its taps and mirrors the rest.
+* ``lt_tap_mask``: each output row's tap mask, by which a map's rows are
+  sorted so that the rows of a conv tile share their taps.
 * ``lt_invert``: the adjoint table ``inv[k, c] = o``; within a tap each
   relation is one-to-one, so this is a plain scatter.
 * ``lt_conv``: output-stationary gather-GEMM: a 64-row by 64-channel tile of
@@ -308,6 +310,19 @@ HASH_QUERY = r"""
   if (twin >= 0 && found >= 0) nbr[(long long)twin * m + found] = o;
 """
 
+# Each output row's tap mask (bit k: tap k reaches the row), V <= 31.
+# inputs: nbr (V, M), meta [M, V]; outputs: mask (M,) int32
+TAP_MASK = r"""
+  const int m = meta[0];
+  const int v = meta[1];
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= m) return;
+  int bits = 0;
+  for (int k = 0; k < v; ++k)
+    if (nbr[(long long)k * m + o] >= 0) bits |= 1 << k;
+  mask[o] = bits;
+"""
+
 # inputs: nbr (V, M); meta [M, N]; outputs: inv (V, N) int32, initialised to -1
 INVERT = r"""
   const int m = meta[0];
@@ -322,19 +337,25 @@ INVERT = r"""
 # Tile: BM = 64 output rows x BN = 64 output channels per block of 256 threads,
 # BK = 16 input channels per step; thread (ty, tx) owns rows ty + 16 i and
 # channels tx + 16 j (i, j < 4).
+# With meta[4] = 1 the block's rows are order[m0 + i] instead of m0 + i
+# (rows sorted by their tap masks, so that a tile's rows share taps and the
+# taps no row of it reaches are skipped); y is written at those rows.
 # inputs: x (N, Cin) T, w (V, Cin, Cout) TW, bias (Cout,) f32, nbr (V, M),
-#         meta [M, V, Cin, Cout]
+#         order (M,) or (1,) int32, meta [M, V, Cin, Cout, sorted]
 # outputs: y (M, Cout) T
 CONV = r"""
   constexpr int BM = 64, BN = 64, BK = 16;
   __shared__ float As[BK][BM + 4];
   __shared__ float Bs[BK][BN + 4];
   __shared__ int rows[BM];
+  __shared__ int out_rows[BM];
   const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
   const int t = threadIdx.x;
   const int tx = t % 16, ty = t / 16;
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * BN;
+  if (t < BM) out_rows[t] = m0 + t < m ? (meta[4] ? order[m0 + t] : m0 + t) : -1;
+  __syncthreads();
   float acc[4][4];
   #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -342,7 +363,7 @@ CONV = r"""
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
   for (int k = 0; k < nv; ++k) {
     int mine = -1;
-    if (t < BM && m0 + t < m) mine = nbr[(long long)k * m + m0 + t];
+    if (t < BM && out_rows[t] >= 0) mine = nbr[(long long)k * m + out_rows[t]];
     if (t < BM) rows[t] = mine;
     if (!__syncthreads_or(mine >= 0)) continue;
     for (int c0 = 0; c0 < cin; c0 += BK) {
@@ -385,8 +406,8 @@ CONV = r"""
   }
   #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int r = m0 + ty + 16 * i;
-    if (r >= m) continue;
+    const int r = out_rows[ty + 16 * i];
+    if (r < 0) continue;
     #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = n0 + tx + 16 * j;
@@ -407,8 +428,9 @@ CONV = r"""
 # ``w`` comes as (V, Cout, Cin) so that B loads along k as well; the f32 tile
 # goes through shared memory so the bias is added and the output written
 # coalesced.
+# Rows through ``order`` with meta[4] = 1, as in lt_conv.
 # inputs: x (N, Cin) T, w (V, Cout, Cin) T, bias (Cout,) f32, nbr (V, M),
-#         meta [M, V, Cin, Cout] (V <= MAX_TAPS)
+#         order (M,) or (1,) int32, meta [M, V, Cin, Cout, sorted] (V <= MAX_TAPS)
 # outputs: y (M, Cout) T
 CONV_MMA = r"""
   constexpr int BM = 64, BN = 64, BK = 32, LDS = BK + 8, LDC = BN + 4, MAX_TAPS = 512;
@@ -416,6 +438,7 @@ CONV_MMA = r"""
   __shared__ __align__(16) T Bs[2][BN * LDS];
   __shared__ __align__(16) float Cs[BM * LDC];
   __shared__ short taps[MAX_TAPS];
+  __shared__ int out_rows[BM];
   __shared__ int listed;
   const int m = meta[0], nv = meta[1], cin = meta[2], cout = meta[3];
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
@@ -423,9 +446,10 @@ CONV_MMA = r"""
   const int wm = warp / 2, wn = warp % 2;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   if (t == 0) listed = 0;
+  if (t < BM) out_rows[t] = m0 + t < m ? (meta[4] ? order[m0 + t] : m0 + t) : -1;
   __syncthreads();
   for (int k = 0; k < nv; ++k) {
-    const int mine = (t < BM && m0 + t < m) ? nbr[(long long)k * m + m0 + t] : -1;
+    const int mine = (t < BM && out_rows[t] >= 0) ? nbr[(long long)k * m + out_rows[t]] : -1;
     if (__syncthreads_or(mine >= 0) && t == 0) taps[listed++] = (short)k;
   }
   __syncthreads();
@@ -438,7 +462,7 @@ CONV_MMA = r"""
     for (int u = 0; u < 2; ++u) {
       const int idx = t + 128 * u;
       const int r = idx / 4, ch = (idx % 4) * 8, c = c0 + ch;
-      const int src = (m0 + r < m) ? nbr[(long long)k * m + m0 + r] : -1;
+      const int src = out_rows[r] >= 0 ? nbr[(long long)k * m + out_rows[r]] : -1;
       const bool a_ok = src >= 0 && c < cin;
       lt_cp16(As[b] + r * LDS + ch, a_ok ? x + (long long)src * cin + c : x, a_ok ? 16 : 0);
       const int j = n0 + r;
@@ -502,8 +526,9 @@ CONV_MMA = r"""
   __syncthreads();
   for (int idx = t; idx < BM * BN; idx += 128) {
     const int r = idx / BN, c = idx % BN;
-    if (m0 + r < m && n0 + c < cout)
-      y[(long long)(m0 + r) * cout + n0 + c] = lt_to<T>(Cs[r * LDC + c] + bias[n0 + c]);
+    const int row = out_rows[r];
+    if (row >= 0 && n0 + c < cout)
+      y[(long long)row * cout + n0 + c] = lt_to<T>(Cs[r * LDC + c] + bias[n0 + c]);
   }
 """
 
@@ -658,9 +683,10 @@ KERNELS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         GEN_COMPACT,
     ),
     "lt_hash_query": (("table", "coords", "queries", "offs", "meta"), ("nbr",), HASH_QUERY),
+    "lt_tap_mask": (("nbr", "meta"), ("mask",), TAP_MASK),
     "lt_invert": (("nbr", "meta"), ("inv",), INVERT),
-    "lt_conv": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV),
-    "lt_conv_mma": (("x", "w", "bias", "nbr", "meta"), ("y",), CONV_MMA),
+    "lt_conv": (("x", "w", "bias", "nbr", "order", "meta"), ("y",), CONV),
+    "lt_conv_mma": (("x", "w", "bias", "nbr", "order", "meta"), ("y",), CONV_MMA),
     "lt_conv_wgrad": (("x", "dy", "nbr", "meta"), ("dw",), WGRAD),
     "lt_pool": (("x", "nbr", "meta"), ("y",), POOL),
     "lt_pool_share": (("x", "y", "dy", "nbr", "meta"), ("share",), POOL_SHARE),
