@@ -31,14 +31,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import torch
 from bench_harness import (
     LAYERS,
+    POOLS,
     Layer,
+    Pool,
     aggregate,
     count_flops,
     host_time,
@@ -262,26 +263,6 @@ def _print_row(row: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- pools
-
-
-@dataclass(frozen=True)
-class Pool:
-    name: str
-    op: str  # full_pool3d (spconv's pools) or pool3d
-    mode: str
-    kernel: int
-    stride: int
-    padding: int = 0
-    peer: str | None = None  # the spconv module of the same pool, where one exists
-
-
-POOLS = (
-    Pool("maxpool k2s2 64", "full_pool3d", "max", 2, 2, 0, "SparseMaxPool3d"),
-    Pool("maxpool k3s2 p1 64", "full_pool3d", "max", 3, 2, 1, "SparseMaxPool3d"),
-    Pool("avgpool k2s2 64", "full_pool3d", "avg", 2, 2, 0, "SparseAvgPool3d"),
-    Pool("sumpool k3s2 64 (pool3d)", "pool3d", "sum", 3, 2),
-)
-"""spconv's pools are ``full_pool3d`` (the indexed relation); it has no sum pool."""
 
 
 def bench_pools(coords: torch.Tensor, shape: list[int], bw: float) -> list[dict[str, Any]]:

@@ -34,7 +34,9 @@ import torch
 
 __all__ = [
     "LAYERS",
+    "POOLS",
     "Layer",
+    "Pool",
     "aggregate",
     "count_flops",
     "host_time",
@@ -69,6 +71,28 @@ LAYERS = (
     Layer("inverse k2s2 64", "inverse", 64, 64, 2, 2),
 )
 """The layers both libraries are timed on: a sparse U-Net's convs at 32-128 channels."""
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool row of the CUDA benchmarks (f16, 64 channels)."""
+
+    name: str
+    op: str  # full_pool3d (spconv's pools) or pool3d
+    mode: str
+    kernel: int
+    stride: int
+    padding: int = 0
+    peer: str | None = None  # the spconv module of the same pool, where one exists
+
+
+POOLS = (
+    Pool("maxpool k2s2 64", "full_pool3d", "max", 2, 2, 0, "SparseMaxPool3d"),
+    Pool("maxpool k3s2 p1 64", "full_pool3d", "max", 3, 2, 1, "SparseMaxPool3d"),
+    Pool("avgpool k2s2 64", "full_pool3d", "avg", 2, 2, 0, "SparseAvgPool3d"),
+    Pool("sumpool k3s2 64 (pool3d)", "pool3d", "sum", 3, 2),
+)
+"""spconv's pools are ``full_pool3d`` (the indexed relation); it has no sum pool."""
 
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 

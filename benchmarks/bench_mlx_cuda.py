@@ -2,9 +2,9 @@
 
 For the layers of a sparse U-Net (subm 3x3x3 at C = 32, 64, 128; k2 s2 and
 k3 s2 p1 convs; a k2 s2 transposed conv; the inverse conv that reuses the
-k2 s2 conv's map) and for the four-level MinkUNet forward (widths
-32-64-128-256 down, 256-128-96-96 up, two subm blocks per stage, ReLU, no
-batch norm), on the project's surface scene and on a LiDAR-like street scan
+k2 s2 conv's map; max, avg and sum pools) and for the four-level MinkUNet
+forward (widths 32-64-128-256 down, 256-128-96-96 up, two subm blocks per
+stage, ReLU, no batch norm), on the project's surface scene and on a LiDAR-like street scan
 it never saw (``lidar_scene.py``), it prints:
 
 * ``mlx`` / ``mlx+map``: mlx_lattice's time with the map cached on the input
@@ -39,7 +39,15 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from bench_harness import LAYERS, Layer, aggregate, paired_stable_time, without_option
+from bench_harness import (
+    LAYERS,
+    POOLS,
+    Layer,
+    Pool,
+    aggregate,
+    paired_stable_time,
+    without_option,
+)
 from lattice_conformance.scenes import batched, make_scene
 from lidar_scene import lidar_coords
 from mlx_lattice import SparseTensor, cuda, ops
@@ -76,7 +84,7 @@ def _print_row(name: str, times: dict[str, float], rounds: int, unstable: list[s
 
     note = f"  rounds {rounds}" + (f", unstable: {', '.join(unstable)}" if unstable else "")
     print(
-        f"  {name:<22}{ms('mlx')}{ms('mlx+map')}{ms('spconv')}{ms('spconv+map')}"
+        f"  {name:<26}{ms('mlx')}{ms('mlx+map')}{ms('spconv')}{ms('spconv+map')}"
         f"{ratio('mlx', 'spconv')}{ratio('mlx+map', 'spconv+map')}{note}",
         flush=True,
     )
@@ -215,6 +223,45 @@ def bench_layer(
         if down is not None:
             times[f"{lib}+map"] -= down
     return times, rounds, unstable
+
+
+# ------------------------------------------------------------------------ pools
+
+
+def bench_pool(
+    pool: Pool, coords: np.ndarray, peers: bool, repeat: int
+) -> tuple[dict[str, float], int, list[str]]:
+    """One pool (f16, 64 channels): cached and with its map built, spconv's where it has one."""
+    feats = np.random.default_rng(2).standard_normal((len(coords), 64)).astype(np.float32)
+    c = mx.array(coords)
+    f = mx.array(feats).astype(mx.float16)
+    op = getattr(ops, pool.op)
+
+    def mlx(x: SparseTensor) -> None:
+        y = op(x, mode=pool.mode, kernel_size=pool.kernel, stride=pool.stride, padding=pool.padding)
+        _mlx_sync(y.feats, y.coords)
+
+    cached_x = SparseTensor.trusted(c, f)
+    fns: dict[str, Callable[[], None]] = {
+        "mlx": lambda: mlx(cached_x),
+        "mlx+map": lambda: mlx(SparseTensor.trusted(c, f)),
+    }
+    if peers and pool.peer is not None:
+        import spconv.pytorch as spconv
+        import torch
+
+        module = getattr(spconv, pool.peer)(pool.kernel, pool.stride, pool.padding).cuda()
+        idx = torch.from_numpy(coords).cuda()
+        tf = torch.from_numpy(feats).cuda().half()
+        shape = [int(v) + 4 for v in coords[:, 1:].max(axis=0)]
+
+        def peer() -> None:  # spconv keeps no pool pairs for a new tensor: always built
+            with torch.no_grad():
+                module(spconv.SparseConvTensor(tf, idx, shape, 1))
+            torch.cuda.synchronize()
+
+        fns["spconv+map"] = peer
+    return paired_stable_time(fns, repeat, max_rounds=MAX_ROUNDS, wall=True)
 
 
 # ----------------------------------------------------------------------- MinkUNet
@@ -374,6 +421,40 @@ def scene_coords(kind: str, n: int) -> np.ndarray:
     return batched(pts)
 
 
+def subm_tile_work(coords: np.ndarray, tile: int = 64) -> tuple[float, float, float]:
+    """(pairs per row, tile work / real pairs in row order, the same with rows sorted by mask).
+
+    An output-stationary conv tile gathers and multiplies all its ``tile``
+    rows for every 3x3x3 tap that reaches any of them; the ratio is that
+    work over the real pairs (1 would be no waste). Counted on the
+    coordinates alone (sorted-key search), independent of either runtime.
+    """
+    c = coords.astype(np.int64)
+    lo = c.min(axis=0) - 1
+    span = c.max(axis=0) - lo + 2
+
+    def key(a: np.ndarray) -> np.ndarray:
+        a = a - lo
+        k: np.ndarray = ((a[:, 0] * span[1] + a[:, 1]) * span[2] + a[:, 2]) * span[3] + a[:, 3]
+        return k
+
+    table = np.sort(key(c))
+    offsets = np.array([(0, i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)])
+    hit = np.empty((len(offsets), len(c)), dtype=bool)
+    for t, off in enumerate(offsets):  # 27 vectorised searches
+        q = key(c + off)
+        hit[t] = table[np.minimum(np.searchsorted(table, q), len(table) - 1)] == q
+    mask = (hit.astype(np.int64) << np.arange(len(offsets))[:, None]).sum(axis=0)
+    real = int(hit.sum())
+
+    def work(order: np.ndarray) -> float:
+        pad = (-len(order)) % tile
+        h = np.concatenate([hit[:, order], np.zeros((len(offsets), pad), dtype=bool)], axis=1)
+        return float(h.reshape(len(offsets), -1, tile).any(axis=2).sum() * tile) / max(real, 1)
+
+    return real / max(len(c), 1), work(np.arange(len(c))), work(np.argsort(mask, kind="stable"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scenes", nargs="+", default=["surface", "lidar"])
@@ -406,8 +487,13 @@ def main() -> None:
             coords = scene_coords(kind, n)
             scene = f"{kind}-{n // 1000}k"
             print(f"\nscene {scene}: {len(coords)} voxels (ms; ratios mlx / spconv)")
+            pairs, plain, by_mask = subm_tile_work(coords)
             print(
-                f"  {'':<22}{'mlx':>9}{'mlx+map':>9}{'spconv':>9}{'sp+map':>9}"
+                f"  subm 3x3x3 map: {pairs:.1f} pairs a row; 64-row tiles do {plain:.2f}x the"
+                f" real pairs' work in row order, {by_mask:.2f}x with rows sorted by tap mask"
+            )
+            print(
+                f"  {'':<26}{'mlx':>9}{'mlx+map':>9}{'spconv':>9}{'sp+map':>9}"
                 f"{'cached':>8}{'w/ map':>8}"
             )
             rows = [] if args.no_layers else list(LAYERS)
@@ -415,6 +501,10 @@ def main() -> None:
                 times, rounds, unstable = bench_layer(layer, coords, peers, args.repeat)
                 _print_row(layer.name, times, rounds, unstable)
                 _emit(scene, layer.name, times)
+            for pool in [] if args.no_layers else POOLS:
+                times, rounds, unstable = bench_pool(pool, coords, peers, args.repeat)
+                _print_row(pool.name, times, rounds, unstable)
+                _emit(scene, pool.name, times)
             if not args.no_unet:
                 times, rounds, unstable, extra = bench_unet(coords, peers, args.repeat)
                 _print_row("MinkUNet forward", times, rounds, unstable)
