@@ -4,15 +4,19 @@ For the layers of a sparse U-Net (subm 3x3x3 at C = 32, 64, 128; k2 s2 and
 k3 s2 p1 convs; a k2 s2 transposed conv; the inverse conv that reuses the
 k2 s2 conv's map; max, avg and sum pools) and for the four-level MinkUNet
 forward (widths 32-64-128-256 down, 256-128-96-96 up, two subm blocks per
-stage, ReLU, no batch norm), on the project's surface scene and on a LiDAR-like street scan
-it never saw (``lidar_scene.py``), it prints:
+stage, ReLU, no batch norm), on the project's surface scene and on a
+LiDAR-like street scan it never saw (``lidar_scene.py``), it prints:
 
 * ``mlx`` / ``mlx+map``: mlx_lattice's time with the map cached on the input
   support, and with it built inside the call (a fresh support each call: what
   a deployed model pays for every new scan);
 * ``spconv`` / ``spconv+map``: spconv 2.x with its indice pairs reused, and
-  rebuilt;
-* the ratios mlx / spconv (below 1: mlx_lattice is faster).
+  rebuilt (its pools keep no pairs for a new tensor: built only);
+* the ratios mlx / spconv (below 1: mlx_lattice is faster);
+* per scene, what the subm map costs the output-stationary conv tiles: the
+  real pairs a row, and the work 64-row tiles do for them in row order and
+  with rows sorted by tap mask (:func:`subm_tile_work`, counted on the
+  coordinates, so the FLOPs and gathers behind the subm rows are known).
 
 How it keeps from flattering us: both libraries are timed in the same rounds
 (``bench_harness.paired_stable_time``, by the wall clock since MLX runs on
