@@ -16,7 +16,8 @@ LiDAR-like street scan it never saw (``lidar_scene.py``), it prints:
 * per scene, what the subm map costs the output-stationary conv tiles: the
   real pairs a row, and the work 64-row tiles do for them in row order and
   with rows sorted by tap mask (:func:`subm_tile_work`, counted on the
-  coordinates, so the FLOPs and gathers behind the subm rows are known).
+  generic path's map built on the CPU, so the FLOPs and gathers behind the
+  subm rows are known).
 
 How it keeps from flattering us: both libraries are timed in the same rounds
 (``bench_harness.paired_stable_time``, by the wall clock since MLX runs on
@@ -55,6 +56,8 @@ from bench_harness import (
 from lattice_conformance.scenes import batched, make_scene
 from lidar_scene import lidar_coords
 from mlx_lattice import SparseTensor, cuda, ops
+from mlx_lattice.coords import SupportCache
+from mlx_lattice.kernel_map import subm_map
 
 START = time.perf_counter()
 MAX_ROUNDS = int(os.environ.get("BENCH_MAX_ROUNDS", "20"))
@@ -430,33 +433,27 @@ def subm_tile_work(coords: np.ndarray, tile: int = 64) -> tuple[float, float, fl
 
     An output-stationary conv tile gathers and multiplies all its ``tile``
     rows for every 3x3x3 tap that reaches any of them; the ratio is that
-    work over the real pairs (1 would be no waste). Counted on the
-    coordinates alone (sorted-key search), independent of either runtime.
+    work over the real pairs (1 would be no waste). The pairs are the
+    generic path's subm map, built on the CPU: a property of the
+    coordinates, not of the CUDA kernels being timed.
     """
-    c = coords.astype(np.int64)
-    lo = c.min(axis=0) - 1
-    span = c.max(axis=0) - lo + 2
-
-    def key(a: np.ndarray) -> np.ndarray:
-        a = a - lo
-        k: np.ndarray = ((a[:, 0] * span[1] + a[:, 1]) * span[2] + a[:, 2]) * span[3] + a[:, 3]
-        return k
-
-    table = np.sort(key(c))
-    offsets = np.array([(0, i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)])
-    hit = np.empty((len(offsets), len(c)), dtype=bool)
-    for t, off in enumerate(offsets):  # 27 vectorised searches
-        q = key(c + off)
-        hit[t] = table[np.minimum(np.searchsorted(table, q), len(table) - 1)] == q
-    mask = (hit.astype(np.int64) << np.arange(len(offsets))[:, None]).sum(axis=0)
+    with mx.stream(mx.cpu):
+        kmap = subm_map(SupportCache(), mx.array(coords), (1, 1, 1), (3, 3, 3), (1, 1, 1))
+        out_idx = np.asarray(kmap.out_idx)
+    n, volume = len(coords), kmap.volume
+    hit = np.zeros((volume, n), dtype=bool)
+    hit[np.repeat(np.arange(volume), np.diff(kmap.starts)), out_idx] = True
+    if kmap.identity_tap is not None:  # its pairs (every row onto itself) are not stored
+        hit[kmap.identity_tap] = True
+    mask = (hit.astype(np.int64) << np.arange(volume)[:, None]).sum(axis=0)
     real = int(hit.sum())
 
     def work(order: np.ndarray) -> float:
         pad = (-len(order)) % tile
-        h = np.concatenate([hit[:, order], np.zeros((len(offsets), pad), dtype=bool)], axis=1)
-        return float(h.reshape(len(offsets), -1, tile).any(axis=2).sum() * tile) / max(real, 1)
+        h = np.concatenate([hit[:, order], np.zeros((volume, pad), dtype=bool)], axis=1)
+        return float(h.reshape(volume, -1, tile).any(axis=2).sum() * tile) / max(real, 1)
 
-    return real / max(len(c), 1), work(np.arange(len(c))), work(np.argsort(mask, kind="stable"))
+    return real / max(n, 1), work(np.arange(n)), work(np.argsort(mask, kind="stable"))
 
 
 def main() -> None:

@@ -96,12 +96,14 @@ def convolve(
             paired = maps.paired_transpose(x.cache, target.cache, geometry)
         if paired is not None:
             dmap = paired
-        elif target is None and family == "subm":
-            rel = maps.relation(family, *geometry)
-            dmap = maps.subm_map(key, x.cache, x.coords, x.stride, rel)
         else:
             rel = maps.relation(family, *geometry)
-            dmap = maps.target_map(key, x.cache, x.coords, x.stride, out.coords, out.stride, rel)
+            if target is None:  # subm: the support onto itself
+                dmap = maps.subm_map(key, x.cache, x.coords, x.stride, rel)
+            else:
+                dmap = maps.target_map(
+                    key, x.cache, x.coords, x.stride, out.coords, out.stride, rel
+                )
         feats = apply_map(x.feats, weight, bias, dmap)
         return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
     try:
