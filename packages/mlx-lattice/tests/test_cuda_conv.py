@@ -279,6 +279,12 @@ def test_gradients_match_generic_path() -> None:
     wd = _weight(16, 2, 16, mx.float32, 26)
     cases = {
         "subm": (x, 3, lambda t, w, b: ops.subm_conv3d(t, w, b, kernel_size=3)),
+        # the weight enters twice: the numerator and the normaliser
+        "normalized subm": (
+            x,
+            3,
+            lambda t, w, b: ops.normalized_subm_conv3d(t, w, b, kernel_size=3),
+        ),
         "conv k2s2": (x, 2, lambda t, w, b: ops.conv3d(t, w, b, kernel_size=2, stride=2)),
         "inverse of conv k2s2": (
             x,
@@ -323,6 +329,61 @@ def test_gradients_match_generic_path() -> None:
             a64, r64 = np.asarray(a).astype(np.float64), np.asarray(r).astype(np.float64)
             err = np.linalg.norm(a64 - r64) / max(float(np.linalg.norm(r64)), 1e-30)
             assert err <= 1e-5, f"{name} {part}: {err}"
+
+
+def _normalized_cases(
+    x: SparseTensor, coarse: SparseTensor, dtype: mx.Dtype
+) -> dict[str, tuple[Callable[[], SparseTensor], bool]]:
+    """Each normalised op on the CUDA route: name -> (call, whether its rows keep their order)."""
+    w3 = _weight(20, 3, x.num_channels, dtype, 84)
+    wt = _weight(12, 2, coarse.num_channels, dtype, 85)
+    wt3 = _weight(12, 3, coarse.num_channels, dtype, 86)
+    b = mx.array(np.linspace(-1, 1, 20).astype(np.float32))
+    return {
+        "normalized_subm_conv3d k3": (
+            lambda: ops.normalized_subm_conv3d(x, w3, b, kernel_size=3),
+            True,
+        ),
+        "normalized_generative_conv_transpose3d k2 s2": (
+            lambda: ops.normalized_generative_conv_transpose3d(coarse, wt, kernel_size=2, stride=2),
+            False,
+        ),
+        "normalized_conv_transpose3d k3 s2 p1 onto x": (
+            lambda: ops.normalized_conv_transpose3d(
+                coarse, wt3, kernel_size=3, stride=2, padding=1, eps=1e-3, coordinates=x
+            ),
+            True,
+        ),
+    }
+
+
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16])
+@pytest.mark.parametrize("rows", [1, 2, 20000])
+def test_normalized_convs_match_generic_path(dtype: mx.Dtype, rows: int) -> None:
+    """The weight-normalised convs on the device map: the generic path's values and rows.
+
+    Border rows (fewer taps, a smaller normaliser) are most of a sparse scene
+    and every row of the one- and two-row inputs.
+    """
+    if rows <= 2:
+        coords = np.array([[0, -3, 5, 7], [1, -1, -8, 0]], dtype=np.int32)[:rows]
+    else:
+        coords = _scene(rows, 81)
+    x = _input(coords, 24, dtype, 82)
+    coarse_coords = np.unique(coords // np.array((1, 2, 2, 2), dtype=np.int32), axis=0)
+    coarse = _input(coarse_coords, 16, dtype, 83, stride=2)
+    for name, (fn, ordered) in _normalized_cases(x, coarse, dtype).items():
+        x.cache.relations.clear()
+        coarse.cache.relations.clear()
+        ref = _generic(fn)
+        x.cache.relations.clear()
+        coarse.cache.relations.clear()
+        ours = fn()
+        mx.eval(ours.feats, ours.coords)
+        try:
+            _check_same(ours, ref, dtype, ordered=ordered)
+        except AssertionError as err:
+            raise AssertionError(f"{name} ({dtype}, {rows} rows): {err}") from None
 
 
 _POOLS: dict[str, tuple[Callable[..., SparseTensor], dict[str, int]]] = {

@@ -51,7 +51,7 @@ def routes(weight: object) -> bool:
     return _STATE["enabled"] and mx.default_device() == mx.gpu and available()
 
 
-from mlx_lattice.cuda.convolve import convolve  # noqa: E402  (needs routes' module state first)
+from mlx_lattice.cuda.convolve import convolve, normalized  # noqa: E402  (needs routes' module state first)
 from mlx_lattice.cuda.pool import pool  # noqa: E402
 
-__all__ += ["convolve", "pool"]
+__all__ += ["convolve", "normalized", "pool"]

@@ -22,10 +22,11 @@ from collections.abc import Callable
 import mlx.core as mx
 from lattice_contract.dialect import Int32CoordinateError, Triple
 
+from mlx_lattice.coords import SupportCache
 from mlx_lattice.cuda import kernels, maps
 from mlx_lattice.sparse import SparseTensor
 
-__all__ = ["apply_map", "convolve"]
+__all__ = ["apply_map", "convolve", "normalized", "output_and_map"]
 
 
 def _conv_function(dmap: maps.DeviceMap) -> Callable[[mx.array, mx.array, mx.array], mx.array]:
@@ -62,6 +63,46 @@ def apply_map(
     return _conv_function(dmap)(feats, w, b)
 
 
+def output_and_map(
+    op: str,
+    x: SparseTensor,
+    geometry: tuple[Triple, Triple, Triple, Triple],
+    target: SparseTensor | None,
+    out_stride: Triple,
+    *,
+    family: str,
+) -> tuple[mx.array, Triple, SupportCache, maps.DeviceMap]:
+    """The output rows (coords, stride, cache) of a conv of ``family`` and its device map.
+
+    The subm and target forms keep their output support's rows; the others
+    generate it (memoised on the input's cache, like the map).
+    """
+    if family == "subm" or target is not None:
+        out = x if target is None else target
+        # the output support is named weakly, as the generic maps do: a subm map
+        # cached on its own support, or a target's on its input, forms no cycle
+        key = (family, *geometry, weakref.ref(out.cache))
+        paired = None
+        if family == "transposed" and target is not None:
+            paired = maps.paired_transpose(x.cache, target.cache, geometry)
+        if paired is not None:
+            dmap = paired
+        else:
+            rel = maps.relation(family, *geometry)
+            if target is None:  # subm: the support onto itself
+                dmap = maps.subm_map(key, x.cache, x.coords, x.stride, rel)
+            else:
+                dmap = maps.target_map(
+                    key, x.cache, x.coords, x.stride, out.coords, out.stride, rel
+                )
+        return out.coords, out.stride, out.cache, dmap
+    try:
+        gen = maps.support_and_map(family, x.cache, x.coords, x.stride, *geometry, out_stride)
+    except Int32CoordinateError as err:
+        raise err.with_op(op) from None
+    return gen.coords, gen.stride, gen.cache, gen.dmap
+
+
 def convolve(
     op: str,
     x: SparseTensor,
@@ -86,29 +127,38 @@ def convolve(
         if not isinstance(weight, QuantizedWeight):
             raise TypeError(f"{op}: weight must be an mx.array or a QuantizedWeight")
         weight = weight.dequantize_as((weight.out_channels, *geometry[0], x.num_channels))
-    if family == "subm" or target is not None:
-        out = x if target is None else target
-        # the output support is named weakly, as the generic maps do: a subm map
-        # cached on its own support, or a target's on its input, forms no cycle
-        key = (family, *geometry, weakref.ref(out.cache))
-        paired = None
-        if family == "transposed" and target is not None:
-            paired = maps.paired_transpose(x.cache, target.cache, geometry)
-        if paired is not None:
-            dmap = paired
-        else:
-            rel = maps.relation(family, *geometry)
-            if target is None:  # subm: the support onto itself
-                dmap = maps.subm_map(key, x.cache, x.coords, x.stride, rel)
-            else:
-                dmap = maps.target_map(
-                    key, x.cache, x.coords, x.stride, out.coords, out.stride, rel
-                )
-        feats = apply_map(x.feats, weight, bias, dmap)
-        return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
-    try:
-        gen = maps.support_and_map(family, x.cache, x.coords, x.stride, *geometry, out_stride)
-    except Int32CoordinateError as err:
-        raise err.with_op(op) from None
-    feats = apply_map(x.feats, weight, bias, gen.dmap)
-    return SparseTensor._from_parts(gen.coords, feats, gen.stride, gen.cache)
+    coords, stride, cache, dmap = output_and_map(op, x, geometry, target, out_stride, family=family)
+    feats = apply_map(x.feats, weight, bias, dmap)
+    return SparseTensor._from_parts(coords, feats, stride, cache)
+
+
+def normalized(
+    op: str,
+    x: SparseTensor,
+    weight: mx.array,
+    bias: mx.array | None,
+    eps: float,
+    geometry: tuple[Triple, Triple, Triple, Triple],
+    target: SparseTensor | None,
+    out_stride: Triple,
+    *,
+    family: str,
+) -> SparseTensor:
+    """A weight-normalised conv (``normalized_*``) over one device map, as the generic path.
+
+    ``num / sqrt(den + eps) + bias`` in f32, stored in ``x``'s dtype, where
+    ``num`` is the plain conv of the f32 features and ``den`` the same map
+    applied to an all-ones column with the per-tap weight ``sum_i W^2`` (see
+    :mod:`mlx_lattice.ops.normalized`). Both run on ``lt_conv`` in f32 (FFMA),
+    the arithmetic the generic path does; gradients reach the weight through
+    both, by the conv's own vjp and MLX's for the squares.
+    """
+    coords, stride, cache, dmap = output_and_map(op, x, geometry, target, out_stride, family=family)
+    w = weight.astype(mx.float32)
+    num = apply_map(x.feats.astype(mx.float32), w, None, dmap)
+    ones = mx.ones((x.num_rows, 1), dtype=mx.float32)
+    den = apply_map(ones, mx.sum(w * w, axis=-1, keepdims=True), None, dmap)
+    out = num / mx.sqrt(den + eps)
+    if bias is not None:
+        out = out + bias
+    return SparseTensor._from_parts(coords, out.astype(x.dtype), stride, cache)

@@ -12,6 +12,8 @@ of an all-ones single-channel input with the per-tap weight ``sum_i W^2``
 taps present).  A border row therefore gets a smaller normaliser.  A
 pointwise (1x1x1, dilation 1) ``normalized_subm_conv3d`` is an ordinary
 ``subm_conv3d``, as in the reference system.  Packed weights are refused.
+On MLX's CUDA backend both sums run on mlx_lattice's own conv kernel over the
+device map (:func:`mlx_lattice.cuda.normalized`), in the same f32 arithmetic.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from lattice_contract.dialect import Triple, kernel_volume
+from lattice_contract.dialect import Triple, kernel_volume, transposed_stride
 from lattice_contract.frontend import Attrs, implement, op_errors
 from lattice_contract.frontend import ops as api
 from lattice_contract.frontend import signatures as sig
 
+from mlx_lattice import cuda
 from mlx_lattice.kernel_map import (
     KernelMap,
     subm_map,
@@ -31,6 +34,7 @@ from mlx_lattice.kernel_map import (
 from mlx_lattice.ops._transposed import transposed_output
 from mlx_lattice.ops.conv import (
     _tap_weights,
+    _target,
     apply_kernel_map,
     sparse_input,
     subm_conv3d,
@@ -85,6 +89,13 @@ def _normalized_subm_conv3d(input: Any, weight: Any, bias: Any, attrs: Attrs) ->
     _refuse_packed(weight, op)
     if g.kernel_size == (1, 1, 1) and g.dilation == (1, 1, 1):
         return subm_conv3d(x, weight, bias, kernel_size=1, dilation=1)
+    if cuda.routes(weight):  # MLX on CUDA: the device map and mlx_lattice's conv kernel
+        _, _, b = _tap_weights(weight, bias, x, g.kernel_size, op)
+        assert isinstance(weight, mx.array)  # packed weights were refused above
+        geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
+        return cuda.normalized(
+            op, x, weight, b, attrs["eps"], geometry, None, x.stride, family="subm"
+        )
     kmap = subm_map(x.cache, x.coords, x.stride, g.kernel_size, g.dilation)
     feats = _normalized(op, x, weight, bias, g.kernel_size, kmap, attrs["eps"])
     return SparseTensor._from_parts(x.coords, feats, x.stride, x.cache)
@@ -106,6 +117,17 @@ def _transposed(
     g = api.window(attrs)
     x = sparse_input(input, op)
     _refuse_packed(weight, op)
+    if cuda.routes(weight):  # MLX on CUDA: the device map and mlx_lattice's conv kernel
+        _, _, b = _tap_weights(weight, bias, x, g.kernel_size, op)
+        assert isinstance(weight, mx.array)  # packed weights were refused above
+        out_stride = transposed_stride(x.stride, g.stride, op)
+        target = None
+        if coordinates is not None:
+            target = _target(coordinates, op, out_stride, "input stride / stride")
+        geometry = (g.kernel_size, g.stride, g.padding, g.dilation)
+        return cuda.normalized(
+            op, x, weight, b, attrs["eps"], geometry, target, out_stride, family="transposed"
+        )
     out = transposed_output(op, x, g, coordinates)
     feats = _normalized(op, x, weight, bias, g.kernel_size, out.kmap, attrs["eps"])
     return SparseTensor._from_parts(out.coords, feats, out.stride, out.cache)
