@@ -9,6 +9,7 @@ tested against dense and spconv references on the CPU.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 
 import mlx.core as mx
@@ -220,6 +221,63 @@ def test_every_kind_on_empty_and_tiny_inputs(rows: int) -> None:
             _check_same(ours, ref, mx.float32, ordered=name not in _GENERATED)
         except AssertionError as err:
             raise AssertionError(f"{name} ({rows} rows): {err}") from None
+
+
+def test_encoder_levels_come_from_one_read_and_match_generic_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five k2s2 convs in a chain: the first generates four levels with one host read.
+
+    The scene has two batch items with negative coordinates, a lone voxel far
+    out on odd and negative coordinates (one row at every level) and a voxel
+    whose coarsening floors towards minus infinity; every level's rows and
+    features equal the generic path's, and every prefetched level's rows come
+    in the order that coarsening the level above would give them.
+    """
+    from mlx_lattice.cuda import kernels, maps
+
+    lone = np.array([[2, -(2**30) + 1, 3, 2**20 + 1], [1, -1, -1, -1]], dtype=np.int32)
+    coords = np.concatenate([_scene(30000, 21), lone])
+    x = _input(coords, 16, mx.float16, 22)
+    weights = [_weight(16, 2, 16, mx.float16, 23 + level) for level in range(5)]
+
+    def chain() -> list[SparseTensor]:
+        levels, y = [], x
+        for w in weights:
+            y = ops.conv3d(y, w, kernel_size=2, stride=2)
+            levels.append(y)
+        return levels
+
+    previous = cuda.set_enabled(False)
+    try:
+        refs = chain()
+    finally:
+        cuda.set_enabled(previous)
+    x.cache.relations.clear()
+    reads = []
+    generate_all = kernels.generate_all
+
+    def counted(requests: list[kernels.Generation]) -> list[kernels.Generated | None]:
+        reads.append(len(requests))
+        return generate_all(requests)
+
+    monkeypatch.setattr(kernels, "generate_all", counted)
+    ours = chain()
+    mx.eval(*(y.feats for y in ours))
+    assert reads == [maps.PYRAMID_LEVELS, maps.PYRAMID_LEVELS]  # levels 1-4, then 5-8
+    for level, (got, ref) in enumerate(zip(ours, refs, strict=True), start=1):
+        try:
+            _check_same(got, ref, mx.float16, ordered=False)
+        except AssertionError as err:
+            raise AssertionError(f"level {level}: {err}") from None
+    monkeypatch.undo()
+    for above, below in itertools.pairwise(ours[:4]):  # levels 2-4 were prefetched
+        logical = above.coords // mx.array((1, *above.stride), dtype=mx.int32)
+        found = kernels.generate(
+            logical, ((0, 0, 0),), "coarsen", (2, 2, 2), (0, 0, 0), below.stride, emit=False
+        )
+        assert found is not None
+        np.testing.assert_array_equal(np.asarray(found[1]), np.asarray(below.coords))
 
 
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16], ids=str)

@@ -1,8 +1,8 @@
 """Launchers for the kernels of :mod:`mlx_lattice.cuda.source` through ``mx.fast.cuda_kernel``.
 
 Each launcher takes and returns MLX arrays and adds one node to MLX's lazy
-graph: nothing here evaluates or reads back (but :func:`generate`'s row
-count), so ``mx.compile`` and asynchronous evaluation see ordinary array
+graph: nothing here evaluates or reads back (but :func:`generate_all`'s row
+counts), so ``mx.compile`` and asynchronous evaluation see ordinary array
 operations.  A launch whose rows are empty is not made (MLX's CUDA custom
 kernels must not see empty arrays): the launcher returns the result directly.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
@@ -19,8 +20,10 @@ import numpy as np
 from mlx_lattice.cuda.source import HEADER, KERNELS
 
 __all__ = [
+    "Generation",
     "conv_rows",
     "generate",
+    "generate_all",
     "hash_build",
     "hash_query",
     "invert",
@@ -113,6 +116,28 @@ GENERATED_FAMILIES = {"coarsen": 0, "full": 1, "transposed": 2}
 """Candidate rules of :func:`generate` (``lt_candidate`` in the kernels' header)."""
 
 
+@dataclass(frozen=True)
+class Generation:
+    """One support to generate: candidate ``i`` is input row ``i // V`` through tap ``i % V``.
+
+    ``family`` (``coarsen``, ``full`` or ``transposed``; see ``lt_candidate``)
+    names the candidate rule; ``emit`` asks for the neighbour table whose
+    pairs are the candidates themselves (the full and transposed relations).
+    """
+
+    logical: mx.array
+    taps: tuple[tuple[int, int, int], ...]
+    family: str
+    stride: tuple[int, int, int]
+    padding: tuple[int, int, int]
+    out_stride: tuple[int, int, int]
+    emit: bool
+
+
+Generated = tuple[mx.array, mx.array, mx.array, mx.array | None]
+"""``(rows, coords, table, nbr)`` of :func:`generate_all`."""
+
+
 def generate(
     logical: mx.array,
     taps: tuple[tuple[int, int, int], ...],
@@ -122,33 +147,67 @@ def generate(
     out_stride: tuple[int, int, int],
     *,
     emit: bool,
-) -> tuple[mx.array, mx.array, mx.array, mx.array | None] | None:
-    """A generated support from ``(N, 4)`` logical input rows, in three launches and one read.
+) -> Generated | None:
+    """One generated support (:func:`generate_all` of one :class:`Generation`)."""
+    request = Generation(logical, taps, family, stride, padding, out_stride, emit)
+    return generate_all([request])[0]
 
-    Candidate ``i`` is input row ``i // V`` through tap ``i % V`` (``family``:
-    ``coarsen``, ``full`` or ``transposed``; see ``lt_candidate``). Returns
-    ``(rows, coords, table, nbr)``: the distinct candidate rows in
-    first-occurrence order (logical int32 and physical), the hash table of
-    ``rows``, and with ``emit`` the neighbour table ``nbr (V, M)`` whose pairs
-    are the candidates themselves (full and transposed relations). None when
-    an emitted row's physical coordinates leave int32.
 
-    The row count, read together with the int32 flag, is the one host read.
+def generate_all(requests: list[Generation]) -> list[Generated | None]:
+    """Generated supports, each in three launches, with one host read for all of them.
+
+    Returns per request ``(rows, coords, table, nbr)``: the distinct candidate
+    rows in first-occurrence order (logical int32 and physical), the hash
+    table of ``rows``, and with ``emit`` the neighbour table ``nbr (V, M)``;
+    None where an emitted row's physical coordinates leave int32.
+
+    The row counts, read together with the int32 flags, are the one host
+    read: a caller that knows it will need several supports (the levels of a
+    pyramid) asks for them together and synchronises once.
     """
-    volume = len(taps)
-    p = int(logical.shape[0]) * volume
+    begun = [_gen_begin(r) for r in requests]
+    counts = [d.count for d in begun if isinstance(d, _Dedup)]
+    read = np.asarray(mx.concatenate(counts)).tolist() if counts else []  # the one host read
+    results: list[Generated | None] = []
+    for request, dedup in zip(requests, begun, strict=True):
+        if not isinstance(dedup, _Dedup):  # nothing to generate
+            results.append(dedup)
+            continue
+        rows_out, flag = int(read[0]), int(read[1])
+        read = read[2:]
+        results.append(None if flag > 0 else _gen_compact(request, dedup, rows_out))
+    return results
+
+
+@dataclass(frozen=True)
+class _Dedup:
+    """A generation's deduplicated candidates, its row count and int32 flag still on the device."""
+
+    taps: mx.array
+    table: mx.array
+    rep: mx.array
+    rank: mx.array
+    meta: tuple[int, ...]
+    count: mx.array
+
+
+def _gen_begin(request: Generation) -> _Dedup | Generated:
+    """Launch the deduplication (or return the empty result without a launch)."""
+    volume = len(request.taps)
+    p = int(request.logical.shape[0]) * volume
     if p == 0:
         empty = mx.zeros((0, 4), dtype=mx.int32)
-        nothing = mx.zeros((volume, 0), dtype=mx.int32) if emit else None
+        nothing = mx.zeros((volume, 0), dtype=mx.int32) if request.emit else None
         return empty, empty, mx.full((64,), -1, dtype=mx.int32), nothing
     if p >= 1 << 31:
         raise ValueError(f"generated support: {p} candidates exceed the kernels' int32 indices")
     size = table_size(p)
-    head = [p, volume, size - 1, GENERATED_FAMILIES[family], *stride, *padding, *out_stride]
-    tap_table = mx.array(taps, dtype=mx.int32).reshape(volume, 3)
+    family = GENERATED_FAMILIES[request.family]
+    head = [p, volume, size - 1, family, *request.stride, *request.padding, *request.out_stride]
+    taps = mx.array(request.taps, dtype=mx.int32).reshape(volume, 3)
     grid = (_blocks(p, THREADS) * THREADS, 1, 1)
     table, wide = _kernel("lt_gen_unique")(
-        inputs=[logical, tap_table, _meta(*head)],
+        inputs=[request.logical, taps, _meta(*head)],
         output_shapes=[(size,), (1,)],
         output_dtypes=[mx.int32, mx.int32],
         grid=grid,
@@ -156,20 +215,30 @@ def generate(
         init_value=-1,
     )
     first, rep = _kernel("lt_gen_first")(
-        inputs=[logical, tap_table, table, _meta(*head)],
+        inputs=[request.logical, taps, table, _meta(*head)],
         output_shapes=[(p,), (p,)],
         output_dtypes=[mx.int32, mx.int32],
         grid=grid,
         threadgroup=(THREADS, 1, 1),
     )
     rank = mx.cumsum(first)
-    counts = np.asarray(mx.concatenate([rank[-1:], wide]))  # the one host read
-    rows_out, flag = int(counts[0]), int(counts[1])
-    if flag > 0:
-        return None
+    return _Dedup(taps, table, rep, rank, tuple(head), mx.concatenate([rank[-1:], wide]))
+
+
+def _gen_compact(request: Generation, dedup: _Dedup, rows_out: int) -> Generated:
+    """The representatives' rows, coordinates and table (and neighbours) in one launch."""
+    volume, emit = len(request.taps), request.emit
+    p, size = dedup.meta[0], dedup.meta[2] + 1
     shapes = [(rows_out, 4), (rows_out, 4), (size,), (volume, rows_out) if emit else (1,)]
     rows, coords, out_table, nbr = _kernel("lt_gen_compact")(
-        inputs=[logical, tap_table, table, rep, rank, _meta(*head, rows_out, int(emit))],
+        inputs=[
+            request.logical,
+            dedup.taps,
+            dedup.table,
+            dedup.rep,
+            dedup.rank,
+            _meta(*dedup.meta, rows_out, int(emit)),
+        ],
         output_shapes=shapes,
         output_dtypes=[mx.int32] * 4,
         grid=(_blocks(max(p, size), THREADS) * THREADS, 1, 1),

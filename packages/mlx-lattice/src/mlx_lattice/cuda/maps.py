@@ -26,12 +26,15 @@ order (input row, then tap): deterministic, but not the generic path's key
 order; row order is not part of the contract (docs/semantics.md).  The
 deduplication table becomes the output's hash table, and for the full and
 transposed relations, whose pairs are exactly the candidates, the last launch
-writes the neighbour table as well.  The row count is the only value read back
-inside a layer, together with the int32 range flag: when an emitted
-coordinate leaves int32 the generic builder is called to raise the contract's
-:class:`~lattice_contract.dialect.coord_range.Int32CoordinateError` with its full
-message.  Memory: ``V * M`` int32 per map (and as many for its
-adjoint, built only when a gradient needs it).
+writes the neighbour table as well.  A coarsened support (strided ``conv3d``
+and ``pool3d``) is generated together with the next coarser levels
+(:data:`PYRAMID_LEVELS` in all), which a U-Net's encoder asks for next.  The
+row counts are the only values read back, once per generation, together with
+the int32 range flags: when an emitted coordinate leaves int32 the generic
+builder is called to raise the contract's
+:class:`~lattice_contract.dialect.coord_range.Int32CoordinateError` with its
+full message.  Memory: ``V * M`` int32 per map (and as many for its adjoint,
+built only when a gradient needs it).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from mlx_lattice.coords import SupportCache
 from mlx_lattice.cuda import kernels
 
 __all__ = [
+    "PYRAMID_LEVELS",
+    "Coarsened",
     "DeviceMap",
     "DeviceSupport",
     "Relation",
@@ -228,6 +233,60 @@ def paired_transpose(
     return None
 
 
+PYRAMID_LEVELS = 4
+"""Coarsened supports generated together, with one host read: the one asked for and
+the three coarser levels below it (a four-level U-Net's encoder)."""
+
+
+@dataclass(frozen=True)
+class Coarsened:
+    """A coarsened support: logical rows, physical coordinates, and its cache (with its table)."""
+
+    rows: mx.array
+    coords: mx.array
+    cache: SupportCache
+
+
+def _coarsened(
+    cache: SupportCache, coords: mx.array, stride: Triple, op_stride: Triple
+) -> Coarsened | None:
+    """The support ``floor(c / op_stride)`` of a strided conv3d or pool, memoised on the input.
+
+    Coarsening composes (``floor(floor(c / s) / s) = floor(c / s^2)``, and the
+    first-occurrence order of a level is the same whether it is counted from
+    the level above or from this input), so the next coarser levels are
+    generated from this input in the same pass and memoised on each level's
+    cache: a U-Net's encoder reads its row counts back once, not once a
+    level.  None when the support asked for leaves int32 (a coarser level
+    that does is not kept).
+    """
+    key = ("cuda", "coarsened", op_stride)
+    hit = cache.relations.get(key)
+    if isinstance(hit, Coarsened):
+        return hit
+    logical = _logical(coords, stride)
+    requests = []
+    for level in range(1, PYRAMID_LEVELS + 1):
+        factor = (op_stride[0] ** level, op_stride[1] ** level, op_stride[2] ** level)
+        out_stride = (stride[0] * factor[0], stride[1] * factor[1], stride[2] * factor[2])
+        requests.append(
+            kernels.Generation(
+                logical, ((0, 0, 0),), "coarsen", factor, (0, 0, 0), out_stride, emit=False
+            )
+        )
+    level_cache = cache
+    for found in kernels.generate_all(requests):
+        if found is None:
+            break
+        rows, out_coords, table, _ = found
+        out_cache = SupportCache()
+        out_cache.relations[("cuda", "table")] = (table, rows)
+        level_cache.relations[key] = Coarsened(rows, out_coords, out_cache)
+        level_cache = out_cache
+    hit = cache.relations.get(key)
+    return hit if isinstance(hit, Coarsened) else None
+
+
 def support_and_map(
     family: str,
     cache: SupportCache,
@@ -254,20 +313,24 @@ def support_and_map(
         out_coords, out_cache = coords, cache
         queries = _logical(coords, stride)
         dmap = _query(cache, coords, stride, queries, rel)
+    elif family == "forward":  # the coarsened support, searched with the centred relation
+        coarse = _coarsened(cache, coords, stride, op_stride)
+        if coarse is None:  # odd strides at the int32 limits: the full relation's error
+            generic.full_conv_support(SupportCache(), coords, stride, *geometry)
+            raise AssertionError("the device flagged an int32 overflow the generic path did not")
+        out_coords, out_cache = coarse.coords, coarse.cache
+        dmap = _query(cache, coords, stride, coarse.rows, rel)
     else:
         # full and transposed: the candidates (input row, tap) are the relation's
-        # pairs, so the generating launch writes the map too; the coarsened support
-        # of a strided conv3d is searched with its centred relation afterwards
-        source = "coarsen" if family == "forward" else family
-        taps = ((0, 0, 0),) if source == "coarsen" else tuple(tap_offsets(kernel_size, dilation))
+        # pairs, so the generating launch writes the map too
         found = kernels.generate(
             _logical(coords, stride),
-            taps,
-            source,
+            tuple(tap_offsets(kernel_size, dilation)),
+            family,
             op_stride,
             padding,
             out_stride,
-            emit=source != "coarsen",
+            emit=True,
         )
         if found is None:  # the generic builder raises the contract's int32 error, with its message
             build = (
@@ -276,12 +339,10 @@ def support_and_map(
             build(SupportCache(), coords, stride, *geometry)
             raise AssertionError("the device flagged an int32 overflow the generic path did not")
         queries, out_coords, out_table, nbr = found
+        assert nbr is not None  # emitted
         out_cache = SupportCache()
         out_cache.relations[("cuda", "table")] = (out_table, queries)
-        if nbr is None:
-            dmap = _query(cache, coords, stride, queries, rel)
-        else:
-            dmap = DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
+        dmap = DeviceMap(nbr=nbr, num_in=int(coords.shape[0]))
     generated = DeviceSupport(coords=out_coords, stride=out_stride, cache=out_cache, dmap=dmap)
     cache.relations[key] = generated
     return generated
