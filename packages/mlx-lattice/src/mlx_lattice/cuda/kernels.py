@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,7 +202,7 @@ def _gen_begin(request: Generation) -> _Dedup | Generated:
         return empty, empty, mx.full((64,), -1, dtype=mx.int32), nothing
     if p >= 1 << 31:
         raise ValueError(f"generated support: {p} candidates exceed the kernels' int32 indices")
-    size = table_size(p)
+    size = table_size(min(p, int(request.logical.shape[0]) * _rows_per_input(request)))
     family = GENERATED_FAMILIES[request.family]
     head = [p, volume, size - 1, family, *request.stride, *request.padding, *request.out_stride]
     taps = mx.array(request.taps, dtype=mx.int32).reshape(volume, 3)
@@ -223,6 +224,21 @@ def _gen_begin(request: Generation) -> _Dedup | Generated:
     )
     rank = mx.cumsum(first)
     return _Dedup(taps, table, rep, rank, tuple(head), mx.concatenate([rank[-1:], wide]))
+
+
+def _rows_per_input(request: Generation) -> int:
+    """The most distinct rows one input row's candidates can be: the table's load bound.
+
+    A full-relation candidate is a row only where ``c + p - t`` divides by the
+    stride, so one input's rows are the taps of one residue class of
+    ``t mod s``: 8 of the 27 taps of a 3x3x3 stride-2 kernel. Sizing the table
+    for those, not for every candidate, makes it a quarter as large.
+    """
+    if request.family != "full":  # coarsen: one tap; transposed: every tap is a row
+        return len(request.taps)
+    s = request.stride
+    classes = Counter((t[0] % s[0], t[1] % s[1], t[2] % s[2]) for t in request.taps)
+    return max(classes.values())
 
 
 def _gen_compact(request: Generation, dedup: _Dedup, rows_out: int) -> Generated:
