@@ -42,7 +42,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import mlx.core as mx
-from lattice_contract.dialect import Triple, centred_tap_offsets, subm_offsets, tap_offsets
+from lattice_contract.dialect import (
+    Triple,
+    centred_tap_offsets,
+    forward_stride,
+    subm_offsets,
+    tap_offsets,
+)
 
 from mlx_lattice import kernel_map as generic
 from mlx_lattice.coords import SupportCache
@@ -266,9 +272,10 @@ def _coarsened(
         return hit
     logical = _logical(coords, stride)
     requests = []
-    for level in range(1, PYRAMID_LEVELS + 1):
-        factor = (op_stride[0] ** level, op_stride[1] ** level, op_stride[2] ** level)
-        out_stride = (stride[0] * factor[0], stride[1] * factor[1], stride[2] * factor[2])
+    factor, out_stride = (1, 1, 1), stride
+    for _ in range(PYRAMID_LEVELS):  # level l: the input coarsened by s^l, at stride t * s^l
+        factor = forward_stride(factor, op_stride)
+        out_stride = forward_stride(out_stride, op_stride)
         requests.append(
             kernels.Generation(
                 logical, ((0, 0, 0),), "coarsen", factor, (0, 0, 0), out_stride, emit=False
