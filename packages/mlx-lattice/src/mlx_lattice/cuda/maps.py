@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 from lattice_contract.dialect import (
+    INT32_MAX,
     Triple,
     centred_tap_offsets,
     forward_stride,
@@ -264,18 +265,21 @@ def _coarsened(
     generated from this input in the same pass and memoised on each level's
     cache: a U-Net's encoder reads its row counts back once, not once a
     level.  None when the support asked for leaves int32 (a coarser level
-    that does is not kept).
+    that does is not kept, and none is asked for whose stride leaves int32:
+    the kernels take their strides as int32).
     """
     key = ("cuda", "coarsened", op_stride)
     hit = cache.relations.get(key)
     if isinstance(hit, Coarsened):
         return hit
     logical = _logical(coords, stride)
-    requests = []
+    requests: list[kernels.Generation] = []
     factor, out_stride = (1, 1, 1), stride
     for _ in range(PYRAMID_LEVELS):  # level l: the input coarsened by s^l, at stride t * s^l
         factor = forward_stride(factor, op_stride)
         out_stride = forward_stride(out_stride, op_stride)
+        if requests and max(out_stride) > INT32_MAX:  # a deeper level's stride leaves int32
+            break
         requests.append(
             kernels.Generation(
                 logical, ((0, 0, 0),), "coarsen", factor, (0, 0, 0), out_stride, emit=False
