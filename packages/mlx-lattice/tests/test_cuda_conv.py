@@ -96,6 +96,20 @@ def _generic(fn: Callable[[], SparseTensor]) -> SparseTensor:
         cuda.set_enabled(previous)
 
 
+def _ours_and_generic(
+    fn: Callable[[], SparseTensor], *supports: SparseTensor
+) -> tuple[SparseTensor, SparseTensor]:
+    """``fn`` on the CUDA route and on the generic path, each building its maps afresh."""
+    for t in supports:
+        t.cache.relations.clear()
+    ref = _generic(fn)
+    for t in supports:
+        t.cache.relations.clear()
+    ours = fn()
+    mx.eval(ours.feats, ours.coords)
+    return ours, ref
+
+
 def _tolerance(dtype: mx.Dtype) -> float:
     return {mx.float32: 1e-5, mx.float16: 2e-3, mx.bfloat16: 1.6e-2}[dtype]
 
@@ -187,11 +201,7 @@ def test_every_kind_matches_generic_path(dtype: mx.Dtype) -> None:
     coarse_coords = np.unique(coords // np.array((1, 2, 2, 2), dtype=np.int32), axis=0)
     coarse = _input(coarse_coords, 16, dtype, 13, stride=2)
     for name, fn in _cases(x, coarse, dtype).items():
-        ref = _generic(fn)
-        x.cache.relations.clear()
-        coarse.cache.relations.clear()
-        ours = fn()
-        mx.eval(ours.feats, ours.coords)
+        ours, ref = _ours_and_generic(fn, x, coarse)
         try:
             _check_same(ours, ref, dtype, ordered=name not in _GENERATED)
         except AssertionError as err:
@@ -211,11 +221,7 @@ def test_every_kind_on_empty_and_tiny_inputs(rows: int) -> None:
             mx.eval(ours.feats, ours.coords)
             assert (ours.num_rows, ours.num_channels) == (0, 24), name
             continue
-        ref = _generic(fn)
-        x.cache.relations.clear()
-        coarse.cache.relations.clear()
-        ours = fn()
-        mx.eval(ours.feats, ours.coords)
+        ours, ref = _ours_and_generic(fn, x, coarse)
         assert ours.num_rows == ref.num_rows, name
         try:
             _check_same(ours, ref, mx.float32, ordered=name not in _GENERATED)
@@ -432,13 +438,7 @@ def test_normalized_convs_match_generic_path(dtype: mx.Dtype, rows: int) -> None
     coarse_coords = np.unique(coords // np.array((1, 2, 2, 2), dtype=np.int32), axis=0)
     coarse = _input(coarse_coords, 16, dtype, 83, stride=2)
     for name, (fn, ordered) in _normalized_cases(x, coarse, dtype).items():
-        x.cache.relations.clear()
-        coarse.cache.relations.clear()
-        ref = _generic(fn)
-        x.cache.relations.clear()
-        coarse.cache.relations.clear()
-        ours = fn()
-        mx.eval(ours.feats, ours.coords)
+        ours, ref = _ours_and_generic(fn, x, coarse)
         try:
             _check_same(ours, ref, dtype, ordered=ordered)
         except AssertionError as err:
